@@ -1,0 +1,21 @@
+GO ?= go
+MODEL ?= config/models/dsv4_flash_decode.yaml
+
+.PHONY: run test bench lint build
+
+build:
+	$(GO) build ./...
+
+run:
+	$(GO) run ./cmd/hbgrun run $(MODEL)
+
+test: lint
+	$(GO) test -race -count=1 -timeout 60m ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./... | tee bench.txt
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go') $$(find . -name '*.go' -newer go.mod -not -path './.git/*' 2>/dev/null)); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...

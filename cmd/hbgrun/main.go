@@ -1,0 +1,40 @@
+// Command hbgrun drives hbg on a model config: validate it, expand it into the
+// reference trace format, run it (host path, Graph pipeline and simulated
+// device) and compare its forms.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// usageError marks a user's mistake (bad flag, bad model): exit code 2, no
+// stack trace.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func main() {
+	root := &cobra.Command{
+		Use:           "hbgrun",
+		Short:         "Run a model config on hbg's Graph-recording task runtime",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(commands...)
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "hbgrun:", err)
+		var ue usageError
+		if errors.As(err, &ue) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+// commands is filled by each subcommand's file in its init.
+var commands []*cobra.Command

@@ -1,0 +1,64 @@
+package stages
+
+// Kernel is one entry of a model's kernel table.
+type Kernel struct {
+	Name string
+	Core Kind // KindAIC or KindAIV: the core a kernel's code runs on
+	// Code identifies the kernel's code: two kernels with the same Code run
+	// the same function (the device hashes it into every output digest).
+	Code string
+	Sig  string // declared signature over i/o/x, informational
+	// Intensity is the kernel's operations per byte touched; 0 takes the
+	// device's default for its core type.
+	Intensity float64
+}
+
+// Orchestrator is the submission API that an orchestration (a Go function, or
+// a model config interpreted as one) drives. The ordinary path, the recorder
+// and the trace writer all implement it.
+type Orchestrator interface {
+	// Alloc submits one alloc task that creates len(specs) roots, with
+	// consecutive ids starting at the returned RootID.
+	Alloc(specs []RootSpec) (TaskID, RootID)
+	// Submit submits a kernel or dummy task. Output-tagged args create new
+	// roots: their View.Root is ignored and replaced.
+	Submit(t *Task) TaskID
+	ScopeBegin(mode ScopeMode)
+	ScopeEnd()
+	// Graph submits a Graph call: record, replay, or (when not possible)
+	// run the body on the ordinary path.
+	Graph(call *GraphCall) TaskID
+}
+
+// GraphCall is one Graph(key, boundary, body) call.
+type GraphCall struct {
+	// Key is the graph key (the block's name, say).
+	Key string
+	// Config is every construction value that can change the body's
+	// structure; it is hashed into full_key.
+	Config []uint64
+	// Boundary is the tensors the body receives, in slot order.
+	Boundary []Arg
+	// Scalars is the boundary scalars; each body use of Scalars[i] carries
+	// Src=i so that replay can patch it.
+	Scalars []uint64
+	// Body submits the block's tasks. It must only reference the boundary
+	// tensors and roots it allocates itself.
+	Body func(o Orchestrator, b *Boundary)
+}
+
+// Boundary is what a body receives: the caller's boundary views and the
+// boundary scalars with their provenance.
+type Boundary struct {
+	Tensors []Arg
+	Scalars []Scalar
+}
+
+// NewBoundary builds the body's view of a call.
+func (c *GraphCall) NewBoundary() *Boundary {
+	b := &Boundary{Tensors: c.Boundary, Scalars: make([]Scalar, len(c.Scalars))}
+	for i, v := range c.Scalars {
+		b.Scalars[i] = Scalar{Value: v, Src: int32(i)}
+	}
+	return b
+}
