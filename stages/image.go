@@ -1,0 +1,169 @@
+package stages
+
+// This file holds the two things the host ships to the device: the run image
+// (one per run: task descriptors and Graph submissions) and the Definition
+// (one per distinct full_key, uploaded once as a shared device object). Both
+// are plain data; codec.go turns them into flat, versioned, little-endian
+// bytes with a content hash, and back.
+
+// Span is a window into one of an image's flat pools.
+type Span struct {
+	Off uint32
+	N   uint32
+}
+
+// RootDesc is a root that the run creates on the device: an alloc task's
+// output or a kernel's runtime-allocated output. Entry roots are registered
+// with the device once, before any run, and are not listed.
+type RootDesc struct {
+	ID        RootID
+	DType     DType
+	Elems     int64
+	Creator   TaskID
+	ManualDep bool
+	// Addr is the device address the host assigned from the run's heap.
+	Addr uint64
+}
+
+// TaskDesc is one ordinary task or one outer GRAPH task of a run image.
+type TaskDesc struct {
+	Kind     Kind
+	Kernel   [3]KernelID
+	BlockNum int32
+	Args     Span // into RunImage.Args
+	Scalars  Span // into RunImage.Scalars
+	Fanin    Span // into RunImage.Fanin
+	Pred     Predicate
+	// Graph indexes RunImage.Graphs for a KindGraph task, else -1.
+	Graph int32
+}
+
+// GraphSubmission is one Graph call's patch: which Definition it replays and
+// the values that vary per call. Nothing else about the body is shipped.
+type GraphSubmission struct {
+	Task    TaskID
+	FullKey uint64
+	DefHash uint64 // content hash of the uploaded Definition it replays
+	// Boundary holds the call's boundary tensors (into RunImage.Args), in the
+	// Definition's slot order; Scalars its boundary scalar values.
+	Boundary Span
+	Scalars  Span
+	// HeapBase is the device address of this call's heap block: the
+	// Definition's internal roots live at HeapBase + InternalRoot.HeapOffset.
+	HeapBase uint64
+}
+
+// RunImage is everything one run ships to the device in one copy.
+type RunImage struct {
+	Tasks   []TaskDesc
+	Args    []Arg
+	Scalars []uint64
+	Fanin   []TaskID
+	Roots   []RootDesc
+	Graphs  []GraphSubmission
+	// HeapBytes is the run heap's high-water mark (alloc roots and Graph
+	// heap blocks).
+	HeapBytes int64
+}
+
+// SourceKind says where a recorded node's tensor comes from at replay.
+type SourceKind uint8
+
+const (
+	// SrcBoundaryExact is bit-for-bit a boundary tensor: replay substitutes
+	// the call's boundary tensor.
+	SrcBoundaryExact SourceKind = iota + 1
+	// SrcBoundaryView is a view of a boundary tensor's root, Delta elements
+	// after the boundary view's offset, with the template's own layout.
+	SrcBoundaryView
+	// SrcInternal is a view of a root created by an earlier node of the body.
+	SrcInternal
+	// SrcOwnOutput is a root the node itself creates (TagOutput, or an alloc
+	// node's roots).
+	SrcOwnOutput
+)
+
+// TensorRef is one recorded tensor argument.
+type TensorRef struct {
+	Tag Tag
+	Src SourceKind
+	// Slot is the boundary slot (SrcBoundary*) or the internal root index
+	// (SrcInternal, SrcOwnOutput) into Definition.Roots.
+	Slot int32
+	// Delta is the element offset past the boundary view's offset
+	// (SrcBoundaryView), or the offset within the internal root.
+	Delta int64
+	// Layout holds dtype, rank, shape and strides; its Root and Offset are
+	// unused.
+	Layout View
+}
+
+// ScalarRef is one recorded scalar: a static value baked into the
+// Definition, or a boundary scalar slot patched at every replay.
+type ScalarRef struct {
+	Boundary bool
+	Slot     int32
+	Value    uint64
+}
+
+// PredRef is a recorded predicate over a recorded tensor.
+type PredRef struct {
+	Valid  bool
+	Op     PredOp
+	Tensor TensorRef
+	Index  int64
+	Target int64
+}
+
+// NodeDesc is one recorded task of a body.
+type NodeDesc struct {
+	Kind     Kind
+	Kernel   [3]KernelID
+	BlockNum int32
+	Tensors  Span // into Definition.Tensors
+	Scalars  Span // into Definition.Scalars
+	Fanin    Span // into Definition.Fanin (node indices, all < this node)
+	Pred     PredRef
+}
+
+// InternalRoot is a root created inside the body; each replay gets fresh
+// storage for it inside the call's heap block.
+type InternalRoot struct {
+	DType      DType
+	Elems      int64
+	Creator    uint32 // node index
+	ManualDep  bool
+	HeapOffset int64 // bytes from GraphSubmission.HeapBase, aligned
+}
+
+// BoundarySlot is the fixed part of one boundary tensor: what a replay may
+// not change.
+type BoundarySlot struct {
+	Tag    Tag
+	Layout View // Root and Offset unused
+	// RootElems is the size of the root the slot views: a replay may move the
+	// view to another root of the same size, never change the size.
+	RootElems int64
+	// AliasRep is the first earlier slot viewing the same root, or -1: the
+	// alias partition a replay must keep.
+	AliasRep int32
+}
+
+// Definition is a recorded body, built once per full_key and replayed by
+// patching its boundary.
+type Definition struct {
+	FullKey  uint64
+	Key      string
+	Nodes    []NodeDesc
+	Tensors  []TensorRef
+	Scalars  []ScalarRef
+	Fanin    []uint32
+	Roots    []InternalRoot
+	Boundary []BoundarySlot
+	// BoundaryScalars is the number of boundary scalars a call passes.
+	BoundaryScalars int
+	// HeapBytes is the size of the heap block a call needs.
+	HeapBytes int64
+	// ContentHash covers the encoded image (codec.go); 0 until built.
+	ContentHash uint64
+}

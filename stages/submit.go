@@ -1,0 +1,231 @@
+package stages
+
+import "fmt"
+
+// heapAlign is the alignment of every block the run heap hands out.
+const heapAlign = 512
+
+func alignUp(n int64) int64 { return (n + heapAlign - 1) &^ (heapAlign - 1) }
+
+// Orch is the ordinary submit path of one run: it resolves each task's
+// dependencies against the TensorMap and writes its descriptor into the run
+// image. It implements Orchestrator with Graph calls run inline (the eager
+// form, and the fallback of a call that cannot replay); the Graph pipeline
+// intercepts Graph before it reaches Orch.
+//
+// Orch is not safe for concurrent use: one actor owns it.
+type Orch struct {
+	nEntry  int
+	roots   []Root
+	tm      TensorMap
+	fs      FaninSet
+	img     RunImage
+	scopes  []ScopeMode
+	manual  int // depth of manual scopes currently open
+	heapTop int64
+}
+
+// NewOrch starts a run over the model's entry roots, which take RootIDs
+// 0..len(entry)-1.
+func NewOrch(entry []Root) *Orch {
+	o := &Orch{nEntry: len(entry)}
+	o.roots = append(make([]Root, 0, len(entry)+1024), entry...)
+	for i := range o.roots {
+		o.roots[i].Creator = NoTask
+	}
+	return o
+}
+
+// Reset starts the next run, keeping every buffer's storage.
+func (o *Orch) Reset() {
+	o.roots = o.roots[:o.nEntry]
+	o.tm.Reset()
+	o.img.Tasks = o.img.Tasks[:0]
+	o.img.Args = o.img.Args[:0]
+	o.img.Scalars = o.img.Scalars[:0]
+	o.img.Fanin = o.img.Fanin[:0]
+	o.img.Roots = o.img.Roots[:0]
+	o.img.Graphs = o.img.Graphs[:0]
+	o.img.HeapBytes = 0
+	o.scopes = o.scopes[:0]
+	o.manual = 0
+	o.heapTop = 0
+}
+
+func (o *Orch) meta(r RootID) rootMeta {
+	if int(r) >= len(o.roots) || r < 0 {
+		panic(fmt.Sprintf("stages: task references root %d, but the run has %d roots", r, len(o.roots)))
+	}
+	rt := &o.roots[r]
+	return rootMeta{creator: rt.Creator, manualDep: rt.ManualDep}
+}
+
+// Root returns a root of this run.
+func (o *Orch) Root(r RootID) *Root { return &o.roots[r] }
+
+// NumRoots is the number of roots so far, entry roots included.
+func (o *Orch) NumRoots() int { return len(o.roots) }
+
+// NumTasks is the number of tasks submitted so far (outer GRAPH tasks
+// included).
+func (o *Orch) NumTasks() int { return len(o.img.Tasks) }
+
+// Image is the run image built so far. It is valid until the next Reset.
+func (o *Orch) Image() *RunImage {
+	o.img.HeapBytes = o.heapTop
+	return &o.img
+}
+
+// Fanin is the resolved fanin of a submitted task.
+func (o *Orch) Fanin(id TaskID) []TaskID {
+	s := o.img.Tasks[id].Fanin
+	return o.img.Fanin[s.Off : s.Off+s.N]
+}
+
+// Manual reports whether a manual scope is open.
+func (o *Orch) Manual() bool { return o.manual > 0 }
+
+// ScopeBegin opens a scope.
+func (o *Orch) ScopeBegin(mode ScopeMode) {
+	o.scopes = append(o.scopes, mode)
+	if mode == ScopeManual {
+		o.manual++
+	}
+}
+
+// ScopeEnd closes the innermost scope.
+func (o *Orch) ScopeEnd() {
+	n := len(o.scopes)
+	if n == 0 {
+		panic("stages: ScopeEnd without ScopeBegin")
+	}
+	if o.scopes[n-1] == ScopeManual {
+		o.manual--
+	}
+	o.scopes = o.scopes[:n-1]
+}
+
+// ScopeDepth is the number of open scopes.
+func (o *Orch) ScopeDepth() int { return len(o.scopes) }
+
+// newRoot creates a runtime root owned by task and places it on the heap.
+func (o *Orch) newRoot(name string, dt DType, shape []int64, mdep bool, task TaskID) RootID {
+	id := RootID(len(o.roots))
+	r := Root{Name: name, Kind: RootAlloc, DType: dt, Shape: shape, Elems: prod(shape), Creator: task, ManualDep: mdep}
+	o.roots = append(o.roots, r)
+	addr := uint64(o.heapTop)
+	o.heapTop += alignUp(r.Bytes())
+	o.img.Roots = append(o.img.Roots, RootDesc{ID: id, DType: dt, Elems: r.Elems, Creator: task, ManualDep: mdep, Addr: addr})
+	return id
+}
+
+// Alloc submits one alloc task creating the roots of specs. The specs' Shape
+// slices are retained, not copied: callers pass shapes they do not mutate.
+func (o *Orch) Alloc(specs []RootSpec) (TaskID, RootID) {
+	id := TaskID(len(o.img.Tasks))
+	first := RootID(len(o.roots))
+	argOff := len(o.img.Args)
+	for _, s := range specs {
+		r := o.newRoot(s.Name, s.DType, s.Shape, s.ManualDep, id)
+		o.img.Args = append(o.img.Args, Arg{Tag: TagOutput, View: NewView(r, 0, s.DType, s.Shape...)})
+	}
+	o.img.Tasks = append(o.img.Tasks, TaskDesc{
+		Kind:     KindAlloc,
+		Kernel:   [3]KernelID{-1, -1, -1},
+		BlockNum: -1,
+		Args:     Span{Off: uint32(argOff), N: uint32(len(specs))},
+		Scalars:  Span{Off: uint32(len(o.img.Scalars))},
+		Fanin:    Span{Off: uint32(len(o.img.Fanin))},
+		Graph:    -1,
+	})
+	return id, first
+}
+
+// Submit submits a kernel or dummy task on the ordinary path.
+func (o *Orch) Submit(t *Task) TaskID {
+	id := TaskID(len(o.img.Tasks))
+	argOff := len(o.img.Args)
+	o.img.Args = append(o.img.Args, t.Args...)
+	args := o.img.Args[argOff:]
+	for i := range args {
+		if args[i].Tag == TagOutput {
+			v := &args[i].View
+			v.Root = o.newRoot("", v.DType, append([]int64(nil), v.ShapeSlice()...), false, id)
+			v.Offset = 0
+		}
+	}
+	resolveFanin(&o.tm, o, id, args, t.Deps, o.manual > 0, &o.fs)
+	scOff := len(o.img.Scalars)
+	for _, s := range t.Scalars {
+		o.img.Scalars = append(o.img.Scalars, s.Value)
+	}
+	fanOff := len(o.img.Fanin)
+	o.img.Fanin = append(o.img.Fanin, o.fs.Out...)
+	o.img.Tasks = append(o.img.Tasks, TaskDesc{
+		Kind:     t.Kind,
+		Kernel:   t.Kernel,
+		BlockNum: t.BlockNum,
+		Args:     Span{Off: uint32(argOff), N: uint32(len(t.Args))},
+		Scalars:  Span{Off: uint32(scOff), N: uint32(len(t.Scalars))},
+		Fanin:    Span{Off: uint32(fanOff), N: uint32(len(o.fs.Out))},
+		Pred:     t.Pred,
+		Graph:    -1,
+	})
+	return id
+}
+
+// Graph runs the body inline on the ordinary path.
+func (o *Orch) Graph(call *GraphCall) TaskID {
+	call.Body(o, call.NewBoundary())
+	return TaskID(len(o.img.Tasks) - 1)
+}
+
+// SubmitGraph adds the outer GRAPH task of a Graph call: its fanin comes
+// from the boundary against the real TensorMap, and it becomes the producer
+// of every boundary tensor whose tag writes, and of every slot in alsoWrites
+// (slots the body writes although the caller tagged them input). sub's Task,
+// Boundary and Scalars are filled in here; the caller sets FullKey, DefHash
+// and heapBytes.
+func (o *Orch) SubmitGraph(boundary []Arg, scalars []uint64, sub GraphSubmission, heapBytes int64, alsoWrites []int32) TaskID {
+	id := TaskID(len(o.img.Tasks))
+	argOff := len(o.img.Args)
+	o.img.Args = append(o.img.Args, boundary...)
+	args := o.img.Args[argOff:]
+	resolveFanin(&o.tm, o, id, args, nil, o.manual > 0, &o.fs)
+	if o.manual == 0 {
+		for _, s := range alsoWrites {
+			if a := &args[s]; a.Tag != TagInOut && a.Tag != TagOutputExisting && !o.meta(a.View.Root).manualDep {
+				o.tm.Register(&a.View, id)
+			}
+		}
+	}
+	scOff := len(o.img.Scalars)
+	o.img.Scalars = append(o.img.Scalars, scalars...)
+	fanOff := len(o.img.Fanin)
+	o.img.Fanin = append(o.img.Fanin, o.fs.Out...)
+	sub.Task = id
+	sub.Boundary = Span{Off: uint32(argOff), N: uint32(len(boundary))}
+	sub.Scalars = Span{Off: uint32(scOff), N: uint32(len(scalars))}
+	sub.HeapBase = uint64(o.heapTop)
+	o.heapTop += alignUp(heapBytes)
+	o.img.Graphs = append(o.img.Graphs, sub)
+	o.img.Tasks = append(o.img.Tasks, TaskDesc{
+		Kind:     KindGraph,
+		Kernel:   [3]KernelID{-1, -1, -1},
+		BlockNum: -1,
+		Args:     sub.Boundary,
+		Scalars:  sub.Scalars,
+		Fanin:    Span{Off: uint32(fanOff), N: uint32(len(o.fs.Out))},
+		Graph:    int32(len(o.img.Graphs) - 1),
+	})
+	return id
+}
+
+// FinalizeGraph patches a shell submitted while its key was still
+// recording, once the Definition exists: its hash and its heap block.
+func (o *Orch) FinalizeGraph(task TaskID, defHash uint64, heapBytes int64) {
+	g := &o.img.Graphs[o.img.Tasks[task].Graph]
+	g.DefHash = defHash
+	g.HeapBase = uint64(o.heapTop)
+	o.heapTop += alignUp(heapBytes)
+}
