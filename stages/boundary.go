@@ -1,0 +1,97 @@
+package stages
+
+import "fmt"
+
+// RootSizer answers the size of a root, which a boundary slot may not change.
+type RootSizer interface {
+	RootElems(RootID) int64
+}
+
+// RootElems implements RootSizer for the run's roots.
+func (o *Orch) RootElems(r RootID) int64 { return o.roots[r].Elems }
+
+// BoundaryMismatch says why a call cannot replay a Definition: the boundary
+// contract lets a replay change addresses and scalar values, never shape,
+// strides, dtype, tag, byte size or the alias partition.
+type BoundaryMismatch struct {
+	Key  string
+	Slot int // -1 for a count mismatch
+	What string
+	Got  string
+	Want string
+}
+
+func (m *BoundaryMismatch) Error() string {
+	if m.Slot < 0 {
+		return fmt.Sprintf("graph %q: boundary %s is %s, the Definition has %s", m.Key, m.What, m.Got, m.Want)
+	}
+	return fmt.Sprintf("graph %q: boundary slot %d: %s is %s, the Definition has %s", m.Key, m.Slot, m.What, m.Got, m.Want)
+}
+
+// Matcher checks calls against a Definition's boundary signature in time
+// linear in the boundary width: the alias partition is computed with a
+// generation-stamped table indexed by root, not by comparing slot pairs.
+// A Matcher is reused across calls and is not safe for concurrent use.
+type Matcher struct {
+	stamp []aliasStamp
+	gen   uint32
+}
+
+type aliasStamp struct {
+	gen  uint32
+	slot int32
+}
+
+// Match reports nil when args and nscalars fit the Definition's boundary.
+func (m *Matcher) Match(d *Definition, args []Arg, nscalars int, roots RootSizer) *BoundaryMismatch {
+	if len(args) != len(d.Boundary) {
+		return &BoundaryMismatch{Key: d.Key, Slot: -1, What: "tensor count", Got: fmt.Sprint(len(args)), Want: fmt.Sprint(len(d.Boundary))}
+	}
+	if nscalars != d.BoundaryScalars {
+		return &BoundaryMismatch{Key: d.Key, Slot: -1, What: "scalar count", Got: fmt.Sprint(nscalars), Want: fmt.Sprint(d.BoundaryScalars)}
+	}
+	m.gen++
+	if m.gen == 0 {
+		clear(m.stamp)
+		m.gen = 1
+	}
+	for i := range args {
+		a, s := &args[i], &d.Boundary[i]
+		if a.Tag != s.Tag {
+			return &BoundaryMismatch{Key: d.Key, Slot: i, What: "tag", Got: a.Tag.String(), Want: s.Tag.String()}
+		}
+		if !a.View.SameLayout(&s.Layout) {
+			return &BoundaryMismatch{Key: d.Key, Slot: i, What: "layout", Got: layoutString(&a.View), Want: layoutString(&s.Layout)}
+		}
+		if n := roots.RootElems(a.View.Root); n != s.RootElems {
+			return &BoundaryMismatch{Key: d.Key, Slot: i, What: "root size", Got: fmt.Sprint(n), Want: fmt.Sprint(s.RootElems)}
+		}
+		r := int(a.View.Root)
+		if r >= len(m.stamp) {
+			grown := make([]aliasStamp, max(2*len(m.stamp), r+1, 256))
+			copy(grown, m.stamp)
+			m.stamp = grown
+		}
+		rep := int32(-1)
+		if st := &m.stamp[r]; st.gen == m.gen {
+			rep = st.slot
+		} else {
+			*st = aliasStamp{gen: m.gen, slot: int32(i)}
+		}
+		if rep != s.AliasRep {
+			return &BoundaryMismatch{Key: d.Key, Slot: i, What: "alias partition", Got: aliasString(rep), Want: aliasString(s.AliasRep)}
+		}
+	}
+	return nil
+}
+
+func aliasString(rep int32) string {
+	if rep < 0 {
+		return "its own root"
+	}
+	return fmt.Sprintf("the root of slot %d", rep)
+}
+
+func layoutString(v *View) string {
+	return fmt.Sprintf("%s%v strides %v", v.DType, v.Shape[:v.NDims], v.Strides[:v.NDims])
+}

@@ -1,0 +1,359 @@
+package stages
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrUnsupported marks a body that recorded something a Definition cannot
+// express: a nested Graph, a tensor that is neither a boundary tensor nor
+// allocated in the body, a dependency across the boundary. Its calls can run
+// on the ordinary path instead.
+var ErrUnsupported = errors.New("unsupported in a Graph body")
+
+// Defect is something a body hides from its caller that the runtime detects
+// rather than replays wrong (ARCHITECTURE §3, "What a body must not hide").
+type Defect struct {
+	Key  string
+	Kind DefectKind
+	Slot int32 // boundary slot (tensor or scalar) concerned, or -1
+	Node int32 // body node concerned, or -1
+	Msg  string
+}
+
+// DefectKind names a defect.
+type DefectKind uint8
+
+const (
+	// DefectInputWritten: the body writes a boundary tensor that the caller
+	// tagged input, so the outer task would never become its producer.
+	DefectInputWritten DefectKind = iota + 1
+	// DefectBakedScalar: a scalar computed from a boundary scalar was baked
+	// into the Definition.
+	DefectBakedScalar
+	// DefectStructure: the body's structure depends on a value that is not
+	// in its key.
+	DefectStructure
+)
+
+var defectNames = [...]string{"", "input-written", "baked-scalar", "structure-not-in-key"}
+
+func (k DefectKind) String() string { return defectNames[k] }
+
+func (d Defect) Error() string {
+	return fmt.Sprintf("graph %q: %s: %s", d.Key, d.Kind, d.Msg)
+}
+
+// BoundaryRoot is what a recording knows about the root behind a boundary
+// slot, snapshotted by the caller when it starts the recording (the caller's
+// root table keeps growing while the body records).
+type BoundaryRoot struct {
+	Elems     int64
+	ManualDep bool
+}
+
+// Recorder records one Graph body into a Definition. It implements
+// Orchestrator so the body runs unchanged; tasks become nodes on a private
+// TensorMap, and roots the body allocates live in a private namespace.
+// A Recorder is used by one goroutine; Reset makes it reusable.
+type Recorder struct {
+	key      string
+	boundary []Arg
+	broots   []BoundaryRoot
+	slots    map[RootID][]int32 // boundary root -> the slots viewing it
+	nscalars int
+
+	tm     TensorMap
+	fs     FaninSet
+	roots  []privRoot
+	scopes []ScopeMode
+	manual int
+	def    Definition
+	err    error
+	// Defects found so far (reported, not fatal to the recording).
+	Defects []Defect
+	// argScratch holds a node's arguments while its outputs get private
+	// roots; reused across nodes.
+	argScratch []Arg
+}
+
+type privRoot struct {
+	dtype   DType
+	elems   int64
+	creator uint32
+	mdep    bool
+}
+
+func (r *Recorder) meta(id RootID) rootMeta {
+	if id.IsPrivate() {
+		p := &r.roots[id-privateRootBase]
+		return rootMeta{creator: TaskID(p.creator), manualDep: p.mdep}
+	}
+	// Boundary roots were created outside the body: their creators are
+	// outside the window, covered by the outer task's boundary fanin.
+	if s, ok := r.slots[id]; ok {
+		return rootMeta{creator: NoTask, manualDep: r.broots[s[0]].ManualDep}
+	}
+	return rootMeta{creator: NoTask}
+}
+
+// Reset prepares the recorder for a new body.
+func (r *Recorder) Reset(key string, fullKey uint64, boundary []Arg, broots []BoundaryRoot, nscalars int) {
+	r.key, r.boundary, r.broots, r.nscalars = key, boundary, broots, nscalars
+	if r.slots == nil {
+		r.slots = map[RootID][]int32{}
+	}
+	clear(r.slots)
+	for i := range boundary {
+		id := boundary[i].View.Root
+		r.slots[id] = append(r.slots[id], int32(i))
+	}
+	r.tm.Reset()
+	r.roots = r.roots[:0]
+	r.scopes = r.scopes[:0]
+	r.manual = 0
+	r.err = nil
+	r.Defects = r.Defects[:0]
+	r.def = Definition{
+		FullKey: fullKey, Key: key,
+		Nodes: r.def.Nodes[:0], Tensors: r.def.Tensors[:0], Scalars: r.def.Scalars[:0],
+		Fanin: r.def.Fanin[:0], Roots: r.def.Roots[:0], Boundary: r.def.Boundary[:0],
+	}
+}
+
+func (r *Recorder) fail(format string, a ...any) {
+	if r.err == nil {
+		r.err = fmt.Errorf("graph %q node %d: %w: %s", r.key, len(r.def.Nodes), ErrUnsupported, fmt.Sprintf(format, a...))
+	}
+}
+
+// Err is the first unsupported construct met, if any.
+func (r *Recorder) Err() error { return r.err }
+
+// Nodes is the number of nodes recorded so far.
+func (r *Recorder) Nodes() int { return len(r.def.Nodes) }
+
+func (r *Recorder) newRoot(dt DType, elems int64, mdep bool, node int) RootID {
+	r.roots = append(r.roots, privRoot{dtype: dt, elems: elems, creator: uint32(node), mdep: mdep})
+	return privateRootBase + RootID(len(r.roots)-1)
+}
+
+// classify turns a view into a source reference (ARCHITECTURE §3: boundary
+// exact, boundary view + delta, internal, own output).
+func (r *Recorder) classify(tag Tag, v *View) (TensorRef, bool) {
+	ref := TensorRef{Tag: tag, Layout: *v}
+	ref.Layout.Root, ref.Layout.Offset = 0, 0
+	if v.Root.IsPrivate() {
+		ref.Src, ref.Slot, ref.Delta = SrcInternal, int32(v.Root-privateRootBase), v.Offset
+		return ref, true
+	}
+	slots, ok := r.slots[v.Root]
+	if !ok {
+		return ref, false
+	}
+	for _, s := range slots {
+		b := &r.boundary[s].View
+		if b.Offset == v.Offset && b.SameLayout(v) {
+			ref.Src, ref.Slot = SrcBoundaryExact, s
+			return ref, true
+		}
+	}
+	// A view inside a boundary slot's region moves with that slot; prefer
+	// the tightest slot that contains it.
+	best := int32(-1)
+	for _, s := range slots {
+		b := &r.boundary[s].View
+		if b.Offset <= v.Offset && v.End() <= b.End() && (best < 0 || b.Elems() < r.boundary[best].View.Elems()) {
+			best = s
+		}
+	}
+	if best < 0 {
+		// Outside every slot's region but on a boundary root: anchor to the
+		// slot with the nearest offset below; replay keeps the delta.
+		for _, s := range slots {
+			b := &r.boundary[s].View
+			if b.Offset <= v.Offset && (best < 0 || b.Offset > r.boundary[best].View.Offset) {
+				best = s
+			}
+		}
+	}
+	if best < 0 {
+		return ref, false
+	}
+	ref.Src, ref.Slot, ref.Delta = SrcBoundaryView, best, v.Offset-r.boundary[best].View.Offset
+	return ref, true
+}
+
+// Alloc records an alloc node creating private roots.
+func (r *Recorder) Alloc(specs []RootSpec) (TaskID, RootID) {
+	node := len(r.def.Nodes)
+	first := privateRootBase + RootID(len(r.roots))
+	tOff := len(r.def.Tensors)
+	for _, s := range specs {
+		id := r.newRoot(s.DType, s.Elems(), s.ManualDep, node)
+		v := NewView(id, 0, s.DType, s.Shape...)
+		r.def.Tensors = append(r.def.Tensors, TensorRef{Tag: TagOutput, Src: SrcOwnOutput, Slot: int32(id - privateRootBase), Layout: v})
+		r.def.Tensors[len(r.def.Tensors)-1].Layout.Root = 0
+	}
+	r.def.Nodes = append(r.def.Nodes, NodeDesc{
+		Kind: KindAlloc, Kernel: [3]KernelID{-1, -1, -1}, BlockNum: -1,
+		Tensors: Span{Off: uint32(tOff), N: uint32(len(specs))},
+		Scalars: Span{Off: uint32(len(r.def.Scalars))},
+		Fanin:   Span{Off: uint32(len(r.def.Fanin))},
+	})
+	return TaskID(node), first
+}
+
+// Submit records a kernel or dummy node.
+func (r *Recorder) Submit(t *Task) TaskID {
+	node := TaskID(len(r.def.Nodes))
+	for _, d := range t.Deps {
+		if d < 0 || d >= node {
+			// Deps name earlier nodes of this body; anything else is a
+			// dependency across the boundary.
+			r.fail("explicit dependency on task %d is outside the body (a dependency across the boundary)", d)
+		}
+	}
+	args := append(r.argScratch[:0], t.Args...)
+	r.argScratch = args
+	tOff := len(r.def.Tensors)
+	for i := range args {
+		a := &args[i]
+		if a.Tag == TagOutput {
+			a.View.Root = r.newRoot(a.View.DType, a.View.Elems(), false, int(node))
+			a.View.Offset = 0
+			ref := TensorRef{Tag: TagOutput, Src: SrcOwnOutput, Slot: int32(a.View.Root - privateRootBase), Layout: a.View}
+			ref.Layout.Root = 0
+			r.def.Tensors = append(r.def.Tensors, ref)
+			continue
+		}
+		ref, ok := r.classify(a.Tag, &a.View)
+		if !ok {
+			r.fail("argument %d views root %d, which is neither a boundary tensor nor allocated in the body (an unclassifiable tensor)", i, a.View.Root)
+		}
+		if ref.Src == SrcBoundaryExact || ref.Src == SrcBoundaryView {
+			if (a.Tag == TagInOut || a.Tag == TagOutputExisting) && r.boundary[ref.Slot].Tag == TagInput {
+				r.defect(DefectInputWritten, ref.Slot, int32(node), fmt.Sprintf("node %d writes (tag %s) boundary slot %d, which the caller tagged input: the outer task would never become its producer", node, a.Tag, ref.Slot))
+			}
+		}
+		r.def.Tensors = append(r.def.Tensors, ref)
+	}
+	resolveFanin(&r.tm, r, node, args, t.Deps, r.manual > 0, &r.fs)
+	sOff := len(r.def.Scalars)
+	for _, s := range t.Scalars {
+		if s.Src >= 0 {
+			if int(s.Src) >= r.nscalars {
+				r.fail("scalar names boundary scalar %d of %d", s.Src, r.nscalars)
+			}
+			r.def.Scalars = append(r.def.Scalars, ScalarRef{Boundary: true, Slot: s.Src, Value: s.Value})
+		} else {
+			r.def.Scalars = append(r.def.Scalars, ScalarRef{Slot: -1, Value: s.Value})
+		}
+	}
+	fOff := len(r.def.Fanin)
+	for _, p := range r.fs.Out {
+		r.def.Fanin = append(r.def.Fanin, uint32(p))
+	}
+	nd := NodeDesc{
+		Kind: t.Kind, Kernel: t.Kernel, BlockNum: t.BlockNum,
+		Tensors: Span{Off: uint32(tOff), N: uint32(len(args))},
+		Scalars: Span{Off: uint32(sOff), N: uint32(len(t.Scalars))},
+		Fanin:   Span{Off: uint32(fOff), N: uint32(len(r.fs.Out))},
+	}
+	if t.Pred.Valid {
+		ref, ok := r.classify(TagInput, &t.Pred.View)
+		if !ok {
+			r.fail("predicate views root %d, which is neither a boundary tensor nor allocated in the body", t.Pred.View.Root)
+		}
+		nd.Pred = PredRef{Valid: true, Op: t.Pred.Op, Tensor: ref, Index: t.Pred.Index, Target: t.Pred.Target}
+	}
+	r.def.Nodes = append(r.def.Nodes, nd)
+	return node
+}
+
+func (r *Recorder) defect(k DefectKind, slot, node int32, msg string) {
+	r.Defects = append(r.Defects, Defect{Key: r.key, Kind: k, Slot: slot, Node: node, Msg: msg})
+}
+
+// ScopeBegin opens a scope inside the body.
+func (r *Recorder) ScopeBegin(mode ScopeMode) {
+	r.scopes = append(r.scopes, mode)
+	if mode == ScopeManual {
+		r.manual++
+	}
+}
+
+// ScopeEnd closes it.
+func (r *Recorder) ScopeEnd() {
+	n := len(r.scopes)
+	if n == 0 {
+		r.fail("scope end without a scope begin inside the body")
+		return
+	}
+	if r.scopes[n-1] == ScopeManual {
+		r.manual--
+	}
+	r.scopes = r.scopes[:n-1]
+}
+
+// Graph inside a body is a nested Graph, which a Definition cannot hold.
+func (r *Recorder) Graph(call *GraphCall) TaskID {
+	r.fail("nested Graph %q inside the body", call.Key)
+	return NoTask
+}
+
+// Build finishes the Definition: heap layout of the internal roots, the
+// boundary signature, and which boundary slots the body writes. The
+// returned Definition shares no storage with the recorder.
+func (r *Recorder) Build() (*Definition, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	if len(r.scopes) != 0 {
+		return nil, fmt.Errorf("graph %q: %w: %d scopes left open at the end of the body", r.key, ErrUnsupported, len(r.scopes))
+	}
+	d := &Definition{
+		FullKey: r.def.FullKey, Key: r.key,
+		Nodes:           append([]NodeDesc(nil), r.def.Nodes...),
+		Tensors:         append([]TensorRef(nil), r.def.Tensors...),
+		Scalars:         append([]ScalarRef(nil), r.def.Scalars...),
+		Fanin:           append([]uint32(nil), r.def.Fanin...),
+		Roots:           make([]InternalRoot, len(r.roots)),
+		Boundary:        make([]BoundarySlot, len(r.boundary)),
+		BoundaryScalars: r.nscalars,
+	}
+	var heap int64
+	for i, p := range r.roots {
+		d.Roots[i] = InternalRoot{DType: p.dtype, Elems: p.elems, Creator: p.creator, ManualDep: p.mdep, HeapOffset: heap}
+		heap += alignUp(p.elems * p.dtype.Size())
+	}
+	d.HeapBytes = heap
+	for i := range r.boundary {
+		a := &r.boundary[i]
+		bs := BoundarySlot{Tag: a.Tag, Layout: a.View, RootElems: r.broots[i].Elems, AliasRep: -1}
+		bs.Layout.Root, bs.Layout.Offset = 0, 0
+		if s := r.slots[a.View.Root]; s[0] != int32(i) {
+			bs.AliasRep = s[0]
+		}
+		d.Boundary[i] = bs
+	}
+	return d, nil
+}
+
+// WrittenSlots lists the boundary slots the body writes, in slot order: the
+// outer task must become their producer whatever the caller's tag says.
+func (d *Definition) WrittenSlots() []int32 {
+	seen := make([]bool, len(d.Boundary))
+	var out []int32
+	for _, t := range d.Tensors {
+		if (t.Src == SrcBoundaryExact || t.Src == SrcBoundaryView) && (t.Tag == TagInOut || t.Tag == TagOutputExisting) && !seen[t.Slot] {
+			seen[t.Slot] = true
+		}
+	}
+	for i, s := range seen {
+		if s {
+			out = append(out, int32(i))
+		}
+	}
+	return out
+}

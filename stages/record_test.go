@@ -1,0 +1,151 @@
+package stages
+
+import (
+	"errors"
+	"testing"
+)
+
+// smallBody is a two-node body: a kernel reads slot 0 and writes an internal
+// buffer, a second reads it and writes slot 1 at a view offset.
+func smallBody(o Orchestrator, b *Boundary) {
+	_, buf := o.Alloc([]RootSpec{{Name: "tmp", DType: FP32, Shape: []int64{4, 8}}})
+	k1 := Task{Kind: KindAIV, Kernel: [3]KernelID{-1, 1, -1}, BlockNum: 1,
+		Args:    []Arg{{Tag: TagInput, View: b.Tensors[0].View}, {Tag: TagOutputExisting, View: NewView(buf, 0, FP32, 4, 8)}},
+		Scalars: []Scalar{b.Scalars[0], Static(7)}}
+	o.Submit(&k1)
+	out := b.Tensors[1].View
+	out.Offset += 8
+	out.Shape[0] = 1
+	k2 := Task{Kind: KindAIC, Kernel: [3]KernelID{2, -1, -1}, BlockNum: 2,
+		Args: []Arg{{Tag: TagInput, View: NewView(buf, 8, FP32, 8)}, {Tag: TagInOut, View: out}}}
+	o.Submit(&k2)
+}
+
+func smallCall(in, out RootID) *GraphCall {
+	return &GraphCall{Key: "small", Boundary: []Arg{
+		{Tag: TagInput, View: NewView(in, 0, FP32, 4, 8)},
+		{Tag: TagInOut, View: NewView(out, 0, FP32, 4, 8)},
+	}, Scalars: []uint64{42}, Body: smallBody}
+}
+
+func record(t *testing.T, call *GraphCall, roots []BoundaryRoot) (*Definition, *Recorder) {
+	t.Helper()
+	var r Recorder
+	r.Reset(call.Key, FullKey("test", call.Key, call.Config), call.Boundary, roots, len(call.Scalars))
+	call.Body(&r, call.NewBoundary())
+	d, err := r.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, &r
+}
+
+func TestRecordClassifiesSources(t *testing.T) {
+	d, r := record(t, smallCall(0, 1), []BoundaryRoot{{Elems: 32}, {Elems: 32}})
+	if len(d.Nodes) != 3 || len(r.Defects) != 0 {
+		t.Fatalf("nodes %d defects %v", len(d.Nodes), r.Defects)
+	}
+	want := []struct {
+		src   SourceKind
+		slot  int32
+		delta int64
+	}{
+		{SrcOwnOutput, 0, 0},     // alloc
+		{SrcBoundaryExact, 0, 0}, // k1 input
+		{SrcInternal, 0, 0},      // k1 writes tmp
+		{SrcInternal, 0, 8},      // k2 reads tmp[8:]
+		{SrcBoundaryView, 1, 8},  // k2 writes slot 1 + 8
+	}
+	for i, w := range want {
+		got := d.Tensors[i]
+		if got.Src != w.src || got.Slot != w.slot || got.Delta != w.delta {
+			t.Errorf("tensor %d: got %+v, want %+v", i, got, w)
+		}
+	}
+	if s := d.Scalars[0]; !s.Boundary || s.Slot != 0 {
+		t.Errorf("scalar 0 should be boundary slot 0, got %+v", s)
+	}
+	if s := d.Scalars[1]; s.Boundary || s.Value != 7 {
+		t.Errorf("scalar 1 should be static 7, got %+v", s)
+	}
+	// k1 depends on the alloc (creator), k2 on k1 (TensorMap) and the alloc.
+	if f := d.Fanin[d.Nodes[2].Fanin.Off : d.Nodes[2].Fanin.Off+d.Nodes[2].Fanin.N]; len(f) != 2 {
+		t.Errorf("k2 fanin %v", f)
+	}
+	if ws := d.WrittenSlots(); len(ws) != 1 || ws[0] != 1 {
+		t.Errorf("written slots %v", ws)
+	}
+}
+
+func TestRecordUnsupported(t *testing.T) {
+	cases := map[string]func(o Orchestrator, b *Boundary){
+		"nested": func(o Orchestrator, b *Boundary) { o.Graph(smallCall(0, 1)) },
+		"unclassifiable": func(o Orchestrator, b *Boundary) {
+			o.Submit(&Task{Kind: KindAIV, Args: []Arg{{Tag: TagInput, View: NewView(5, 0, FP32, 1)}}})
+		},
+		"cross-boundary dep": func(o Orchestrator, b *Boundary) {
+			o.Submit(&Task{Kind: KindAIV, Deps: []TaskID{3}})
+		},
+	}
+	for name, body := range cases {
+		t.Run(name, func(t *testing.T) {
+			call := smallCall(0, 1)
+			call.Body = body
+			var r Recorder
+			r.Reset(call.Key, 1, call.Boundary, []BoundaryRoot{{Elems: 32}, {Elems: 32}}, 1)
+			body(&r, call.NewBoundary())
+			if _, err := r.Build(); !errors.Is(err, ErrUnsupported) {
+				t.Fatalf("got %v, want ErrUnsupported", err)
+			}
+		})
+	}
+}
+
+func TestRecordDetectsInputWritten(t *testing.T) {
+	call := smallCall(0, 1)
+	call.Boundary[1].Tag = TagInput
+	_, r := record(t, call, []BoundaryRoot{{Elems: 32}, {Elems: 32}})
+	if len(r.Defects) != 1 || r.Defects[0].Kind != DefectInputWritten || r.Defects[0].Slot != 1 {
+		t.Fatalf("defects %v", r.Defects)
+	}
+}
+
+func TestMatchBoundary(t *testing.T) {
+	d, _ := record(t, smallCall(0, 1), []BoundaryRoot{{Elems: 32}, {Elems: 32}})
+	o := NewOrch([]Root{
+		{Name: "a", DType: FP32, Elems: 32}, {Name: "b", DType: FP32, Elems: 32},
+		{Name: "c", DType: FP32, Elems: 32}, {Name: "big", DType: FP32, Elems: 64},
+	})
+	var m Matcher
+	tests := []struct {
+		name string
+		call *GraphCall
+		what string
+	}{
+		{"other roots", smallCall(2, 0), ""},
+		{"aliased", smallCall(2, 2), "alias partition"},
+		{"root size", smallCall(3, 0), "root size"},
+	}
+	for _, tc := range tests {
+		mm := m.Match(d, tc.call.Boundary, 1, o)
+		switch {
+		case tc.what == "" && mm != nil:
+			t.Errorf("%s: unexpected mismatch %v", tc.name, mm)
+		case tc.what != "" && (mm == nil || mm.What != tc.what):
+			t.Errorf("%s: got %v, want %s mismatch", tc.name, mm, tc.what)
+		}
+	}
+	c := smallCall(0, 1)
+	c.Boundary[0].View.Shape[1] = 4
+	if mm := m.Match(d, c.Boundary, 1, o); mm == nil || mm.What != "layout" {
+		t.Errorf("layout: got %v", mm)
+	}
+	c = smallCall(0, 1)
+	c.Boundary[0].Tag = TagInOut
+	if mm := m.Match(d, c.Boundary, 1, o); mm == nil || mm.What != "tag" {
+		t.Errorf("tag: got %v", mm)
+	}
+	if mm := m.Match(d, smallCall(0, 1).Boundary, 2, o); mm == nil || mm.What != "scalar count" {
+		t.Errorf("scalar count: got %v", mm)
+	}
+}
