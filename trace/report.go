@@ -1,0 +1,316 @@
+package trace
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// ReportSchema is the version of the Report's JSON shape. It changes only
+// when a field is renamed or removed or its meaning changes; adding a field
+// keeps it.
+const ReportSchema = 1
+
+// Device values of Report.Device.
+const (
+	DeviceSim     = "sim"     // the simulated a2a3 ran every pass
+	DeviceSkipped = "skipped" // no device run: device_wall and golden are absent
+)
+
+// Report is what `hbgrun run` reports about a run, as JSON (--json) and as
+// text. Its JSON field names are a contract with scripts and the tests:
+// rename nothing; add fields freely.
+type Report struct {
+	Schema int    `json:"schema"`
+	Model  string `json:"model"`
+	Form   string `json:"form"`
+	Rounds int    `json:"rounds"`
+	Ranks  int    `json:"ranks"`
+	// Device is DeviceSim or DeviceSkipped.
+	Device string `json:"device"`
+	Counts Counts `json:"counts"`
+	// Phases is the warm passes' table, ColdPhases the first pass of each
+	// rank. Each holds every phase (n = 0 when not measured) and
+	// control_plane, the spread of per-pass sums.
+	Phases     PhaseStats `json:"phases"`
+	ColdPhases PhaseStats `json:"cold_phases"`
+	// Ops is the per-operation totals over all passes; WarmOps over the warm
+	// passes only.
+	Ops     Ops `json:"ops"`
+	WarmOps Ops `json:"warm_ops"`
+	// Golden is the check against the eager form; null when the device was
+	// skipped.
+	Golden *Golden `json:"golden"`
+	// TraceID is the run's trace (search it in Jaeger), "" when no span was
+	// recorded; Exporter is where spans went, "" when nowhere.
+	TraceID  string `json:"trace_id,omitempty"`
+	Exporter string `json:"exporter,omitempty"`
+	// Warnings is every warning of the run (demotions, boundary mismatches,
+	// phases missing from some passes…); never null.
+	Warnings []string `json:"warnings"`
+	// Passes is every pass, in the order given to NewReport.
+	Passes []Pass `json:"passes"`
+}
+
+// Counts are exact counters of a run: noise-free signals, unlike times.
+// The per-pass figures (device_tasks … graph_submissions) are those of one
+// pass of one rank: every pass of a form submits the same work, and every
+// form of a model must match its eager form's device_tasks. The others add up
+// over the whole run, all ranks and rounds.
+type Counts struct {
+	// DeviceTasks is the tasks the device ran in one pass, GRAPH tasks
+	// expanded into their nodes (DSv4 eager: 15971).
+	DeviceTasks int64 `json:"device_tasks"`
+	// HostSubmissions is the tasks the host submitted in one pass: ordinary
+	// tasks plus outer GRAPH tasks.
+	HostSubmissions  int64 `json:"host_submissions"`
+	OrdinaryTasks    int64 `json:"ordinary_tasks"`
+	GraphSubmissions int64 `json:"graph_submissions"`
+	// Definitions is the distinct Definitions in the store at the end.
+	Definitions int64 `json:"definitions"`
+	// RecordedDefinitions and RecordedNodes count recordings over the run
+	// (with Definitions kept across runs, all in the cold passes).
+	RecordedDefinitions int64 `json:"recorded_definitions"`
+	RecordedNodes       int64 `json:"recorded_nodes"`
+	// Demoted is Graph calls that ran on the ordinary path for want of a
+	// recording slot; hbg's design keeps it 0.
+	Demoted int64 `json:"demoted"`
+	// BoundaryMismatches is replays refused because the boundary broke its
+	// contract (each also a warning).
+	BoundaryMismatches int64 `json:"boundary_mismatches"`
+}
+
+// Digest is a 64-bit output digest. It is JSON text (16 hex digits), since
+// JSON numbers lose integers above 2^53.
+type Digest uint64
+
+// MarshalText gives 16 hex digits.
+func (d Digest) MarshalText() ([]byte, error) { return []byte(hex16(uint64(d))), nil }
+
+// UnmarshalText reads hex digits.
+func (d *Digest) UnmarshalText(b []byte) error {
+	v, err := strconv.ParseUint(string(b), 16, 64)
+	if err != nil {
+		return fmt.Errorf("trace: digest %q: %w", b, err)
+	}
+	*d = Digest(v)
+	return nil
+}
+
+// Golden is the golden check: the form's output digest against the eager
+// form's. Match also requires the same device task count, which the caller
+// checks when it sets Match.
+type Golden struct {
+	Digest      Digest `json:"digest"`
+	EagerDigest Digest `json:"eager_digest"`
+	Match       bool   `json:"match"`
+}
+
+// NewReport builds a report from a run's passes: the phase tables and op
+// totals (Summarize), and a warning per phase missing from some passes.
+// Device is DeviceSim when any pass measured device_wall. The caller fills
+// Counts, Golden, TraceID, Exporter and adds its own Warnings.
+func NewReport(info RunInfo, passes []Pass) *Report {
+	t := Summarize(passes)
+	r := &Report{
+		Schema: ReportSchema,
+		Model:  info.Model, Form: info.Form, Rounds: info.Rounds, Ranks: info.Ranks,
+		Device:     DeviceSkipped,
+		Phases:     t.Warm,
+		ColdPhases: t.Cold,
+		Ops:        t.Ops,
+		WarmOps:    t.WarmOps,
+		Warnings:   []string{},
+		Passes:     passes,
+	}
+	if t.Warm.Phases[PhaseDeviceWall].N+t.Cold.Phases[PhaseDeviceWall].N > 0 {
+		r.Device = DeviceSim
+	}
+	for _, c := range []struct {
+		name string
+		st   *PhaseStats
+	}{{"warm", &t.Warm}, {"cold", &t.Cold}} {
+		for _, ph := range c.st.Partial {
+			r.Warnings = append(r.Warnings, fmt.Sprintf("phase %s measured in %d of %d %s passes", ph, c.st.Phases[ph].N, c.st.Passes, c.name))
+		}
+	}
+	if r.Passes == nil {
+		r.Passes = []Pass{}
+	}
+	return r
+}
+
+// Table is the report's phase table.
+func (r *Report) Table() Table {
+	return Table{Warm: r.Phases, Cold: r.ColdPhases, Ops: r.Ops, WarmOps: r.WarmOps}
+}
+
+// WriteText renders the report for people: a header, the phase table (as
+// upstream's hbg_bind_phases), the per-operation totals, the counts, the
+// golden check line, then warnings.
+func (r *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "model %s, form %s, %d rounds x %d ranks, device %s\n", r.Model, r.Form, r.Rounds, r.Ranks, r.Device)
+	t := r.Table()
+	if err := t.WriteText(&b); err != nil {
+		return err
+	}
+	c := &r.Counts
+	fmt.Fprintf(&b, "counts (per pass of one rank): device_tasks %d, host_submissions %d (ordinary %d, graph %d)\n",
+		c.DeviceTasks, c.HostSubmissions, c.OrdinaryTasks, c.GraphSubmissions)
+	fmt.Fprintf(&b, "counts (whole run): definitions %d, recorded_definitions %d, recorded_nodes %d, demoted %d, boundary_mismatches %d\n",
+		c.Definitions, c.RecordedDefinitions, c.RecordedNodes, c.Demoted, c.BoundaryMismatches)
+	switch g := r.Golden; {
+	case g == nil:
+		fmt.Fprintf(&b, "golden: not checked (device %s)\n", r.Device)
+	case g.Match:
+		fmt.Fprintf(&b, "golden: match (digest %s = eager %s)\n", hex16(uint64(g.Digest)), hex16(uint64(g.EagerDigest)))
+	default:
+		fmt.Fprintf(&b, "golden: MISMATCH (digest %s, eager %s)\n", hex16(uint64(g.Digest)), hex16(uint64(g.EagerDigest)))
+	}
+	if r.TraceID != "" {
+		fmt.Fprintf(&b, "trace: %s (%s)\n", r.TraceID, orNone(r.Exporter))
+	}
+	for _, warn := range r.Warnings {
+		fmt.Fprintf(&b, "warning: %s\n", warn)
+	}
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("trace: write report: %w", err)
+	}
+	return nil
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(r); err != nil {
+		return fmt.Errorf("trace: write report JSON: %w", err)
+	}
+	return nil
+}
+
+// The JSON shapes below spell out every phase and op as a field so that the
+// output's key order is fixed (upstream's order, not alphabetical) and the
+// contract is visible in one place.
+
+type phaseStatsJSON struct {
+	Args         Stat `json:"args"`
+	HostOrch     Stat `json:"host_orch"`
+	GraphUpload  Stat `json:"graph_upload"`
+	ArenaH2D     Stat `json:"arena_h2d"`
+	DeviceWall   Stat `json:"device_wall"`
+	ControlPlane Stat `json:"control_plane"`
+}
+
+// MarshalJSON gives {<phase>: stat, …, control_plane: stat}.
+func (s PhaseStats) MarshalJSON() ([]byte, error) {
+	return json.Marshal(phaseStatsJSON{
+		s.Phases[PhaseArgs], s.Phases[PhaseHostOrch], s.Phases[PhaseGraphUpload],
+		s.Phases[PhaseArenaH2D], s.Phases[PhaseDeviceWall], s.ControlPlane,
+	})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes. Passes is restored as the
+// largest n (exact when some phase was measured in every pass); Partial is
+// not restored.
+func (s *PhaseStats) UnmarshalJSON(b []byte) error {
+	var j phaseStatsJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*s = PhaseStats{ControlPlane: j.ControlPlane}
+	s.Phases = [NumPhases]Stat{j.Args, j.HostOrch, j.GraphUpload, j.ArenaH2D, j.DeviceWall}
+	for _, st := range s.Phases {
+		s.Passes = max(s.Passes, st.N)
+	}
+	return nil
+}
+
+type opsJSON struct {
+	SubmitTask      OpTotal `json:"submit_task"`
+	AllocTensors    OpTotal `json:"alloc_tensors"`
+	RecordNode      OpTotal `json:"record_node"`
+	GraphSubmit     OpTotal `json:"graph_submit"`
+	BuildDefinition OpTotal `json:"build_definition"`
+}
+
+// MarshalJSON gives {<op>: {count, total_ns}, …}.
+func (o Ops) MarshalJSON() ([]byte, error) {
+	return json.Marshal(opsJSON{o[OpSubmitTask], o[OpAllocTensors], o[OpRecordNode], o[OpGraphSubmit], o[OpBuildDefinition]})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (o *Ops) UnmarshalJSON(b []byte) error {
+	var j opsJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*o = Ops{j.SubmitTask, j.AllocTensors, j.RecordNode, j.GraphSubmit, j.BuildDefinition}
+	return nil
+}
+
+// phaseNsJSON holds one pass's measured phases; unmeasured ones are absent.
+type phaseNsJSON struct {
+	Args        *int64 `json:"args,omitempty"`
+	HostOrch    *int64 `json:"host_orch,omitempty"`
+	GraphUpload *int64 `json:"graph_upload,omitempty"`
+	ArenaH2D    *int64 `json:"arena_h2d,omitempty"`
+	DeviceWall  *int64 `json:"device_wall,omitempty"`
+}
+
+func (j *phaseNsJSON) fields() [NumPhases]**int64 {
+	return [NumPhases]**int64{&j.Args, &j.HostOrch, &j.GraphUpload, &j.ArenaH2D, &j.DeviceWall}
+}
+
+type passJSON struct {
+	Rank                    int         `json:"rank"`
+	Round                   int         `json:"round"`
+	Cold                    bool        `json:"cold"`
+	Phases                  phaseNsJSON `json:"phases"`
+	RecordedNodes           int         `json:"recorded_nodes"`
+	BuiltDefinitions        int         `json:"built_definitions"`
+	UploadedDefinitionBytes int64       `json:"uploaded_definition_bytes"`
+	SimulationNs            int64       `json:"simulation_ns"`
+	Ops                     Ops         `json:"ops"`
+}
+
+// MarshalJSON gives the pass with its measured phases by name.
+func (p Pass) MarshalJSON() ([]byte, error) {
+	j := passJSON{
+		Rank: p.Rank, Round: p.Round, Cold: p.Cold,
+		RecordedNodes: p.RecordedNodes, BuiltDefinitions: p.BuiltDefinitions,
+		UploadedDefinitionBytes: p.UploadedDefinitionBytes, SimulationNs: p.SimulationNs,
+		Ops: p.Ops,
+	}
+	f := j.Phases.fields()
+	for ph := Phase(0); ph < NumPhases; ph++ {
+		if p.Has(ph) {
+			v := p.Phases[ph]
+			*f[ph] = &v
+		}
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (p *Pass) UnmarshalJSON(b []byte) error {
+	var j passJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*p = Pass{
+		Rank: j.Rank, Round: j.Round, Cold: j.Cold,
+		RecordedNodes: j.RecordedNodes, BuiltDefinitions: j.BuiltDefinitions,
+		UploadedDefinitionBytes: j.UploadedDefinitionBytes, SimulationNs: j.SimulationNs,
+		Ops: j.Ops,
+	}
+	for ph, v := range j.Phases.fields() {
+		if *v != nil {
+			p.Set(Phase(ph), **v)
+		}
+	}
+	return nil
+}

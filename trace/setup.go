@@ -1,0 +1,264 @@
+package trace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	oteltrace "go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// DefaultServiceName is the service every hbg span is filed under.
+const DefaultServiceName = "hbgrun"
+
+// Config says where spans go. The zero value exports nothing and opens no
+// connection, unless the standard OTEL_EXPORTER_OTLP_* variables ask for an
+// exporter.
+type Config struct {
+	// Endpoint is the --otlp flag: "grpc://host:port" (OTLP/gRPC, plaintext),
+	// "grpcs://host:port" (OTLP/gRPC over TLS), "http://host:port[/path]"
+	// (OTLP/HTTP protobuf, plaintext) or "https://…" (OTLP/HTTP over TLS).
+	// For http(s) an empty path means /v1/traces, as
+	// OTEL_EXPORTER_OTLP_ENDPOINT does. When set it wins over the
+	// environment's endpoint and protocol; the exporter still reads the other
+	// OTEL_EXPORTER_OTLP_* variables (headers, timeout, certificates).
+	//
+	// When empty, the environment decides: an exporter is made only if
+	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT is
+	// set, with the protocol of OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or
+	// OTEL_EXPORTER_OTLP_PROTOCOL ("grpc", "http/protobuf" (the spec's
+	// default) or "http/json"). OTEL_SDK_DISABLED=true or
+	// OTEL_TRACES_EXPORTER=none turn the environment's exporter off.
+	Endpoint string
+
+	// ServiceName defaults to OTEL_SERVICE_NAME, then to "hbgrun".
+	ServiceName string
+
+	// Attributes are added to the resource (every span of the process),
+	// e.g. the command line or the commit.
+	Attributes []attribute.KeyValue
+
+	// Timeline keeps every ended span in memory, so that Provider.Slices can
+	// hand them to WriteChromeTrace (--trace-out). It needs no exporter.
+	Timeline bool
+
+	// Exporter, when set, receives the spans instead of an OTLP exporter:
+	// tests, or a program that brings its own pipeline. Endpoint and the
+	// environment are then ignored.
+	Exporter sdktrace.SpanExporter
+
+	// Sync exports each span as it ends instead of in batches. Tests use
+	// it; a run should not (an export per span is on the actor's path).
+	Sync bool
+}
+
+// Provider is the tracer provider Setup made. It is an
+// oteltrace.TracerProvider, so it can be handed to anything that takes one
+// (protoactor's OpenTelemetry middleware, say); Tracer gives hbg's helpers.
+type Provider struct {
+	oteltrace.TracerProvider
+	dest     string
+	timeline *timelineProcessor
+}
+
+// Tracer returns hbg's span helpers over this provider.
+func (p *Provider) Tracer() *Tracer { return NewTracer(p.TracerProvider) }
+
+// Exporting reports whether spans leave the process.
+func (p *Provider) Exporting() bool { return p.dest != "" }
+
+// Destination describes where spans go ("otlp/grpc 127.0.0.1:4317"), or ""
+// when nothing is exported. For logs and the report, not for parsing.
+func (p *Provider) Destination() string { return p.dest }
+
+// Slices returns the spans that have ended so far as timeline slices (nil
+// unless Config.Timeline), in the order they ended.
+func (p *Provider) Slices() []Slice {
+	if p.timeline == nil {
+		return nil
+	}
+	return p.timeline.slices()
+}
+
+// Setup makes the tracer provider of a run. Nothing is global: the provider
+// is returned and passed to whoever makes spans. shutdown flushes pending
+// spans and closes the exporter; call it once, before the process exits,
+// with a context that bounds how long a flush to an absent collector may
+// take. shutdown is never nil, even with an error.
+//
+// With no exporter and no timeline the provider is OpenTelemetry's no-op
+// provider: spans cost a context copy, carry their parent's ids, and nothing
+// is recorded or sent.
+func Setup(ctx context.Context, cfg Config) (*Provider, func(context.Context) error, error) {
+	nop := func(context.Context) error { return nil }
+	exp, dest, err := newExporter(ctx, cfg)
+	if err != nil {
+		return nil, nop, err
+	}
+	if exp == nil && !cfg.Timeline {
+		return &Provider{TracerProvider: noop.NewTracerProvider()}, nop, nil
+	}
+	res, err := newResource(ctx, cfg)
+	if err != nil {
+		if exp != nil {
+			err = errors.Join(err, exp.Shutdown(ctx))
+		}
+		return nil, nop, err
+	}
+	opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
+	p := &Provider{dest: dest}
+	if cfg.Timeline {
+		p.timeline = &timelineProcessor{}
+		opts = append(opts, sdktrace.WithSpanProcessor(p.timeline))
+	}
+	if exp != nil {
+		if cfg.Sync {
+			opts = append(opts, sdktrace.WithSyncer(exp))
+		} else {
+			opts = append(opts, sdktrace.WithBatcher(exp))
+		}
+	}
+	tp := sdktrace.NewTracerProvider(opts...)
+	p.TracerProvider = tp
+	shutdown := func(ctx context.Context) error {
+		if err := tp.Shutdown(ctx); err != nil {
+			return fmt.Errorf("trace: shut down tracer provider (exporting to %s): %w", orNone(dest), err)
+		}
+		return nil
+	}
+	return p, shutdown, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "nothing"
+	}
+	return s
+}
+
+func newResource(ctx context.Context, cfg Config) (*resource.Resource, error) {
+	name := cfg.ServiceName
+	if name == "" {
+		name = os.Getenv("OTEL_SERVICE_NAME")
+	}
+	if name == "" {
+		name = DefaultServiceName
+	}
+	attrs := append([]attribute.KeyValue{
+		attribute.String("service.name", name),
+		attribute.Int("process.pid", os.Getpid()),
+	}, cfg.Attributes...)
+	// Detectors apply in order, later ones winning: OTEL_RESOURCE_ATTRIBUTES
+	// may add attributes but the service name is the one decided above.
+	// resource.Default is avoided on purpose: it reads the environment once
+	// per process and caches it.
+	res, err := resource.New(ctx,
+		resource.WithTelemetrySDK(),
+		resource.WithFromEnv(),
+		resource.WithAttributes(attrs...),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("trace: build resource: %w", err)
+	}
+	return res, nil
+}
+
+// newExporter picks the exporter: Config.Exporter, then the --otlp
+// endpoint, then the environment. It returns nil when nothing is to be
+// exported. No exporter dials on creation (gRPC connects lazily, HTTP per
+// request), so a run that ends no span sends nothing.
+func newExporter(ctx context.Context, cfg Config) (sdktrace.SpanExporter, string, error) {
+	if cfg.Exporter != nil {
+		return cfg.Exporter, "custom exporter", nil
+	}
+	if cfg.Endpoint != "" {
+		return exporterForEndpoint(ctx, cfg.Endpoint)
+	}
+	return exporterFromEnv(ctx)
+}
+
+func exporterForEndpoint(ctx context.Context, endpoint string) (sdktrace.SpanExporter, string, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Host == "" || u.Opaque != "" {
+		return nil, "", fmt.Errorf("trace: --otlp %q: want grpc://host:port, grpcs://host:port, http://host:port or https://host:port[/path]", endpoint)
+	}
+	switch u.Scheme {
+	case "grpc", "grpcs":
+		if u.Path != "" && u.Path != "/" {
+			return nil, "", fmt.Errorf("trace: --otlp %q: an OTLP/gRPC endpoint has no path", endpoint)
+		}
+		opts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(u.Host)}
+		if u.Scheme == "grpc" {
+			opts = append(opts, otlptracegrpc.WithInsecure())
+		}
+		exp, err := otlptracegrpc.New(ctx, opts...)
+		if err != nil {
+			return nil, "", fmt.Errorf("trace: OTLP/gRPC exporter for %s: %w", u.Host, err)
+		}
+		return exp, "otlp/" + u.Scheme + " " + u.Host, nil
+	case "http", "https":
+		path := u.Path
+		if path == "" || path == "/" {
+			path = "/v1/traces"
+		}
+		opts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(u.Host), otlptracehttp.WithURLPath(path)}
+		if u.Scheme == "http" {
+			opts = append(opts, otlptracehttp.WithInsecure())
+		}
+		exp, err := otlptracehttp.New(ctx, opts...)
+		if err != nil {
+			return nil, "", fmt.Errorf("trace: OTLP/HTTP exporter for %s: %w", u.Host, err)
+		}
+		return exp, "otlp/" + u.Scheme + " " + u.Scheme + "://" + u.Host + path, nil
+	}
+	return nil, "", fmt.Errorf("trace: --otlp %q: unknown scheme %q (want grpc, grpcs, http or https)", endpoint, u.Scheme)
+}
+
+func exporterFromEnv(ctx context.Context) (sdktrace.SpanExporter, string, error) {
+	if strings.EqualFold(os.Getenv("OTEL_SDK_DISABLED"), "true") || os.Getenv("OTEL_TRACES_EXPORTER") == "none" {
+		return nil, "", nil
+	}
+	endpoint := firstEnv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+	if endpoint == "" {
+		return nil, "", nil
+	}
+	protocol := firstEnv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
+	if protocol == "" {
+		protocol = "http/protobuf"
+	}
+	// The exporters read the endpoint (and the rest of OTEL_EXPORTER_OTLP_*)
+	// themselves, with the spec's rules for paths and schemes.
+	switch protocol {
+	case "grpc":
+		exp, err := otlptracegrpc.New(ctx)
+		if err != nil {
+			return nil, "", fmt.Errorf("trace: OTLP/gRPC exporter for %s: %w", endpoint, err)
+		}
+		return exp, "otlp/grpc " + endpoint, nil
+	case "http/protobuf", "http/json":
+		exp, err := otlptracehttp.New(ctx)
+		if err != nil {
+			return nil, "", fmt.Errorf("trace: OTLP/HTTP exporter for %s: %w", endpoint, err)
+		}
+		return exp, "otlp/" + protocol + " " + endpoint, nil
+	}
+	return nil, "", fmt.Errorf("trace: OTEL_EXPORTER_OTLP_PROTOCOL %q: want grpc, http/protobuf or http/json", protocol)
+}
+
+func firstEnv(names ...string) string {
+	for _, n := range names {
+		if v := os.Getenv(n); v != "" {
+			return v
+		}
+	}
+	return ""
+}
