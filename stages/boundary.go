@@ -44,11 +44,36 @@ type aliasStamp struct {
 
 // Match reports nil when args and nscalars fit the Definition's boundary.
 func (m *Matcher) Match(d *Definition, args []Arg, nscalars int, roots RootSizer) *BoundaryMismatch {
-	if len(args) != len(d.Boundary) {
-		return &BoundaryMismatch{Key: d.Key, Slot: -1, What: "tensor count", Got: fmt.Sprint(len(args)), Want: fmt.Sprint(len(d.Boundary))}
+	return m.MatchSignature(d.Key, d.Boundary, d.BoundaryScalars, args, nscalars, roots)
+}
+
+// Signature is the fixed part of a call's boundary: what every later call
+// of the same key must repeat.
+func Signature(args []Arg, roots RootSizer) []BoundarySlot {
+	sig := make([]BoundarySlot, len(args))
+	for i := range args {
+		a := &args[i]
+		s := BoundarySlot{Tag: a.Tag, Layout: a.View, RootElems: roots.RootElems(a.View.Root), AliasRep: -1}
+		s.Layout.Root, s.Layout.Offset = 0, 0
+		for j := 0; j < i; j++ { // once per recording, not per call
+			if args[j].View.Root == a.View.Root {
+				s.AliasRep = int32(j)
+				break
+			}
+		}
+		sig[i] = s
 	}
-	if nscalars != d.BoundaryScalars {
-		return &BoundaryMismatch{Key: d.Key, Slot: -1, What: "scalar count", Got: fmt.Sprint(nscalars), Want: fmt.Sprint(d.BoundaryScalars)}
+	return sig
+}
+
+// MatchSignature checks a call against a boundary signature (a Definition's,
+// or an in-flight recording's first call).
+func (m *Matcher) MatchSignature(key string, sig []BoundarySlot, wantScalars int, args []Arg, nscalars int, roots RootSizer) *BoundaryMismatch {
+	if len(args) != len(sig) {
+		return &BoundaryMismatch{Key: key, Slot: -1, What: "tensor count", Got: fmt.Sprint(len(args)), Want: fmt.Sprint(len(sig))}
+	}
+	if nscalars != wantScalars {
+		return &BoundaryMismatch{Key: key, Slot: -1, What: "scalar count", Got: fmt.Sprint(nscalars), Want: fmt.Sprint(wantScalars)}
 	}
 	m.gen++
 	if m.gen == 0 {
@@ -56,15 +81,15 @@ func (m *Matcher) Match(d *Definition, args []Arg, nscalars int, roots RootSizer
 		m.gen = 1
 	}
 	for i := range args {
-		a, s := &args[i], &d.Boundary[i]
+		a, s := &args[i], &sig[i]
 		if a.Tag != s.Tag {
-			return &BoundaryMismatch{Key: d.Key, Slot: i, What: "tag", Got: a.Tag.String(), Want: s.Tag.String()}
+			return &BoundaryMismatch{Key: key, Slot: i, What: "tag", Got: a.Tag.String(), Want: s.Tag.String()}
 		}
 		if !a.View.SameLayout(&s.Layout) {
-			return &BoundaryMismatch{Key: d.Key, Slot: i, What: "layout", Got: layoutString(&a.View), Want: layoutString(&s.Layout)}
+			return &BoundaryMismatch{Key: key, Slot: i, What: "layout", Got: layoutString(&a.View), Want: layoutString(&s.Layout)}
 		}
 		if n := roots.RootElems(a.View.Root); n != s.RootElems {
-			return &BoundaryMismatch{Key: d.Key, Slot: i, What: "root size", Got: fmt.Sprint(n), Want: fmt.Sprint(s.RootElems)}
+			return &BoundaryMismatch{Key: key, Slot: i, What: "root size", Got: fmt.Sprint(n), Want: fmt.Sprint(s.RootElems)}
 		}
 		r := int(a.View.Root)
 		if r >= len(m.stamp) {
@@ -79,7 +104,7 @@ func (m *Matcher) Match(d *Definition, args []Arg, nscalars int, roots RootSizer
 			*st = aliasStamp{gen: m.gen, slot: int32(i)}
 		}
 		if rep != s.AliasRep {
-			return &BoundaryMismatch{Key: d.Key, Slot: i, What: "alias partition", Got: aliasString(rep), Want: aliasString(s.AliasRep)}
+			return &BoundaryMismatch{Key: key, Slot: i, What: "alias partition", Got: aliasString(rep), Want: aliasString(s.AliasRep)}
 		}
 	}
 	return nil

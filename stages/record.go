@@ -319,7 +319,6 @@ func (r *Recorder) Build() (*Definition, error) {
 		Scalars:         append([]ScalarRef(nil), r.def.Scalars...),
 		Fanin:           append([]uint32(nil), r.def.Fanin...),
 		Roots:           make([]InternalRoot, len(r.roots)),
-		Boundary:        make([]BoundarySlot, len(r.boundary)),
 		BoundaryScalars: r.nscalars,
 	}
 	var heap int64
@@ -328,15 +327,7 @@ func (r *Recorder) Build() (*Definition, error) {
 		heap += alignUp(p.elems * p.dtype.Size())
 	}
 	d.HeapBytes = heap
-	for i := range r.boundary {
-		a := &r.boundary[i]
-		bs := BoundarySlot{Tag: a.Tag, Layout: a.View, RootElems: r.broots[i].Elems, AliasRep: -1}
-		bs.Layout.Root, bs.Layout.Offset = 0, 0
-		if s := r.slots[a.View.Root]; s[0] != int32(i) {
-			bs.AliasRep = s[0]
-		}
-		d.Boundary[i] = bs
-	}
+	d.Boundary = Signature(r.boundary, r)
 	return d, nil
 }
 
@@ -357,3 +348,6 @@ func (d *Definition) WrittenSlots() []int32 {
 	}
 	return out
 }
+
+// RootElems answers the size of a boundary root from the caller's snapshot.
+func (r *Recorder) RootElems(id RootID) int64 { return r.broots[r.slots[id][0]].Elems }
