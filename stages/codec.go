@@ -376,9 +376,11 @@ func (r *reader) layoutHead(v *View) (strided bool) {
 	nd &^= stridesFlag
 	if dt == 0 || int(dt) >= len(dtypeNames) {
 		r.fail("bad dtype %d", dt)
+		return false
 	}
 	if nd > MaxDims {
 		r.fail("rank %d exceeds %d", nd, MaxDims)
+		return false
 	}
 	v.DType, v.NDims = DType(dt), nd
 	return strided
@@ -386,6 +388,9 @@ func (r *reader) layoutHead(v *View) (strided bool) {
 
 // layoutTail reads shape and strides (or derives contiguous strides).
 func (r *reader) layoutTail(v *View, strided bool) {
+	if r.err != nil {
+		return
+	}
 	nd := int(v.NDims)
 	for i := 0; i < nd; i++ {
 		v.Shape[i] = r.nonneg()
