@@ -1,0 +1,118 @@
+package trace
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func sampleReport() *Report {
+	r := NewReport(RunInfo{Model: "dsv4_flash_decode", Form: "blocks", Rounds: 5, Ranks: 2}, fivePassesTwoRanks())
+	r.Counts = Counts{
+		DeviceTasks: 15971, HostSubmissions: 1131, OrdinaryTasks: 1111, GraphSubmissions: 20,
+		Definitions: 7, RecordedDefinitions: 14, RecordedNodes: 1400,
+	}
+	r.Golden = &Golden{Digest: 0x0123456789abcdef, EagerDigest: 0x0123456789abcdef, Match: true}
+	r.TraceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	r.Exporter = "otlp/http http://localhost:4318/v1/traces"
+	r.Warnings = append(r.Warnings, "example warning")
+	return r
+}
+
+func TestReportJSONGolden(t *testing.T) {
+	var buf bytes.Buffer
+	require.NoError(t, sampleReport().WriteJSON(&buf))
+	golden(t, "report.json", buf.Bytes())
+}
+
+// TestReportJSONContract spells out the field names other tools rely on, so
+// that renaming one fails here with its name, not in a golden diff.
+func TestReportJSONContract(t *testing.T) {
+	b, err := json.Marshal(sampleReport())
+	require.NoError(t, err)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(b, &doc))
+
+	keys := func(v any) []string {
+		m, ok := v.(map[string]any)
+		require.True(t, ok, "%v is not an object", v)
+		var ks []string
+		for k := range m {
+			ks = append(ks, k)
+		}
+		slices.Sort(ks)
+		return ks
+	}
+	assert.Subset(t, keys(doc), []string{"model", "form", "rounds", "ranks", "device", "counts", "phases", "cold_phases", "ops", "golden", "passes"})
+	assert.Equal(t, "sim", doc["device"])
+	assert.Equal(t, []string{"boundary_mismatches", "definitions", "demoted", "device_tasks", "graph_submissions", "host_submissions", "ordinary_tasks", "recorded_definitions", "recorded_nodes"}, keys(doc["counts"]))
+	phases := []string{"arena_h2d", "args", "control_plane", "device_wall", "graph_upload", "host_orch"}
+	stat := []string{"max_ns", "median_ns", "min_ns", "n"}
+	for _, table := range []string{"phases", "cold_phases"} {
+		assert.Equal(t, phases, keys(doc[table]), table)
+		for _, ph := range phases {
+			assert.Equal(t, stat, keys(doc[table].(map[string]any)[ph]), "%s.%s", table, ph)
+		}
+	}
+	assert.Equal(t, []string{"alloc_tensors", "build_definition", "graph_submit", "record_node", "submit_task"}, keys(doc["ops"]))
+	assert.Equal(t, []string{"count", "total_ns"}, keys(doc["ops"].(map[string]any)["submit_task"]))
+	assert.Equal(t, []string{"digest", "eager_digest", "match"}, keys(doc["golden"]))
+	assert.Equal(t, "0123456789abcdef", doc["golden"].(map[string]any)["digest"])
+
+	passes := doc["passes"].([]any)
+	require.Len(t, passes, 10)
+	assert.Subset(t, keys(passes[0]), []string{"rank", "round", "cold", "phases", "recorded_nodes", "built_definitions", "uploaded_definition_bytes"})
+	assert.Equal(t, []string{"arena_h2d", "args", "device_wall", "graph_upload", "host_orch"}, keys(passes[0].(map[string]any)["phases"]))
+	assert.Equal(t, true, passes[0].(map[string]any)["cold"])
+	assert.Equal(t, 9_000_000.0, passes[0].(map[string]any)["phases"].(map[string]any)["host_orch"])
+}
+
+func TestReportJSONRoundTrip(t *testing.T) {
+	r := sampleReport()
+	b, err := json.Marshal(r)
+	require.NoError(t, err)
+	var back Report
+	require.NoError(t, json.Unmarshal(b, &back))
+	// Partial is not in the JSON; this fixture has none.
+	assert.Equal(t, *r, back)
+}
+
+func TestReportDeviceSkippedAndGoldenNull(t *testing.T) {
+	p := NewPass(0, 0)
+	p.Set(PhaseHostOrch, 1)
+	r := NewReport(RunInfo{Model: "m", Form: "eager", Rounds: 1, Ranks: 1}, []Pass{p})
+	assert.Equal(t, DeviceSkipped, r.Device)
+	b, err := json.Marshal(r)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"golden":null`)
+	assert.Contains(t, string(b), `"warnings":[]`)
+	assert.Contains(t, string(b), `"phases":{"host_orch":1}`, "a pass lists only what it measured")
+
+	var buf bytes.Buffer
+	require.NoError(t, r.WriteText(&buf))
+	assert.Contains(t, buf.String(), "golden: not checked (device skipped)")
+}
+
+func TestReportText(t *testing.T) {
+	r := sampleReport()
+	var buf bytes.Buffer
+	require.NoError(t, r.WriteText(&buf))
+	golden(t, "report.txt", buf.Bytes())
+
+	r.Golden.Digest++
+	r.Golden.Match = false
+	buf.Reset()
+	require.NoError(t, r.WriteText(&buf))
+	assert.Contains(t, buf.String(), "golden: MISMATCH (digest 0123456789abcdf0, eager 0123456789abcdef)")
+}
+
+func TestDigestText(t *testing.T) {
+	var d Digest
+	require.NoError(t, d.UnmarshalText([]byte("ffffffffffffffff")))
+	assert.Equal(t, Digest(^uint64(0)), d)
+	assert.Error(t, d.UnmarshalText([]byte("xyz")))
+}
