@@ -162,6 +162,11 @@ func (t *Tracer) StartPhase(ctx context.Context, ph Phase, rank, round int) (con
 	return ctx, PhaseSpan{Span: Span{s}, start: start}
 }
 
+// StartNs is when the phase started on the Now timeline: the offset that
+// places the simulated device's slices under their device_wall span in a
+// Chrome trace.
+func (s PhaseSpan) StartNs() int64 { return sinceEpoch(s.start) }
+
 // Finish ends the phase and returns its duration in ns, for Pass.Set.
 func (s PhaseSpan) Finish() int64 {
 	d := time.Since(s.start) // monotonic
