@@ -110,6 +110,16 @@ func (s Span) SetAttributes(kv ...attribute.KeyValue) { s.s.SetAttributes(kv...)
 // Carrier is the span's context, to put in a message for another actor.
 func (s Span) Carrier() Carrier { return Carrier{sc: s.s.SpanContext()} }
 
+// TraceID is the span's trace id as 32 hex digits (what Jaeger's search
+// takes), or "" when the span is not recorded (the no-op provider).
+func (s Span) TraceID() string {
+	sc := s.s.SpanContext()
+	if !sc.HasTraceID() {
+		return ""
+	}
+	return sc.TraceID().String()
+}
+
 // OTel is the underlying OpenTelemetry span.
 func (s Span) OTel() oteltrace.Span { return s.s }
 

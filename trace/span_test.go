@@ -214,6 +214,7 @@ func TestCarrier(t *testing.T) {
 	c := Inject(ctx)
 	require.True(t, c.IsValid())
 	assert.Equal(t, run.Carrier(), c)
+	assert.Regexp(t, `^[0-9a-f]{32}$`, run.TraceID())
 
 	// Text round trip (for messages that leave the process).
 	text, err := json.Marshal(struct{ Trace Carrier }{c})
@@ -250,6 +251,7 @@ func TestNoopTracer(t *testing.T) {
 			ph.SetOps(&Ops{})
 			assert.GreaterOrEqual(t, ph.Finish(), int64(0), "phases are timed even when not traced")
 			assert.False(t, cmd.Carrier().IsValid())
+			assert.Equal(t, "", cmd.TraceID())
 			cmd.End()
 		})
 	}
