@@ -1,0 +1,885 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/hbg-dev/hbg/stages"
+)
+
+type baseKind uint8
+
+const (
+	baseSlot  baseKind = iota // a tensor slot of the frame
+	baseEntry                 // an entry tensor (boundary expressions)
+	baseTArg                  // a tensor param of the call (boundary expressions)
+)
+
+// viewExpr is a compiled view: a base tensor, then an optional row index or
+// row slice on dim 0, an element offset and a reshape.
+type viewExpr struct {
+	kind         baseKind
+	idx          int
+	index        *expr
+	start, count *expr
+	at           *expr
+	as           []*expr
+	deps         uint64
+	local        bool // the base is a tensor the body allocates itself
+	src          string
+	line         int
+}
+
+// scope compiles one block's (or the program's) ops.
+type scope struct {
+	l        *loader
+	b        *block
+	boundary bool
+	vals     map[string]int
+	labelDef map[string]bool
+	inLoop   []*op
+}
+
+func (sc *scope) intRes(name string) (int64, int, int, bool) {
+	if sc.boundary {
+		return sc.l.boundaryRes(sc.b)(name)
+	}
+	if s, ok := sc.vals[name]; ok {
+		bs := -1
+		if s >= sc.b.sbase && s < sc.b.sbase+len(sc.b.scalars) {
+			bs = s - sc.b.sbase
+		}
+		return 0, s, bs, true
+	}
+	v, ok := sc.l.m.consts[name]
+	return v, -1, -1, ok
+}
+
+// tensor resolves a tensor name.
+func (sc *scope) tensor(name string) (baseKind, int, bool) {
+	if sc.boundary {
+		for i, t := range sc.b.tensors {
+			if t == name {
+				return baseTArg, i, true
+			}
+		}
+		for i, e := range sc.l.m.entry {
+			if e.name == name {
+				return baseEntry, i, true
+			}
+		}
+		return 0, 0, false
+	}
+	// Newest definition wins: search from the end.
+	for i := len(sc.b.tnames) - 1; i >= 0; i-- {
+		if sc.b.tnames[i] == name {
+			return baseSlot, i, true
+		}
+	}
+	return 0, 0, false
+}
+
+func (sc *scope) tensorNames() string {
+	if sc.boundary {
+		return "a tensor param or an entry tensor"
+	}
+	if sc.b.isProgram {
+		return "an entry tensor or an earlier alloc"
+	}
+	return "a boundary slot or an earlier alloc of " + sc.b.name
+}
+
+// use records that the body's structure depends on the env slots e reads.
+func (sc *scope) use(deps uint64, line int) {
+	if sc.boundary {
+		return
+	}
+	for s := 0; s < 64; s++ {
+		if deps&(1<<uint(s)) == 0 {
+			continue
+		}
+		if s < len(sc.b.params) || s == sc.b.vslot {
+			if sc.b.structural[s] == 0 {
+				sc.b.structural[s] = line
+			}
+		}
+	}
+}
+
+func (sc *scope) expr(s string) (*expr, error) { return parseExpr(s, sc.intRes) }
+
+// view parses NAME ( [i] | [start:+count] )? (@ off)? (as [d, ...])?.
+func (sc *scope) view(src string, line int) (*viewExpr, error) {
+	toks, err := tokenize(src)
+	if err != nil {
+		return nil, err
+	}
+	p := &exprParser{src: src, toks: toks, res: sc.intRes}
+	v, err := sc.viewTokens(p, line)
+	if err != nil {
+		return nil, err
+	}
+	if t := p.peek(); t.kind != tEOF {
+		return nil, p.errf(t, "unexpected %q after the view", t.s)
+	}
+	v.src = src
+	return v, nil
+}
+
+func (sc *scope) viewTokens(p *exprParser, line int) (*viewExpr, error) {
+	t := p.next()
+	if t.kind != tIdent {
+		return nil, p.errf(t, "a view starts with a tensor name")
+	}
+	k, idx, ok := sc.tensor(t.s)
+	if !ok {
+		return nil, fmt.Errorf("unknown tensor %q (want %s)", t.s, sc.tensorNames())
+	}
+	v := &viewExpr{kind: k, idx: idx, line: line, local: k == baseSlot && idx >= sc.b.nfixed}
+	add := func(e *expr) *expr { v.deps |= e.deps; return e }
+	if t := p.peek(); t.kind == tOp && t.s == "[" {
+		p.next()
+		e, err := p.parseExpr(0)
+		if err != nil {
+			return nil, err
+		}
+		if t := p.peek(); t.kind == tOp && t.s == ":" {
+			p.next()
+			if t := p.next(); t.kind != tOp || t.s != "+" {
+				return nil, p.errf(t, "want [start:+rows]")
+			}
+			c, err := p.parseExpr(0)
+			if err != nil {
+				return nil, err
+			}
+			v.start, v.count = add(e), add(c)
+		} else {
+			v.index = add(e)
+		}
+		if t := p.next(); t.kind != tOp || t.s != "]" {
+			return nil, p.errf(t, "expected ']'")
+		}
+	}
+	if t := p.peek(); t.kind == tOp && t.s == "@" {
+		p.next()
+		e, err := p.parseBin(1, 0)
+		if err != nil {
+			return nil, err
+		}
+		v.at = add(e)
+	}
+	if t := p.peek(); t.kind == tIdent && t.s == "as" {
+		p.next()
+		dims, err := sc.exprList(p)
+		if err != nil {
+			return nil, err
+		}
+		if len(dims) == 0 || len(dims) > stages.MaxDims {
+			return nil, fmt.Errorf("a reshape takes 1 to %d dimensions, got %d", stages.MaxDims, len(dims))
+		}
+		for _, d := range dims {
+			add(d)
+		}
+		v.as = dims
+	}
+	return v, nil
+}
+
+// exprList parses "[e, e, ...]".
+func (sc *scope) exprList(p *exprParser) ([]*expr, error) {
+	if t := p.next(); t.kind != tOp || t.s != "[" {
+		return nil, p.errf(t, "expected '['")
+	}
+	var out []*expr
+	for {
+		if t := p.peek(); t.kind == tOp && t.s == "]" {
+			p.next()
+			return out, nil
+		}
+		e, err := p.parseExpr(0)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+		t := p.next()
+		if t.kind == tOp && t.s == "]" {
+			return out, nil
+		}
+		if t.kind != tOp || t.s != "," {
+			return nil, p.errf(t, "expected ',' or ']'")
+		}
+	}
+}
+
+// allocItem parses "NAME DTYPE[d, ...] [manual_dep]" and gives it a slot.
+func (sc *scope) allocItem(src string, nd *yaml.Node) (allocItem, error) {
+	l := sc.l
+	toks, err := tokenize(src)
+	if err != nil {
+		return allocItem{}, l.errf(nd, "alloc", src, "%v", err)
+	}
+	p := &exprParser{src: src, toks: toks, res: sc.intRes}
+	name := p.next()
+	dt := p.next()
+	if name.kind != tIdent || dt.kind != tIdent {
+		return allocItem{}, l.errf(nd, "alloc", src, "want \"NAME DTYPE[d0, d1, ...] [manual_dep]\"")
+	}
+	it := allocItem{name: name.s}
+	if it.dtype, err = stages.ParseDType(dt.s); err != nil {
+		return allocItem{}, l.errf(nd, "alloc", src, "%v", err)
+	}
+	if it.shape, err = sc.exprList(p); err != nil {
+		return allocItem{}, l.errf(nd, "alloc", src, "bad shape: %v", err)
+	}
+	if len(it.shape) == 0 || len(it.shape) > stages.MaxDims {
+		return allocItem{}, l.errf(nd, "alloc", src, "want 1 to %d dimensions", stages.MaxDims)
+	}
+	if t := p.peek(); t.kind == tIdent && t.s == "manual_dep" {
+		p.next()
+		it.mdep = true
+	}
+	if t := p.peek(); t.kind != tEOF {
+		return allocItem{}, l.errf(nd, "alloc", src, "unexpected %q (want \"NAME DTYPE[d0, d1, ...] [manual_dep]\")", t.s)
+	}
+	cs := make([]int64, len(it.shape))
+	constant := true
+	for i, d := range it.shape {
+		sc.use(d.deps, nd.Line)
+		if !d.isConst() {
+			constant = false
+			continue
+		}
+		if d.val <= 0 {
+			return allocItem{}, l.errf(nd, "alloc", src, "dimension %d is %d (want a positive size)", i, d.val)
+		}
+		cs[i] = d.val
+	}
+	if constant {
+		it.cshape = cs
+		it.tmpl = stages.NewView(0, 0, it.dtype, cs...)
+	}
+	// A name that the block already allocates reuses the slot (the newest
+	// allocation of a name is the one later uses see); a name that shadows a
+	// boundary slot or an entry tensor is a mistake.
+	for i := len(sc.b.tnames) - 1; i >= 0; i-- {
+		if sc.b.tnames[i] == it.name {
+			if i < sc.b.nfixed {
+				return allocItem{}, l.errf(nd, "alloc", it.name, "duplicate name: %s already names %s", it.name, sc.tensorNames())
+			}
+			it.slot = i
+			return it, nil
+		}
+	}
+	if _, ok := sc.vals[it.name]; ok {
+		return allocItem{}, l.errf(nd, "alloc", it.name, "duplicate name: a param or loop var has this name")
+	}
+	it.slot = len(sc.b.tnames)
+	sc.b.tnames = append(sc.b.tnames, it.name)
+	return it, nil
+}
+
+var opKeys = []string{"alloc", "scope", "loop", "call", "read", "k", "mix", "dummy", "if", "body", "with", "id", "bn", "args", "scalars", "deps", "pred", "touch"}
+
+func (sc *scope) ops(n *yaml.Node, key string, _ int) ([]*op, error) {
+	items, err := sc.l.seq(n, key)
+	if err != nil {
+		return nil, err
+	}
+	var out []*op
+	for _, it := range items {
+		o, err := sc.op(it)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+func (sc *scope) op(n *yaml.Node) (*op, error) {
+	l := sc.l
+	allowed := append([]string(nil), opKeys...)
+	allowed = append(allowed, sc.b.variants...)
+	f, _, err := l.fields(n, "op", allowed...)
+	if err != nil {
+		return nil, err
+	}
+	o := &op{line: n.Line}
+	if c := f["if"]; c != nil {
+		if o.cond, err = sc.expr(c.Value); err != nil {
+			return nil, l.errf(c, "if", c.Value, "bad expression: %v", err)
+		}
+		sc.use(o.cond.deps, c.Line)
+	}
+	only := func(kind string, keys ...string) error {
+		for k, v := range f {
+			if k != kind && k != "if" && !contains(keys, k) {
+				return l.errf(v, kind, k, "unexpected key in a %s op (want %s)", kind, strings.Join(append([]string{kind, "if"}, keys...), ", "))
+			}
+		}
+		return nil
+	}
+	switch {
+	case f["alloc"] != nil:
+		if err := only("alloc"); err != nil {
+			return nil, err
+		}
+		o.kind = opAlloc
+		items, err := l.seq(f["alloc"], "alloc")
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range items {
+			a, err := sc.allocItem(it.Value, it)
+			if err != nil {
+				return nil, err
+			}
+			o.allocs = append(o.allocs, a)
+		}
+		return o, nil
+	case f["scope"] != nil:
+		if err := only("scope", "body"); err != nil {
+			return nil, err
+		}
+		o.kind = opScope
+		switch f["scope"].Value {
+		case "auto":
+			o.mode = stages.ScopeAuto
+		case "manual":
+			o.mode = stages.ScopeManual
+		default:
+			return nil, l.errf(f["scope"], "scope", f["scope"].Value, "unknown scope mode (want auto or manual)")
+		}
+		if f["body"] == nil {
+			return nil, l.errf(n, "scope.body", "", "missing")
+		}
+		o.body, err = sc.ops(f["body"], "body", 0)
+		return o, err
+	case f["loop"] != nil:
+		if err := only("loop", "body"); err != nil {
+			return nil, err
+		}
+		return o, sc.loop(o, f["loop"], f["body"], n)
+	case f["call"] != nil:
+		if err := only("call", "with"); err != nil {
+			return nil, err
+		}
+		return o, sc.call(o, f["call"], f["with"])
+	case f["read"] != nil:
+		if err := only("read"); err != nil {
+			return nil, err
+		}
+		o.kind = opRead
+		o.readRoot = -1
+		for i, e := range l.m.entry {
+			if e.name == f["read"].Value {
+				o.readRoot = i
+				if !e.hasValue {
+					return nil, l.errf(f["read"], "read", e.name, "entry tensor has no value to read (want an entry tensor with value:)")
+				}
+			}
+		}
+		if o.readRoot < 0 {
+			return nil, l.errf(f["read"], "read", f["read"].Value, "unknown tensor (want an entry tensor)")
+		}
+		return o, nil
+	case f["k"] != nil || f["mix"] != nil || f["dummy"] != nil:
+		return o, sc.task(o, f, n)
+	case f["body"] != nil && f["if"] != nil:
+		if err := only("if", "body"); err != nil {
+			return nil, err
+		}
+		o.kind = opIf
+		o.body, err = sc.ops(f["body"], "body", 0)
+		return o, err
+	}
+	return nil, l.errf(n, "op", "", "unknown op (want alloc, scope, loop, call, read, a task with k, mix or dummy, or if with body)")
+}
+
+func (sc *scope) loop(o *op, ln, body, n *yaml.Node) error {
+	l := sc.l
+	o.kind = opLoop
+	lf, _, err := l.fields(ln, "loop", "var", "from", "to")
+	if err != nil {
+		return err
+	}
+	if lf["var"] == nil || lf["to"] == nil {
+		return l.errf(ln, "loop", "", "want var and to (from defaults to 0)")
+	}
+	v := lf["var"].Value
+	if !isIdent(v) {
+		return l.errf(lf["var"], "loop.var", v, "want an identifier")
+	}
+	if _, clash := sc.vals[v]; clash {
+		return l.errf(lf["var"], "loop.var", v, "duplicate name: already a param, scalar or enclosing loop var")
+	}
+	if _, clash := l.m.consts[v]; clash {
+		return l.errf(lf["var"], "loop.var", v, "duplicate name: a constant has this name")
+	}
+	o.from = &expr{kind: exConst, bscal: -1}
+	if fr := lf["from"]; fr != nil {
+		if o.from, err = sc.expr(fr.Value); err != nil {
+			return l.errf(fr, "loop.from", fr.Value, "bad expression: %v", err)
+		}
+	}
+	if o.to, err = sc.expr(lf["to"].Value); err != nil {
+		return l.errf(lf["to"], "loop.to", lf["to"].Value, "bad expression: %v", err)
+	}
+	sc.use(o.from.deps|o.to.deps, ln.Line)
+	if body == nil {
+		return l.errf(n, "loop.body", "", "missing")
+	}
+	o.loopSlot = sc.b.nvals
+	sc.b.nvals++
+	sc.vals[v] = o.loopSlot
+	before := len(sc.b.labels)
+	sc.inLoop = append(sc.inLoop, o)
+	o.body, err = sc.ops(body, "body", 0)
+	sc.inLoop = sc.inLoop[:len(sc.inLoop)-1]
+	delete(sc.vals, v)
+	for i := before; i < len(sc.b.labels); i++ {
+		o.loopLabels = append(o.loopLabels, i)
+	}
+	return err
+}
+
+func (sc *scope) call(o *op, cn, wn *yaml.Node) error {
+	l := sc.l
+	o.kind = opCall
+	callee := l.m.blockIdx[cn.Value]
+	if callee == nil {
+		return l.errf(cn, "call", cn.Value, "unknown block (want one of %s)", strings.Join(l.m.Blocks(), ", "))
+	}
+	if callee == sc.b {
+		return l.errf(cn, "call", cn.Value, "a block cannot call itself")
+	}
+	if !sc.b.isProgram && !sc.b.auto {
+		return l.errf(cn, "call", cn.Value, "only the program and blocks with boundary: auto may call blocks")
+	}
+	if sc.b.auto && callee.auto {
+		return l.errf(cn, "call", cn.Value, "a block with boundary: auto cannot call another such block")
+	}
+	c := &callOp{callee: callee, line: cn.Line, params: make([]*expr, len(callee.params)), targs: make([]*viewExpr, len(callee.tensors)), variant: -1}
+	var with map[string]*yaml.Node
+	if wn != nil {
+		var err error
+		if with, _, err = l.fields(wn, "with", append(append(append([]string(nil), callee.params...), callee.tensors...), "variant")...); err != nil {
+			return err
+		}
+	}
+	for i, p := range callee.params {
+		vn := with[p]
+		if vn == nil {
+			return l.errf(cn, "call "+callee.name, p, "missing parameter (want with: {%s: ...})", p)
+		}
+		e, err := sc.expr(vn.Value)
+		if err != nil {
+			return l.errf(vn, "with."+p, vn.Value, "bad expression: %v", err)
+		}
+		c.params[i] = e
+	}
+	if vn := with["variant"]; vn != nil {
+		for i, v := range callee.variants {
+			if v == vn.Value {
+				c.variant = i
+			}
+		}
+		if c.variant < 0 {
+			return l.errf(vn, "with.variant", vn.Value, "unknown variant of %s (want one of %s)", callee.name, strings.Join(callee.variants, ", "))
+		}
+	} else if len(callee.variants) > 0 {
+		return l.errf(cn, "call "+callee.name, "variant", "missing (want one of %s)", strings.Join(callee.variants, ", "))
+	} else {
+		c.variant = 0
+	}
+	for i, t := range callee.tensors {
+		src, line := t, cn.Line
+		if vn := with[t]; vn != nil {
+			src, line = vn.Value, vn.Line
+		}
+		v, err := sc.view(src, line)
+		if err != nil {
+			nd := cn
+			if with[t] != nil {
+				nd = with[t]
+			}
+			return l.errf(nd, "with."+t, src, "%v", err)
+		}
+		if !(sc.b.auto && !v.local) {
+			sc.use(v.deps, line)
+		}
+		c.targs[i] = v
+	}
+	c.localSlot = make([]bool, len(callee.bound))
+	for s, b := range callee.bound {
+		if b.view.kind == baseTArg {
+			c.localSlot[s] = c.targs[b.view.idx].local
+		}
+	}
+	if sc.b.auto {
+		if len(sc.inLoop) > 0 {
+			return l.errf(cn, "call", cn.Value, "an auto boundary needs its calls at the top of the body, not in a loop")
+		}
+		c.index = len(sc.b.calls)
+		sc.b.calls = append(sc.b.calls, c)
+	}
+	l.calls = append(l.calls, callSite{caller: sc.b, c: c})
+	o.call = c
+	return nil
+}
+
+// task compiles a kernel or dummy task, once per variant when the op differs
+// between variants ("a|b" values or a per-variant override).
+func (sc *scope) task(o *op, f map[string]*yaml.Node, n *yaml.Node) error {
+	l := sc.l
+	o.kind = opTask
+	nv := len(sc.b.variants)
+	perVariant := false
+	for _, v := range sc.b.variants {
+		if f[v] != nil {
+			perVariant = true
+		}
+	}
+	for _, k := range []string{"k", "mix"} {
+		if f[k] != nil && strings.Contains(f[k].Value, "|") {
+			perVariant = true
+		}
+	}
+	if a := f["args"]; a != nil && strings.Contains(nodeText(a), "|") {
+		perVariant = true
+	}
+	if perVariant && nv == 0 {
+		return l.errf(n, "op", "", "per-variant values (a|b) in a block without variants")
+	}
+	label := -1
+	if id := f["id"]; id != nil {
+		if !isIdent(id.Value) {
+			return l.errf(id, "id", id.Value, "want an identifier")
+		}
+		for _, x := range sc.b.labels {
+			if x == id.Value {
+				return l.errf(id, "id", id.Value, "duplicate op id in %s", sc.b.name)
+			}
+		}
+		label = len(sc.b.labels)
+		sc.b.labels = append(sc.b.labels, id.Value)
+	}
+	count := 1
+	if perVariant {
+		count = nv
+		sc.use(1<<uint(sc.b.vslot), n.Line)
+	}
+	for v := 0; v < count; v++ {
+		fv := f
+		if perVariant {
+			fv = make(map[string]*yaml.Node, len(f))
+			for k, x := range f {
+				fv[k] = x
+			}
+			if ov := f[sc.b.variants[v]]; ov != nil {
+				of, _, err := l.fields(ov, sc.b.variants[v], "k", "mix", "bn", "args", "scalars", "deps", "pred", "touch")
+				if err != nil {
+					return err
+				}
+				for k, x := range of {
+					fv[k] = x
+				}
+			}
+		}
+		t, err := sc.taskVariant(fv, n, v, perVariant)
+		if err != nil {
+			return err
+		}
+		t.label = label
+		o.task = append(o.task, t)
+	}
+	if id := f["id"]; id != nil {
+		sc.labelDef[id.Value] = true
+	}
+	return nil
+}
+
+func nodeText(n *yaml.Node) string {
+	if n.Kind == yaml.ScalarNode {
+		return n.Value
+	}
+	var b strings.Builder
+	for _, c := range n.Content {
+		b.WriteString(nodeText(c))
+		b.WriteByte(' ')
+	}
+	return b.String()
+}
+
+// pick selects variant v of "a|b|c"; a value without '|' is the same for all.
+func (sc *scope) pick(nd *yaml.Node, key, s string, v int, per bool) (string, error) {
+	if !strings.Contains(s, "|") {
+		return s, nil
+	}
+	parts := strings.Split(s, "|")
+	if !per || len(parts) != len(sc.b.variants) {
+		return "", sc.l.errf(nd, key, s, "want one value per variant (%s), separated by |", strings.Join(sc.b.variants, "|"))
+	}
+	return strings.TrimSpace(parts[v]), nil
+}
+
+func (sc *scope) kernel(nd *yaml.Node, key, name string, core stages.Kind) (stages.KernelID, error) {
+	id, ok := sc.l.m.kernelIdx[name]
+	if !ok {
+		return -1, sc.l.errf(nd, key, name, "unknown kernel (want a name from the kernels table)")
+	}
+	if sc.l.m.kernels[id].Core != core {
+		return -1, sc.l.errf(nd, key, name, "kernel runs on %s (want a %s kernel here)", sc.l.m.kernels[id].Core, core)
+	}
+	return id, nil
+}
+
+func (sc *scope) taskVariant(f map[string]*yaml.Node, n *yaml.Node, v int, per bool) (*taskOp, error) {
+	l := sc.l
+	t := &taskOp{bn: -1, kernel: [3]stages.KernelID{-1, -1, -1}}
+	var err error
+	var sig string
+	switch {
+	case f["dummy"] != nil:
+		t.kind = stages.KindDummy
+		t.name = "dummy"
+	case f["mix"] != nil:
+		t.kind = stages.KindMIX
+		base, err := sc.pick(f["mix"], "mix", f["mix"].Value, v, per)
+		if err != nil {
+			return nil, err
+		}
+		if t.kernel[0], err = sc.kernel(f["mix"], "mix", base+"_aic", stages.KindAIC); err != nil {
+			return nil, err
+		}
+		if t.kernel[1], err = sc.kernel(f["mix"], "mix", base+"_aiv", stages.KindAIV); err != nil {
+			return nil, err
+		}
+		t.kernel[2] = t.kernel[1]
+		t.name = base + "_aic"
+		sig = l.m.kernels[t.kernel[0]].Sig
+	default:
+		name, err := sc.pick(f["k"], "k", f["k"].Value, v, per)
+		if err != nil {
+			return nil, err
+		}
+		id, ok := l.m.kernelIdx[name]
+		if !ok {
+			return nil, l.errf(f["k"], "k", name, "unknown kernel (want a name from the kernels table)")
+		}
+		k := l.m.kernels[id]
+		t.kind = k.Core
+		if k.Core == stages.KindAIC {
+			t.kernel[0] = id
+		} else {
+			t.kernel[1] = id
+		}
+		t.name = name
+		sig = k.Sig
+	}
+	if b := f["bn"]; b != nil {
+		e, err := sc.expr(b.Value)
+		if err != nil || !e.isConst() || e.val <= 0 {
+			return nil, l.errf(b, "bn", b.Value, "want a positive constant block_num")
+		}
+		t.bn = int32(e.val)
+	}
+	if a := f["args"]; a != nil {
+		items, err := l.seq(a, "args")
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range items {
+			arg, err := sc.arg(it, v, per)
+			if err != nil {
+				return nil, err
+			}
+			if arg.out != nil {
+				t.hasOut = true
+			}
+			t.args = append(t.args, arg)
+		}
+	}
+	if sig != "" {
+		if len(sig) != len(t.args) {
+			return nil, l.errf(n, "args", t.name, "kernel signature %q takes %d arguments, the task passes %d", sig, len(sig), len(t.args))
+		}
+		for i, a := range t.args {
+			want := sig[i]
+			got := byte('i')
+			switch a.tag {
+			case stages.TagOutput, stages.TagOutputExisting:
+				got = 'o'
+			case stages.TagInOut:
+				got = 'x'
+			}
+			if got != want {
+				return nil, l.errf(f["args"].Content[i], "args", f["args"].Content[i].Value, "argument %d is tagged %s, kernel %s declares %c in its signature %q", i, a.tag, t.name, want, sig)
+			}
+		}
+	}
+	if s := f["scalars"]; s != nil {
+		items, err := l.seq(s, "scalars")
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range items {
+			e, err := sc.expr(it.Value)
+			if err != nil {
+				return nil, l.errf(it, "scalars", it.Value, "bad expression: %v", err)
+			}
+			sc.use(e.deps, it.Line)
+			if e.bscal < 0 {
+				lo, hi := sc.b.sbase, sc.b.sbase+len(sc.b.scalars)
+				for s := lo; s < hi && s < 64; s++ {
+					if e.deps&(1<<uint(s)) != 0 {
+						sc.b.baked = append(sc.b.baked, bakedUse{line: it.Line, scalar: sc.b.scalars[s-lo].name, expr: it.Value})
+						break
+					}
+				}
+			}
+			t.scalars = append(t.scalars, e)
+		}
+	}
+	if d := f["deps"]; d != nil {
+		items, err := l.seq(d, "deps")
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range items {
+			name, all := it.Value, false
+			// "id*" (or "id[*]") depends on every task submitted under id in
+			// this block call; "id" on the latest one.
+			for _, suf := range []string{"[*]", "*"} {
+				if strings.HasSuffix(name, suf) {
+					name, all = strings.TrimSuffix(name, suf), true
+				}
+			}
+			idx := -1
+			for i, x := range sc.b.labels {
+				if x == name {
+					idx = i
+				}
+			}
+			if idx < 0 || !sc.labelDef[name] {
+				if f["id"] != nil && f["id"].Value == name || idx >= 0 {
+					return nil, l.errf(it, "deps", it.Value, "cycle in explicit dependencies: %s is this task itself or comes later (want the id of an earlier op)", name)
+				}
+				return nil, l.errf(it, "deps", it.Value, "unknown op id (want the id of an earlier op in %s)", sc.b.name)
+			}
+			t.deps = append(t.deps, depOp{label: idx, all: all})
+		}
+	}
+	if p := f["pred"]; p != nil {
+		if t.pred, err = sc.pred(p); err != nil {
+			return nil, err
+		}
+	}
+	if tn := f["touch"]; tn != nil {
+		tf, order, err := l.fields(tn, "touch")
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range order {
+			arg := -1
+			for i, a := range t.args {
+				if a.view != nil && a.view.kind == baseSlot && a.view.idx < len(sc.b.tnames) && sc.b.tnames[a.view.idx] == k {
+					arg = i
+				}
+			}
+			if arg < 0 {
+				return nil, l.errf(tf[k], "touch", k, "not an argument of this task")
+			}
+			vw, err := sc.view(tf[k].Value, tf[k].Line)
+			if err != nil {
+				return nil, l.errf(tf[k], "touch."+k, tf[k].Value, "%v", err)
+			}
+			t.touch = append(t.touch, touchOp{arg: arg, view: vw})
+		}
+	}
+	return t, nil
+}
+
+var tagWords = map[string]stages.Tag{"in": stages.TagInput, "out": stages.TagOutput, "inout": stages.TagInOut, "out_existing": stages.TagOutputExisting, "no_dep": stages.TagNoDep}
+
+// arg parses "TAG VIEW", or "out NAME DTYPE[dims]" for a runtime-allocated
+// output.
+func (sc *scope) arg(nd *yaml.Node, v int, per bool) (argOp, error) {
+	l := sc.l
+	s := strings.TrimSpace(nd.Value)
+	sp := strings.IndexAny(s, " \t")
+	if sp < 0 {
+		return argOp{}, l.errf(nd, "args", s, "want \"TAG VIEW\" (TAG is in, out, inout, out_existing or no_dep)")
+	}
+	tw, err := sc.pick(nd, "args", s[:sp], v, per)
+	if err != nil {
+		return argOp{}, err
+	}
+	tag, ok := tagWords[tw]
+	if !ok {
+		return argOp{}, l.errf(nd, "args", s, "unknown tag %q (want in, out, inout, out_existing or no_dep)", tw)
+	}
+	rest := strings.TrimSpace(s[sp:])
+	if tag == stages.TagOutput {
+		it, err := sc.allocItem(rest, nd)
+		if err != nil {
+			return argOp{}, err
+		}
+		return argOp{tag: tag, out: &it}, nil
+	}
+	vw, err := sc.view(rest, nd.Line)
+	if err != nil {
+		return argOp{}, l.errf(nd, "args", s, "%v", err)
+	}
+	sc.use(vw.deps, nd.Line)
+	return argOp{tag: tag, view: vw}, nil
+}
+
+var predOps = map[string]stages.PredOp{">": stages.PredGT, ">=": stages.PredGE, "==": stages.PredEQ, "!=": stages.PredNE, "<": stages.PredLT, "<=": stages.PredLE}
+
+// pred parses "NAME[i, j, ...] OP target".
+func (sc *scope) pred(nd *yaml.Node) (*predOp, error) {
+	l := sc.l
+	src := nd.Value
+	toks, err := tokenize(src)
+	if err != nil {
+		return nil, l.errf(nd, "pred", src, "%v", err)
+	}
+	p := &exprParser{src: src, toks: toks, res: sc.intRes}
+	name := p.next()
+	if name.kind != tIdent {
+		return nil, l.errf(nd, "pred", src, "want \"TENSOR[i, ...] OP VALUE\"")
+	}
+	k, idx, ok := sc.tensor(name.s)
+	if !ok {
+		return nil, l.errf(nd, "pred", name.s, "unknown tensor (want %s)", sc.tensorNames())
+	}
+	pr := &predOp{view: &viewExpr{kind: k, idx: idx, line: nd.Line, src: name.s, local: k == baseSlot && idx >= sc.b.nfixed}}
+	if pr.idx, err = sc.exprList(p); err != nil {
+		return nil, l.errf(nd, "pred", src, "%v", err)
+	}
+	t := p.next()
+	op, ok := predOps[t.s]
+	if t.kind != tOp || !ok {
+		return nil, l.errf(nd, "pred", src, "want a comparison (>, >=, ==, !=, <, <=) after the index")
+	}
+	pr.op = op
+	if pr.target, err = p.parseExpr(0); err != nil {
+		return nil, l.errf(nd, "pred", src, "%v", err)
+	}
+	if t := p.peek(); t.kind != tEOF {
+		return nil, l.errf(nd, "pred", src, "unexpected %q", t.s)
+	}
+	for _, e := range pr.idx {
+		sc.use(e.deps, nd.Line)
+	}
+	sc.use(pr.target.deps, nd.Line)
+	return pr, nil
+}
+
+type callSite struct {
+	caller *block
+	c      *callOp
+}

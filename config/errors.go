@@ -1,0 +1,71 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Error is a mistake in a model config: where it is (file:line), which key,
+// the bad value, and what was expected.
+type Error struct {
+	File  string
+	Line  int
+	Key   string
+	Value string
+	Msg   string
+	Err   error // underlying cause, if any
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s:%d: ", e.File, e.Line)
+	if e.Key != "" {
+		b.WriteString(e.Key)
+		if e.Value != "" {
+			fmt.Fprintf(&b, " %q", e.Value)
+		}
+		b.WriteString(": ")
+	} else if e.Value != "" {
+		fmt.Fprintf(&b, "%q: ", e.Value)
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// StructureError is a Graph body whose structure (a loop range, a condition,
+// an alloc shape, a kernel choice, a baked view or scalar) depends on a block
+// param that the form does not put into the Graph's key: every call would
+// replay the first call's structure (upstream bug #1939). The runtime decides
+// whether it is an error or a warning.
+type StructureError struct {
+	File  string
+	Line  int // where the body uses the param
+	Form  string
+	Block string
+	Param string
+}
+
+func (e *StructureError) Error() string {
+	return fmt.Sprintf("%s:%d: form %s: structure depends on %s, not in the key of %s (add %s to the form's config for %s)",
+		e.File, e.Line, e.Form, e.Param, e.Block, e.Param, e.Block)
+}
+
+// BakedScalarError is a scalar computed from a boundary scalar rather than
+// passed straight through: a recording bakes the value into the Definition,
+// so every replay reuses the recording call's value (upstream's loop MoE
+// epoch hazard).
+type BakedScalarError struct {
+	File   string
+	Line   int
+	Form   string
+	Block  string
+	Scalar string // the boundary scalar it is computed from
+	Expr   string
+}
+
+func (e *BakedScalarError) Error() string {
+	return fmt.Sprintf("%s:%d: form %s: scalar %q in %s is computed from boundary scalar %s and would be baked into the Definition (pass %s straight through, or make the computed value a boundary scalar)",
+		e.File, e.Line, e.Form, e.Expr, e.Block, e.Scalar, e.Scalar)
+}

@@ -1,0 +1,365 @@
+package config
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// The expression language: integers, names (constants, block params, loop
+// vars, boundary scalars), + - * / %, comparisons, && || !, parentheses and
+// c ? a : b. Names are resolved when a template is compiled, so evaluating an
+// expression on the hot path is a walk over a small tree with no lookups.
+
+type exprKind uint8
+
+const (
+	exConst exprKind = iota
+	exVar            // env slot
+	exNeg
+	exNot
+	exBin
+	exCond
+)
+
+// expr is a compiled expression.
+type expr struct {
+	kind  exprKind
+	op    string // exBin
+	val   int64  // exConst
+	slot  int    // exVar
+	a, b  *expr
+	c     *expr
+	deps  uint64 // bit i: the expression reads env slot i (slots < 64)
+	bscal int    // boundary scalar index when the whole expression is one (exVar), else -1
+	src   string // source text, for messages
+}
+
+// evalErr records the first runtime error of an evaluation (division by zero)
+// without an error return on every node.
+type evalErr struct{ err error }
+
+func (e *expr) eval(env []int64, ee *evalErr) int64 {
+	switch e.kind {
+	case exConst:
+		return e.val
+	case exVar:
+		return env[e.slot]
+	case exNeg:
+		return -e.a.eval(env, ee)
+	case exNot:
+		if e.a.eval(env, ee) == 0 {
+			return 1
+		}
+		return 0
+	case exCond:
+		if e.c.eval(env, ee) != 0 {
+			return e.a.eval(env, ee)
+		}
+		return e.b.eval(env, ee)
+	}
+	x := e.a.eval(env, ee)
+	if e.op == "&&" {
+		if x == 0 {
+			return 0
+		}
+		return b2i(e.b.eval(env, ee) != 0)
+	}
+	if e.op == "||" {
+		if x != 0 {
+			return 1
+		}
+		return b2i(e.b.eval(env, ee) != 0)
+	}
+	y := e.b.eval(env, ee)
+	return binop(e.op, x, y, ee, e.src)
+}
+
+func binop(op string, x, y int64, ee *evalErr, src string) int64 {
+	switch op {
+	case "+":
+		return x + y
+	case "-":
+		return x - y
+	case "*":
+		return x * y
+	case "/", "%":
+		if y == 0 {
+			if ee != nil && ee.err == nil {
+				ee.err = fmt.Errorf("division by zero in %q", src)
+			}
+			return 0
+		}
+		if op == "/" {
+			return x / y
+		}
+		return x % y
+	case "==":
+		return b2i(x == y)
+	case "!=":
+		return b2i(x != y)
+	case "<":
+		return b2i(x < y)
+	case "<=":
+		return b2i(x <= y)
+	case ">":
+		return b2i(x > y)
+	case ">=":
+		return b2i(x >= y)
+	}
+	panic("config: unknown operator " + op)
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// isConst reports whether the expression reads no env slot.
+func (e *expr) isConst() bool { return e.kind == exConst }
+
+// ---- tokens
+
+type tokKind uint8
+
+const (
+	tEOF tokKind = iota
+	tInt
+	tIdent
+	tOp
+)
+
+type token struct {
+	kind tokKind
+	s    string
+	v    int64
+	pos  int
+}
+
+func tokenize(s string) ([]token, error) {
+	var out []token
+	i := 0
+	for i < len(s) {
+		c := s[i]
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			i++
+		case c >= '0' && c <= '9':
+			j := i
+			for j < len(s) && (s[j] >= '0' && s[j] <= '9' || s[j] == '_') {
+				j++
+			}
+			v, err := strconv.ParseInt(strings.ReplaceAll(s[i:j], "_", ""), 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("bad integer %q at column %d", s[i:j], i+1)
+			}
+			out = append(out, token{kind: tInt, s: s[i:j], v: v, pos: i})
+			i = j
+		case c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
+			j := i
+			for j < len(s) && (s[j] == '_' || s[j] >= 'a' && s[j] <= 'z' || s[j] >= 'A' && s[j] <= 'Z' || s[j] >= '0' && s[j] <= '9') {
+				j++
+			}
+			out = append(out, token{kind: tIdent, s: s[i:j], pos: i})
+			i = j
+		default:
+			two := ""
+			if i+1 < len(s) {
+				two = s[i : i+2]
+			}
+			switch two {
+			case "==", "!=", "<=", ">=", "&&", "||":
+				out = append(out, token{kind: tOp, s: two, pos: i})
+				i += 2
+				continue
+			}
+			if strings.IndexByte("+-*/%()<>!?:[],@|", c) < 0 {
+				return nil, fmt.Errorf("unexpected character %q at column %d", c, i+1)
+			}
+			out = append(out, token{kind: tOp, s: string(c), pos: i})
+			i++
+		}
+	}
+	out = append(out, token{kind: tEOF, pos: len(s)})
+	return out, nil
+}
+
+// resolver maps a name to a constant or an env slot. bscal is the boundary
+// scalar index of the name, or -1.
+type resolver func(name string) (val int64, slot int, bscal int, ok bool)
+
+// exprParser is a precedence-climbing parser over a token slice; views and
+// argument strings reuse it and stop at the first token it does not take.
+type exprParser struct {
+	src  string
+	toks []token
+	i    int
+	res  resolver
+}
+
+func (p *exprParser) peek() token { return p.toks[p.i] }
+func (p *exprParser) next() token { t := p.toks[p.i]; p.i++; return t }
+
+func (p *exprParser) errf(t token, format string, a ...any) error {
+	return fmt.Errorf("%s (at column %d of %q)", fmt.Sprintf(format, a...), t.pos+1, p.src)
+}
+
+var precedence = map[string]int{"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 4, "<=": 4, ">": 4, ">=": 4, "+": 5, "-": 5, "*": 6, "/": 6, "%": 6}
+
+// depth bounds nesting so that hostile input cannot overflow the stack.
+const maxExprDepth = 200
+
+func (p *exprParser) parseExpr(depth int) (*expr, error) {
+	if depth > maxExprDepth {
+		return nil, p.errf(p.peek(), "expression nested too deeply")
+	}
+	c, err := p.parseBin(1, depth)
+	if err != nil {
+		return nil, err
+	}
+	if t := p.peek(); t.kind == tOp && t.s == "?" {
+		p.next()
+		a, err := p.parseExpr(depth + 1)
+		if err != nil {
+			return nil, err
+		}
+		if t := p.next(); t.kind != tOp || t.s != ":" {
+			return nil, p.errf(t, "expected ':' of a conditional")
+		}
+		b, err := p.parseExpr(depth + 1)
+		if err != nil {
+			return nil, err
+		}
+		if c.isConst() {
+			if c.val != 0 {
+				return a, nil
+			}
+			return b, nil
+		}
+		return &expr{kind: exCond, c: c, a: a, b: b, deps: c.deps | a.deps | b.deps, bscal: -1}, nil
+	}
+	return c, nil
+}
+
+func (p *exprParser) parseBin(minPrec, depth int) (*expr, error) {
+	lhs, err := p.parseUnary(depth)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		t := p.peek()
+		prec, ok := precedence[t.s]
+		if t.kind != tOp || !ok || prec < minPrec {
+			return lhs, nil
+		}
+		p.next()
+		rhs, err := p.parseBin(prec+1, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		if lhs.isConst() && rhs.isConst() {
+			var ee evalErr
+			v := binop(t.s, lhs.val, rhs.val, &ee, t.s)
+			if t.s == "&&" {
+				v = b2i(lhs.val != 0 && rhs.val != 0)
+			} else if t.s == "||" {
+				v = b2i(lhs.val != 0 || rhs.val != 0)
+			}
+			if ee.err != nil {
+				return nil, p.errf(t, "division by zero")
+			}
+			lhs = &expr{kind: exConst, val: v, bscal: -1}
+			continue
+		}
+		lhs = &expr{kind: exBin, op: t.s, a: lhs, b: rhs, deps: lhs.deps | rhs.deps, bscal: -1}
+	}
+}
+
+func (p *exprParser) parseUnary(depth int) (*expr, error) {
+	if depth > maxExprDepth {
+		return nil, p.errf(p.peek(), "expression nested too deeply")
+	}
+	t := p.next()
+	switch {
+	case t.kind == tInt:
+		return &expr{kind: exConst, val: t.v, bscal: -1}, nil
+	case t.kind == tIdent:
+		if p.res == nil {
+			return nil, p.errf(t, "undefined name %q", t.s)
+		}
+		v, slot, bs, ok := p.res(t.s)
+		if !ok {
+			return nil, p.errf(t, "undefined name %q", t.s)
+		}
+		if slot < 0 {
+			return &expr{kind: exConst, val: v, bscal: -1}, nil
+		}
+		e := &expr{kind: exVar, slot: slot, bscal: bs}
+		if slot < 64 {
+			e.deps = 1 << uint(slot)
+		}
+		return e, nil
+	case t.kind == tOp && t.s == "(":
+		e, err := p.parseExpr(depth + 1)
+		if err != nil {
+			return nil, err
+		}
+		if t := p.next(); t.kind != tOp || t.s != ")" {
+			return nil, p.errf(t, "expected ')'")
+		}
+		return e, nil
+	case t.kind == tOp && (t.s == "-" || t.s == "!" || t.s == "+"):
+		a, err := p.parseUnary(depth + 1)
+		if err != nil {
+			return nil, err
+		}
+		if t.s == "+" {
+			return a, nil
+		}
+		if a.isConst() {
+			if t.s == "-" {
+				return &expr{kind: exConst, val: -a.val, bscal: -1}, nil
+			}
+			return &expr{kind: exConst, val: b2i(a.val == 0), bscal: -1}, nil
+		}
+		k := exNeg
+		if t.s == "!" {
+			k = exNot
+		}
+		return &expr{kind: k, a: a, deps: a.deps, bscal: -1}, nil
+	case t.kind == tEOF:
+		return nil, p.errf(t, "expression ends early")
+	}
+	return nil, p.errf(t, "unexpected %q", t.s)
+}
+
+// parseExpr compiles a whole string as one expression.
+func parseExpr(s string, res resolver) (*expr, error) {
+	toks, err := tokenize(s)
+	if err != nil {
+		return nil, err
+	}
+	p := &exprParser{src: s, toks: toks, res: res}
+	e, err := p.parseExpr(0)
+	if err != nil {
+		return nil, err
+	}
+	if t := p.peek(); t.kind != tEOF {
+		return nil, p.errf(t, "unexpected %q after the expression", t.s)
+	}
+	e.src = s
+	setSrc(e, s)
+	return e, nil
+}
+
+func setSrc(e *expr, s string) {
+	if e == nil || e.src != "" && e.src != s {
+		return
+	}
+	e.src = s
+	setSrc(e.a, s)
+	setSrc(e.b, s)
+	setSrc(e.c, s)
+}

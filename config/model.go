@@ -1,0 +1,235 @@
+package config
+
+import (
+	"github.com/hbg-dev/hbg/stages"
+)
+
+// Model is a loaded, validated model config, compiled into slices so that
+// Run interprets it without per-task lookups.
+type Model struct {
+	Name string
+	file string
+
+	consts     map[string]int64
+	entry      []entryTensor
+	entryViews []stages.View
+	kernels    []stages.Kernel
+	kernelIdx  map[string]stages.KernelID
+	blocks     []*block
+	blockIdx   map[string]*block
+	program    *block
+	progParam  []string
+	progDef    []int64
+	forms      []*form
+	formIdx    map[string]*form
+}
+
+type entryTensor struct {
+	name     string
+	dtype    stages.DType
+	shape    []int64
+	role     string
+	kind     stages.RootKind
+	value    int64
+	hasValue bool
+	line     int
+}
+
+// block is a compiled block template (the program is one too, with no
+// boundary).
+type block struct {
+	idx      int
+	name     string
+	line     int
+	params   []string // int params; env slots 0..len-1
+	variants []string
+	vslot    int // env slot of the variant index, -1 without variants
+	tensors  []string
+	bound    []*boundSlot
+	auto     bool
+	scalars  []*bscalar
+	sbase    int // env slot of the first boundary scalar
+	body     []*op
+	nvals    int
+	tnames   []string // tensor slots: boundary slots (or tensor params of an auto block), then locals
+	nfixed   int      // tensor slots filled at entry (boundary slots / tensor params / entry tensors)
+	labels   []string
+	calls    []*callOp // top-level calls, in order (auto boundary)
+	// structural[slot] is the first line where the body's structure depends
+	// on env slot `slot` (a param or the variant); 0 if it never does.
+	structural []int
+	baked      []bakedUse
+	isProgram  bool
+}
+
+type bakedUse struct {
+	line   int
+	scalar string
+	expr   string
+}
+
+type boundSlot struct {
+	name  string
+	tag   stages.Tag
+	view  *viewExpr
+	dtype stages.DType
+	shape []int64
+	line  int
+}
+
+type bscalar struct {
+	name  string
+	value *expr
+	line  int
+}
+
+type opKind uint8
+
+const (
+	opAlloc opKind = iota
+	opTask
+	opScope
+	opLoop
+	opIf
+	opCall
+	opRead
+)
+
+type op struct {
+	kind       opKind
+	line       int
+	cond       *expr
+	body       []*op
+	mode       stages.ScopeMode
+	loopSlot   int
+	from, to   *expr
+	loopLabels []int
+	allocs     []allocItem
+	task       []*taskOp // per variant; one entry when no variant differs
+	call       *callOp
+	readRoot   int
+}
+
+type allocItem struct {
+	slot  int
+	name  string
+	dtype stages.DType
+	shape []*expr
+	mdep  bool
+	cshape []int64 // the shape when constant (retained by Alloc)
+	tmpl   stages.View
+}
+
+type taskOp struct {
+	kind    stages.Kind
+	kernel  [3]stages.KernelID
+	name    string
+	bn      int32
+	args    []argOp
+	scalars []*expr
+	deps    []depOp
+	label   int
+	pred    *predOp
+	touch   []touchOp
+	hasOut  bool
+}
+
+type argOp struct {
+	tag  stages.Tag
+	view *viewExpr
+	out  *allocItem // runtime-allocated output (tag out)
+}
+
+type depOp struct {
+	label int
+	all   bool
+}
+
+type predOp struct {
+	view   *viewExpr
+	idx    []*expr
+	op     stages.PredOp
+	target *expr
+}
+
+// touchOp is an access hint: the argument named arg really touches only
+// the sub-view view (the routed-expert matmuls read one expert's slice).
+type touchOp struct {
+	arg  int
+	view *viewExpr
+}
+
+type callOp struct {
+	callee  *block
+	params  []*expr
+	variant int
+	targs   []*viewExpr
+	line    int
+	index   int // position among the caller's top-level calls
+	// localSlot[s]: callee boundary slot s resolves to a tensor the caller
+	// allocates itself (known statically); such slots are not part of an
+	// auto boundary.
+	localSlot []bool
+}
+
+type form struct {
+	name   string
+	line   int
+	params []int64      // program param values
+	graph  []*graphSpec // by block idx; nil = inline
+}
+
+type graphSpec struct {
+	block  *block
+	key    string
+	parts  []keyPart
+	config []int  // env slots hashed into full_key
+	inKey  uint64 // env slots in config or interpolated into the key
+	line   int
+}
+
+type keyPart struct {
+	lit  string
+	slot int // -1: literal
+}
+
+// Forms lists the model's form names in file order.
+func (m *Model) Forms() []string {
+	out := make([]string, len(m.forms))
+	for i, f := range m.forms {
+		out[i] = f.name
+	}
+	return out
+}
+
+// Kernels is the kernel table; a KernelID is an index into it.
+func (m *Model) Kernels() []stages.Kernel { return m.kernels }
+
+// EntryRoots is the entry tensors, RootIDs 0..N-1 in order.
+func (m *Model) EntryRoots() []stages.Root {
+	out := make([]stages.Root, len(m.entry))
+	for i, e := range m.entry {
+		out[i] = stages.Root{Name: e.name, Kind: e.kind, DType: e.dtype, Shape: e.shape, Elems: prod(e.shape), Creator: stages.NoTask}
+	}
+	return out
+}
+
+// Blocks lists the block names in file order.
+func (m *Model) Blocks() []string {
+	out := make([]string, len(m.blocks))
+	for i, b := range m.blocks {
+		out[i] = b.name
+	}
+	return out
+}
+
+// File is the path (or name) the model was loaded from.
+func (m *Model) File() string { return m.file }
+
+func prod(s []int64) int64 {
+	n := int64(1)
+	for _, d := range s {
+		n *= d
+	}
+	return n
+}

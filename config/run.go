@@ -1,0 +1,566 @@
+package config
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/hbg-dev/hbg/stages"
+)
+
+// TensorReader is implemented by an orchestrator that wants to see the host's
+// reads of device data (the trace's get_tensor_data events).
+type TensorReader interface {
+	ReadTensor(root stages.RootID, value int64)
+}
+
+// rootCounter lets the interpreter learn the RootIDs that Submit gives to a
+// task's runtime-allocated outputs (tag out): Submit numbers them
+// consecutively from NumRoots, in argument order.
+type rootCounter interface {
+	NumRoots() int
+}
+
+// Run interprets the model's program as an orchestration on o in the given
+// form: block calls that the form makes Graphs go through o.Graph, all other
+// ops are submitted directly.
+func (m *Model) Run(o stages.Orchestrator, form string) error {
+	f := m.formIdx[form]
+	if f == nil {
+		return fmt.Errorf("config: model %s has no form %q (want one of %s)", m.Name, form, strings.Join(m.Forms(), ", "))
+	}
+	r := m.newRunner(f)
+	fr := r.frame(m.program)
+	copy(fr.vals, f.params)
+	copy(fr.tens, m.entryViews)
+	fr.resetLabels()
+	r.body(o, fr, m.program.body)
+	return r.err
+}
+
+// runner holds one interpretation's scratch: frames (one per block, reused
+// across calls) and the task buffers Submit copies from.
+type runner struct {
+	m      *Model
+	f      *form
+	frames []*frame
+	task   stages.Task
+	specs  []stages.RootSpec
+	ee     evalErr
+	err    error
+}
+
+func (m *Model) newRunner(f *form) *runner {
+	return &runner{m: m, f: f, frames: make([]*frame, len(m.blocks)+1)}
+}
+
+// frame is one block activation: its env (params, variant, boundary scalars,
+// loop vars), its tensor slots, its boundary scalars with provenance, and the
+// tasks recorded under each op id.
+type frame struct {
+	b       *block
+	vals    []int64
+	tens    []stages.View
+	targ    []stages.View
+	scal    []stages.Scalar
+	labels  [][]stages.TaskID
+	inGraph bool
+	// An auto block run as a Graph body maps each call's boundary slots and
+	// scalars to its own boundary: autoT[call][slot], -1 = a local tensor.
+	bnd   *stages.Boundary
+	autoT [][]int32
+	autoS [][]int32
+	// Scratch for computing a call's boundary.
+	bargs []stages.Arg
+	bsc   []uint64
+}
+
+func newFrame(b *block) *frame {
+	return &frame{
+		b:      b,
+		vals:   make([]int64, b.nvals),
+		tens:   make([]stages.View, len(b.tnames)),
+		targ:   make([]stages.View, len(b.tensors)),
+		scal:   make([]stages.Scalar, len(b.scalars)),
+		labels: make([][]stages.TaskID, len(b.labels)),
+		bargs:  make([]stages.Arg, len(b.bound)),
+		bsc:    make([]uint64, len(b.scalars)),
+	}
+}
+
+func (r *runner) frame(b *block) *frame {
+	i := b.idx + 1
+	if r.frames[i] == nil {
+		r.frames[i] = newFrame(b)
+	}
+	return r.frames[i]
+}
+
+func (f *frame) resetLabels() {
+	for i := range f.labels {
+		f.labels[i] = f.labels[i][:0]
+	}
+}
+
+func (r *runner) fail(line int, format string, a ...any) {
+	if r.err == nil {
+		r.err = &Error{File: r.m.file, Line: line, Msg: fmt.Sprintf(format, a...)}
+	}
+}
+
+func (r *runner) eval(e *expr, fr *frame, line int) int64 {
+	v := e.eval(fr.vals, &r.ee)
+	if r.ee.err != nil && r.err == nil {
+		r.fail(line, "%v", r.ee.err)
+	}
+	return v
+}
+
+func (r *runner) body(o stages.Orchestrator, fr *frame, ops []*op) {
+	for _, op := range ops {
+		if r.err != nil {
+			return
+		}
+		if op.cond != nil && r.eval(op.cond, fr, op.line) == 0 {
+			continue
+		}
+		switch op.kind {
+		case opAlloc:
+			r.alloc(o, fr, op)
+		case opTask:
+			t := op.task[0]
+			if len(op.task) > 1 {
+				t = op.task[fr.vals[fr.b.vslot]]
+			}
+			r.submit(o, fr, t, op.line)
+		case opScope:
+			o.ScopeBegin(op.mode)
+			r.body(o, fr, op.body)
+			o.ScopeEnd()
+		case opLoop:
+			// An id inside a loop collects the tasks of every iteration of
+			// this run of the loop: "id" is the latest, "id*" all of them.
+			for _, l := range op.loopLabels {
+				fr.labels[l] = fr.labels[l][:0]
+			}
+			from, to := r.eval(op.from, fr, op.line), r.eval(op.to, fr, op.line)
+			for v := from; v < to && r.err == nil; v++ {
+				fr.vals[op.loopSlot] = v
+				r.body(o, fr, op.body)
+			}
+		case opIf:
+			r.body(o, fr, op.body)
+		case opCall:
+			r.call(o, fr, op.call)
+		case opRead:
+			if tr, ok := o.(TensorReader); ok {
+				tr.ReadTensor(stages.RootID(op.readRoot), r.m.entry[op.readRoot].value)
+			}
+		}
+	}
+}
+
+func (r *runner) shape(fr *frame, it *allocItem, line int) []int64 {
+	if it.cshape != nil {
+		return it.cshape
+	}
+	s := make([]int64, len(it.shape))
+	for i, d := range it.shape {
+		if s[i] = r.eval(d, fr, line); s[i] <= 0 {
+			r.fail(line, "alloc %s: dimension %d is %d (want a positive size)", it.name, i, s[i])
+		}
+	}
+	return s
+}
+
+func (r *runner) alloc(o stages.Orchestrator, fr *frame, op *op) {
+	r.specs = r.specs[:0]
+	for i := range op.allocs {
+		it := &op.allocs[i]
+		r.specs = append(r.specs, stages.RootSpec{Name: it.name, DType: it.dtype, Shape: r.shape(fr, it, op.line), ManualDep: it.mdep})
+	}
+	if r.err != nil {
+		return
+	}
+	_, first := o.Alloc(r.specs)
+	for i := range op.allocs {
+		it := &op.allocs[i]
+		if it.cshape != nil {
+			v := it.tmpl
+			v.Root = first + stages.RootID(i)
+			fr.tens[it.slot] = v
+		} else {
+			fr.tens[it.slot] = stages.NewView(first+stages.RootID(i), 0, it.dtype, r.specs[i].Shape...)
+		}
+	}
+}
+
+// view evaluates a view against a frame: a base, then row index or slice,
+// offset and reshape; the result must stay inside the base view.
+func (r *runner) view(fr *frame, v *viewExpr, out *stages.View) bool {
+	var base *stages.View
+	switch v.kind {
+	case baseSlot:
+		base = &fr.tens[v.idx]
+	case baseEntry:
+		base = &r.m.entryViews[v.idx]
+	case baseTArg:
+		base = &fr.targ[v.idx]
+	}
+	*out = *base
+	if v.index == nil && v.start == nil && v.at == nil && v.as == nil {
+		return true
+	}
+	if v.index != nil || v.start != nil {
+		if base.NDims == 0 {
+			r.fail(v.line, "view %q: cannot index a rank-0 tensor", v.src)
+			return false
+		}
+		var start, count int64
+		if v.index != nil {
+			start, count = r.eval(v.index, fr, v.line), 1
+		} else {
+			start, count = r.eval(v.start, fr, v.line), r.eval(v.count, fr, v.line)
+		}
+		if start < 0 || count <= 0 || start+count > base.Shape[0] {
+			r.fail(v.line, "view %q outside its root: rows [%d, %d) of a tensor with %d rows", v.src, start, start+count, base.Shape[0])
+			return false
+		}
+		out.Offset += start * base.Strides[0]
+		if v.index != nil {
+			if base.NDims == 1 {
+				out.Shape[0] = 1
+			} else {
+				copy(out.Shape[:], base.Shape[1:base.NDims])
+				copy(out.Strides[:], base.Strides[1:base.NDims])
+				out.NDims--
+				out.Shape[out.NDims] = 0
+				out.Strides[out.NDims] = 0
+			}
+		} else {
+			out.Shape[0] = count
+		}
+	}
+	if v.at != nil {
+		out.Offset += r.eval(v.at, fr, v.line)
+	}
+	if v.as != nil {
+		var shape [stages.MaxDims]int64
+		for i, d := range v.as {
+			if shape[i] = r.eval(d, fr, v.line); shape[i] <= 0 {
+				r.fail(v.line, "view %q: dimension %d is %d (want a positive size)", v.src, i, shape[i])
+				return false
+			}
+		}
+		*out = stages.NewView(out.Root, out.Offset, out.DType, shape[:len(v.as)]...)
+	}
+	if out.Offset < base.Offset || out.End() > base.End() {
+		r.fail(v.line, "view %q outside its root: elements [%d, %d) of a base covering [%d, %d)", v.src, out.Offset, out.End(), base.Offset, base.End())
+		return false
+	}
+	return true
+}
+
+func (r *runner) submit(o stages.Orchestrator, fr *frame, t *taskOp, line int) {
+	tk := &r.task
+	tk.Kind, tk.Kernel, tk.BlockNum = t.kind, t.kernel, t.bn
+	tk.Args, tk.Scalars, tk.Deps = tk.Args[:0], tk.Scalars[:0], tk.Deps[:0]
+	tk.Pred = stages.Predicate{}
+	for i := range t.args {
+		a := &t.args[i]
+		tk.Args = append(tk.Args, stages.Arg{Tag: a.tag})
+		arg := &tk.Args[len(tk.Args)-1]
+		if a.out != nil {
+			arg.View = stages.NewView(0, 0, a.out.dtype, r.shape(fr, a.out, line)...)
+		} else if !r.view(fr, a.view, &arg.View) {
+			return
+		}
+	}
+	for _, e := range t.scalars {
+		if e.bscal >= 0 {
+			tk.Scalars = append(tk.Scalars, fr.scal[e.bscal])
+		} else {
+			tk.Scalars = append(tk.Scalars, stages.Static(uint64(r.eval(e, fr, line))))
+		}
+	}
+	for _, d := range t.deps {
+		ts := fr.labels[d.label]
+		if len(ts) == 0 {
+			r.fail(line, "explicit dependency on %q: that op has not been submitted in this block call", fr.b.labels[d.label])
+			return
+		}
+		if d.all {
+			tk.Deps = append(tk.Deps, ts...)
+		} else {
+			tk.Deps = append(tk.Deps, ts[len(ts)-1])
+		}
+	}
+	if p := t.pred; p != nil {
+		pv := &tk.Pred
+		pv.Valid, pv.Op = true, p.op
+		if !r.view(fr, p.view, &pv.View) {
+			return
+		}
+		if len(p.idx) != int(pv.View.NDims) {
+			r.fail(line, "predicate on %s: %d indices for a tensor of rank %d", p.view.src, len(p.idx), pv.View.NDims)
+			return
+		}
+		var off int64
+		for i, e := range p.idx {
+			x := r.eval(e, fr, line)
+			if x < 0 || x >= pv.View.Shape[i] {
+				r.fail(line, "predicate on %s: index %d is %d, outside [0, %d)", p.view.src, i, x, pv.View.Shape[i])
+				return
+			}
+			off += x * pv.View.Strides[i]
+		}
+		pv.Index = off
+		pv.Target = r.eval(p.target, fr, line)
+	}
+	if r.err != nil {
+		return
+	}
+	first := 0
+	if t.hasOut {
+		rc, ok := o.(rootCounter)
+		if !ok {
+			r.fail(line, "task %s has a runtime-allocated output (tag out); the orchestrator must report NumRoots", t.name)
+			return
+		}
+		first = rc.NumRoots()
+	}
+	id := o.Submit(tk)
+	if t.label >= 0 {
+		fr.labels[t.label] = append(fr.labels[t.label], id)
+	}
+	if t.hasOut {
+		n := 0
+		for i := range t.args {
+			if a := &t.args[i]; a.out != nil {
+				v := tk.Args[i].View
+				v.Root = stages.RootID(first + n)
+				fr.tens[a.out.slot] = v
+				n++
+			}
+		}
+	}
+}
+
+// prepare evaluates a call's params and tensor args into the callee frame.
+func (r *runner) prepare(caller, cf *frame, c *callOp) {
+	for i, e := range c.params {
+		cf.vals[i] = r.eval(e, caller, c.line)
+	}
+	if cf.b.vslot >= 0 {
+		cf.vals[cf.b.vslot] = int64(c.variant)
+	}
+	for i, v := range c.targs {
+		if !c.localSlotOK(i) {
+			continue
+		}
+		r.view(caller, v, &cf.targ[i])
+	}
+	for i, s := range cf.b.scalars {
+		cf.vals[cf.b.sbase+i] = r.eval(s.value, cf, s.line)
+		cf.bsc[i] = uint64(cf.vals[cf.b.sbase+i])
+	}
+}
+
+// localSlotOK: every tensor arg is evaluated; a local one of an auto block
+// that has not been allocated yet (while computing the auto boundary) is
+// never read, because its slots are skipped.
+func (c *callOp) localSlotOK(int) bool { return true }
+
+// boundary evaluates the callee's boundary slots (after prepare).
+func (r *runner) boundary(cf *frame) {
+	for s, b := range cf.b.bound {
+		cf.bargs[s].Tag = b.tag
+		if !r.view(cf, b.view, &cf.bargs[s].View) {
+			return
+		}
+		v := &cf.bargs[s].View
+		if b.dtype != stages.DTypeInvalid && v.DType != b.dtype {
+			r.fail(b.line, "boundary slot %s of %s: dtype %s, want %s", b.name, cf.b.name, v.DType, b.dtype)
+			return
+		}
+		if b.shape != nil && !sameShape(v.ShapeSlice(), b.shape) {
+			r.fail(b.line, "boundary slot %s of %s: shape %v, want %v", b.name, cf.b.name, v.ShapeSlice(), b.shape)
+			return
+		}
+	}
+}
+
+func sameShape(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *runner) call(o stages.Orchestrator, caller *frame, c *callOp) {
+	cb := c.callee
+	g := r.f.graph[cb.idx]
+	asGraph := g != nil && !caller.inGraph
+	cf := r.frame(cb)
+	r.prepare(caller, cf, c)
+	var args []stages.Arg
+	var scal []uint64
+	var autoT, autoS [][]int32
+	if cb.auto {
+		args, scal, autoT, autoS = r.autoBoundary(cf)
+	} else {
+		r.boundary(cf)
+		args, scal = cf.bargs, cf.bsc
+	}
+	if r.err != nil {
+		return
+	}
+	// Inside an auto block, the callee's boundary comes from the block's own
+	// boundary (so that a recording sees boundary views and patchable
+	// scalars, never the caller's tensors or baked values).
+	if caller.bnd != nil && caller.autoT != nil {
+		for s, m := range caller.autoT[c.index] {
+			if m >= 0 {
+				args[s].View = caller.bnd.Tensors[m].View
+			}
+		}
+	}
+	if !asGraph {
+		bnd := stages.Boundary{Tensors: args, Scalars: make([]stages.Scalar, len(scal))}
+		for i, v := range scal {
+			bnd.Scalars[i] = stages.Static(v)
+			if caller.bnd != nil && caller.autoS != nil {
+				if m := caller.autoS[c.index][i]; m >= 0 {
+					bnd.Scalars[i] = caller.bnd.Scalars[m]
+				}
+			}
+		}
+		r.runBody(o, cf, &bnd, caller.inGraph, autoT, autoS)
+		return
+	}
+	call := &stages.GraphCall{
+		Key:      r.key(g, cf),
+		Boundary: append([]stages.Arg(nil), args...),
+		Scalars:  append([]uint64(nil), scal...),
+	}
+	for _, s := range g.config {
+		call.Config = append(call.Config, uint64(cf.vals[s]))
+	}
+	// The body may run later (a recorder), so it owns copies of the env.
+	vals := append([]int64(nil), cf.vals...)
+	targ := append([]stages.View(nil), cf.targ...)
+	m := r.m
+	var bodyErr *error = &r.err
+	call.Body = func(bo stages.Orchestrator, b *stages.Boundary) {
+		br := m.newRunner(r.f)
+		bf := newFrame(cb)
+		copy(bf.vals, vals)
+		copy(bf.targ, targ)
+		br.runBody(bo, bf, b, true, autoT, autoS)
+		if br.err != nil && *bodyErr == nil {
+			*bodyErr = br.err
+		}
+	}
+	o.Graph(call)
+}
+
+// runBody runs a block body against its boundary.
+func (r *runner) runBody(o stages.Orchestrator, cf *frame, b *stages.Boundary, inGraph bool, autoT, autoS [][]int32) {
+	cb := cf.b
+	if cb.auto {
+		copy(cf.tens, cf.targ)
+	} else {
+		for s := range cb.bound {
+			cf.tens[s] = b.Tensors[s].View
+		}
+	}
+	copy(cf.scal, b.Scalars)
+	cf.inGraph = inGraph
+	cf.bnd, cf.autoT, cf.autoS = nil, nil, nil
+	if cb.auto {
+		cf.bnd, cf.autoT, cf.autoS = b, autoT, autoS
+	}
+	cf.resetLabels()
+	r.body(o, cf, cb.body)
+	cf.bnd, cf.autoT, cf.autoS = nil, nil, nil
+}
+
+// autoBoundary computes an auto block's boundary: the boundaries of its
+// calls, minus tensors the block allocates itself, deduplicated (same root,
+// offset, layout and tag); the scalars likewise by name and value.
+func (r *runner) autoBoundary(af *frame) ([]stages.Arg, []uint64, [][]int32, [][]int32) {
+	var args []stages.Arg
+	var scal []uint64
+	var sname []string
+	autoT := make([][]int32, len(af.b.calls))
+	autoS := make([][]int32, len(af.b.calls))
+	copy(af.tens, af.targ)
+	for ci, c := range af.b.calls {
+		cf := r.frame(c.callee)
+		r.prepare(af, cf, c)
+		r.boundary(cf)
+		if r.err != nil {
+			return nil, nil, nil, nil
+		}
+		autoT[ci] = make([]int32, len(c.callee.bound))
+		for s := range c.callee.bound {
+			autoT[ci][s] = -1
+			if c.localSlot[s] {
+				continue
+			}
+			a := cf.bargs[s]
+			idx := -1
+			for j := range args {
+				if args[j].Tag == a.Tag && args[j].View == a.View {
+					idx = j
+					break
+				}
+			}
+			if idx < 0 {
+				idx = len(args)
+				args = append(args, a)
+			}
+			autoT[ci][s] = int32(idx)
+		}
+		autoS[ci] = make([]int32, len(c.callee.scalars))
+		for i, s := range c.callee.scalars {
+			idx := -1
+			for j := range scal {
+				if sname[j] == s.name && scal[j] == cf.bsc[i] {
+					idx = j
+				}
+			}
+			if idx < 0 {
+				idx = len(scal)
+				scal = append(scal, cf.bsc[i])
+				sname = append(sname, s.name)
+			}
+			autoS[ci][i] = int32(idx)
+		}
+	}
+	return args, scal, autoT, autoS
+}
+
+// key builds a Graph call's key: the form's key text with {param}s filled in
+// (a variant by its name).
+func (r *runner) key(g *graphSpec, cf *frame) string {
+	if len(g.parts) == 1 && g.parts[0].slot < 0 {
+		return g.parts[0].lit
+	}
+	var b []byte
+	for _, p := range g.parts {
+		if p.slot < 0 {
+			b = append(b, p.lit...)
+		} else if p.slot == cf.b.vslot {
+			b = append(b, cf.b.variants[cf.vals[p.slot]]...)
+		} else {
+			b = strconv.AppendInt(b, cf.vals[p.slot], 10)
+		}
+	}
+	return string(b)
+}

@@ -1,0 +1,370 @@
+// Package trace writes an orchestration's submission sequence in the
+// reference trace format (JSON lines; see the reference README): one event
+// per task with its arguments, scalars, explicit deps and fanin, scope and
+// Graph events, and a summary. Fanin comes from stages' own TensorMap.
+package trace
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+
+	"github.com/hbg-dev/hbg/stages"
+)
+
+// Writer is an Orchestrator that submits to a stages.Orch (the ordinary path)
+// and writes every event. Graph calls run their body inline, and the body's
+// tasks carry the graph field and the boundary slot of each argument.
+type Writer struct {
+	o       *stages.Orch
+	kernels []stages.Kernel
+	w       *bufio.Writer
+	err     error
+
+	depth, manual int
+	scopes        []stages.ScopeMode
+
+	graph    *graphState
+	inst     map[string]int
+	nGraph   int
+	ordinary int
+	tasks    int
+	edges    int
+
+	// Events, if non-nil, receives every event instead of (or as well as) w.
+	Events []Event
+	keep   bool
+}
+
+type graphState struct {
+	key      string
+	inst     int
+	boundary []stages.Arg
+	ntasks   int
+}
+
+// New starts a trace of one run over the model's entry roots.
+func New(w io.Writer, entry []stages.Root, kernels []stages.Kernel) *Writer {
+	t := &Writer{o: stages.NewOrch(entry), kernels: kernels, inst: map[string]int{}}
+	if w != nil {
+		t.w = bufio.NewWriterSize(w, 1<<16)
+	}
+	return t
+}
+
+// Keep makes the writer also keep every event in Events (for tests).
+func (t *Writer) Keep() { t.keep = true }
+
+// Orch is the ordinary path underneath.
+func (t *Writer) Orch() *stages.Orch { return t.o }
+
+// NumRoots reports the roots so far, so that an interpreter can name the
+// outputs Submit allocates.
+func (t *Writer) NumRoots() int { return t.o.NumRoots() }
+
+// Event is one trace line. Fields follow the reference format.
+type Event struct {
+	Ev       string      `json:"ev"`
+	ID       *int        `json:"id,omitempty"`
+	Kind     string      `json:"kind,omitempty"`
+	K        []int       `json:"k,omitempty"`
+	Name     string      `json:"name,omitempty"`
+	Depth    *int        `json:"depth,omitempty"`
+	Manual   *int        `json:"manual,omitempty"`
+	Graph    *GraphRef   `json:"graph,omitempty"`
+	Args     []ArgEvent  `json:"args,omitempty"`
+	Scalars  []uint64    `json:"scalars,omitempty"`
+	BlockNum *int        `json:"block_num,omitempty"`
+	Deps     []int       `json:"deps,omitempty"`
+	Fanin    []int       `json:"fanin,omitempty"`
+	Pred     *PredEvent  `json:"pred,omitempty"`
+	Mode     *int        `json:"mode,omitempty"`
+	Def      string      `json:"def,omitempty"`
+	Key      string      `json:"key,omitempty"`
+	Inst     *int        `json:"inst,omitempty"`
+	Boundary []ArgEvent  `json:"boundary,omitempty"`
+	NTasks   *int        `json:"ntasks,omitempty"`
+	Root     string      `json:"root,omitempty"`
+	Value    *int64      `json:"value,omitempty"`
+	Summary  *SummaryEv  `json:"-"`
+}
+
+// taskJSON is a task line: unlike other events, its lists are always
+// present (the reference writes "scalars": [] and "deps": []).
+type taskJSON struct {
+	Ev       string     `json:"ev"`
+	ID       int        `json:"id"`
+	Kind     string     `json:"kind"`
+	K        []int      `json:"k"`
+	Name     string     `json:"name"`
+	Depth    int        `json:"depth"`
+	Manual   int        `json:"manual"`
+	Graph    *GraphRef  `json:"graph,omitempty"`
+	Args     []ArgEvent `json:"args"`
+	Scalars  []uint64   `json:"scalars"`
+	BlockNum int        `json:"block_num"`
+	Deps     []int      `json:"deps"`
+	Fanin    []int      `json:"fanin"`
+	Pred     *PredEvent `json:"pred,omitempty"`
+}
+
+// GraphRef marks a task recorded inside a Graph body.
+type GraphRef struct {
+	Def   string `json:"def"`
+	Key   string `json:"key"`
+	Inst  int    `json:"inst"`
+	First int    `json:"first"`
+}
+
+// ArgEvent is one tensor argument.
+type ArgEvent struct {
+	Tag   string  `json:"tag"`
+	Root  string  `json:"root"`
+	RKind string  `json:"rkind"`
+	RID   int     `json:"rid"`
+	Off   int64   `json:"off"`
+	Shape []int64 `json:"shape"`
+	DType string  `json:"dtype"`
+	Bytes int64   `json:"bytes"`
+	BSlot int     `json:"bslot"`
+	MDep  int     `json:"mdep"`
+}
+
+// PredEvent is a task's predicate.
+type PredEvent struct {
+	Root   string  `json:"root"`
+	Idx    []int64 `json:"idx"`
+	Op     int     `json:"op"`
+	Target int64   `json:"target"`
+}
+
+// SummaryEv is the last line.
+type SummaryEv struct {
+	Ev       string `json:"ev"`
+	Tasks    int    `json:"tasks"`
+	Ordinary int    `json:"host_submits_ordinary"`
+	Graphs   int    `json:"graph_submits"`
+	Edges    int    `json:"edges"`
+}
+
+func ip(v int) *int { return &v }
+
+func (t *Writer) emit(e *Event) {
+	if t.keep {
+		t.Events = append(t.Events, *e)
+	}
+	if t.w == nil || t.err != nil {
+		return
+	}
+	var v any = e
+	if e.Ev == "task" {
+		v = &taskJSON{Ev: e.Ev, ID: *e.ID, Kind: e.Kind, K: e.K, Name: e.Name, Depth: *e.Depth, Manual: *e.Manual, Graph: e.Graph,
+			Args: e.Args, Scalars: e.Scalars, BlockNum: *e.BlockNum, Deps: e.Deps, Fanin: e.Fanin, Pred: e.Pred}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.err = err
+		return
+	}
+	t.w.Write(b)
+	t.err = t.w.WriteByte('\n')
+}
+
+// Close writes the summary and flushes.
+func (t *Writer) Close() error {
+	s := t.Summary()
+	if t.keep {
+		t.Events = append(t.Events, Event{Ev: "summary", Summary: &s})
+	}
+	if t.w != nil && t.err == nil {
+		b, _ := json.Marshal(s)
+		t.w.Write(b)
+		t.w.WriteByte('\n')
+		t.err = t.w.Flush()
+	}
+	return t.err
+}
+
+// Summary is the run's totals so far.
+func (t *Writer) Summary() SummaryEv {
+	return SummaryEv{Ev: "summary", Tasks: t.tasks, Ordinary: t.ordinary, Graphs: t.nGraph, Edges: t.edges}
+}
+
+func (t *Writer) rootInfo(id stages.RootID) (name, kind string, mdep int) {
+	r := t.o.Root(id)
+	name = r.Name
+	switch r.Kind {
+	case stages.RootEntry:
+		kind = "ext"
+	case stages.RootEntryOutput:
+		kind = "ext"
+	default:
+		kind = "alloc"
+		if r.Creator >= 0 && int(r.Creator) < t.o.NumTasks() && t.o.Image().Tasks[r.Creator].Kind != stages.KindAlloc {
+			kind = "out"
+		}
+	}
+	if r.ManualDep {
+		mdep = 1
+	}
+	return
+}
+
+func (t *Writer) arg(a *stages.Arg) ArgEvent {
+	v := &a.View
+	name, kind, mdep := t.rootInfo(v.Root)
+	return ArgEvent{Tag: a.Tag.String(), Root: name, RKind: kind, RID: int(v.Root), Off: v.Offset,
+		Shape: append([]int64(nil), v.ShapeSlice()...), DType: v.DType.String(), Bytes: v.Bytes(), BSlot: t.bslot(v), MDep: mdep}
+}
+
+// bslot finds the boundary slot an argument derives from: the first slot of
+// the same root whose region contains the argument's.
+func (t *Writer) bslot(v *stages.View) int {
+	if t.graph == nil {
+		return -1
+	}
+	for i := range t.graph.boundary {
+		b := &t.graph.boundary[i].View
+		if b.Root == v.Root && v.Offset >= b.Offset && v.End() <= b.End() {
+			return i
+		}
+	}
+	return -1
+}
+
+func (t *Writer) taskEvent(id stages.TaskID, kind stages.Kind, k [3]stages.KernelID, bn int32, args []stages.Arg, sc []stages.Scalar, deps []stages.TaskID, pred *stages.Predicate) {
+	fan := t.o.Fanin(id)
+	t.tasks++
+	t.edges += len(fan)
+	e := Event{Ev: "task", ID: ip(int(id)), Kind: kind.String(), K: []int{int(k[0]), int(k[1]), int(k[2])},
+		Depth: ip(t.depth), Manual: ip(b2i(t.manual > 0)), BlockNum: ip(int(bn)),
+		Args: []ArgEvent{}, Scalars: []uint64{}, Deps: []int{}, Fanin: []int{}}
+	switch kind {
+	case stages.KindAlloc:
+		e.Name = "alloc"
+	case stages.KindDummy:
+		e.Name = "dummy"
+	case stages.KindAIV:
+		e.Name = t.kernels[k[1]].Name
+	default:
+		e.Name = t.kernels[k[0]].Name
+	}
+	for i := range args {
+		e.Args = append(e.Args, t.arg(&args[i]))
+	}
+	for _, s := range sc {
+		e.Scalars = append(e.Scalars, s.Value)
+	}
+	for _, d := range deps {
+		e.Deps = append(e.Deps, int(d))
+	}
+	for _, f := range fan {
+		e.Fanin = append(e.Fanin, int(f))
+	}
+	if pred != nil && pred.Valid {
+		name, _, _ := t.rootInfo(pred.View.Root)
+		idx := make([]int64, pred.View.NDims)
+		rem := pred.Index
+		for i := 0; i < int(pred.View.NDims); i++ {
+			idx[i] = rem / pred.View.Strides[i]
+			rem %= pred.View.Strides[i]
+		}
+		e.Pred = &PredEvent{Root: name, Idx: idx, Op: int(pred.Op), Target: pred.Target}
+	}
+	if g := t.graph; g != nil {
+		e.Graph = &GraphRef{Def: g.key, Key: g.key, Inst: g.inst, First: b2i(g.inst == 0)}
+		g.ntasks++
+	} else {
+		t.ordinary++
+	}
+	t.emit(&e)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Alloc implements stages.Orchestrator.
+func (t *Writer) Alloc(specs []stages.RootSpec) (stages.TaskID, stages.RootID) {
+	id, first := t.o.Alloc(specs)
+	args := make([]stages.Arg, len(specs))
+	for i, s := range specs {
+		args[i] = stages.Arg{Tag: stages.TagOutput, View: stages.NewView(first+stages.RootID(i), 0, s.DType, s.Shape...)}
+	}
+	t.taskEvent(id, stages.KindAlloc, [3]stages.KernelID{-1, -1, -1}, -1, args, nil, nil, nil)
+	return id, first
+}
+
+// Submit implements stages.Orchestrator.
+func (t *Writer) Submit(task *stages.Task) stages.TaskID {
+	first := stages.RootID(t.o.NumRoots())
+	id := t.o.Submit(task)
+	args := task.Args
+	for i := range args {
+		if args[i].Tag == stages.TagOutput {
+			args = append([]stages.Arg(nil), task.Args...)
+			break
+		}
+	}
+	n := stages.RootID(0)
+	for i := range args {
+		if args[i].Tag == stages.TagOutput {
+			args[i].View.Root = first + n
+			args[i].View.Offset = 0
+			n++
+		}
+	}
+	t.taskEvent(id, task.Kind, task.Kernel, task.BlockNum, args, task.Scalars, task.Deps, &task.Pred)
+	return id
+}
+
+// ScopeBegin implements stages.Orchestrator.
+func (t *Writer) ScopeBegin(mode stages.ScopeMode) {
+	t.emit(&Event{Ev: "scope_begin", Mode: ip(int(mode)), Depth: ip(t.depth)})
+	t.o.ScopeBegin(mode)
+	t.depth++
+	t.scopes = append(t.scopes, mode)
+	if mode == stages.ScopeManual {
+		t.manual++
+	}
+}
+
+// ScopeEnd implements stages.Orchestrator.
+func (t *Writer) ScopeEnd() {
+	t.o.ScopeEnd()
+	t.depth--
+	if t.scopes[len(t.scopes)-1] == stages.ScopeManual {
+		t.manual--
+	}
+	t.scopes = t.scopes[:len(t.scopes)-1]
+	t.emit(&Event{Ev: "scope_end", Depth: ip(t.depth)})
+}
+
+// ReadTensor records the host's read of device data.
+func (t *Writer) ReadTensor(root stages.RootID, value int64) {
+	name, _, _ := t.rootInfo(root)
+	t.emit(&Event{Ev: "get_tensor_data", Root: name, Value: &value})
+}
+
+// Graph implements stages.Orchestrator: the body runs inline and its tasks
+// are marked with the call's key and instance.
+func (t *Writer) Graph(call *stages.GraphCall) stages.TaskID {
+	inst := t.inst[call.Key]
+	t.inst[call.Key] = inst + 1
+	t.nGraph++
+	be := make([]ArgEvent, len(call.Boundary))
+	for i := range call.Boundary {
+		be[i] = t.arg(&call.Boundary[i])
+		be[i].BSlot = i
+	}
+	t.emit(&Event{Ev: "graph_begin", Def: call.Key, Key: call.Key, Inst: ip(inst), Boundary: be, Scalars: append([]uint64{}, call.Scalars...)})
+	g := &graphState{key: call.Key, inst: inst, boundary: call.Boundary}
+	t.graph = g
+	call.Body(t, call.NewBoundary())
+	t.graph = nil
+	t.emit(&Event{Ev: "graph_end", Def: call.Key, Key: call.Key, Inst: ip(inst), NTasks: ip(g.ntasks)})
+	return stages.TaskID(t.o.NumTasks() - 1)
+}
