@@ -111,11 +111,11 @@ type op struct {
 }
 
 type allocItem struct {
-	slot  int
-	name  string
-	dtype stages.DType
-	shape []*expr
-	mdep  bool
+	slot   int
+	name   string
+	dtype  stages.DType
+	shape  []*expr
+	mdep   bool
 	cshape []int64 // the shape when constant (retained by Alloc)
 	tmpl   stages.View
 }

@@ -22,26 +22,26 @@ const (
 
 // refEvent is a reference trace line, the fields the tests compare.
 type refEvent struct {
-	Ev       string          `json:"ev"`
-	ID       int             `json:"id"`
-	Kind     string          `json:"kind"`
-	K        []int           `json:"k"`
-	Name     string          `json:"name"`
-	Args     []refArg        `json:"args"`
-	Scalars  []uint64        `json:"scalars"`
-	BlockNum int             `json:"block_num"`
-	Deps     []int           `json:"deps"`
-	Fanin    []int           `json:"fanin"`
-	Depth    int             `json:"depth"`
-	Manual   int             `json:"manual"`
+	Ev       string           `json:"ev"`
+	ID       int              `json:"id"`
+	Kind     string           `json:"kind"`
+	K        []int            `json:"k"`
+	Name     string           `json:"name"`
+	Args     []refArg         `json:"args"`
+	Scalars  []uint64         `json:"scalars"`
+	BlockNum int              `json:"block_num"`
+	Deps     []int            `json:"deps"`
+	Fanin    []int            `json:"fanin"`
+	Depth    int              `json:"depth"`
+	Manual   int              `json:"manual"`
 	Pred     *trace.PredEvent `json:"pred"`
 	Graph    *trace.GraphRef  `json:"graph"`
-	Key      string          `json:"key"`
-	Inst     int             `json:"inst"`
-	Boundary []refArg        `json:"boundary"`
-	Mode     int             `json:"mode"`
-	Tasks    int             `json:"tasks"`
-	Edges    int             `json:"edges"`
+	Key      string           `json:"key"`
+	Inst     int              `json:"inst"`
+	Boundary []refArg         `json:"boundary"`
+	Mode     int              `json:"mode"`
+	Tasks    int              `json:"tasks"`
+	Edges    int              `json:"edges"`
 }
 
 type refArg struct {
@@ -148,12 +148,89 @@ func rootIdentities(tasks []refEvent) func(a refArg) string {
 	}
 }
 
+// TestEagerMatchesReference expands the eager form and compares it with the
+// reference eager trace task by task, fanin included. Every one of the 44412
+// reference edges is reproduced by stages.Orch's TensorMap, and no other: on
+// this trace the reference and the rule of workloads.md §6 do not disagree.
 func TestEagerMatchesReference(t *testing.T) {
 	m := loadModel(t)
 	got := tasksOf(expand(t, m, "eager"))
 	want := tasksOf(readTrace(t, filepath.Join(refDir, "eager.jsonl.gz")))
+	compareTasks(t, got, want, 44412)
+}
+
+// TestFullMatchesReference compares the full form with the reference Graph
+// trace (HEAD, 8 Definitions): every task (15972: layer 42's call site
+// allocates its own buffers), the Graph each task belongs to, and every
+// Graph call with its key and boundary.
+func TestFullMatchesReference(t *testing.T) {
+	m := loadModel(t)
+	gotEv := expand(t, m, "full")
+	wantEv := readTrace(t, filepath.Join(refDir, "graph.jsonl.gz"))
+	got, want := tasksOf(gotEv), tasksOf(wantEv)
+	compareTasks(t, got, want, 44413)
+	gid, wid := rootIdentities(got), rootIdentities(want)
+	gg, wg := graphsOf(gotEv), graphsOf(wantEv)
+	if len(gg) != 86 || len(wg) != 86 {
+		t.Fatalf("%d Graph calls, reference %d, want 86", len(gg), len(wg))
+	}
+	keys := map[string]bool{}
+	for i := range wg {
+		g, w := gg[i], wg[i]
+		keys[g.Key] = true
+		if g.Key != w.Key || g.Inst != w.Inst {
+			t.Fatalf("Graph call %d: key %s#%d, want %s#%d", i, g.Key, g.Inst, w.Key, w.Inst)
+		}
+		if len(g.Boundary) != len(w.Boundary) {
+			t.Fatalf("Graph call %d (%s): %d boundary slots, want %d", i, w.Key, len(g.Boundary), len(w.Boundary))
+		}
+		for s := range w.Boundary {
+			ga, wa := g.Boundary[s], w.Boundary[s]
+			if ga.Tag != wa.Tag || gid(ga) != wid(wa) || ga.Off != wa.Off || !reflect.DeepEqual(ga.Shape, wa.Shape) || ga.DType != wa.DType {
+				t.Errorf("Graph call %d (%s) slot %d: got %s %s off=%d %v %s, want %s %s off=%d %v %s", i, w.Key, s,
+					ga.Tag, gid(ga), ga.Off, ga.Shape, ga.DType, wa.Tag, wid(wa), wa.Off, wa.Shape, wa.DType)
+			}
+		}
+		if !reflect.DeepEqual(nz(g.Scalars), nz(w.Scalars)) {
+			t.Errorf("Graph call %d (%s): scalars %v, want %v", i, w.Key, g.Scalars, w.Scalars)
+		}
+	}
+	if len(keys) != 8 {
+		t.Errorf("%d distinct keys, want 8", len(keys))
+	}
+	ordinary := 0
+	for i := range want {
+		if (got[i].Graph == nil) != (want[i].Graph == nil) || got[i].Graph != nil && (got[i].Graph.Key != want[i].Graph.Key || got[i].Graph.Inst != want[i].Graph.Inst) {
+			t.Fatalf("task %d: graph %+v, want %+v", i, got[i].Graph, want[i].Graph)
+		}
+		if got[i].Graph == nil {
+			ordinary++
+		}
+		for j := range want[i].Args {
+			if j < len(got[i].Args) && got[i].Args[j].BSlot != want[i].Args[j].BSlot {
+				t.Errorf("task %d arg %d: boundary slot %d, want %d", i, j, got[i].Args[j].BSlot, want[i].Args[j].BSlot)
+			}
+		}
+	}
+	if ordinary != 43 {
+		t.Errorf("%d ordinary tasks, want 43", ordinary)
+	}
+}
+
+func graphsOf(evs []refEvent) []refEvent {
+	var out []refEvent
+	for _, e := range evs {
+		if e.Ev == "graph_begin" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func compareTasks(t *testing.T, got, want []refEvent, wantEdges int) {
+	t.Helper()
 	if len(got) != len(want) {
-		t.Fatalf("eager: %d tasks, reference has %d", len(got), len(want))
+		t.Fatalf("%d tasks, reference has %d", len(got), len(want))
 	}
 	gid, wid := rootIdentities(got), rootIdentities(want)
 	edges, bad := 0, 0
@@ -204,8 +281,8 @@ func TestEagerMatchesReference(t *testing.T) {
 	if bad > 0 {
 		t.Fatalf("%d mismatches", bad)
 	}
-	if edges != 44412 {
-		t.Fatalf("%d fanin edges, want 44412", edges)
+	if edges != wantEdges {
+		t.Fatalf("%d fanin edges, want %d", edges, wantEdges)
 	}
 }
 
@@ -230,4 +307,55 @@ func sorted(s []int) []int {
 		return nil
 	}
 	return out
+}
+
+// TestPairAndBlocksForms checks the published figures of the two other Graph
+// forms (reference README, "Figures these traces pin down").
+func TestPairAndBlocksForms(t *testing.T) {
+	m := loadModel(t)
+	for _, tc := range []struct {
+		form                    string
+		calls, hostSubmits      int
+		bodyTasks, boundaryTens int // checked when non-zero (every call)
+		tasks                   int
+	}{
+		{form: "pair", calls: 20, hostSubmits: 1131, bodyTasks: 743, boundaryTens: 118, tasks: 15971},
+		{form: "blocks", calls: 82, hostSubmits: 835, tasks: 15972},
+		{form: "full", calls: 86, hostSubmits: 129, tasks: 15972},
+	} {
+		t.Run(tc.form, func(t *testing.T) {
+			evs := expand(t, m, tc.form)
+			calls, ordinary, tasks := 0, 0, 0
+			for _, e := range evs {
+				switch e.Ev {
+				case "graph_begin":
+					calls++
+					if tc.boundaryTens > 0 && len(e.Boundary) != tc.boundaryTens {
+						t.Errorf("call %s#%d: %d boundary tensors, want %d", e.Key, e.Inst, len(e.Boundary), tc.boundaryTens)
+					}
+				case "task":
+					tasks++
+					if e.Graph == nil {
+						ordinary++
+					}
+				}
+			}
+			if calls != tc.calls || ordinary+calls != tc.hostSubmits || tasks != tc.tasks {
+				t.Fatalf("%d Graph calls, %d host submissions, %d device tasks; want %d, %d, %d", calls, ordinary+calls, tasks, tc.calls, tc.hostSubmits, tc.tasks)
+			}
+			if tc.bodyTasks > 0 {
+				per := map[string]int{}
+				for _, e := range evs {
+					if e.Ev == "task" && e.Graph != nil {
+						per[fmt.Sprintf("%s#%d", e.Graph.Key, e.Graph.Inst)]++
+					}
+				}
+				for k, n := range per {
+					if n != tc.bodyTasks {
+						t.Errorf("%s: %d body tasks, want %d", k, n, tc.bodyTasks)
+					}
+				}
+			}
+		})
+	}
 }

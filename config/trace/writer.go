@@ -64,29 +64,29 @@ func (t *Writer) NumRoots() int { return t.o.NumRoots() }
 
 // Event is one trace line. Fields follow the reference format.
 type Event struct {
-	Ev       string      `json:"ev"`
-	ID       *int        `json:"id,omitempty"`
-	Kind     string      `json:"kind,omitempty"`
-	K        []int       `json:"k,omitempty"`
-	Name     string      `json:"name,omitempty"`
-	Depth    *int        `json:"depth,omitempty"`
-	Manual   *int        `json:"manual,omitempty"`
-	Graph    *GraphRef   `json:"graph,omitempty"`
-	Args     []ArgEvent  `json:"args,omitempty"`
-	Scalars  []uint64    `json:"scalars,omitempty"`
-	BlockNum *int        `json:"block_num,omitempty"`
-	Deps     []int       `json:"deps,omitempty"`
-	Fanin    []int       `json:"fanin,omitempty"`
-	Pred     *PredEvent  `json:"pred,omitempty"`
-	Mode     *int        `json:"mode,omitempty"`
-	Def      string      `json:"def,omitempty"`
-	Key      string      `json:"key,omitempty"`
-	Inst     *int        `json:"inst,omitempty"`
-	Boundary []ArgEvent  `json:"boundary,omitempty"`
-	NTasks   *int        `json:"ntasks,omitempty"`
-	Root     string      `json:"root,omitempty"`
-	Value    *int64      `json:"value,omitempty"`
-	Summary  *SummaryEv  `json:"-"`
+	Ev       string     `json:"ev"`
+	ID       *int       `json:"id,omitempty"`
+	Kind     string     `json:"kind,omitempty"`
+	K        []int      `json:"k,omitempty"`
+	Name     string     `json:"name,omitempty"`
+	Depth    *int       `json:"depth,omitempty"`
+	Manual   *int       `json:"manual,omitempty"`
+	Graph    *GraphRef  `json:"graph,omitempty"`
+	Args     []ArgEvent `json:"args,omitempty"`
+	Scalars  []uint64   `json:"scalars,omitempty"`
+	BlockNum *int       `json:"block_num,omitempty"`
+	Deps     []int      `json:"deps,omitempty"`
+	Fanin    []int      `json:"fanin,omitempty"`
+	Pred     *PredEvent `json:"pred,omitempty"`
+	Mode     *int       `json:"mode,omitempty"`
+	Def      string     `json:"def,omitempty"`
+	Key      string     `json:"key,omitempty"`
+	Inst     *int       `json:"inst,omitempty"`
+	Boundary []ArgEvent `json:"boundary,omitempty"`
+	NTasks   *int       `json:"ntasks,omitempty"`
+	Root     string     `json:"root,omitempty"`
+	Value    *int64     `json:"value,omitempty"`
+	Summary  *SummaryEv `json:"-"`
 }
 
 // taskJSON is a task line: unlike other events, its lists are always
