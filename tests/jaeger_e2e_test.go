@@ -1,0 +1,345 @@
+package tests
+
+// TestJaegerEndToEnd runs hbgrun against a real Jaeger and reads the run
+// back from Jaeger's query API.
+//
+// What it expects of hbgrun (the span names and attributes are trace/'s
+// constants; see trace/doc.go for the tree):
+//
+//   - `hbgrun run config/models/dsv4_flash_decode.yaml --form blocks
+//     --rounds 2 --ranks 2 --otlp ENDPOINT --json` exits 0 and prints a
+//     trace.Report as JSON on stdout;
+//   - one trace per invocation: a root `hbgrun` span (model, form, rounds,
+//     ranks), one `hbg.run` child per rank (model, form, rank);
+//   - per pass listed in the report, one span per measured phase (args,
+//     host_orch, graph_upload, arena_h2d, device_wall) child of its rank's
+//     hbg.run, with hbg.rank, hbg.round, hbg.cold; its duration is the
+//     pass's figure (device_wall: hbg.device.sim_ns is the figure and the
+//     duration is simulation_ns);
+//   - one `record` span per recorded Definition (counts.recorded_definitions),
+//     child of the host_orch span of the pass that asked for it, with
+//     hbg.graph.key, hbg.graph.full_key, hbg.record.boundary_width,
+//     hbg.record.nodes (summing to the pass's recorded_nodes); only cold
+//     passes record (Definitions are kept across rounds);
+//   - one `build_definition` child per record span (same key, same nodes,
+//     hbg.definition.bytes > 0);
+//   - `upload` spans, children of their pass's graph_upload span, with
+//     hbg.graph.key, hbg.upload.bytes (summing to the pass's
+//     uploaded_definition_bytes) and hbg.device.object_id; every recorded
+//     key is uploaded;
+//   - no span marked as an error; service name hbgrun.
+//
+// It runs twice, over OTLP/HTTP and OTLP/gRPC. It needs the Go module proxy
+// the first time (to build Jaeger, minutes) and loopback ports only.
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hbg-dev/hbg/trace"
+)
+
+// The run the test traces.
+var jaegerRunArgs = []string{
+	"run", "config/models/dsv4_flash_decode.yaml",
+	"--form", "blocks", "--rounds", "2", "--ranks", "2", "--json",
+}
+
+func TestJaegerEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts a real Jaeger and runs hbgrun against it; skipped in -short")
+	}
+	jaeger := jaegerStart(t, jaegerBinary(t))
+
+	// First trace/ alone, in this process, with the span shape hbgrun's
+	// actors make: if this fails, the fault is in trace/ or in this test,
+	// not in hbgrun.
+	t.Run("trace-package", func(t *testing.T) {
+		tag := fmt.Sprintf("inproc-%d", time.Now().UnixNano())
+		since := time.Now().Add(-time.Minute)
+		rep := jaegerInProcessRun(t, jaeger.OTLPHTTP(), tag)
+		trs := jaeger.waitTraces(t, tag, since, jaegerExpect(rep).complete)
+		require.Len(t, trs, 1, "one invocation is one trace")
+		assert.Equal(t, rep.TraceID, trs[0].TraceID)
+		jaegerCheckRun(t, rep, &trs[0])
+	})
+
+	hbgrun := hbgrunBinary(t)
+	for _, proto := range []struct{ name, endpoint string }{
+		{"otlp-http", jaeger.OTLPHTTP()},
+		{"otlp-grpc", jaeger.OTLPGRPC()},
+	} {
+		t.Run(proto.name, func(t *testing.T) {
+			tag := fmt.Sprintf("%s-%d", proto.name, time.Now().UnixNano())
+			since := time.Now().Add(-time.Minute)
+			rep := hbgrunRun(t, hbgrun, tag, append(jaegerRunArgs, "--otlp", proto.endpoint)...)
+			require.Equal(t, 2, rep.Rounds)
+			require.Equal(t, 2, rep.Ranks)
+			require.Len(t, rep.Passes, 4, "rounds x ranks passes in the report")
+
+			want := jaegerExpect(rep)
+			trs := jaeger.waitTraces(t, tag, since, want.complete)
+			require.Len(t, trs, 1, "one invocation is one trace")
+			if rep.TraceID != "" {
+				assert.Equal(t, rep.TraceID, trs[0].TraceID, "the report names the run's trace")
+			}
+			jaegerCheckRun(t, rep, &trs[0])
+		})
+	}
+}
+
+// jaegerExpectation is how many spans of each kind the report implies.
+type jaegerExpectation struct {
+	runs, phases, records int
+	uploadBytes           int64
+}
+
+func jaegerExpect(rep *trace.Report) jaegerExpectation {
+	e := jaegerExpectation{runs: rep.Ranks, records: int(rep.Counts.RecordedDefinitions)}
+	for i := range rep.Passes {
+		p := &rep.Passes[i]
+		for ph := trace.Phase(0); ph < trace.NumPhases; ph++ {
+			if p.Has(ph) {
+				e.phases++
+			}
+		}
+		e.uploadBytes += p.UploadedDefinitionBytes
+	}
+	return e
+}
+
+// complete reports whether Jaeger holds every span the report implies.
+func (e jaegerExpectation) complete(trs []jaegerTrace) bool {
+	var runs, phases, records, builds int
+	var uploadBytes int64
+	for _, tr := range trs {
+		for i := range tr.Spans {
+			s := &tr.Spans[i]
+			switch s.OperationName {
+			case trace.SpanRun:
+				runs++
+			case trace.SpanRecord:
+				records++
+			case trace.SpanBuild:
+				builds++
+			case trace.SpanUpload:
+				uploadBytes += tagInt(s, string(trace.KeyUploadBytes))
+			default:
+				if _, err := trace.ParsePhase(s.OperationName); err == nil {
+					phases++
+				}
+			}
+		}
+	}
+	return runs >= e.runs && phases >= e.phases && records >= e.records && builds >= e.records && uploadBytes >= e.uploadBytes
+}
+
+func jaegerCheckRun(t *testing.T, rep *trace.Report, tr *jaegerTrace) {
+	byID := map[string]*jaegerSpan{}
+	byName := map[string][]*jaegerSpan{}
+	for i := range tr.Spans {
+		s := &tr.Spans[i]
+		byID[s.SpanID] = s
+		byName[s.OperationName] = append(byName[s.OperationName], s)
+		assert.Equal(t, trace.DefaultServiceName, tr.Processes[s.ProcessID].ServiceName)
+		if v, ok := s.tag("error"); ok {
+			assert.NotEqual(t, true, v, "span %s marked as an error", s.OperationName)
+		}
+		if v, ok := s.tag("otel.status_code"); ok {
+			assert.NotEqual(t, "ERROR", v, "span %s has status ERROR", s.OperationName)
+		}
+	}
+	parent := func(s *jaegerSpan) *jaegerSpan {
+		p := byID[s.parentID()]
+		require.NotNil(t, p, "parent of %s (%s) is not in the trace", s.OperationName, s.SpanID)
+		return p
+	}
+
+	// The command and the runs.
+	require.Len(t, byName[trace.SpanCommand], 1, "one %s root", trace.SpanCommand)
+	cmd := byName[trace.SpanCommand][0]
+	assert.Equal(t, "", cmd.parentID())
+	assert.Equal(t, rep.Model, tagStr(cmd, string(trace.KeyModel)))
+	assert.Equal(t, rep.Form, tagStr(cmd, string(trace.KeyForm)))
+	assert.Equal(t, int64(rep.Rounds), tagInt(cmd, string(trace.KeyRounds)))
+	assert.Equal(t, int64(rep.Ranks), tagInt(cmd, string(trace.KeyRanks)))
+
+	runs := map[int64]*jaegerSpan{}
+	require.Len(t, byName[trace.SpanRun], rep.Ranks, "one %s per rank", trace.SpanRun)
+	for _, r := range byName[trace.SpanRun] {
+		assert.Same(t, cmd, parent(r))
+		assert.Equal(t, rep.Model, tagStr(r, string(trace.KeyModel)))
+		assert.Equal(t, rep.Form, tagStr(r, string(trace.KeyForm)))
+		rank := tagInt(r, string(trace.KeyRank))
+		require.NotContains(t, runs, rank, "two runs of rank %d", rank)
+		runs[rank] = r
+	}
+
+	// Every phase of every pass, under its rank's run, agreeing with the
+	// report. Jaeger keeps µs: a duration may differ from ns/1000 by one.
+	type passKey struct {
+		rank, round int64
+		phase       string
+	}
+	phaseSpans := map[passKey]*jaegerSpan{}
+	for ph := trace.Phase(0); ph < trace.NumPhases; ph++ {
+		for _, s := range byName[ph.String()] {
+			k := passKey{tagInt(s, string(trace.KeyRank)), tagInt(s, string(trace.KeyRound)), ph.String()}
+			require.NotContains(t, phaseSpans, k, "two %s spans for rank %d round %d", k.phase, k.rank, k.round)
+			phaseSpans[k] = s
+			assert.Same(t, runs[k.rank], parent(s), "%s of rank %d round %d is a child of its run", k.phase, k.rank, k.round)
+		}
+	}
+	nearUs := func(ns int64, s *jaegerSpan) {
+		t.Helper()
+		assert.InDelta(t, ns/1000, s.Duration, 1, "%s rank %v round %v: span %dµs, report %dns", s.OperationName, tagInt(s, "hbg.rank"), tagInt(s, "hbg.round"), s.Duration, ns)
+	}
+	measured := 0
+	for i := range rep.Passes {
+		p := &rep.Passes[i]
+		assert.Equal(t, p.Round == 0, p.Cold, "round 0 is the cold pass")
+		if rep.Device == trace.DeviceSim {
+			for ph := trace.Phase(0); ph < trace.NumPhases; ph++ {
+				assert.True(t, p.Has(ph), "rank %d round %d measured no %s", p.Rank, p.Round, ph)
+			}
+		}
+		for ph := trace.Phase(0); ph < trace.NumPhases; ph++ {
+			if !p.Has(ph) {
+				continue
+			}
+			measured++
+			s := phaseSpans[passKey{int64(p.Rank), int64(p.Round), ph.String()}]
+			if !assert.NotNil(t, s, "no %s span for rank %d round %d", ph, p.Rank, p.Round) {
+				continue
+			}
+			assert.Equal(t, p.Cold, tagBool(s, string(trace.KeyCold)))
+			if ph == trace.PhaseDeviceWall {
+				assert.Equal(t, p.Phases[ph], tagInt(s, string(trace.KeyDeviceSimNs)), "device_wall carries the simulated wall")
+				if p.SimulationNs > 0 {
+					nearUs(p.SimulationNs, s)
+				}
+			} else {
+				nearUs(p.Phases[ph], s)
+			}
+		}
+	}
+	assert.Equal(t, measured, len(phaseSpans), "no phase span beyond the report's passes")
+
+	// Recordings and their builds, under the host_orch of the pass that
+	// asked; only cold passes record.
+	fullKey := regexp.MustCompile(`^[0-9a-f]{16}$`)
+	type passTotals struct {
+		records, nodes int
+		uploadBytes    int64
+	}
+	totals := map[passKey]*passTotals{}
+	at := func(s *jaegerSpan) *passTotals {
+		k := passKey{tagInt(s, string(trace.KeyRank)), tagInt(s, string(trace.KeyRound)), ""}
+		if totals[k] == nil {
+			totals[k] = &passTotals{}
+		}
+		return totals[k]
+	}
+	recorded := map[string]bool{}
+	var recordedNodes int64
+	assert.Len(t, byName[trace.SpanRecord], int(rep.Counts.RecordedDefinitions), "one %s span per recorded Definition", trace.SpanRecord)
+	for _, r := range byName[trace.SpanRecord] {
+		orch := parent(r)
+		if !assert.Equal(t, trace.PhaseHostOrch.String(), orch.OperationName, "a recording is a child of the host_orch that asked for it") {
+			continue
+		}
+		assert.True(t, tagBool(orch, string(trace.KeyCold)), "only cold passes record")
+		key := tagStr(r, string(trace.KeyGraphKey))
+		assert.NotEmpty(t, key)
+		assert.Regexp(t, fullKey, tagStr(r, string(trace.KeyFullKey)))
+		assert.Positive(t, tagInt(r, string(trace.KeyBoundaryWidth)), "record %s boundary width", key)
+		nodes := tagInt(r, string(trace.KeyNodes))
+		assert.Positive(t, nodes, "record %s nodes", key)
+		recorded[key] = true
+		recordedNodes += nodes
+		pt := at(orch)
+		pt.records++
+		pt.nodes += int(nodes)
+
+		var builds []*jaegerSpan
+		for _, b := range byName[trace.SpanBuild] {
+			if b.parentID() == r.SpanID {
+				builds = append(builds, b)
+			}
+		}
+		if assert.Len(t, builds, 1, "one %s under record %s", trace.SpanBuild, key) {
+			b := builds[0]
+			assert.Equal(t, key, tagStr(b, string(trace.KeyGraphKey)))
+			assert.Equal(t, nodes, tagInt(b, string(trace.KeyNodes)))
+			assert.Positive(t, tagInt(b, string(trace.KeyImageBytes)), "build %s image bytes", key)
+		}
+	}
+	assert.Len(t, byName[trace.SpanBuild], len(byName[trace.SpanRecord]), "no build without its recording")
+	assert.Equal(t, rep.Counts.RecordedNodes, recordedNodes)
+
+	// Uploads, under the graph_upload of their pass.
+	uploaded := map[string]bool{}
+	for _, u := range byName[trace.SpanUpload] {
+		gu := parent(u)
+		if !assert.Equal(t, trace.PhaseGraphUpload.String(), gu.OperationName, "an upload is a child of its pass's graph_upload") {
+			continue
+		}
+		key := tagStr(u, string(trace.KeyGraphKey))
+		assert.NotEmpty(t, key)
+		bytes := tagInt(u, string(trace.KeyUploadBytes))
+		assert.Positive(t, bytes, "upload %s bytes", key)
+		_, hasObj := u.tag(string(trace.KeyObjectID))
+		assert.True(t, hasObj, "upload %s has %s", key, trace.KeyObjectID)
+		uploaded[key] = true
+		at(gu).uploadBytes += bytes
+	}
+	for key := range recorded {
+		assert.True(t, uploaded[key], "recorded key %s was never uploaded", key)
+	}
+	assert.NotEmpty(t, byName[trace.SpanUpload], "the blocks form uploads Definitions")
+
+	// Per pass, the spans add up to the report's figures.
+	for i := range rep.Passes {
+		p := &rep.Passes[i]
+		pt := totals[passKey{int64(p.Rank), int64(p.Round), ""}]
+		if pt == nil {
+			pt = &passTotals{}
+		}
+		assert.Equal(t, p.BuiltDefinitions, pt.records, "rank %d round %d: record spans vs built_definitions", p.Rank, p.Round)
+		assert.Equal(t, p.RecordedNodes, pt.nodes, "rank %d round %d: recorded nodes", p.Rank, p.Round)
+		assert.Equal(t, p.UploadedDefinitionBytes, pt.uploadBytes, "rank %d round %d: uploaded bytes", p.Rank, p.Round)
+		if !p.Cold {
+			assert.Zero(t, p.BuiltDefinitions, "rank %d round %d: a warm pass built Definitions (are they kept across rounds?)", p.Rank, p.Round)
+		}
+	}
+}
+
+func tagStr(s *jaegerSpan, key string) string {
+	v, _ := s.tag(key)
+	str, _ := v.(string)
+	return str
+}
+
+func tagInt(s *jaegerSpan, key string) int64 {
+	v, _ := s.tag(key)
+	switch n := v.(type) {
+	case json.Number:
+		i, _ := n.Int64()
+		return i
+	case float64:
+		return int64(n)
+	}
+	return 0
+}
+
+func tagBool(s *jaegerSpan, key string) bool {
+	v, _ := s.tag(key)
+	b, _ := v.(bool)
+	return b
+}
