@@ -52,7 +52,7 @@ func deviceSlices(rank int, shift int64) []Slice {
 				Process: proc, Track: fmt.Sprintf("aiv %d", core),
 				Name:    fmt.Sprintf("kernel_%d", k),
 				StartNs: shift + int64(k*1000+core), DurNs: 900,
-				Args:    map[string]any{"task": k},
+				Args: map[string]any{"task": k},
 			})
 		}
 	}
