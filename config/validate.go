@@ -1,0 +1,76 @@
+package config
+
+import (
+	"errors"
+
+	"github.com/hbg-dev/hbg/stages"
+)
+
+// Summary is what Validate learned about a model.
+type Summary struct {
+	Forms []FormSummary
+}
+
+// FormSummary counts one form's submissions.
+type FormSummary struct {
+	Name        string
+	Tasks       int // device tasks (Graph bodies expanded)
+	HostSubmits int // ordinary tasks + Graph calls
+	GraphCalls  int
+}
+
+// Validate interprets every form of the model on the ordinary path (which
+// checks every view, shape, predicate and explicit dependency the program
+// reaches) and runs the static Graph checks. It returns the first problem of
+// each form and every Graph check error, joined.
+func Validate(m *Model) (*Summary, error) {
+	var errs []error
+	s := &Summary{}
+	for _, f := range m.forms {
+		c := &counter{o: stages.NewOrch(m.EntryRoots())}
+		if err := m.Run(c, f.name); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		s.Forms = append(s.Forms, FormSummary{Name: f.name, Tasks: c.tasks, HostSubmits: c.ordinary + c.graphs, GraphCalls: c.graphs})
+	}
+	errs = append(errs, m.GraphChecks()...)
+	return s, errors.Join(errs...)
+}
+
+// counter counts a run's submissions on top of the ordinary path.
+type counter struct {
+	o                       *stages.Orch
+	tasks, ordinary, graphs int
+	inGraph                 bool
+}
+
+func (c *counter) NumRoots() int { return c.o.NumRoots() }
+
+func (c *counter) count() {
+	c.tasks++
+	if !c.inGraph {
+		c.ordinary++
+	}
+}
+
+func (c *counter) Alloc(specs []stages.RootSpec) (stages.TaskID, stages.RootID) {
+	c.count()
+	return c.o.Alloc(specs)
+}
+
+func (c *counter) Submit(t *stages.Task) stages.TaskID {
+	c.count()
+	return c.o.Submit(t)
+}
+
+func (c *counter) ScopeBegin(mode stages.ScopeMode) { c.o.ScopeBegin(mode) }
+func (c *counter) ScopeEnd()                        { c.o.ScopeEnd() }
+
+func (c *counter) Graph(call *stages.GraphCall) stages.TaskID {
+	c.graphs++
+	c.inGraph = true
+	call.Body(c, call.NewBoundary())
+	c.inGraph = false
+	return stages.TaskID(c.o.NumTasks() - 1)
+}
