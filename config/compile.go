@@ -39,8 +39,26 @@ type scope struct {
 	boundary bool
 	vals     map[string]int
 	labelDef map[string]bool
+	allIDs   map[string]bool // every op id of the block, defined or not yet
 	inLoop   []*op
 }
+
+// collectIDs finds every op id in a body, so that a dependency on a later op
+// is reported as the cycle it would be rather than as an unknown id.
+func collectIDs(n *yaml.Node, out map[string]bool) {
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == "id" && n.Content[i+1].Kind == yaml.ScalarNode {
+				out[n.Content[i+1].Value] = true
+			}
+		}
+	}
+	for _, c := range n.Content {
+		collectIDs(c, out)
+	}
+}
+
+var tagLong = map[stages.Tag]string{stages.TagInput: "in", stages.TagOutput: "out", stages.TagInOut: "inout", stages.TagOutputExisting: "out_existing", stages.TagNoDep: "no_dep"}
 
 func (sc *scope) intRes(name string) (int64, int, int, bool) {
 	if sc.boundary {
@@ -716,7 +734,7 @@ func (sc *scope) taskVariant(f map[string]*yaml.Node, n *yaml.Node, v int, per b
 				got = 'x'
 			}
 			if got != want {
-				return nil, l.errf(f["args"].Content[i], "args", f["args"].Content[i].Value, "argument %d is tagged %s, kernel %s declares %c in its signature %q", i, a.tag, t.name, want, sig)
+				return nil, l.errf(f["args"].Content[i], "args", f["args"].Content[i].Value, "argument %d is tagged %s, kernel %s declares %c in its signature %q", i, tagLong[a.tag], t.name, want, sig)
 			}
 		}
 	}
@@ -764,7 +782,7 @@ func (sc *scope) taskVariant(f map[string]*yaml.Node, n *yaml.Node, v int, per b
 				}
 			}
 			if idx < 0 || !sc.labelDef[name] {
-				if f["id"] != nil && f["id"].Value == name || idx >= 0 {
+				if f["id"] != nil && f["id"].Value == name || idx >= 0 || sc.allIDs[name] {
 					return nil, l.errf(it, "deps", it.Value, "cycle in explicit dependencies: %s is this task itself or comes later (want the id of an earlier op)", name)
 				}
 				return nil, l.errf(it, "deps", it.Value, "unknown op id (want the id of an earlier op in %s)", sc.b.name)

@@ -634,7 +634,8 @@ func (l *loader) programHeader(n *yaml.Node) (*yaml.Node, error) {
 
 func (l *loader) blockBody(b *block, n *yaml.Node) error {
 	b.structural = make([]int, 64)
-	sc := &scope{l: l, b: b, vals: map[string]int{}, labelDef: map[string]bool{}}
+	sc := &scope{l: l, b: b, vals: map[string]int{}, labelDef: map[string]bool{}, allIDs: map[string]bool{}}
+	collectIDs(n, sc.allIDs)
 	for i, p := range b.params {
 		sc.vals[p] = i
 	}

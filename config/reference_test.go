@@ -359,3 +359,12 @@ func TestPairAndBlocksForms(t *testing.T) {
 		})
 	}
 }
+
+func readFile(t testing.TB, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

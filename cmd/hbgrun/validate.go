@@ -39,4 +39,3 @@ scalar. It prints a one-line summary; any error exits with status 2.`,
 	}
 	commands = append(commands, cmd)
 }
-

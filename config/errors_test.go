@@ -1,0 +1,278 @@
+package config_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/hbg-dev/hbg/config"
+	"github.com/hbg-dev/hbg/config/trace"
+)
+
+// tinyModel is a small valid model; each error case below breaks one thing.
+const tinyModel = `model: tiny
+constants: {N: 4}
+entry:
+  tensors:
+    - {name: w, dtype: fp32, shape: [8, 16]}
+    - {name: x, dtype: fp32, shape: [16]}
+kernels:
+  - {name: mm, core: aic, sig: iix}
+  - {name: act, core: aiv}
+blocks:
+  layer:
+    params: [l]
+    tensors: [h]
+    boundary:
+      - {name: w, tag: in, view: "w[2*l:+2]"}
+      - {name: h, tag: inout, dtype: fp32, shape: [16]}
+    scalars:
+      - {name: epoch, value: "l + 1"}
+    body:
+      - scope: auto
+        body:
+          - alloc: ["tmp fp32[2, 16]"]
+          - {id: first, k: mm, bn: 4, args: ["in w", "in h as [1, 16]", "inout tmp"], scalars: [epoch]}
+          - loop: {var: e, to: 2}
+            body:
+              - {id: second, k: act, args: ["in tmp[e]", "inout h"], deps: [first]}
+program:
+  params: {p: 0}
+  body:
+    - alloc: ["hid fp32[16]"]
+    - loop: {var: i, to: N}
+      body:
+        - call: layer
+          with: {l: i, h: hid}
+forms:
+  eager: {}
+  graph:
+    graphs:
+      layer: {key: layer}
+`
+
+func TestTinyModelIsValid(t *testing.T) {
+	m, err := config.Parse("tiny.yaml", []byte(tinyModel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := config.Validate(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sum.Forms[1]; got.Tasks != 17 || got.GraphCalls != 4 || got.HostSubmits != 5 {
+		t.Fatalf("graph form: %+v, want 17 tasks, 4 Graph calls, 5 host submissions", got)
+	}
+}
+
+func lineOf(src, needle string) int {
+	i := strings.Index(src, needle)
+	if i < 0 {
+		return -1
+	}
+	return strings.Count(src[:i], "\n") + 1
+}
+
+// TestConfigErrors breaks the tiny model in one place per case and checks
+// that the error is a *config.Error naming file:line, the key and the value.
+func TestConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		old, new  string
+		at        string   // text on the line the error must name
+		want      []string // substrings of the message
+		atRunTime bool     // found by Validate (interpreting the forms), not Load
+	}{
+		{name: "malformed YAML", old: "    params: [l]", new: "    params: [l", at: "  layer:\n", want: []string{"malformed YAML"}},
+		{name: "unknown kernel", old: "k: act,", new: "k: gelu,", at: "k: gelu", want: []string{`k "gelu"`, "unknown kernel"}},
+		{name: "unknown tensor", old: `"in tmp[e]"`, new: `"in tmq[e]"`, at: "tmq", want: []string{`"in tmq[e]"`, `unknown tensor "tmq"`}},
+		{name: "view outside its root", old: `"in h as [1, 16]"`, new: `"in h as [2, 16]"`, at: "h as [2, 16]", atRunTime: true, want: []string{"outside its root", "h as [2, 16]"}},
+		{name: "row slice outside its root", old: `view: "w[2*l:+2]"`, new: `view: "w[2*l+1:+2]"`, at: "w[2*l+1:+2]", atRunTime: true, want: []string{"outside its root", "rows [7, 9)"}},
+		{name: "shape mismatch", old: `with: {l: i, h: hid}`, new: `with: {l: i, h: "w[0:+1]"}`, at: "name: h, tag: inout", atRunTime: true, want: []string{"slot h", "shape [1 16], want [16]"}},
+		{name: "dtype mismatch", old: `tag: inout, dtype: fp32`, new: `tag: inout, dtype: bf16`, at: "name: h, tag: inout", atRunTime: true, want: []string{"slot h", "dtype fp32, want bf16"}},
+		{name: "unknown dtype", old: `"tmp fp32[2, 16]"`, new: `"tmp fp31[2, 16]"`, at: "tmp fp31", want: []string{`alloc "tmp fp31[2, 16]"`, `unknown dtype "fp31"`}},
+		{name: "undefined parameter", old: `value: "l + 1"`, new: `value: "layer + 1"`, at: "layer + 1", want: []string{`"layer + 1"`, `undefined name "layer"`}},
+		{name: "undefined form parameter", old: "  eager: {}", new: "  eager: {params: {q: 1}}", at: "eager: {params", want: []string{`"q"`, "undefined parameter", "want one of the program params: p"}},
+		{name: "bad expression", old: "{var: e, to: 2}", new: "{var: e, to: 2 *}", at: "to: 2 *", want: []string{`loop.to "2 *"`, "expression ends early"}},
+		{name: "division by zero", old: "{var: e, to: 2}", new: "{var: e, to: 2 / (N - 4)}", at: "to: 2 /", want: []string{`loop.to "2 / (N - 4)"`, "division by zero"}},
+		{name: "division by zero at run time", old: "{var: e, to: 2}", new: "{var: e, to: 2 / (l - 1)}", at: "to: 2 /", atRunTime: true, want: []string{"division by zero", "2 / (l - 1)"}},
+		{name: "duplicate block", old: "program:", new: "  layer:\n    boundary: []\n    body: []\nprogram:", at: "  layer:\n    boundary: []", want: []string{`blocks "layer"`, "duplicate block name"}},
+		{name: "duplicate kernel", old: "  - {name: act, core: aiv}", new: "  - {name: act, core: aiv}\n  - {name: mm, core: aic}", at: "{name: mm, core: aic}", want: []string{`kernel name "mm"`, "duplicate kernel"}},
+		{name: "duplicate alloc name", old: `["tmp fp32[2, 16]"]`, new: `["tmp fp32[2, 16]", "h fp32[4]"]`, at: `"h fp32[4]"`, want: []string{`alloc "h"`, "duplicate name"}},
+		{name: "duplicate op id", old: "{id: second,", new: "{id: first,", at: "{id: first, k: act", want: []string{`id "first"`, "duplicate op id"}},
+		{name: "cycle in explicit deps", old: "{id: first, k: mm, bn: 4,", new: "{id: first, k: mm, bn: 4, deps: [second],", at: "deps: [second]", want: []string{`deps "second"`, "cycle"}},
+		{name: "self dependency", old: "deps: [first]}", new: "deps: [second]}", at: "deps: [second]}", want: []string{`deps "second"`, "cycle"}},
+		{name: "unknown key", old: "{id: second, k: act,", new: "{id: second, kernel: act,", at: "kernel: act", want: []string{`"kernel"`, "unknown key"}},
+		{name: "signature mismatch", old: `"inout tmp"], scalars`, new: `"in tmp"], scalars`, at: `"in tmp"], scalars`, want: []string{"tagged in", "declares x"}},
+		{name: "unknown block", old: "call: layer", new: "call: layr", at: "call: layr", want: []string{`call "layr"`, "unknown block"}},
+		{name: "missing call parameter", old: "with: {l: i, h: hid}", new: "with: {h: hid}", at: "call: layer", want: []string{`"l"`, "missing parameter"}},
+		{name: "bad tag", old: `"inout h"`, new: `"inoot h"`, at: `"inoot h"`, want: []string{`unknown tag "inoot"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !strings.Contains(tinyModel, tc.old) {
+				t.Fatalf("test case does not apply: %q not in the model", tc.old)
+			}
+			src := strings.Replace(tinyModel, tc.old, tc.new, 1)
+			m, err := config.Parse("tiny.yaml", []byte(src))
+			if tc.atRunTime {
+				if err != nil {
+					t.Fatalf("load: %v (want the error from Validate)", err)
+				}
+				_, err = config.Validate(m)
+			}
+			if err == nil {
+				t.Fatal("no error")
+			}
+			var ce *config.Error
+			if !errors.As(err, &ce) {
+				t.Fatalf("error %v is %T, want *config.Error", err, err)
+			}
+			line := lineOf(src, tc.at)
+			if ce.File != "tiny.yaml" || ce.Line != line {
+				t.Errorf("error at %s:%d, want tiny.yaml:%d: %v", ce.File, ce.Line, line, err)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, fmt.Sprintf("tiny.yaml:%d:", line)) {
+				t.Errorf("message %q does not start with the position", msg)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("message %q does not contain %q", msg, w)
+				}
+			}
+		})
+	}
+}
+
+// TestGraphChecks: a form that leaves a structural param out of the key
+// (#1939) and a scalar computed from a boundary scalar (the loop MoE epoch)
+// are typed errors, and only for forms that make the block a Graph.
+func TestGraphChecks(t *testing.T) {
+	cases := []struct {
+		name     string
+		old, new string
+		at       string
+		check    func(error) string
+	}{
+		{
+			name: "structure depends on a param not in the key",
+			old:  "{var: e, to: 2}", new: "{var: e, to: l + 1}", at: "to: l + 1",
+			check: func(err error) string {
+				var se *config.StructureError
+				if !errors.As(err, &se) {
+					return fmt.Sprintf("%T, want *config.StructureError", err)
+				}
+				if se.Form != "graph" || se.Block != "layer" || se.Param != "l" {
+					return fmt.Sprintf("%+v", se)
+				}
+				if !strings.Contains(err.Error(), "structure depends on l, not in the key of layer") {
+					return err.Error()
+				}
+				return ""
+			},
+		},
+		{
+			name: "route choice not in the key",
+			old:  `- {id: second, k: act,`, new: `- {if: "l < 2", id: second, k: act,`, at: `if: "l < 2"`,
+			check: func(err error) string {
+				var se *config.StructureError
+				if !errors.As(err, &se) || se.Param != "l" {
+					return fmt.Sprintf("%v, want a StructureError on l", err)
+				}
+				return ""
+			},
+		},
+		{
+			name: "scalar computed from a boundary scalar",
+			old:  "scalars: [epoch]", new: "scalars: [epoch * 32]", at: "epoch * 32",
+			check: func(err error) string {
+				var be *config.BakedScalarError
+				if !errors.As(err, &be) {
+					return fmt.Sprintf("%T, want *config.BakedScalarError", err)
+				}
+				if be.Scalar != "epoch" || be.Block != "layer" {
+					return fmt.Sprintf("%+v", be)
+				}
+				return ""
+			},
+		},
+		{
+			name: "scalar baked from a param",
+			old:  "scalars: [epoch]", new: "scalars: [l]", at: "scalars: [l]",
+			check: func(err error) string {
+				var se *config.StructureError
+				if !errors.As(err, &se) || se.Param != "l" {
+					return fmt.Sprintf("%v, want a StructureError on l", err)
+				}
+				return ""
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			src := strings.Replace(tinyModel, tc.old, tc.new, 1)
+			if src == tinyModel {
+				t.Fatal("test case does not apply")
+			}
+			m, err := config.Parse("tiny.yaml", []byte(src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			errs := m.GraphChecks()
+			if len(errs) != 1 {
+				t.Fatalf("%d Graph check errors, want 1: %v", len(errs), errs)
+			}
+			if msg := tc.check(errs[0]); msg != "" {
+				t.Fatal(msg)
+			}
+			if want := fmt.Sprintf("tiny.yaml:%d:", lineOf(src, tc.at)); !strings.HasPrefix(errs[0].Error(), want) {
+				t.Errorf("%q does not start with %q", errs[0].Error(), want)
+			}
+			if _, err := config.Validate(m); err == nil {
+				t.Error("Validate passed a model whose Graph check fails")
+			}
+			// Putting the param in the key fixes the structural cases.
+			fixed := strings.Replace(src, "layer: {key: layer}", "layer: {key: layer, config: [l]}", 1)
+			m2, err := config.Parse("tiny.yaml", []byte(fixed))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var se *config.StructureError
+			for _, e := range m2.GraphChecks() {
+				if errors.As(e, &se) {
+					t.Errorf("with l in the key: %v", e)
+				}
+			}
+		})
+	}
+}
+
+// TestDSv4GraphChecks: the DSv4 forms are clean, and dropping route_by_hash
+// from csa_moe's key is exactly upstream bug #1939.
+func TestDSv4GraphChecks(t *testing.T) {
+	m := loadModel(t)
+	if errs := m.GraphChecks(); len(errs) != 0 {
+		t.Fatalf("%v", errs)
+	}
+	src := readFile(t, modelPath)
+	bad := strings.Replace(src, `csa_moe: {key: "csa_moe_block:{route_by_hash}", config: [route_by_hash]}`, `csa_moe: {key: csa_moe_block}`, 1)
+	if bad == src {
+		t.Fatal("test does not apply")
+	}
+	m2, err := config.Parse(modelPath, []byte(bad))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range m2.GraphChecks() {
+		var se *config.StructureError
+		if errors.As(e, &se) {
+			got = append(got, se.Form+":"+se.Block+":"+se.Param)
+		}
+	}
+	if strings.Join(got, " ") != "blocks:csa_moe:route_by_hash" {
+		t.Fatalf("structure errors %v, want blocks:csa_moe:route_by_hash", got)
+	}
+	var _ = trace.New
+}
