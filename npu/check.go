@@ -1,0 +1,346 @@
+package npu
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/hbg-dev/hbg/stages"
+)
+
+// plan is a checked run image with everything the simulation needs derived
+// once: task numbering (ordinary tasks, then each Graph instance's nodes),
+// the ordinary fanout CSR, the root-to-memory-object map and each instance's
+// Definition. A plan is reused by later launches of the same image.
+type plan struct {
+	img     *stages.RunImage
+	nOrd    int // ordinary tasks and GRAPH shells: image task ids 0..nOrd-1
+	nTasks  int // nOrd + every instance's nodes
+	foOff   []uint32
+	foIdx   []int32
+	insts   []instPlan
+	instOf  []int32 // per image task: its instance, or -1
+	rootObj []int32 // RootID -> memory object, -1 unknown
+	nEntry  int
+	// objects: entries, then run roots (in image order), then internal roots
+	runRoot    []stages.RootDesc
+	nObjs      int
+	allocBytes int64
+	graphBytes int64
+	lh         []uint64 // layout hash per image arg
+}
+
+// instPlan is one Graph submission: its Definition and where its nodes and
+// internal roots are numbered.
+type instPlan struct {
+	g       int32 // index in img.Graphs
+	def     *defObj
+	shell   int32 // the outer task's id
+	base    int32 // first node's task number
+	objBase int32 // first internal root's memory object
+}
+
+func refuse(err error, format string, args ...any) error {
+	return fmt.Errorf("%w: %s", err, fmt.Sprintf(format, args...))
+}
+
+// check validates a decoded run image against the device's state (entry
+// roots, uploaded Definitions) and derives the plan. It changes nothing.
+func (d *Device) check(img *stages.RunImage) (*plan, error) {
+	nt := len(img.Tasks)
+	p := &plan{img: img, nOrd: nt, nEntry: len(d.entries)}
+
+	// Fanin: every producer is an earlier task of the image. A forward
+	// reference is refused; if the forward references close a cycle, the
+	// cycle is named.
+	forward := false
+	for i := range img.Tasks {
+		s := img.Tasks[i].Fanin
+		for _, f := range img.Fanin[s.Off : s.Off+s.N] {
+			if f < 0 || int(f) >= nt {
+				return nil, refuse(ErrFanin, "task %d fanin names task %d, which is not in the image (%d tasks)", i, f, nt)
+			}
+			if int(f) >= i {
+				forward = true
+			}
+		}
+	}
+	if forward {
+		if cyc := findCycle(img); cyc != nil {
+			parts := make([]string, len(cyc))
+			for i, t := range cyc {
+				parts[i] = fmt.Sprint(t)
+			}
+			return nil, refuse(ErrCycle, "tasks %s", strings.Join(parts, " -> "))
+		}
+		for i := range img.Tasks {
+			s := img.Tasks[i].Fanin
+			for _, f := range img.Fanin[s.Off : s.Off+s.N] {
+				if int(f) >= i {
+					return nil, refuse(ErrFanin, "task %d fanin names task %d, a later task (submission order must be topological)", i, f)
+				}
+			}
+		}
+	}
+
+	// Roots: entry roots are 0..nEntry-1; run roots take the next objects.
+	maxID := stages.RootID(p.nEntry - 1)
+	for i := range img.Roots {
+		r := &img.Roots[i]
+		if r.ID < stages.RootID(p.nEntry) || r.ID.IsPrivate() {
+			return nil, refuse(ErrInvalidImage, "run root %d has id %d (entry roots are 0..%d; private recording roots never reach the device)", i, r.ID, p.nEntry-1)
+		}
+		maxID = max(maxID, r.ID)
+	}
+	if int64(maxID) > int64(p.nEntry)+16*int64(len(img.Roots))+(1<<16) {
+		return nil, refuse(ErrInvalidImage, "run root ids up to %d are too sparse for %d roots", maxID, len(img.Roots))
+	}
+	p.rootObj = make([]int32, int(maxID)+1)
+	for i := range p.rootObj {
+		p.rootObj[i] = -1
+	}
+	for i := 0; i < p.nEntry; i++ {
+		p.rootObj[i] = int32(i)
+	}
+	p.nObjs = p.nEntry
+	type region struct {
+		lo, hi uint64
+		what   string
+	}
+	var regions []region
+	for i := range img.Roots {
+		r := &img.Roots[i]
+		if p.rootObj[r.ID] >= 0 {
+			return nil, refuse(ErrInvalidImage, "run root id %d listed twice", r.ID)
+		}
+		if r.Elems < 0 || r.Elems > 1<<50 {
+			return nil, refuse(ErrInvalidImage, "run root %d has %d elements", r.ID, r.Elems)
+		}
+		p.rootObj[r.ID] = int32(p.nObjs)
+		p.nObjs++
+		b := uint64(r.Elems * r.DType.Size())
+		p.allocBytes += int64(b)
+		if b > 0 {
+			regions = append(regions, region{r.Addr, r.Addr + b, fmt.Sprintf("root %d", r.ID)})
+		}
+	}
+	p.runRoot = img.Roots
+	rootElems := func(id stages.RootID) (int64, bool) {
+		if id < 0 || int(id) >= len(p.rootObj) || p.rootObj[id] < 0 {
+			return 0, false
+		}
+		if int(id) < p.nEntry {
+			return d.entries[id].Elems, true
+		}
+		return img.Roots[int(p.rootObj[id])-p.nEntry].Elems, true
+	}
+	checkView := func(v *stages.View, what string, i int) error {
+		el, ok := rootElems(v.Root)
+		if !ok {
+			return refuse(ErrInvalidImage, "task %d %s views root %d, which is neither an entry root nor a root of this run", i, what, v.Root)
+		}
+		if v.Offset < 0 || v.Offset > el {
+			return refuse(ErrInvalidImage, "task %d %s offset %d is outside root %d (%d elements)", i, what, v.Offset, v.Root, el)
+		}
+		for k := 0; k < int(v.NDims); k++ {
+			if v.Shape[k] < 0 || v.Shape[k] > 1<<40 {
+				return refuse(ErrInvalidImage, "task %d %s has dimension %d", i, what, v.Shape[k])
+			}
+		}
+		if v.Elems() > 1<<50 || v.Elems() < 0 {
+			return refuse(ErrInvalidImage, "task %d %s has %d elements", i, what, v.Elems())
+		}
+		return nil
+	}
+
+	// Tasks: kernel slots, views, Graph links.
+	p.instOf = make([]int32, nt)
+	p.lh = make([]uint64, len(img.Args))
+	for i := range img.Args {
+		p.lh[i] = layoutHash(&img.Args[i].View)
+	}
+	next := int32(nt)
+	for i := range img.Tasks {
+		t := &img.Tasks[i]
+		p.instOf[i] = -1
+		if !kernelSlotsOK(t.Kind, t.Kernel) {
+			return nil, refuse(ErrInvalidImage, "task %d of kind %s has kernel slots %v", i, t.Kind, t.Kernel)
+		}
+		for a := t.Args.Off; a < t.Args.Off+t.Args.N; a++ {
+			if err := checkView(&img.Args[a].View, fmt.Sprintf("argument %d", a-t.Args.Off), i); err != nil {
+				return nil, err
+			}
+		}
+		if t.Pred.Valid {
+			if err := checkView(&t.Pred.View, "predicate", i); err != nil {
+				return nil, err
+			}
+		}
+		if (t.Kind == stages.KindGraph) != (t.Graph >= 0) {
+			return nil, refuse(ErrInvalidImage, "task %d of kind %s names graph submission %d", i, t.Kind, t.Graph)
+		}
+		if t.Kind != stages.KindGraph {
+			continue
+		}
+		g := &img.Graphs[t.Graph]
+		o := d.byHash[g.DefHash]
+		if o == nil {
+			return nil, refuse(ErrUnknownDefinition, "GRAPH task %d replays Definition %#016x (full_key %#016x), which was never uploaded", i, g.DefHash, g.FullKey)
+		}
+		if err := checkBoundary(img, g, o.def, rootElems); err != nil {
+			return nil, refuse(ErrBoundaryMismatch, "GRAPH task %d (%q): %v", i, o.def.Key, err)
+		}
+		if g.HeapBase%objAlign != 0 && o.def.HeapBytes > 0 {
+			return nil, refuse(ErrInvalidImage, "GRAPH task %d heap block at %#x is not %d-byte aligned", i, g.HeapBase, objAlign)
+		}
+		if o.def.HeapBytes > 0 {
+			regions = append(regions, region{g.HeapBase, g.HeapBase + uint64(o.def.HeapBytes), fmt.Sprintf("GRAPH task %d heap block", i)})
+		}
+		p.graphBytes += o.def.HeapBytes
+		// Boundary views stay inside their roots at this call's offsets.
+		def := o.def
+		for k := range def.Tensors {
+			ref := &def.Tensors[k]
+			if ref.Src != stages.SrcBoundaryView {
+				continue
+			}
+			b := &img.Args[g.Boundary.Off+uint32(ref.Slot)].View
+			el, _ := rootElems(b.Root)
+			if off := b.Offset + ref.Delta; off < 0 || off > el {
+				return nil, refuse(ErrInvalidImage, "GRAPH task %d (%q) tensor %d lands at offset %d of a %d-element root", i, def.Key, k, off, el)
+			}
+		}
+		p.instOf[i] = int32(len(p.insts))
+		p.insts = append(p.insts, instPlan{g: t.Graph, def: o, shell: int32(i), base: next, objBase: int32(p.nObjs)})
+		next += int32(len(def.Nodes))
+		p.nObjs += len(def.Roots)
+	}
+	p.nTasks = int(next)
+
+	// Heap: every alloc root and Graph heap block inside [0, HeapBytes),
+	// none overlapping another.
+	slices.SortFunc(regions, func(a, b region) int {
+		switch {
+		case a.lo < b.lo:
+			return -1
+		case a.lo > b.lo:
+			return 1
+		}
+		return 0
+	})
+	for i, r := range regions {
+		if r.hi < r.lo || r.hi > uint64(img.HeapBytes) {
+			return nil, refuse(ErrInvalidImage, "%s [%#x, %#x) is outside the run heap of %d bytes", r.what, r.lo, r.hi, img.HeapBytes)
+		}
+		if i > 0 && regions[i-1].hi > r.lo {
+			return nil, refuse(ErrInvalidImage, "%s [%#x, %#x) overlaps %s [%#x, %#x)", r.what, r.lo, r.hi, regions[i-1].what, regions[i-1].lo, regions[i-1].hi)
+		}
+	}
+
+	// Ordinary fanout CSR (consumers ascending).
+	p.foOff = make([]uint32, nt+1)
+	for _, f := range img.Fanin {
+		p.foOff[f+1]++
+	}
+	for i := 1; i <= nt; i++ {
+		p.foOff[i] += p.foOff[i-1]
+	}
+	p.foIdx = make([]int32, len(img.Fanin))
+	cur := slices.Clone(p.foOff[:nt])
+	for c := range img.Tasks {
+		s := img.Tasks[c].Fanin
+		for _, f := range img.Fanin[s.Off : s.Off+s.N] {
+			p.foIdx[cur[f]] = int32(c)
+			cur[f]++
+		}
+	}
+	return p, nil
+}
+
+// checkBoundary checks one submission against its Definition's signature:
+// same width and scalar count, and per slot the same tag, layout and root
+// size, and the same alias partition. Linear in the width: the alias check
+// keeps, per root, the first slot that viewed it.
+func checkBoundary(img *stages.RunImage, g *stages.GraphSubmission, def *stages.Definition, rootElems func(stages.RootID) (int64, bool)) error {
+	if g.FullKey != def.FullKey {
+		return fmt.Errorf("full_key %#016x, the Definition's is %#016x", g.FullKey, def.FullKey)
+	}
+	if int(g.Boundary.N) != len(def.Boundary) {
+		return fmt.Errorf("%d boundary tensors, the Definition has %d", g.Boundary.N, len(def.Boundary))
+	}
+	if int(g.Scalars.N) != def.BoundaryScalars {
+		return fmt.Errorf("%d boundary scalars, the Definition has %d", g.Scalars.N, def.BoundaryScalars)
+	}
+	args := img.Args[g.Boundary.Off : g.Boundary.Off+g.Boundary.N]
+	first := make(map[stages.RootID]int32, len(args)) // lookups only
+	for i := range args {
+		a, s := &args[i], &def.Boundary[i]
+		if a.Tag != s.Tag {
+			return fmt.Errorf("slot %d tag %s, the Definition has %s", i, a.Tag, s.Tag)
+		}
+		if !a.View.SameLayout(&s.Layout) {
+			return fmt.Errorf("slot %d layout %s%v, the Definition has %s%v", i, a.View.DType, a.View.ShapeSlice(), s.Layout.DType, s.Layout.ShapeSlice())
+		}
+		el, _ := rootElems(a.View.Root)
+		if el != s.RootElems {
+			return fmt.Errorf("slot %d views a root of %d elements, the Definition's has %d", i, el, s.RootElems)
+		}
+		rep := int32(-1)
+		if f, ok := first[a.View.Root]; ok {
+			rep = f
+		} else {
+			first[a.View.Root] = int32(i)
+		}
+		if rep != s.AliasRep {
+			return fmt.Errorf("slot %d aliases slot %d, the Definition's aliases %d", i, rep, s.AliasRep)
+		}
+	}
+	return nil
+}
+
+// findCycle returns one dependency cycle (as task ids, first repeated at
+// the end) or nil. Iterative DFS over fanin edges.
+func findCycle(img *stages.RunImage) []stages.TaskID {
+	n := len(img.Tasks)
+	color := make([]uint8, n) // 0 new, 1 on stack, 2 done
+	type frame struct {
+		t int
+		k uint32
+	}
+	var stack []frame
+	for s := 0; s < n; s++ {
+		if color[s] != 0 {
+			continue
+		}
+		stack = append(stack[:0], frame{s, 0})
+		color[s] = 1
+		for len(stack) > 0 {
+			top := &stack[len(stack)-1]
+			fs := img.Tasks[top.t].Fanin
+			if top.k == fs.N {
+				color[top.t] = 2
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			f := int(img.Fanin[fs.Off+top.k])
+			top.k++
+			switch color[f] {
+			case 0:
+				color[f] = 1
+				stack = append(stack, frame{f, 0})
+			case 1:
+				// f is on the stack: the cycle is f ... top, then f.
+				var cyc []stages.TaskID
+				for j := len(stack) - 1; j >= 0; j-- {
+					cyc = append(cyc, stages.TaskID(stack[j].t))
+					if stack[j].t == f {
+						break
+					}
+				}
+				slices.Reverse(cyc)
+				return append(cyc, stages.TaskID(f))
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,191 @@
+// Package npu simulates one a2a3 die per rank: a deterministic
+// discrete-event simulation on virtual time of the AICPU scheduler, the AI
+// cores and the device memory, fed by the images the host ships (run image,
+// Definition images).
+//
+// Nothing in this package reads the wall clock, sleeps, starts a goroutine
+// or iterates a map on a path that decides an outcome: the same inputs give
+// the same timeline and the same digests, bit for bit, on any machine and
+// under any Go scheduler interleaving. Device is plain state with methods;
+// the device actor (actors/device.go) owns one and serializes its requests.
+//
+// Topology (upstream-runtime.md §5.2): 24 clusters of 1 AIC + 2 AIV cores.
+// Core numbering: AIC of cluster c is core c (0..23); its AIVs are cores
+// 24+2c and 25+2c (24..71). Scheduler thread s (of 3) owns the clusters
+// c with c%3 == s (round robin, AIC and its two AIVs kept together); the
+// fourth AICPU thread is the core-less completion resolver.
+package npu
+
+import "github.com/hbg-dev/hbg/stages"
+
+// Config holds the device model's parameters. DefaultConfig gives a2a3-like
+// values; each field says where its default comes from. Figures marked
+// "assumed" are this simulator's estimates, not measurements: the upstream
+// repository has no per-kernel timing table (workloads.md §5).
+type Config struct {
+	// Clusters is the number of AIC+2×AIV clusters (a2a3: 24, upstream
+	// platform_config.h, PLATFORM_CORES_PER_BLOCKDIM = 3, max 24 clusters).
+	Clusters int
+	// Schedulers is the number of AICPU scheduler threads; one more thread
+	// resolves completions (upstream hbg runs 3S+1P, scheduler_context.h).
+	Schedulers int
+
+	// HBMBytesPerSec is the die's HBM bandwidth, shared by every running
+	// core (a2a3 class: ~1.6 TB/s per die; assumed from Ascend 910B-class
+	// HBM2e figures).
+	HBMBytesPerSec float64
+	// CoreBytesPerSec caps one core's share of HBM bandwidth (assumed: one
+	// core's DMA engines cannot draw more than ~1/8 of the die's HBM).
+	CoreBytesPerSec float64
+	// AICOpsPerSec is one AIC's cube throughput (assumed: ~256 TFLOPS
+	// fp16/int8-class per die over 24 AIC cores ≈ 10.7 T ops/s per core).
+	AICOpsPerSec float64
+	// AIVOpsPerSec is one AIV's vector throughput (assumed: 128 fp16 lanes
+	// × 2 ops × ~1.8 GHz ≈ 0.46 T ops/s per core).
+	AIVOpsPerSec float64
+	// AICIntensity and AIVIntensity are the operations per byte touched of a
+	// kernel whose stages.Kernel.Intensity is 0 (assumed: a decode-time
+	// matmul over 8 tokens does 2×8 = 16 ops per weight byte; a vector
+	// kernel ~2 ops per byte).
+	AICIntensity float64
+	AIVIntensity float64
+	// Touch gives, per kernel name, the fraction (0, 1] of its argument
+	// bytes a kernel really touches: exp_*_mm receive all of routed_w1 and
+	// read one expert's slice (workloads.md §5, the `touch` field of §7).
+	// A kernel not listed touches all its arguments' bytes.
+	Touch map[string]float64
+
+	// DispatchNs is the per-dispatch overhead every subtask pays on its
+	// core before its own work (a2a3 core switch gap ≈ 0.8 µs, upstream
+	// 2026-07-aicore-swimlane-switch-overhead investigation, workloads.md §5).
+	DispatchNs int64
+
+	// AICPU action costs (assumed; the AICPU is an ARM core writing task
+	// tokens to core registers and walking wake lists):
+	//
+	// SchedDispatchNs: a scheduler claims one block of a ready task and
+	// writes its token to a core.
+	SchedDispatchNs int64
+	// SchedCollectNs: a scheduler notices one finished subtask on its core
+	// (COND register poll) and frees the core.
+	SchedCollectNs int64
+	// ResolveNs: the resolver completes one task (flag, wake-list exchange).
+	ResolveNs int64
+	// WakeNs: per consumer the resolver re-routes when a task completes.
+	WakeNs int64
+	// RetireNs: the resolver retires one dummy, alloc or predicated-off task.
+	RetireNs int64
+	// PredicateNs: evaluating one predicate when its task becomes ready.
+	PredicateNs int64
+	// ClassifyNs: boot classification per task, spread over every AICPU
+	// thread (upstream classify_partition, aicpu_executor.cpp).
+	ClassifyNs int64
+	// GraphLocalizeNs: the first slice of a GRAPH task (validate the
+	// submission, verify the shared Definition once, bind the topology).
+	GraphLocalizeNs int64
+	// MaterializeNodeNs: per node materialized (build its storage, rebind
+	// its tensors and scalars, resolve its predicate).
+	MaterializeNodeNs int64
+	// MaterializeSlice is the nodes materialized per scheduler action
+	// (upstream GRAPH_MATERIALIZE_SLICE_NODES = 4).
+	MaterializeSlice int
+	// GraphActivateNs: popping an outer GRAPH task whose fanin is met and
+	// setting its activation gate.
+	GraphActivateNs int64
+
+	// Timeline records every subtask as a (core, task, kernel, start, dur)
+	// slice in Result.Timeline, for a Perfetto trace.
+	Timeline bool
+}
+
+// DefaultConfig returns a2a3-like parameters.
+func DefaultConfig() Config {
+	return Config{
+		Clusters:          24,
+		Schedulers:        3,
+		HBMBytesPerSec:    1.6e12,
+		CoreBytesPerSec:   200e9,
+		AICOpsPerSec:      256e12 / 24,
+		AIVOpsPerSec:      0.46e12,
+		AICIntensity:      16,
+		AIVIntensity:      2,
+		DispatchNs:        800,
+		SchedDispatchNs:   150,
+		SchedCollectNs:    60,
+		ResolveNs:         100,
+		WakeNs:            30,
+		RetireNs:          80,
+		PredicateNs:       50,
+		ClassifyNs:        20,
+		GraphLocalizeNs:   1000,
+		MaterializeNodeNs: 150,
+		MaterializeSlice:  4,
+		GraphActivateNs:   200,
+	}
+}
+
+// withDefaults fills zero fields from DefaultConfig, so a zero Config is a
+// usable a2a3.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.Clusters <= 0 {
+		c.Clusters = d.Clusters
+	}
+	if c.Schedulers <= 0 {
+		c.Schedulers = d.Schedulers
+	}
+	if c.Schedulers > c.Clusters {
+		c.Schedulers = c.Clusters
+	}
+	f := func(p *float64, v float64) {
+		if *p <= 0 {
+			*p = v
+		}
+	}
+	i := func(p *int64, v int64) {
+		if *p <= 0 {
+			*p = v
+		}
+	}
+	f(&c.HBMBytesPerSec, d.HBMBytesPerSec)
+	f(&c.CoreBytesPerSec, d.CoreBytesPerSec)
+	f(&c.AICOpsPerSec, d.AICOpsPerSec)
+	f(&c.AIVOpsPerSec, d.AIVOpsPerSec)
+	f(&c.AICIntensity, d.AICIntensity)
+	f(&c.AIVIntensity, d.AIVIntensity)
+	i(&c.DispatchNs, d.DispatchNs)
+	i(&c.SchedDispatchNs, d.SchedDispatchNs)
+	i(&c.SchedCollectNs, d.SchedCollectNs)
+	i(&c.ResolveNs, d.ResolveNs)
+	i(&c.WakeNs, d.WakeNs)
+	i(&c.RetireNs, d.RetireNs)
+	i(&c.PredicateNs, d.PredicateNs)
+	i(&c.ClassifyNs, d.ClassifyNs)
+	i(&c.GraphLocalizeNs, d.GraphLocalizeNs)
+	i(&c.MaterializeNodeNs, d.MaterializeNodeNs)
+	i(&c.GraphActivateNs, d.GraphActivateNs)
+	if c.MaterializeSlice <= 0 {
+		c.MaterializeSlice = d.MaterializeSlice
+	}
+	return c
+}
+
+// Cores is the number of cores: one AIC and two AIV per cluster.
+func (c *Config) Cores() int { return 3 * c.Clusters }
+
+// shapeOf maps a kernel task's kind to its ready queue.
+func shapeOf(k stages.Kind) int {
+	switch k {
+	case stages.KindAIC:
+		return shapeAIC
+	case stages.KindAIV:
+		return shapeAIV
+	}
+	return shapeMIX
+}
+
+const (
+	shapeAIC = iota
+	shapeAIV
+	shapeMIX
+)

@@ -1,0 +1,317 @@
+package npu
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/hbg-dev/hbg/stages"
+)
+
+// Refusals. Every error Device returns wraps one of these (or
+// stages.ErrBadImage), and leaves the device as it was before the call: a
+// refused request never half-applies, and the next request is served
+// normally.
+var (
+	// ErrNoRunImage: Launch before any CopyRun (or after Reset).
+	ErrNoRunImage = errors.New("npu: no run image copied")
+	// ErrFanin: a task's fanin names a task that is not in the image, or a
+	// later task (submission order must be topological).
+	ErrFanin = errors.New("npu: bad fanin")
+	// ErrCycle: the dependencies form a cycle.
+	ErrCycle = errors.New("npu: dependency cycle")
+	// ErrUnknownDefinition: a GRAPH task replays a Definition that was never
+	// uploaded (or was dropped by Reset).
+	ErrUnknownDefinition = errors.New("npu: Definition not uploaded")
+	// ErrBoundaryMismatch: a GRAPH task's boundary does not match its
+	// Definition's boundary signature.
+	ErrBoundaryMismatch = errors.New("npu: boundary does not match the Definition's signature")
+	// ErrInvalidImage: the run image or a Definition decodes but breaks a
+	// device rule (unknown root, heap overlap, kernel slots, ...).
+	ErrInvalidImage = errors.New("npu: invalid image")
+)
+
+// ObjectID names a shared device object (an uploaded Definition): its
+// device address in the Definition region.
+type ObjectID uint64
+
+// defRegionBase is where Definition objects are placed in the device's
+// address space (away from the run heap, which the host numbers from 0).
+const defRegionBase = 1 << 40
+
+// entryRegionBase is where entry roots are placed.
+const entryRegionBase = 1 << 44
+
+const objAlign = 512
+
+func alignUp(n uint64) uint64 { return (n + objAlign - 1) &^ (objAlign - 1) }
+
+// Stats is the device's memory and copy accounting.
+type Stats struct {
+	EntryRoots int
+	// EntryBytes is the address space of the entry roots: addresses and
+	// sizes only, never backed (DSv4: 42.7 GiB per rank).
+	EntryBytes int64
+	// DefinitionObjects and DefinitionBytes are the shared Definition
+	// objects resident on the device.
+	DefinitionObjects int
+	DefinitionBytes   int64
+	// Uploads counts Upload calls that succeeded; UploadHits those whose
+	// content hash was already resident (the bytes crossed, no new object).
+	Uploads    int
+	UploadHits int
+	// RunImageBytes is the resident run image.
+	RunImageBytes int64
+	// HeapBytes is the last launched run's heap (alloc roots and Graph heap
+	// blocks; address space, like the entry roots), split by kind.
+	HeapBytes      int64
+	AllocRootBytes int64
+	GraphHeapBytes int64
+	// H2DBytes and H2DCopies count every host-to-device copy: each Upload
+	// and each CopyRun (real bytes, really copied).
+	H2DBytes  int64
+	H2DCopies int
+	Launches  int
+	Refusals  int
+}
+
+// defObj is an uploaded Definition: the decoded, verified image plus what
+// the device derives from it once (roots, fanout CSR, layout hashes).
+type defObj struct {
+	id    ObjectID
+	def   *stages.Definition
+	image []byte
+	roots []uint32 // nodes with no internal fanin
+	foOff []uint32
+	foIdx []uint32
+	lh    []uint64 // layout hash per tensor template
+	plh   []uint64 // layout hash per node's predicate tensor (0 if none)
+}
+
+// Device is one rank's simulated a2a3 die. It is plain state: not safe for
+// concurrent use (the device actor serializes its requests).
+type Device struct {
+	cfg       Config
+	entries   []stages.Root
+	entryInit []uint64
+	kernels   []stages.Kernel
+	defs      []*defObj
+	byHash    map[uint64]*defObj // lookups only, never iterated
+	nextDef   uint64
+	run       []byte
+	runGen    uint64
+	plan      *plan
+	planGen   uint64
+	sim       sim
+	stats     Stats
+}
+
+// New returns a device with cfg (zero fields take DefaultConfig values).
+func New(cfg Config) *Device {
+	d := &Device{cfg: cfg.withDefaults(), byHash: map[uint64]*defObj{}, nextDef: defRegionBase}
+	return d
+}
+
+// Config returns the device's configuration.
+func (d *Device) Config() Config { return d.cfg }
+
+// SetTimeline turns the per-core timeline on or off for later launches.
+func (d *Device) SetTimeline(on bool) { d.cfg.Timeline = on }
+
+// Stats returns the accounting so far.
+func (d *Device) Stats() Stats {
+	s := d.stats
+	s.DefinitionObjects = len(d.defs)
+	s.RunImageBytes = int64(len(d.run))
+	return s
+}
+
+// RegisterEntry registers the entry roots once: root i takes RootID i
+// (stages.NewOrch numbers them the same way). Only addresses and sizes are
+// kept; every entry root's contents start as the digest of its name at each
+// launch. Registering again replaces the set.
+func (d *Device) RegisterEntry(roots []stages.Root) {
+	d.entries = append(d.entries[:0], roots...)
+	d.entryInit = d.entryInit[:0]
+	d.stats.EntryRoots = len(roots)
+	d.stats.EntryBytes = 0
+	for i := range roots {
+		d.entryInit = append(d.entryInit, entryDigest(roots[i].Name))
+		d.stats.EntryBytes += int64(alignUp(uint64(max(roots[i].Bytes(), 0))))
+	}
+	d.plan = nil
+}
+
+// EntryAddr is entry root i's device address (entry roots are laid out in
+// registration order, 512-byte aligned, from a fixed base).
+func (d *Device) EntryAddr(i int) uint64 {
+	a := uint64(entryRegionBase)
+	for j := 0; j < i && j < len(d.entries); j++ {
+		a += alignUp(uint64(max(d.entries[j].Bytes(), 0)))
+	}
+	return a
+}
+
+// RegisterKernels installs the model's kernel table, indexed by KernelID:
+// Code is hashed into every output digest, Core and Intensity feed the cost
+// model, Name selects Config.Touch. A KernelID beyond the table runs with
+// code identity "kernel #id" and default intensity.
+func (d *Device) RegisterKernels(ks []stages.Kernel) {
+	d.kernels = append(d.kernels[:0], ks...)
+	d.plan = nil
+}
+
+// Upload decodes and verifies a Definition image and keeps it as a shared
+// device object. Uploading a content hash already resident returns the
+// existing object (the copy is still counted: the bytes crossed).
+func (d *Device) Upload(image []byte) (ObjectID, error) {
+	h := stages.DefinitionHash(image)
+	if o, ok := d.byHash[h]; ok && string(o.image) == string(image) {
+		d.stats.Uploads++
+		d.stats.UploadHits++
+		d.stats.H2DBytes += int64(len(image))
+		d.stats.H2DCopies++
+		return o.id, nil
+	}
+	def, err := stages.DecodeDefinition(image)
+	if err != nil {
+		d.stats.Refusals++
+		return 0, fmt.Errorf("npu: upload refused: %w", err)
+	}
+	o, err := newDefObj(def)
+	if err != nil {
+		d.stats.Refusals++
+		return 0, fmt.Errorf("npu: upload refused: Definition %q: %w", def.Key, err)
+	}
+	o.image = append([]byte(nil), image...) // the H2D copy
+	o.id = ObjectID(d.nextDef)
+	d.nextDef += alignUp(uint64(len(image)))
+	d.defs = append(d.defs, o)
+	d.byHash[def.ContentHash] = o
+	d.stats.Uploads++
+	d.stats.DefinitionBytes += int64(len(image))
+	d.stats.H2DBytes += int64(len(image))
+	d.stats.H2DCopies++
+	d.plan = nil
+	return o.id, nil
+}
+
+// kernelSlotsOK reports whether a task's kernel slots fit its kind: an AIC
+// task uses slot 0, an AIV task slot 1, a MIX task slots 0 and 1 (slot 2
+// is the second AIV, defaulting to slot 1's kernel), and dummy, alloc and
+// GRAPH tasks none.
+func kernelSlotsOK(k stages.Kind, ks [3]stages.KernelID) bool {
+	switch k {
+	case stages.KindAIC:
+		return ks[0] >= 0
+	case stages.KindAIV:
+		return ks[1] >= 0
+	case stages.KindMIX:
+		return ks[0] >= 0 && ks[1] >= 0
+	}
+	return true
+}
+
+func newDefObj(def *stages.Definition) (*defObj, error) {
+	n := len(def.Nodes)
+	o := &defObj{def: def}
+	o.foOff = make([]uint32, n+1)
+	for i := range def.Nodes {
+		nd := &def.Nodes[i]
+		if !kernelSlotsOK(nd.Kind, nd.Kernel) {
+			return nil, fmt.Errorf("%w: node %d of kind %s has kernel slots %v", ErrInvalidImage, i, nd.Kind, nd.Kernel)
+		}
+		if nd.Fanin.N == 0 {
+			o.roots = append(o.roots, uint32(i))
+		}
+		for _, p := range def.Fanin[nd.Fanin.Off : nd.Fanin.Off+nd.Fanin.N] {
+			o.foOff[p+1]++
+		}
+	}
+	for i := 1; i <= n; i++ {
+		o.foOff[i] += o.foOff[i-1]
+	}
+	o.foIdx = make([]uint32, len(def.Fanin))
+	cur := slices.Clone(o.foOff[:n])
+	for c := range def.Nodes {
+		nd := &def.Nodes[c]
+		for _, p := range def.Fanin[nd.Fanin.Off : nd.Fanin.Off+nd.Fanin.N] {
+			o.foIdx[cur[p]] = uint32(c)
+			cur[p]++
+		}
+	}
+	o.lh = make([]uint64, len(def.Tensors))
+	for i := range def.Tensors {
+		o.lh[i] = layoutHash(&def.Tensors[i].Layout)
+	}
+	o.plh = make([]uint64, n)
+	for i := range def.Nodes {
+		if p := &def.Nodes[i].Pred; p.Valid {
+			o.plh[i] = layoutHash(&p.Tensor.Layout)
+		}
+	}
+	return o, nil
+}
+
+// CopyRun copies the run image to the device (one H2D copy of real bytes).
+// It is checked when launched.
+func (d *Device) CopyRun(image []byte) error {
+	if len(image) == 0 {
+		d.stats.Refusals++
+		return fmt.Errorf("%w: empty run image", ErrNoRunImage)
+	}
+	d.run = append(d.run[:0], image...)
+	d.runGen++
+	d.plan = nil
+	d.stats.H2DBytes += int64(len(image))
+	d.stats.H2DCopies++
+	return nil
+}
+
+// Launch decodes and checks the resident run image, simulates it and
+// returns the run's result. A refused launch changes nothing; the resident
+// image stays (a later CopyRun replaces it).
+func (d *Device) Launch() (*Result, error) {
+	if len(d.run) == 0 {
+		d.stats.Refusals++
+		return nil, ErrNoRunImage
+	}
+	if d.plan == nil || d.planGen != d.runGen {
+		img, err := stages.DecodeRunImage(d.run)
+		if err != nil {
+			d.stats.Refusals++
+			return nil, fmt.Errorf("npu: launch refused: %w", err)
+		}
+		p, err := d.check(img)
+		if err != nil {
+			d.stats.Refusals++
+			return nil, fmt.Errorf("npu: launch refused: %w", err)
+		}
+		d.plan, d.planGen = p, d.runGen
+	}
+	p := d.plan
+	d.stats.HeapBytes = p.img.HeapBytes
+	d.stats.AllocRootBytes = p.allocBytes
+	d.stats.GraphHeapBytes = p.graphBytes
+	res, err := d.sim.run(d, p)
+	if err != nil {
+		d.stats.Refusals++
+		return nil, err
+	}
+	d.stats.Launches++
+	return res, nil
+}
+
+// Reset drops every Definition object and the run image and clears the
+// copy counters; the entry roots and the kernel table stay registered (they
+// describe the model, not a run).
+func (d *Device) Reset() {
+	d.defs = nil
+	clear(d.byHash)
+	d.nextDef = defRegionBase
+	d.run = d.run[:0]
+	d.runGen++
+	d.plan = nil
+	entries, eb := d.stats.EntryRoots, d.stats.EntryBytes
+	d.stats = Stats{EntryRoots: entries, EntryBytes: eb}
+}

@@ -1,0 +1,223 @@
+package npu
+
+import (
+	"math/bits"
+
+	"github.com/hbg-dev/hbg/stages"
+)
+
+// Digest rules (ARCHITECTURE §4). Device memory is an address space of
+// memory objects, one per root: entry roots (registered once), the run's
+// alloc roots and every Graph instance's internal roots. Each object holds a
+// sorted list of segments covering its elements [0, elems), each carrying a
+// 64-bit digest:
+//
+//   - an entry root starts as one segment with digest mix(name hash);
+//   - a freshly allocated root (alloc root, runtime output, Graph internal
+//     root) starts as mix(dtype, elems): not where, nor in which form, it was
+//     allocated;
+//   - a read of the element interval [off, off+elems) of a view (the
+//     interval the dependency rule uses, model.go View.End) hashes every
+//     overlapping segment's digest with its interval relative to the view
+//     start, then the view's layout (dtype, rank, shape, strides): never an
+//     absolute address;
+//   - a kernel's input digest is mix(code identity of its kernel slots,
+//     block_num, its scalars, then per argument in order: (index, tag, read
+//     digest) for input and inout, (index, tag, layout) for output,
+//     output_existing and no_dep (no_dep content is not ordered by the
+//     dependency rule, so it is not read));
+//   - when its last block ends it writes every output, output_existing and
+//     inout argument's interval as one segment of digest mix(input digest,
+//     argument index).
+//
+// The hash is a 64-bit multiply-xorshift mix (wyhash/splitmix-style
+// finalizer), chosen for speed; it is deterministic across platforms.
+
+const (
+	mixK1 = 0x9e3779b97f4a7c15
+	mixK2 = 0xbf58476d1ce4e5b9
+	mixK3 = 0x94d049bb133111eb
+)
+
+// mix folds v into h.
+func mix(h, v uint64) uint64 {
+	hi, lo := bits.Mul64(h^mixK1, v^mixK2)
+	x := hi ^ lo
+	x ^= x >> 31
+	x *= mixK3
+	return x ^ x>>29
+}
+
+// strHash is FNV-1a 64 of s, folded through mix.
+func strHash(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return mix(h, uint64(len(s)))
+}
+
+// layoutHash hashes a view's dtype, rank, shape and strides.
+func layoutHash(v *stages.View) uint64 {
+	nd := int(v.NDims)
+	if nd > stages.MaxDims {
+		nd = stages.MaxDims
+	}
+	h := mix(uint64(v.DType), uint64(nd))
+	for i := 0; i < nd; i++ {
+		h = mix(h, uint64(v.Shape[i]))
+		h = mix(h, uint64(v.Strides[i]))
+	}
+	return h
+}
+
+// freshDigest is the digest of a newly allocated region.
+func freshDigest(dt stages.DType, elems int64) uint64 {
+	return mix(mix(0xa110c, uint64(dt)), uint64(elems))
+}
+
+// entryDigest is the starting digest of an entry root.
+func entryDigest(name string) uint64 { return mix(0xe47e1, strHash(name)) }
+
+type seg struct {
+	lo, hi int64
+	d      uint64
+}
+
+// memObj is one root's contents as digests.
+type memObj struct {
+	elems   int64
+	segs    []seg
+	written bool
+}
+
+// reset gives the object one segment of digest d.
+func (o *memObj) reset(elems int64, d uint64) {
+	o.elems, o.written = elems, false
+	o.segs = o.segs[:0]
+	if elems > 0 {
+		o.segs = append(o.segs, seg{0, elems, d})
+	}
+}
+
+// clip bounds [lo, hi) to the object.
+func (o *memObj) clip(lo, hi int64) (int64, int64) {
+	if lo < 0 {
+		lo = 0
+	}
+	if hi > o.elems {
+		hi = o.elems
+	}
+	if hi < lo {
+		hi = lo
+	}
+	return lo, hi
+}
+
+// first is the index of the first segment ending after lo.
+func (o *memObj) first(lo int64) int {
+	a, b := 0, len(o.segs)
+	for a < b {
+		m := int(uint(a+b) >> 1)
+		if o.segs[m].hi > lo {
+			b = m
+		} else {
+			a = m + 1
+		}
+	}
+	return a
+}
+
+// read hashes the segments overlapping [lo, hi), relative to lo.
+func (o *memObj) read(lo, hi int64) uint64 {
+	lo, hi = o.clip(lo, hi)
+	h := mix(0x4ead, uint64(hi-lo))
+	for i := o.first(lo); i < len(o.segs) && o.segs[i].lo < hi; i++ {
+		s := &o.segs[i]
+		h = mix(h, uint64(max(s.lo, lo)-lo))
+		h = mix(h, uint64(min(s.hi, hi)-lo))
+		h = mix(h, s.d)
+	}
+	return h
+}
+
+// write sets [lo, hi) to digest d.
+func (o *memObj) write(lo, hi int64, d uint64) {
+	lo, hi = o.clip(lo, hi)
+	if hi <= lo {
+		return
+	}
+	o.written = true
+	i := o.first(lo)
+	j := i
+	for j < len(o.segs) && o.segs[j].lo < hi {
+		j++
+	}
+	// Segments i..j-1 overlap [lo, hi); keep their outer remainders.
+	var repl [3]seg
+	n := 0
+	if o.segs[i].lo < lo {
+		repl[n] = seg{o.segs[i].lo, lo, o.segs[i].d}
+		n++
+	}
+	repl[n] = seg{lo, hi, d}
+	n++
+	if last := o.segs[j-1]; last.hi > hi {
+		repl[n] = seg{hi, last.hi, last.d}
+		n++
+	}
+	old := j - i
+	switch {
+	case n == old:
+	case n > old:
+		grow := n - old
+		o.segs = append(o.segs, repl[:grow]...)
+		copy(o.segs[j+grow:], o.segs[j:len(o.segs)-grow])
+	default:
+		copy(o.segs[i+n:], o.segs[j:])
+		o.segs = o.segs[:len(o.segs)-(old-n)]
+	}
+	copy(o.segs[i:], repl[:n])
+}
+
+// elemValue is the small integer a predicate reads at element e: derived
+// from the digest of the segment holding e and e's position inside that
+// segment, so it is the same in every form. Values are 0 or 1, so a
+// "count > 0" predicate runs about half of its tasks.
+func (o *memObj) elemValue(e int64) int64 {
+	if e < 0 || e >= o.elems {
+		return 0
+	}
+	s := &o.segs[o.first(e)]
+	return int64(mix(s.d, uint64(e-s.lo)) >> 63)
+}
+
+// digest is the object's whole-content digest.
+func (o *memObj) digest() uint64 {
+	h := mix(0xd16e57, uint64(o.elems))
+	for i := range o.segs {
+		s := &o.segs[i]
+		h = mix(mix(mix(h, uint64(s.lo)), uint64(s.hi)), s.d)
+	}
+	return h
+}
+
+// predTrue compares v with the target.
+func predTrue(op stages.PredOp, v, target int64) bool {
+	switch op {
+	case stages.PredGT:
+		return v > target
+	case stages.PredGE:
+		return v >= target
+	case stages.PredEQ:
+		return v == target
+	case stages.PredNE:
+		return v != target
+	case stages.PredLT:
+		return v < target
+	case stages.PredLE:
+		return v <= target
+	}
+	return false
+}

@@ -1,0 +1,64 @@
+package npu
+
+import "github.com/hbg-dev/hbg/stages"
+
+// Result is one launch's outcome.
+type Result struct {
+	// Tasks is the device task count: every ordinary task and every Graph
+	// node retired, kernels, dummies, allocs and predicated-off tasks alike
+	// (upstream counts a predicated-off task as a task: DSv4 eager is 15971
+	// including its 8256 predicated tasks). Outer GRAPH tasks are not
+	// counted; their nodes are.
+	Tasks int
+	// Kernels ran on cores; Skipped were predicated off (retired by the
+	// resolver without a core); Dummies and Allocs were retired likewise.
+	Kernels, Skipped, Dummies, Allocs int
+	// GraphTasks is the number of outer GRAPH tasks expanded.
+	GraphTasks int
+	// Subtasks is the number of blocks dispatched (a MIX block counts once
+	// and occupies three cores).
+	Subtasks int
+	// SimNs is the simulated device wall: from launch to the resolver's
+	// last completion.
+	SimNs int64
+	// Digest combines, in root order, the digest of every entry root the
+	// run wrote and of every entry output (Outputs lists them).
+	Digest  uint64
+	Outputs []RootDigest
+	// CoreBusyNs is each core's busy time (cores 0..23 AIC, 24..71 AIV).
+	CoreBusyNs []int64
+	// CriticalPathNs is the longest dependency chain in simulated time:
+	// the sum, along a chain of dependencies, of each task's execution span
+	// (first block start to last block end; zero for tasks without a
+	// core). CriticalPath lists that chain's tasks, first to last.
+	CriticalPathNs int64
+	CriticalPath   []TaskRef
+	// Timeline is every subtask on its core (when Config.Timeline is set).
+	Timeline []Slice
+}
+
+// RootDigest is one entry root's digest at the end of a run.
+type RootDigest struct {
+	Root    stages.RootID
+	Name    string
+	Digest  uint64
+	Written bool
+}
+
+// TaskRef names a device task: an image task, or node Node of the Graph
+// instance whose outer task is Task (Node is -1 for an image task).
+type TaskRef struct {
+	Task stages.TaskID
+	Node int32
+}
+
+// Slice is one subtask on one core, for a Perfetto trace.
+type Slice struct {
+	Core   int32
+	Task   stages.TaskID
+	Node   int32 // -1 for an ordinary task
+	Kernel stages.KernelID
+	Block  int32
+	Start  int64 // ns of simulated time
+	Dur    int64
+}
