@@ -129,6 +129,7 @@ type dtask struct {
 	node      int32 // node index or -1
 	first     int64 // first block's start
 	last      int64 // last block's end
+	doneAt    int64 // completed by the resolver
 	in        uint64
 	order     uint64  // the order it became ready in
 	bytes     float64 // bytes touched by the whole task
@@ -568,6 +569,7 @@ func (s *sim) release(c, p int32) int64 {
 func (s *sim) complete(ti int32) int64 {
 	t := &s.tasks[ti]
 	t.state = stDone
+	t.doneAt = s.now
 	cost := s.cfg.ResolveNs
 	span := int64(0)
 	switch {
