@@ -136,12 +136,12 @@ const (
 
 // Entry roots of the synthetic model.
 const (
-	eW   stages.RootID = iota // weights [8, 256, 256] bf16
-	eX                        // input [256] bf16
-	eKV                       // cache [8, 256] bf16, written in place
-	eOut                      // output [256] bf16
-	eCnt                      // routing counts [16] int32 (scratch entry)
-	eOut2                     // second output [256] bf16
+	eW    stages.RootID = iota // weights [8, 256, 256] bf16
+	eX                         // input [256] bf16
+	eKV                        // cache [8, 256] bf16, written in place
+	eOut                       // output [256] bf16
+	eCnt                       // routing counts [16] int32 (scratch entry)
+	eOut2                      // second output [256] bf16
 	nEntry
 )
 
