@@ -94,6 +94,10 @@ func binop(op string, x, y int64, ee *evalErr, src string) int64 {
 			return x / y
 		}
 		return x % y
+	case "&&":
+		return b2i(x != 0 && y != 0)
+	case "||":
+		return b2i(x != 0 || y != 0)
 	case "==":
 		return b2i(x == y)
 	case "!=":
@@ -262,11 +266,6 @@ func (p *exprParser) parseBin(minPrec, depth int) (*expr, error) {
 		if lhs.isConst() && rhs.isConst() {
 			var ee evalErr
 			v := binop(t.s, lhs.val, rhs.val, &ee, t.s)
-			if t.s == "&&" {
-				v = b2i(lhs.val != 0 && rhs.val != 0)
-			} else if t.s == "||" {
-				v = b2i(lhs.val != 0 || rhs.val != 0)
-			}
 			if ee.err != nil {
 				return nil, p.errf(t, "division by zero")
 			}

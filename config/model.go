@@ -1,6 +1,8 @@
 package config
 
 import (
+	"sync"
+
 	"github.com/hbg-dev/hbg/stages"
 )
 
@@ -22,6 +24,7 @@ type Model struct {
 	progDef    []int64
 	forms      []*form
 	formIdx    map[string]*form
+	runners    sync.Pool
 }
 
 type entryTensor struct {

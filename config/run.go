@@ -29,7 +29,8 @@ func (m *Model) Run(o stages.Orchestrator, form string) error {
 	if f == nil {
 		return fmt.Errorf("config: model %s has no form %q (want one of %s)", m.Name, form, strings.Join(m.Forms(), ", "))
 	}
-	r := m.newRunner(f)
+	r := m.getRunner(f)
+	defer m.putRunner(r)
 	fr := r.frame(m.program)
 	copy(fr.vals, f.params)
 	copy(fr.tens, m.entryViews)
@@ -54,6 +55,18 @@ func (m *Model) newRunner(f *form) *runner {
 	return &runner{m: m, f: f, frames: make([]*frame, len(m.blocks)+1)}
 }
 
+// getRunner reuses a runner (its frames and buffers) from an earlier Run, so
+// that a warm Run allocates next to nothing.
+func (m *Model) getRunner(f *form) *runner {
+	if r, ok := m.runners.Get().(*runner); ok {
+		r.f, r.err, r.ee = f, nil, evalErr{}
+		return r
+	}
+	return m.newRunner(f)
+}
+
+func (m *Model) putRunner(r *runner) { m.runners.Put(r) }
+
 // frame is one block activation: its env (params, variant, boundary scalars,
 // loop vars), its tensor slots, its boundary scalars with provenance, and the
 // tasks recorded under each op id.
@@ -73,6 +86,13 @@ type frame struct {
 	// Scratch for computing a call's boundary.
 	bargs []stages.Arg
 	bsc   []uint64
+	// Scratch of an auto block's boundary (reused by inline calls).
+	aArgs  []stages.Arg
+	aScal  []uint64
+	aName  []string
+	aT, aS [][]int32
+	ibScal []stages.Scalar
+	ib     stages.Boundary
 }
 
 func newFrame(b *block) *frame {
@@ -431,7 +451,11 @@ func (r *runner) call(o stages.Orchestrator, caller *frame, c *callOp) {
 		}
 	}
 	if !asGraph {
-		bnd := stages.Boundary{Tensors: args, Scalars: make([]stages.Scalar, len(scal))}
+		if cap(cf.ibScal) < len(scal) {
+			cf.ibScal = make([]stages.Scalar, len(scal))
+		}
+		cf.ib = stages.Boundary{Tensors: args, Scalars: cf.ibScal[:len(scal)]}
+		bnd := &cf.ib
 		for i, v := range scal {
 			bnd.Scalars[i] = stages.Static(v)
 			if caller.bnd != nil && caller.autoS != nil {
@@ -440,7 +464,7 @@ func (r *runner) call(o stages.Orchestrator, caller *frame, c *callOp) {
 				}
 			}
 		}
-		r.runBody(o, cf, &bnd, caller.inGraph, autoT, autoS)
+		r.runBody(o, cf, bnd, caller.inGraph, autoT, autoS)
 		return
 	}
 	call := &stages.GraphCall{
@@ -452,6 +476,7 @@ func (r *runner) call(o stages.Orchestrator, caller *frame, c *callOp) {
 		call.Config = append(call.Config, uint64(cf.vals[s]))
 	}
 	// The body may run later (a recorder), so it owns copies of the env.
+	autoT, autoS = clone2(autoT), clone2(autoS)
 	vals := append([]int64(nil), cf.vals...)
 	targ := append([]stages.View(nil), cf.targ...)
 	m := r.m
@@ -467,6 +492,17 @@ func (r *runner) call(o stages.Orchestrator, caller *frame, c *callOp) {
 		}
 	}
 	o.Graph(call)
+}
+
+func clone2(s [][]int32) [][]int32 {
+	if s == nil {
+		return nil
+	}
+	out := make([][]int32, len(s))
+	for i := range s {
+		out[i] = append([]int32(nil), s[i]...)
+	}
+	return out
 }
 
 // runBody runs a block body against its boundary.
@@ -494,11 +530,17 @@ func (r *runner) runBody(o stages.Orchestrator, cf *frame, b *stages.Boundary, i
 // calls, minus tensors the block allocates itself, deduplicated (same root,
 // offset, layout and tag); the scalars likewise by name and value.
 func (r *runner) autoBoundary(af *frame) ([]stages.Arg, []uint64, [][]int32, [][]int32) {
-	var args []stages.Arg
-	var scal []uint64
-	var sname []string
-	autoT := make([][]int32, len(af.b.calls))
-	autoS := make([][]int32, len(af.b.calls))
+	args, scal, sname := af.aArgs[:0], af.aScal[:0], af.aName[:0]
+	if af.aT == nil {
+		af.aT = make([][]int32, len(af.b.calls))
+		af.aS = make([][]int32, len(af.b.calls))
+		for ci, c := range af.b.calls {
+			af.aT[ci] = make([]int32, len(c.callee.bound))
+			af.aS[ci] = make([]int32, len(c.callee.scalars))
+		}
+	}
+	autoT, autoS := af.aT, af.aS
+	defer func() { af.aArgs, af.aScal, af.aName = args, scal, sname }()
 	copy(af.tens, af.targ)
 	for ci, c := range af.b.calls {
 		cf := r.frame(c.callee)
@@ -507,7 +549,6 @@ func (r *runner) autoBoundary(af *frame) ([]stages.Arg, []uint64, [][]int32, [][
 		if r.err != nil {
 			return nil, nil, nil, nil
 		}
-		autoT[ci] = make([]int32, len(c.callee.bound))
 		for s := range c.callee.bound {
 			autoT[ci][s] = -1
 			if c.localSlot[s] {
@@ -527,7 +568,6 @@ func (r *runner) autoBoundary(af *frame) ([]stages.Arg, []uint64, [][]int32, [][
 			}
 			autoT[ci][s] = int32(idx)
 		}
-		autoS[ci] = make([]int32, len(c.callee.scalars))
 		for i, s := range c.callee.scalars {
 			idx := -1
 			for j := range scal {
