@@ -1,0 +1,86 @@
+package mailbox
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/hbg-dev/hbg/npu"
+	"github.com/hbg-dev/hbg/stages"
+)
+
+// The device actor's protocol. A device actor owns one rank's npu.Device
+// (the a2a3 queue): every registration, upload, copy and launch is a message
+// to it and they are served in mailbox order. Each request is answered (when
+// it names a ReplyTo, or was sent as a request) with its result or its
+// error; a refused request leaves the device as it was and the next request
+// is served normally.
+//
+// Byte slices in requests are read when the request is served (that is the
+// H2D copy); the sender must not modify them after sending.
+
+// RegisterDevice registers the model with the device once: its entry roots
+// (RootID i = Entry[i]; addresses and sizes only) and its kernel table.
+// Answered with *DeviceRegistered.
+type RegisterDevice struct {
+	Entry   []stages.Root
+	Kernels []stages.Kernel
+	ReplyTo *actor.PID
+}
+
+// DeviceRegistered answers RegisterDevice.
+type DeviceRegistered struct{}
+
+// Upload makes a Definition image a shared device object (decoded and
+// verified on the device; the same content hash gives the same object).
+// Answered with *Uploaded.
+type Upload struct {
+	Bytes   []byte
+	ReplyTo *actor.PID
+}
+
+// Uploaded answers Upload.
+type Uploaded struct {
+	Object npu.ObjectID
+	Hash   uint64
+	Err    error
+}
+
+// CopyRun copies a run image to the device (one H2D copy). ReplyTo is
+// optional: the copy is checked when launched. Answered with *RunCopied.
+type CopyRun struct {
+	Bytes   []byte
+	ReplyTo *actor.PID
+}
+
+// RunCopied answers CopyRun.
+type RunCopied struct {
+	Bytes int
+	Err   error
+}
+
+// Launch runs the resident run image. Answered with *Launched.
+type Launch struct {
+	// Timeline asks for the per-core timeline in the result.
+	Timeline bool
+	ReplyTo  *actor.PID
+}
+
+// Launched answers Launch.
+type Launched struct {
+	Result *npu.Result
+	Stats  npu.Stats
+	Err    error
+}
+
+// ResetDevice drops every Definition object and the run image (entry roots
+// and kernels stay registered). Answered with *DeviceReset.
+type ResetDevice struct {
+	ReplyTo *actor.PID
+}
+
+// DeviceReset answers ResetDevice.
+type DeviceReset struct{}
+
+// DeviceStats asks for the device's accounting. Answered with npu.Stats.
+type DeviceStats struct {
+	ReplyTo *actor.PID
+}
