@@ -105,7 +105,14 @@ func (d *Device) check(img *stages.RunImage) (*plan, error) {
 	p.nObjs = p.nEntry
 	type region struct {
 		lo, hi uint64
-		what   string
+		root   stages.RootID // or -1 for a Graph heap block
+		task   int           // the GRAPH task of a heap block
+	}
+	what := func(r region) string {
+		if r.root >= 0 {
+			return fmt.Sprintf("root %d", r.root)
+		}
+		return fmt.Sprintf("GRAPH task %d heap block", r.task)
 	}
 	var regions []region
 	for i := range img.Roots {
@@ -121,7 +128,7 @@ func (d *Device) check(img *stages.RunImage) (*plan, error) {
 		b := uint64(r.Elems * r.DType.Size())
 		p.allocBytes += int64(b)
 		if b > 0 {
-			regions = append(regions, region{r.Addr, r.Addr + b, fmt.Sprintf("root %d", r.ID)})
+			regions = append(regions, region{r.Addr, r.Addr + b, r.ID, -1})
 		}
 	}
 	p.runRoot = img.Roots
@@ -134,21 +141,28 @@ func (d *Device) check(img *stages.RunImage) (*plan, error) {
 		}
 		return img.Roots[int(p.rootObj[id])-p.nEntry].Elems, true
 	}
-	checkView := func(v *stages.View, what string, i int) error {
+	// checkView checks a view of task i; arg < 0 names its predicate.
+	checkView := func(v *stages.View, i, arg int) error {
+		name := func() string {
+			if arg < 0 {
+				return "predicate"
+			}
+			return fmt.Sprintf("argument %d", arg)
+		}
 		el, ok := rootElems(v.Root)
 		if !ok {
-			return refuse(ErrInvalidImage, "task %d %s views root %d, which is neither an entry root nor a root of this run", i, what, v.Root)
+			return refuse(ErrInvalidImage, "task %d %s views root %d, which is neither an entry root nor a root of this run", i, name(), v.Root)
 		}
 		if v.Offset < 0 || v.Offset > el {
-			return refuse(ErrInvalidImage, "task %d %s offset %d is outside root %d (%d elements)", i, what, v.Offset, v.Root, el)
+			return refuse(ErrInvalidImage, "task %d %s offset %d is outside root %d (%d elements)", i, name(), v.Offset, v.Root, el)
 		}
 		for k := 0; k < int(v.NDims); k++ {
 			if v.Shape[k] < 0 || v.Shape[k] > 1<<40 {
-				return refuse(ErrInvalidImage, "task %d %s has dimension %d", i, what, v.Shape[k])
+				return refuse(ErrInvalidImage, "task %d %s has dimension %d", i, name(), v.Shape[k])
 			}
 		}
 		if v.Elems() > 1<<50 || v.Elems() < 0 {
-			return refuse(ErrInvalidImage, "task %d %s has %d elements", i, what, v.Elems())
+			return refuse(ErrInvalidImage, "task %d %s has %d elements", i, name(), v.Elems())
 		}
 		return nil
 	}
@@ -167,12 +181,12 @@ func (d *Device) check(img *stages.RunImage) (*plan, error) {
 			return nil, refuse(ErrInvalidImage, "task %d of kind %s has kernel slots %v", i, t.Kind, t.Kernel)
 		}
 		for a := t.Args.Off; a < t.Args.Off+t.Args.N; a++ {
-			if err := checkView(&img.Args[a].View, fmt.Sprintf("argument %d", a-t.Args.Off), i); err != nil {
+			if err := checkView(&img.Args[a].View, i, int(a-t.Args.Off)); err != nil {
 				return nil, err
 			}
 		}
 		if t.Pred.Valid {
-			if err := checkView(&t.Pred.View, "predicate", i); err != nil {
+			if err := checkView(&t.Pred.View, i, -1); err != nil {
 				return nil, err
 			}
 		}
@@ -194,7 +208,7 @@ func (d *Device) check(img *stages.RunImage) (*plan, error) {
 			return nil, refuse(ErrInvalidImage, "GRAPH task %d heap block at %#x is not %d-byte aligned", i, g.HeapBase, objAlign)
 		}
 		if o.def.HeapBytes > 0 {
-			regions = append(regions, region{g.HeapBase, g.HeapBase + uint64(o.def.HeapBytes), fmt.Sprintf("GRAPH task %d heap block", i)})
+			regions = append(regions, region{g.HeapBase, g.HeapBase + uint64(o.def.HeapBytes), -1, i})
 		}
 		p.graphBytes += o.def.HeapBytes
 		// Boundary views stay inside their roots at this call's offsets.
@@ -230,10 +244,10 @@ func (d *Device) check(img *stages.RunImage) (*plan, error) {
 	})
 	for i, r := range regions {
 		if r.hi < r.lo || r.hi > uint64(img.HeapBytes) {
-			return nil, refuse(ErrInvalidImage, "%s [%#x, %#x) is outside the run heap of %d bytes", r.what, r.lo, r.hi, img.HeapBytes)
+			return nil, refuse(ErrInvalidImage, "%s [%#x, %#x) is outside the run heap of %d bytes", what(r), r.lo, r.hi, img.HeapBytes)
 		}
 		if i > 0 && regions[i-1].hi > r.lo {
-			return nil, refuse(ErrInvalidImage, "%s [%#x, %#x) overlaps %s [%#x, %#x)", r.what, r.lo, r.hi, regions[i-1].what, regions[i-1].lo, regions[i-1].hi)
+			return nil, refuse(ErrInvalidImage, "%s [%#x, %#x) overlaps %s [%#x, %#x)", what(r), r.lo, r.hi, what(regions[i-1]), regions[i-1].lo, regions[i-1].hi)
 		}
 	}
 
