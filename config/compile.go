@@ -814,6 +814,7 @@ func (sc *scope) taskVariant(f map[string]*yaml.Node, n *yaml.Node, v int, per b
 			if err != nil {
 				return nil, l.errf(tf[k], "touch."+k, tf[k].Value, "%v", err)
 			}
+			sc.use(vw.deps, tf[k].Line)
 			t.touch = append(t.touch, touchOp{arg: arg, view: vw})
 		}
 	}

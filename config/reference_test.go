@@ -154,9 +154,43 @@ func rootIdentities(tasks []refEvent) func(a refArg) string {
 // this trace the reference and the rule of workloads.md §6 do not disagree.
 func TestEagerMatchesReference(t *testing.T) {
 	m := loadModel(t)
-	got := tasksOf(expand(t, m, "eager"))
-	want := tasksOf(readTrace(t, filepath.Join(refDir, "eager.jsonl.gz")))
-	compareTasks(t, got, want, 44412)
+	gotEv := expand(t, m, "eager")
+	wantEv := readTrace(t, filepath.Join(refDir, "eager.jsonl.gz"))
+	compareTasks(t, tasksOf(gotEv), tasksOf(wantEv), 44412)
+	compareEvents(t, gotEv, wantEv)
+}
+
+// compareEvents compares the sequence of events: scopes (mode, depth), Graph
+// begin/end, host reads and the position of every task among them.
+func compareEvents(t *testing.T, got, want []refEvent) {
+	t.Helper()
+	sig := func(evs []refEvent) []string {
+		var out []string
+		for _, e := range evs {
+			switch e.Ev {
+			case "task":
+				out = append(out, "task")
+			case "scope_begin":
+				out = append(out, fmt.Sprintf("scope_begin mode=%d depth=%d", e.Mode, e.Depth))
+			case "scope_end":
+				out = append(out, fmt.Sprintf("scope_end depth=%d", e.Depth))
+			case "graph_begin", "graph_end":
+				out = append(out, fmt.Sprintf("%s %s#%d", e.Ev, e.Key, e.Inst))
+			case "get_tensor_data":
+				out = append(out, "get_tensor_data")
+			}
+		}
+		return out
+	}
+	g, w := sig(got), sig(want)
+	for i := 0; i < len(g) && i < len(w); i++ {
+		if g[i] != w[i] {
+			t.Fatalf("event %d: %s, want %s", i, g[i], w[i])
+		}
+	}
+	if len(g) != len(w) {
+		t.Fatalf("%d events, want %d", len(g), len(w))
+	}
 }
 
 // TestFullMatchesReference compares the full form with the reference Graph
@@ -169,6 +203,7 @@ func TestFullMatchesReference(t *testing.T) {
 	wantEv := readTrace(t, filepath.Join(refDir, "graph.jsonl.gz"))
 	got, want := tasksOf(gotEv), tasksOf(wantEv)
 	compareTasks(t, got, want, 44413)
+	compareEvents(t, gotEv, wantEv)
 	gid, wid := rootIdentities(got), rootIdentities(want)
 	gg, wg := graphsOf(gotEv), graphsOf(wantEv)
 	if len(gg) != 86 || len(wg) != 86 {

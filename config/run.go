@@ -367,7 +367,9 @@ func (r *runner) submit(o stages.Orchestrator, fr *frame, t *taskOp, line int) {
 }
 
 // prepare evaluates a call's params and tensor args into the callee frame.
-func (r *runner) prepare(caller, cf *frame, c *callOp) {
+// While an auto block's boundary is computed (ahead of its body), tensor
+// args the block allocates itself do not exist yet and are skipped.
+func (r *runner) prepare(caller, cf *frame, c *callOp, ahead bool) {
 	for i, e := range c.params {
 		cf.vals[i] = r.eval(e, caller, c.line)
 	}
@@ -375,7 +377,7 @@ func (r *runner) prepare(caller, cf *frame, c *callOp) {
 		cf.vals[cf.b.vslot] = int64(c.variant)
 	}
 	for i, v := range c.targs {
-		if !c.localSlotOK(i) {
+		if ahead && v.local {
 			continue
 		}
 		r.view(caller, v, &cf.targ[i])
@@ -386,14 +388,14 @@ func (r *runner) prepare(caller, cf *frame, c *callOp) {
 	}
 }
 
-// localSlotOK: every tensor arg is evaluated; a local one of an auto block
-// that has not been allocated yet (while computing the auto boundary) is
-// never read, because its slots are skipped.
-func (c *callOp) localSlotOK(int) bool { return true }
-
-// boundary evaluates the callee's boundary slots (after prepare).
-func (r *runner) boundary(cf *frame) {
+// boundary evaluates the callee's boundary slots (after prepare). Slots in
+// skip (tensors an auto block allocates itself, not yet allocated while its
+// boundary is computed) are left alone.
+func (r *runner) boundary(cf *frame, skip []bool) {
 	for s, b := range cf.b.bound {
+		if skip != nil && skip[s] {
+			continue
+		}
 		cf.bargs[s].Tag = b.tag
 		if !r.view(cf, b.view, &cf.bargs[s].View) {
 			return
@@ -427,14 +429,14 @@ func (r *runner) call(o stages.Orchestrator, caller *frame, c *callOp) {
 	g := r.f.graph[cb.idx]
 	asGraph := g != nil && !caller.inGraph
 	cf := r.frame(cb)
-	r.prepare(caller, cf, c)
+	r.prepare(caller, cf, c, false)
 	var args []stages.Arg
 	var scal []uint64
 	var autoT, autoS [][]int32
 	if cb.auto {
 		args, scal, autoT, autoS = r.autoBoundary(cf)
 	} else {
-		r.boundary(cf)
+		r.boundary(cf, nil)
 		args, scal = cf.bargs, cf.bsc
 	}
 	if r.err != nil {
@@ -544,8 +546,8 @@ func (r *runner) autoBoundary(af *frame) ([]stages.Arg, []uint64, [][]int32, [][
 	copy(af.tens, af.targ)
 	for ci, c := range af.b.calls {
 		cf := r.frame(c.callee)
-		r.prepare(af, cf, c)
-		r.boundary(cf)
+		r.prepare(af, cf, c, true)
+		r.boundary(cf, c.localSlot)
 		if r.err != nil {
 			return nil, nil, nil, nil
 		}
