@@ -1,0 +1,92 @@
+package config_test
+
+import (
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/hbg-dev/hbg/stages"
+)
+
+// recordingOrch runs the ordinary path but records the body of the first
+// call of every key with stages' Recorder, as the Graph pipeline would.
+type recordingOrch struct {
+	*stages.Orch
+	t       *testing.T
+	defs    map[string]*stages.Definition
+	defects map[string][]stages.Defect
+}
+
+func (o *recordingOrch) Graph(call *stages.GraphCall) stages.TaskID {
+	if _, ok := o.defs[call.Key]; !ok {
+		var r stages.Recorder
+		broots := make([]stages.BoundaryRoot, len(call.Boundary))
+		for i, a := range call.Boundary {
+			rt := o.Root(a.View.Root)
+			broots[i] = stages.BoundaryRoot{Elems: rt.Elems, ManualDep: rt.ManualDep}
+		}
+		r.Reset(call.Key, stages.FullKey("dsv4", call.Key, call.Config), call.Boundary, broots, len(call.Scalars))
+		call.Body(&r, call.NewBoundary())
+		d, err := r.Build()
+		if err != nil {
+			o.t.Fatalf("recording %s: %v", call.Key, err)
+		}
+		o.defs[call.Key] = d
+		o.defects[call.Key] = append([]stages.Defect(nil), r.Defects...)
+	}
+	return o.Orch.Graph(call)
+}
+
+// TestFormsRecord records every Definition of every Graph form with stages'
+// Recorder: each body records without an unsupported construct, has the
+// published node count, passes its per-call values as patchable boundary
+// scalars, and shows no defect but input-written ones. The per-block forms
+// have none (the HEAD boundaries tag every written tensor inout). The pair's
+// auto boundary keeps upstream's 118 slots, where the running hidden state is
+// two aliased slots (input to the CSA attention, inout to the HCA MoE); the
+// recorder classifies the body's write through the first, input, slot and
+// reports it: one defect per pair Definition.
+func TestFormsRecord(t *testing.T) {
+	m := loadModel(t)
+	for _, tc := range []struct {
+		form  string
+		nodes map[string]int
+	}{
+		{"pair", map[string]int{"csa_hca_layer:1": 743, "csa_hca_layer:0": 743}},
+		{"blocks", map[string]int{"csa_attn_block": 88, "csa_moe_block:1": 291, "csa_moe_block:0": 291, "hca_attn_block": 72, "hca_moe_block": 291}},
+		{"full", map[string]int{"swa_attn_block": 64, "hash_moe_l0_block": 291, "hash_moe_l1_block": 291, "csa_attn_block": 88, "csa_moe_block:1": 291, "csa_moe_block:0": 291, "hca_attn_block": 72, "hca_moe_block": 291}},
+	} {
+		t.Run(tc.form, func(t *testing.T) {
+			o := &recordingOrch{Orch: stages.NewOrch(m.EntryRoots()), t: t, defs: map[string]*stages.Definition{}, defects: map[string][]stages.Defect{}}
+			if err := m.Run(o, tc.form); err != nil {
+				t.Fatal(err)
+			}
+			if len(o.defs) != len(tc.nodes) {
+				t.Errorf("%d Definitions, want %d", len(o.defs), len(tc.nodes))
+			}
+			var kinds []string
+			for k, d := range o.defs {
+				if want, ok := tc.nodes[k]; !ok || len(d.Nodes) != want {
+					t.Errorf("%s: %d nodes, want %d", k, len(d.Nodes), want)
+				}
+				bs := 0
+				for _, s := range d.Scalars {
+					if s.Boundary {
+						bs++
+					}
+				}
+				if d.BoundaryScalars > 0 && bs == 0 {
+					t.Errorf("%s: no node reads a boundary scalar", k)
+				}
+				for _, df := range o.defects[k] {
+					if df.Kind != stages.DefectInputWritten {
+						t.Errorf("%s: %v", k, df)
+					}
+					kinds = append(kinds, k)
+				}
+			}
+			sort.Strings(kinds)
+			t.Logf("input-written defects: %d %s", len(kinds), strings.Join(kinds, " "))
+		})
+	}
+}
