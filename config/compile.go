@@ -300,7 +300,7 @@ func (sc *scope) allocItem(src string, nd *yaml.Node) (allocItem, error) {
 
 var opKeys = []string{"alloc", "scope", "loop", "call", "read", "k", "mix", "dummy", "if", "body", "with", "id", "bn", "args", "scalars", "deps", "pred", "touch"}
 
-func (sc *scope) ops(n *yaml.Node, key string, _ int) ([]*op, error) {
+func (sc *scope) ops(n *yaml.Node, key string) ([]*op, error) {
 	items, err := sc.l.seq(n, key)
 	if err != nil {
 		return nil, err
@@ -373,7 +373,7 @@ func (sc *scope) op(n *yaml.Node) (*op, error) {
 		if f["body"] == nil {
 			return nil, l.errf(n, "scope.body", "", "missing")
 		}
-		o.body, err = sc.ops(f["body"], "body", 0)
+		o.body, err = sc.ops(f["body"], "body")
 		return o, err
 	case f["loop"] != nil:
 		if err := only("loop", "body"); err != nil {
@@ -410,7 +410,7 @@ func (sc *scope) op(n *yaml.Node) (*op, error) {
 			return nil, err
 		}
 		o.kind = opIf
-		o.body, err = sc.ops(f["body"], "body", 0)
+		o.body, err = sc.ops(f["body"], "body")
 		return o, err
 	}
 	return nil, l.errf(n, "op", "", "unknown op (want alloc, scope, loop, call, read, a task with k, mix or dummy, or if with body)")
@@ -454,7 +454,7 @@ func (sc *scope) loop(o *op, ln, body, n *yaml.Node) error {
 	sc.vals[v] = o.loopSlot
 	before := len(sc.b.labels)
 	sc.inLoop = append(sc.inLoop, o)
-	o.body, err = sc.ops(body, "body", 0)
+	o.body, err = sc.ops(body, "body")
 	sc.inLoop = sc.inLoop[:len(sc.inLoop)-1]
 	delete(sc.vals, v)
 	for i := before; i < len(sc.b.labels); i++ {

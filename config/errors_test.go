@@ -274,5 +274,22 @@ func TestDSv4GraphChecks(t *testing.T) {
 	if strings.Join(got, " ") != "blocks:csa_moe:route_by_hash" {
 		t.Fatalf("structure errors %v, want blocks:csa_moe:route_by_hash", got)
 	}
-	var _ = trace.New
+}
+
+// TestGraphBodyError: a failing Graph body reaches Run's caller as an error.
+func TestGraphBodyError(t *testing.T) {
+	src := strings.Replace(tinyModel, `"in tmp[e]"`, `"in tmp[e + 1]"`, 1)
+	m, err := config.Parse("tiny.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := trace.New(nil, m.EntryRoots(), m.Kernels())
+	err = m.Run(w, "graph")
+	var ce *config.Error
+	if !errors.As(err, &ce) || ce.Line != lineOf(src, "tmp[e + 1]") || !strings.Contains(err.Error(), "outside its root") {
+		t.Fatalf("got %v, want a view outside its root at tiny.yaml:%d", err, lineOf(src, "tmp[e + 1]"))
+	}
+	if err := m.Run(w, "nope"); err == nil || !strings.Contains(err.Error(), "no form") {
+		t.Fatalf("unknown form: %v", err)
+	}
 }

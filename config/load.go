@@ -3,7 +3,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"math/bits"
 	"os"
 	"sort"
 	"strconv"
@@ -642,7 +641,7 @@ func (l *loader) blockBody(b *block, n *yaml.Node) error {
 	for i, s := range b.scalars {
 		sc.vals[s.name] = b.sbase + i
 	}
-	ops, err := sc.ops(n, "body", -1)
+	ops, err := sc.ops(n, "body")
 	if err != nil {
 		return err
 	}
@@ -851,5 +850,3 @@ func (b *block) slotName(s int) string {
 	}
 	return fmt.Sprintf("slot %d", s)
 }
-
-var _ = bits.OnesCount64

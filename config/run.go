@@ -24,13 +24,23 @@ type rootCounter interface {
 // Run interprets the model's program as an orchestration on o in the given
 // form: block calls that the form makes Graphs go through o.Graph, all other
 // ops are submitted directly.
-func (m *Model) Run(o stages.Orchestrator, form string) error {
+func (m *Model) Run(o stages.Orchestrator, form string) (err error) {
 	f := m.formIdx[form]
 	if f == nil {
 		return fmt.Errorf("config: model %s has no form %q (want one of %s)", m.Name, form, strings.Join(m.Forms(), ", "))
 	}
 	r := m.getRunner(f)
-	defer m.putRunner(r)
+	defer func() {
+		if p := recover(); p != nil {
+			be, ok := p.(*BodyError)
+			if !ok {
+				panic(p)
+			}
+			err = be.Err
+			return // the runner is abandoned mid-run, not reused
+		}
+		m.putRunner(r)
+	}()
 	fr := r.frame(m.program)
 	copy(fr.vals, f.params)
 	copy(fr.tens, m.entryViews)
@@ -481,20 +491,32 @@ func (r *runner) call(o stages.Orchestrator, caller *frame, c *callOp) {
 	autoT, autoS = clone2(autoT), clone2(autoS)
 	vals := append([]int64(nil), cf.vals...)
 	targ := append([]stages.View(nil), cf.targ...)
-	m := r.m
-	var bodyErr *error = &r.err
+	m, f := r.m, r.f
 	call.Body = func(bo stages.Orchestrator, b *stages.Boundary) {
-		br := m.newRunner(r.f)
+		br := m.newRunner(f)
 		bf := newFrame(cb)
 		copy(bf.vals, vals)
 		copy(bf.targ, targ)
 		br.runBody(bo, bf, b, true, autoT, autoS)
-		if br.err != nil && *bodyErr == nil {
-			*bodyErr = br.err
+		if br.err != nil {
+			// A body has no error return: it fails loudly, and whoever runs
+			// it (Run below, or a recorder) reports the panic with its key.
+			panic(&BodyError{Key: call.Key, Err: br.err})
 		}
 	}
 	o.Graph(call)
 }
+
+// BodyError is the panic value of a Graph body that fails (a view outside
+// its root, say): the body cannot return an error through stages.GraphCall.
+// Run recovers it when the body runs synchronously.
+type BodyError struct {
+	Key string
+	Err error
+}
+
+func (e *BodyError) Error() string { return fmt.Sprintf("graph %s: %v", e.Key, e.Err) }
+func (e *BodyError) Unwrap() error { return e.Err }
 
 func clone2(s [][]int32) [][]int32 {
 	if s == nil {

@@ -1,0 +1,74 @@
+// Package config loads a model config (YAML, written for people) and
+// interprets it as an orchestration: a new model is a new YAML file, no Go
+// code. See models/dsv4_flash_decode.yaml for a complete example.
+//
+// # Schema
+//
+//	model: NAME
+//	constants: {NAME: INT, ...}          # usable in every expression
+//	entry:
+//	  tensors:                            # RootIDs 0..N-1, in this order
+//	    - {name, dtype, shape, role, out: bool, value: INT}   # value: what a host read returns
+//	  scalars: [{name, value}]            # entry scalars; constants too
+//	kernels:                              # KernelID = position
+//	  - {name, core: aic|aiv, code, sig: "iox..", intensity}
+//	blocks:
+//	  NAME:
+//	    params: [p, ...]                  # integer construction values
+//	    variants: [v0, v1, ...]           # optional kernel/tag columns; a call picks one
+//	    tensors: [t, ...]                 # tensor params, bound by the call
+//	    boundary:                         # slot order = Graph boundary order
+//	      - {name, tag, view, dtype, shape}   # view is evaluated in the caller (default: name)
+//	    boundary: auto                    # or: the union of the body's calls' boundaries
+//	    scalars: [{name, value}]          # boundary scalars (value evaluated in the caller)
+//	    body: [OP, ...]
+//	program:
+//	  params: {NAME: INT}                 # defaults; forms override
+//	  body: [OP, ...]
+//	forms:
+//	  NAME:
+//	    params: {NAME: INT}
+//	    graphs:                           # block calls that are Graphs
+//	      BLOCK: {key: "text{param}", config: [param, ...]}
+//
+// OPs, in submission order:
+//
+//	body:
+//	  - alloc: ["NAME DTYPE[d0, d1] [manual_dep]", ...]    # one alloc task
+//	  - {k: KERNEL, bn: N, args: ["TAG VIEW", ...], scalars: [EXPR, ...],
+//	     deps: [ID, ID*], pred: "T[i, j] > 0", touch: {ARG: VIEW}, id: ID, if: EXPR}
+//	  - {mix: BASE, ...}                   # MIX task: BASE_aic + BASE_aiv
+//	  - {dummy: true, deps: [...]}
+//	  - scope: auto|manual
+//	    body: [...]
+//	  - loop: {var: e, from: 0, to: 32}
+//	    body: [...]
+//	  - if: EXPR
+//	    body: [...]
+//	  - call: BLOCK
+//	    with: {param: EXPR, variant: NAME, tensor: VIEW}  # unbound tensors: same name in the caller
+//	  - read: ENTRY_TENSOR                 # a host read of device data
+//
+// TAG is in, out, inout, out_existing or no_dep ("out NAME DTYPE[dims]"
+// creates a runtime-allocated output). In a block with variants, "a|b" gives
+// the kernel or tag per variant, and a key named after a variant overrides
+// fields for it. "ID" depends on the latest task submitted under that id in
+// the current block call, "ID*" on every one (of a loop).
+//
+// A VIEW is NAME, NAME[row] (drops dim 0), NAME[start:+rows], NAME @ offset
+// (elements), each optionally followed by "as [d0, ...]"; it must stay inside
+// its base. Expressions are integers over constants, params, loop vars and
+// boundary scalars with + - * / %, comparisons, && || !, parentheses and
+// c ? a : b.
+//
+// # Graphs
+//
+// A form's graphs map turns a block's calls into Graph calls whose key is the
+// key text with {param}s filled in; config lists the values hashed into
+// full_key. The body refers to boundary tensors through the Boundary it is
+// handed and passes boundary scalars straight through (Src kept). Two static
+// checks guard the replay: a body whose structure depends on a param outside
+// the key (*StructureError, upstream #1939), and a scalar computed from a
+// boundary scalar (*BakedScalarError). Model.GraphChecks returns them typed,
+// so the runtime can make them errors or warnings.
+package config
