@@ -66,8 +66,8 @@ var opKeys = func() (k [NumOps][2]attribute.Key) {
 	return k
 }()
 
-// Tracer makes hbg's spans. It is safe for concurrent use; a nil *Tracer
-// is not, use NewTracer(nil) for a no-op one.
+// Tracer makes hbg's spans. It is safe for concurrent use. A nil *Tracer
+// is not usable: NewTracer(nil) gives a no-op one.
 type Tracer struct {
 	t oteltrace.Tracer
 }
