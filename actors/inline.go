@@ -1,0 +1,19 @@
+package actors
+
+import "github.com/hbg-dev/hbg/stages"
+
+// Inline returns orch with every Graph call run on the ordinary path: its
+// eager twin, which every Graph form must match on the device.
+func Inline(orch *Orchestration) *Orchestration {
+	twin := *orch
+	twin.Name = orch.Name + "/inline"
+	twin.Run = func(o stages.Orchestrator) error { return orch.Run(inliner{o}) }
+	return &twin
+}
+
+type inliner struct{ stages.Orchestrator }
+
+func (i inliner) Graph(call *stages.GraphCall) stages.TaskID {
+	call.Body(i, call.NewBoundary())
+	return stages.NoTask
+}

@@ -1,0 +1,192 @@
+package actors
+
+import (
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/hbg-dev/hbg/mailbox"
+	"github.com/hbg-dev/hbg/stages"
+)
+
+// store is the Definition store: it outlives runs, owns the keyed in-flight
+// map (at most one recording per key, every distinct key records) and
+// dispatches recording jobs to the recorder pool. The pool bounds how many
+// bodies record at once; jobs beyond it wait here, in order, never demoted.
+type store struct {
+	idle     []*actor.PID
+	queue    []*mailbox.RecordJob
+	defs     map[uint64]*mailbox.Definition
+	inflight map[uint64][]*mailbox.RecordJob // waiters per key, the first is recording
+	verified map[uint64]bool
+	// verifies wait here while their key's first recording is in flight.
+	verifies  map[uint64][]*mailbox.RecordJob
+	recorders int
+	stats     *Stats
+}
+
+func newStore(stats *Stats) *store {
+	return &store{
+		defs:     map[uint64]*mailbox.Definition{},
+		inflight: map[uint64][]*mailbox.RecordJob{},
+		verified: map[uint64]bool{},
+		verifies: map[uint64][]*mailbox.RecordJob{},
+		stats:    stats,
+	}
+}
+
+// storeReady registers the recorder pool with the store.
+type storeReady struct{ recorders []*actor.PID }
+
+// forgetDefinitions drops every Definition (no retention across runs).
+type forgetDefinitions struct{}
+
+func (s *store) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *storeReady:
+		s.idle = append(s.idle, m.recorders...)
+		s.recorders = len(m.recorders)
+		s.dispatch(ctx)
+	case *mailbox.RecordJob:
+		s.request(ctx, m)
+	case *mailbox.RecorderIdle:
+		s.idle = append(s.idle, m.Recorder)
+		s.dispatch(ctx)
+	case *mailbox.Built:
+		s.built(ctx, m)
+	case *forgetDefinitions:
+		clear(s.defs)
+	}
+}
+
+func (s *store) request(ctx actor.Context, job *mailbox.RecordJob) {
+	if job.Verify {
+		switch {
+		case s.inflight[job.StoreKey] != nil:
+			s.verifies[job.StoreKey] = append(s.verifies[job.StoreKey], job)
+		case s.verified[job.StoreKey] || s.defs[job.StoreKey] == nil:
+			// Verified before, or nothing to verify against (the first
+			// recording failed, and that failure is reported already).
+			ctx.Send(job.ReplyTo, &mailbox.DefinitionReady{StoreKey: job.StoreKey, Verify: true, Def: s.defs[job.StoreKey]})
+		default:
+			s.verified[job.StoreKey] = true
+			s.enqueue(ctx, job)
+		}
+		return
+	}
+	if d, ok := s.defs[job.StoreKey]; ok {
+		ctx.Send(job.ReplyTo, &mailbox.DefinitionReady{StoreKey: job.StoreKey, Def: d})
+		return
+	}
+	if w, ok := s.inflight[job.StoreKey]; ok {
+		// Recording now for another requester: wait for that one.
+		s.inflight[job.StoreKey] = append(w, job)
+		return
+	}
+	s.inflight[job.StoreKey] = []*mailbox.RecordJob{job}
+	s.enqueue(ctx, job)
+}
+
+func (s *store) enqueue(ctx actor.Context, job *mailbox.RecordJob) {
+	s.queue = append(s.queue, job)
+	if q := int64(len(s.queue)); q > s.stats.MaxQueued.Load() {
+		s.stats.MaxQueued.Store(q)
+	}
+	s.dispatch(ctx)
+}
+
+func (s *store) dispatch(ctx actor.Context) {
+	for len(s.queue) > 0 && len(s.idle) > 0 {
+		r := s.idle[len(s.idle)-1]
+		s.idle = s.idle[:len(s.idle)-1]
+		job := s.queue[0]
+		s.queue[0] = nil
+		s.queue = s.queue[1:]
+		ctx.Send(r, job)
+	}
+}
+
+func (s *store) built(ctx actor.Context, b *mailbox.Built) {
+	rec := b.Recorded
+	job := rec.Job
+	ready := &mailbox.DefinitionReady{
+		StoreKey: job.StoreKey, Defects: rec.Defects, Verify: job.Verify,
+		RecordedNodes: rec.Nodes, RecordNs: rec.RecordNs, BuildNs: b.BuildNs,
+		Err: rec.Err, Panicked: rec.Panicked,
+	}
+	if ready.Err == nil {
+		ready.Err = b.Err
+	}
+	if job.Verify {
+		s.verify(ctx, job, b, ready)
+		return
+	}
+	if ready.Err == nil {
+		d := &mailbox.Definition{Def: rec.Def, Image: b.Image, Hash: b.Hash, Written: rec.Def.WrittenSlots()}
+		s.defs[job.StoreKey] = d
+		ready.Def = d
+		s.stats.Recorded.Add(1)
+		s.stats.RecordedNodes.Add(int64(rec.Nodes))
+	}
+	waiters := s.inflight[job.StoreKey]
+	delete(s.inflight, job.StoreKey)
+	for i, w := range waiters {
+		r := *ready
+		r.Recorded = i == 0
+		if i > 0 {
+			r.RecordedNodes, r.RecordNs, r.BuildNs = 0, 0, 0
+		}
+		ctx.Send(w.ReplyTo, &r)
+	}
+	for _, v := range s.verifies[job.StoreKey] {
+		s.request(ctx, v)
+	}
+	delete(s.verifies, job.StoreKey)
+}
+
+// verify compares a later call's recording with the published Definition.
+// Both images hold no boundary address or boundary scalar value, so equal
+// bodies give equal content hashes; a difference is something the first
+// recording baked in: a static scalar derived from a boundary value, or a
+// structure that depends on a value outside the key.
+func (s *store) verify(ctx actor.Context, job *mailbox.RecordJob, b *mailbox.Built, ready *mailbox.DefinitionReady) {
+	d := s.defs[job.StoreKey]
+	ready.Def = d
+	// The first recording reported its own defects; a verification
+	// reports only how it differs.
+	ready.Defects = nil
+	if ready.Err == nil && d != nil && d.Hash != b.Hash {
+		ready.Defects = append(ready.Defects, compareDefinitions(job.Key, d.Def, b.Recorded.Def))
+	}
+	ctx.Send(job.ReplyTo, ready)
+}
+
+// compareDefinitions explains why two recordings of one key differ.
+func compareDefinitions(key string, a, b *stages.Definition) stages.Defect {
+	if len(a.Nodes) != len(b.Nodes) {
+		return stages.Defect{Key: key, Kind: stages.DefectStructure, Slot: -1, Node: -1,
+			Msg: fmt.Sprintf("two calls recorded %d and %d nodes: the body's structure depends on a value that is not in its key", len(a.Nodes), len(b.Nodes))}
+	}
+	for i := range a.Nodes {
+		na, nb := &a.Nodes[i], &b.Nodes[i]
+		if na.Kind != nb.Kind || na.Kernel != nb.Kernel || na.BlockNum != nb.BlockNum || na.Tensors.N != nb.Tensors.N || na.Scalars.N != nb.Scalars.N {
+			return stages.Defect{Key: key, Kind: stages.DefectStructure, Slot: -1, Node: int32(i),
+				Msg: fmt.Sprintf("node %d differs between two calls (kernel %v vs %v): the body's structure depends on a value that is not in its key", i, na.Kernel, nb.Kernel)}
+		}
+		for j := uint32(0); j < na.Scalars.N; j++ {
+			sa, sb := a.Scalars[na.Scalars.Off+j], b.Scalars[nb.Scalars.Off+j]
+			if sa != sb && !sa.Boundary && !sb.Boundary {
+				return stages.Defect{Key: key, Kind: stages.DefectBakedScalar, Slot: -1, Node: int32(i),
+					Msg: fmt.Sprintf("node %d scalar %d is static %d in the Definition but %d in a later call: a value derived from the boundary was baked in; pass it as a boundary scalar", i, j, sa.Value, sb.Value)}
+			}
+		}
+		for j := uint32(0); j < na.Tensors.N; j++ {
+			if a.Tensors[na.Tensors.Off+j] != b.Tensors[nb.Tensors.Off+j] {
+				return stages.Defect{Key: key, Kind: stages.DefectStructure, Slot: -1, Node: int32(i),
+					Msg: fmt.Sprintf("node %d tensor %d is sourced differently in a later call: the body's structure depends on a value that is not in its key", i, j)}
+			}
+		}
+	}
+	return stages.Defect{Key: key, Kind: stages.DefectStructure, Slot: -1, Node: -1,
+		Msg: "two calls recorded different Definitions (predicates or scalar sources differ)"}
+}

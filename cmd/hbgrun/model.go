@@ -1,0 +1,39 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/hbg-dev/hbg/actors"
+	"github.com/hbg-dev/hbg/config"
+	"github.com/hbg-dev/hbg/stages"
+)
+
+type modelT = config.Model
+
+// loadModel loads and validates a model config; any problem with it is the
+// user's, so it exits 2.
+func loadModel(path string) (*config.Model, error) {
+	m, err := config.Load(path)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return m, nil
+}
+
+func modelName(m *config.Model) string { return m.Name }
+
+// orchestrationFor makes one form of a model an orchestration. Its identity
+// (hashed into every full_key) is the model and the form.
+func orchestrationFor(m *config.Model, form string) (*actors.Orchestration, error) {
+	if !slices.Contains(m.Forms(), form) {
+		return nil, usageError{fmt.Errorf("%s: no form %q (forms: %s)", m.File(), form, strings.Join(m.Forms(), ", "))}
+	}
+	return &actors.Orchestration{
+		Name:    m.Name + "/" + form,
+		Entry:   m.EntryRoots(),
+		Kernels: m.Kernels(),
+		Run:     func(o stages.Orchestrator) error { return m.Run(o, form) },
+	}, nil
+}

@@ -1,0 +1,288 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/spf13/cobra"
+
+	"github.com/hbg-dev/hbg/actors"
+	"github.com/hbg-dev/hbg/stages"
+	"github.com/hbg-dev/hbg/trace"
+)
+
+// runFlags are the flags run and compare share.
+type runFlags struct {
+	form       string
+	rounds     int
+	ranks      int
+	recorders  int
+	noRetain   bool
+	skipDevice bool
+	json       bool
+	otlp       string
+	traceOut   string
+	defects    string
+	strict     bool
+}
+
+func (f *runFlags) register(c *cobra.Command, withForm bool) {
+	fl := c.Flags()
+	if withForm {
+		fl.StringVar(&f.form, "form", "full", "which form of the model to run (see `hbgrun validate`)")
+	}
+	fl.IntVar(&f.rounds, "rounds", 5, "passes per rank; the first pass of each rank is reported apart as cold")
+	fl.IntVar(&f.ranks, "ranks", 1, "ranks run concurrently, each with its own device")
+	fl.IntVar(&f.recorders, "recorders", 8, "size of the prewarmed recorder pool")
+	fl.BoolVar(&f.noRetain, "no-retain", false, "drop Definitions after every pass, so each pass records, builds and uploads again (upstream's behaviour)")
+	fl.BoolVar(&f.skipDevice, "skip-device", false, "stop each pass after the run image is copied: no simulation, no golden check")
+	fl.BoolVar(&f.json, "json", false, "write the report as JSON")
+	fl.StringVar(&f.otlp, "otlp", "", "export spans over OTLP to ENDPOINT (grpc://host:4317 or http://host:4318); default: the OTEL_EXPORTER_OTLP_* variables, else nowhere")
+	fl.StringVar(&f.traceOut, "trace-out", "", "write a Chrome trace-event file (open it in Perfetto)")
+	fl.StringVar(&f.defects, "defects", "error", "what a detected body defect does: error or warn")
+	fl.BoolVar(&f.strict, "strict", false, "fail a pass when a body records something unsupported, instead of running that key on the ordinary path")
+}
+
+func (f *runFlags) check() error {
+	switch {
+	case f.rounds < 1:
+		return usageError{fmt.Errorf("--rounds %d: want at least 1", f.rounds)}
+	case f.ranks < 1:
+		return usageError{fmt.Errorf("--ranks %d: want at least 1", f.ranks)}
+	case f.recorders < 1:
+		return usageError{fmt.Errorf("--recorders %d: want at least 1", f.recorders)}
+	case f.defects != "error" && f.defects != "warn":
+		return usageError{fmt.Errorf("--defects %q: want error or warn", f.defects)}
+	}
+	return nil
+}
+
+func (f *runFlags) config(tr *trace.Tracer, skipDevice bool) actors.Config {
+	return actors.Config{
+		Recorders:         f.recorders,
+		NoRetain:          f.noRetain,
+		SkipDevice:        skipDevice,
+		DefectsAsWarnings: f.defects == "warn",
+		StrictRecording:   f.strict,
+		Timeline:          f.traceOut != "",
+		Tracer:            tr,
+	}
+}
+
+func init() {
+	var f runFlags
+	c := &cobra.Command{
+		Use:   "run MODEL",
+		Short: "Run a model form for some rounds on some ranks and print upstream's phase table",
+		Long: `Run MODEL's form on the host path, the Graph pipeline and the simulated
+a2a3 device, and report per phase the min / median / max over the warm passes
+(the first pass of each rank apart, as cold), the control-plane total, the
+per-operation totals, the counts and the golden check against the eager form.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := f.check(); err != nil {
+				return err
+			}
+			return runCmd(c.Context(), c.OutOrStdout(), args[0], &f)
+		},
+	}
+	f.register(c, true)
+	commands = append(commands, c)
+}
+
+// session is one invocation's tracing and actor system.
+type session struct {
+	sys      *actor.ActorSystem
+	provider *trace.Provider
+	shutdown func(context.Context) error
+	tracer   *trace.Tracer
+}
+
+func newSession(ctx context.Context, f *runFlags) (*session, error) {
+	p, shutdown, err := trace.Setup(ctx, trace.Config{Endpoint: f.otlp, Timeline: f.traceOut != ""})
+	if err != nil {
+		return nil, usageError{fmt.Errorf("tracing: %w", err)}
+	}
+	return &session{sys: actors.NewActorSystem(nil), provider: p, shutdown: shutdown, tracer: p.Tracer()}, nil
+}
+
+func (s *session) close(ctx context.Context) error {
+	s.sys.Shutdown()
+	return s.shutdown(ctx)
+}
+
+func runCmd(ctx context.Context, out io.Writer, path string, f *runFlags) (err error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	model, err := loadModel(path)
+	if err != nil {
+		return err
+	}
+	orch, err := orchestrationFor(model, f.form)
+	if err != nil {
+		return err
+	}
+	s, err := newSession(ctx, f)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := s.close(context.Background()); err == nil && cerr != nil {
+			err = fmt.Errorf("flushing spans: %w", cerr)
+		}
+	}()
+	info := trace.RunInfo{Model: modelName(model), Form: f.form, Rounds: f.rounds, Ranks: f.ranks}
+	cctx, cmdSpan := s.tracer.StartCommand(ctx, info)
+	defer cmdSpan.End()
+
+	rep, passes, err := runForm(cctx, s, f, orch, info)
+	if err != nil {
+		cmdSpan.Fail(err)
+		return err
+	}
+	if !f.skipDevice {
+		if err := golden(cctx, s, f, model, rep, passes); err != nil {
+			return err
+		}
+	}
+	if sc := cmdSpan.OTel().SpanContext(); sc.IsValid() {
+		rep.TraceID = sc.TraceID().String()
+	}
+	rep.Exporter = s.provider.Destination()
+	if f.traceOut != "" {
+		if err := writeTraceOut(f.traceOut, s.provider, passes, orch.Kernels); err != nil {
+			return err
+		}
+	}
+	if f.json {
+		return rep.WriteJSON(out)
+	}
+	return rep.WriteText(out)
+}
+
+// runForm runs one form for f.rounds on f.ranks and builds its report.
+func runForm(ctx context.Context, s *session, f *runFlags, orch *actors.Orchestration, info trace.RunInfo) (*trace.Report, []*actors.PassResult, error) {
+	rt, err := actors.Start(s.sys, f.config(s.tracer, f.skipDevice))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rt.Stop()
+	bar := trace.NewProgress(f.rounds*f.ranks, fmt.Sprintf("%s %s", info.Model, info.Form))
+	passes, err := rt.Run(ctx, actors.RunSpec{Orch: orch, Rounds: f.rounds, Ranks: f.ranks, Info: info,
+		OnPass: func(*actors.PassResult) { bar.Add(1) }})
+	bar.Finish()
+	if err != nil {
+		return nil, passes, err
+	}
+	return buildReport(info, passes, &rt.Stats), passes, nil
+}
+
+// buildReport computes the report from the passes: every figure in it comes
+// from the work that was done.
+func buildReport(info trace.RunInfo, passes []*actors.PassResult, st *actors.Stats) *trace.Report {
+	tp := make([]trace.Pass, len(passes))
+	for i, p := range passes {
+		tp[i] = p.Pass
+	}
+	rep := trace.NewReport(info, tp)
+	first := passes[0]
+	c := &rep.Counts
+	c.HostSubmissions = int64(first.Counts.HostSubmissions)
+	c.OrdinaryTasks = int64(first.Counts.OrdinaryTasks)
+	c.GraphSubmissions = int64(first.Counts.GraphSubmissions)
+	c.Definitions = int64(first.Counts.Definitions)
+	c.DeviceTasks = int64(first.Counts.ExpectedDeviceTasks)
+	if first.Device != nil {
+		c.DeviceTasks = int64(first.Device.Tasks)
+	}
+	for _, p := range passes {
+		c.RecordedDefinitions += int64(p.Pass.BuiltDefinitions)
+		c.RecordedNodes += int64(p.Pass.RecordedNodes)
+		c.Demoted += int64(p.Counts.Demoted)
+		c.BoundaryMismatches += int64(p.Counts.BoundaryMismatches)
+		for _, w := range p.Warnings {
+			if !slices.Contains(rep.Warnings, w) {
+				rep.Warnings = append(rep.Warnings, w)
+			}
+		}
+	}
+	return rep
+}
+
+// golden checks the form's digests against the eager form's: one eager pass
+// on a device of its own, then every pass of every rank must match it.
+func golden(ctx context.Context, s *session, f *runFlags, model *modelT, rep *trace.Report, passes []*actors.PassResult) error {
+	digest, tasks := passes[0].Device.Digest, passes[0].Device.Tasks
+	eagerDigest, eagerTasks := digest, tasks
+	if f.form != "eager" {
+		eager, err := orchestrationFor(model, "eager")
+		if err != nil {
+			return err
+		}
+		rt, err := actors.Start(s.sys, actors.Config{Recorders: 1})
+		if err != nil {
+			return err
+		}
+		defer rt.Stop()
+		res, err := rt.Pass(ctx, eager, 0, 0, trace.Carrier{})
+		if err != nil {
+			return fmt.Errorf("golden eager pass: %w", err)
+		}
+		eagerDigest, eagerTasks = res.Device.Digest, res.Device.Tasks
+	}
+	match := tasks == eagerTasks
+	for _, p := range passes {
+		if p.Device.Digest != eagerDigest || p.Device.Tasks != eagerTasks {
+			match = false
+		}
+	}
+	rep.Golden = &trace.Golden{Digest: trace.Digest(digest), EagerDigest: trace.Digest(eagerDigest), Match: match}
+	if !match {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("golden mismatch: form %s digest %016x (%d tasks), eager %016x (%d tasks)", f.form, digest, tasks, eagerDigest, eagerTasks))
+	}
+	return nil
+}
+
+func writeTraceOut(path string, p *trace.Provider, passes []*actors.PassResult, kernels []stages.Kernel) error {
+	all := p.Slices()
+	for _, r := range passes {
+		if r.Device != nil {
+			all = append(all, deviceSlices(r, kernels)...)
+		}
+	}
+	fh, err := os.Create(path)
+	if err != nil {
+		return usageError{fmt.Errorf("--trace-out: %w", err)}
+	}
+	if err := trace.WriteChromeTrace(fh, all); err != nil {
+		fh.Close()
+		return err
+	}
+	return fh.Close()
+}
+
+// deviceSlices turns a pass's simulated per-core timeline into trace
+// slices: one process per rank and pass, one track per core that did work.
+// Times are simulated ns from launch.
+func deviceSlices(r *actors.PassResult, kernels []stages.Kernel) []trace.Slice {
+	proc := fmt.Sprintf("rank %d device (simulated), round %d", r.Pass.Rank, r.Pass.Round)
+	out := make([]trace.Slice, 0, len(r.Device.Timeline))
+	for _, s := range r.Device.Timeline {
+		core := fmt.Sprintf("aic %d", s.Core)
+		if s.Core >= 24 {
+			core = fmt.Sprintf("aiv %d", s.Core-24)
+		}
+		name := "task"
+		if int(s.Kernel) >= 0 && int(s.Kernel) < len(kernels) {
+			name = kernels[s.Kernel].Name
+		}
+		out = append(out, trace.Slice{Process: proc, Track: core, Name: name, StartNs: s.Start, DurNs: s.Dur,
+			Args: map[string]any{"task": s.Task, "node": s.Node, "block": s.Block}})
+	}
+	return out
+}
