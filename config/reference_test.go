@@ -37,6 +37,7 @@ type refEvent struct {
 	Pred     *trace.PredEvent `json:"pred"`
 	Graph    *trace.GraphRef  `json:"graph"`
 	Key      string           `json:"key"`
+	Def      string           `json:"def"`
 	Inst     int              `json:"inst"`
 	Boundary []refArg         `json:"boundary"`
 	Mode     int              `json:"mode"`
@@ -213,8 +214,8 @@ func TestFullMatchesReference(t *testing.T) {
 	for i := range wg {
 		g, w := gg[i], wg[i]
 		keys[g.Key] = true
-		if g.Key != w.Key || g.Inst != w.Inst {
-			t.Fatalf("Graph call %d: key %s#%d, want %s#%d", i, g.Key, g.Inst, w.Key, w.Inst)
+		if g.Key != w.Key || g.Inst != w.Inst || g.Def != w.Def {
+			t.Fatalf("Graph call %d: %s key %s#%d, want %s key %s#%d", i, g.Def, g.Key, g.Inst, w.Def, w.Key, w.Inst)
 		}
 		if len(g.Boundary) != len(w.Boundary) {
 			t.Fatalf("Graph call %d (%s): %d boundary slots, want %d", i, w.Key, len(g.Boundary), len(w.Boundary))
@@ -235,7 +236,7 @@ func TestFullMatchesReference(t *testing.T) {
 	}
 	ordinary := 0
 	for i := range want {
-		if (got[i].Graph == nil) != (want[i].Graph == nil) || got[i].Graph != nil && (got[i].Graph.Key != want[i].Graph.Key || got[i].Graph.Inst != want[i].Graph.Inst) {
+		if (got[i].Graph == nil) != (want[i].Graph == nil) || got[i].Graph != nil && *got[i].Graph != *want[i].Graph {
 			t.Fatalf("task %d: graph %+v, want %+v", i, got[i].Graph, want[i].Graph)
 		}
 		if got[i].Graph == nil {

@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"strings"
 
 	"github.com/hbg-dev/hbg/stages"
 )
@@ -37,7 +38,7 @@ type Writer struct {
 }
 
 type graphState struct {
-	key      string
+	def, key string
 	inst     int
 	boundary []stages.Arg
 	ntasks   int
@@ -272,7 +273,7 @@ func (t *Writer) taskEvent(id stages.TaskID, kind stages.Kind, k [3]stages.Kerne
 		e.Pred = &PredEvent{Root: name, Idx: idx, Op: int(pred.Op), Target: pred.Target}
 	}
 	if g := t.graph; g != nil {
-		e.Graph = &GraphRef{Def: g.key, Key: g.key, Inst: g.inst, First: b2i(g.inst == 0)}
+		e.Graph = &GraphRef{Def: g.def, Key: g.key, Inst: g.inst, First: b2i(g.inst == 0)}
 		g.ntasks++
 	} else {
 		t.ordinary++
@@ -360,11 +361,21 @@ func (t *Writer) Graph(call *stages.GraphCall) stages.TaskID {
 		be[i] = t.arg(&call.Boundary[i])
 		be[i].BSlot = i
 	}
-	t.emit(&Event{Ev: "graph_begin", Def: call.Key, Key: call.Key, Inst: ip(inst), Boundary: be, Scalars: append([]uint64{}, call.Scalars...)})
-	g := &graphState{key: call.Key, inst: inst, boundary: call.Boundary}
+	def := defName(call.Key)
+	t.emit(&Event{Ev: "graph_begin", Def: def, Key: call.Key, Inst: ip(inst), Boundary: be, Scalars: append([]uint64{}, call.Scalars...)})
+	g := &graphState{def: def, key: call.Key, inst: inst, boundary: call.Boundary}
 	t.graph = g
 	call.Body(t, call.NewBoundary())
 	t.graph = nil
-	t.emit(&Event{Ev: "graph_end", Def: call.Key, Key: call.Key, Inst: ip(inst), NTasks: ip(g.ntasks)})
+	t.emit(&Event{Ev: "graph_end", Def: def, Key: call.Key, Inst: ip(inst), NTasks: ip(g.ntasks)})
 	return stages.TaskID(t.o.NumTasks() - 1)
+}
+
+// defName is the trace's def of a key: the body's name, without the
+// construction values a key may end with (csa_moe_block:1 -> csa_moe_block).
+func defName(key string) string {
+	if i := strings.IndexByte(key, ':'); i >= 0 {
+		return key[:i]
+	}
+	return key
 }
