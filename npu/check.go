@@ -71,7 +71,7 @@ func (d *Device) check(img *stages.RunImage) (*plan, error) {
 			for i, t := range cyc {
 				parts[i] = fmt.Sprint(t)
 			}
-			return nil, refuse(ErrCycle, "tasks %s", strings.Join(parts, " -> "))
+			return nil, refuse(ErrCycle, "tasks %s (each waits on the next)", strings.Join(parts, " -> "))
 		}
 		for i := range img.Tasks {
 			s := img.Tasks[i].Fanin
@@ -180,6 +180,9 @@ func (d *Device) check(img *stages.RunImage) (*plan, error) {
 		if !kernelSlotsOK(t.Kind, t.Kernel) {
 			return nil, refuse(ErrInvalidImage, "task %d of kind %s has kernel slots %v", i, t.Kind, t.Kernel)
 		}
+		if t.BlockNum > maxBlockNum {
+			return nil, refuse(ErrInvalidImage, "task %d has block_num %d (at most %d)", i, t.BlockNum, maxBlockNum)
+		}
 		for a := t.Args.Off; a < t.Args.Off+t.Args.N; a++ {
 			if err := checkView(&img.Args[a].View, i, int(a-t.Args.Off)); err != nil {
 				return nil, err
@@ -197,6 +200,9 @@ func (d *Device) check(img *stages.RunImage) (*plan, error) {
 			continue
 		}
 		g := &img.Graphs[t.Graph]
+		if g.Task != stages.TaskID(i) {
+			return nil, refuse(ErrInvalidImage, "task %d names graph submission %d, which belongs to task %d", i, t.Graph, g.Task)
+		}
 		o := d.byHash[g.DefHash]
 		if o == nil {
 			return nil, refuse(ErrUnknownDefinition, "GRAPH task %d replays Definition %#016x (full_key %#016x), which was never uploaded", i, g.DefHash, g.FullKey)

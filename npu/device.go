@@ -212,6 +212,10 @@ func kernelSlotsOK(k stages.Kind, ks [3]stages.KernelID) bool {
 	return true
 }
 
+// maxBlockNum bounds a task's SPMD width (upstream: block_num × cores per
+// block must fit total_required_subtasks, an int16).
+const maxBlockNum = 1<<15 - 1
+
 func newDefObj(def *stages.Definition) (*defObj, error) {
 	n := len(def.Nodes)
 	o := &defObj{def: def}
@@ -220,6 +224,9 @@ func newDefObj(def *stages.Definition) (*defObj, error) {
 		nd := &def.Nodes[i]
 		if !kernelSlotsOK(nd.Kind, nd.Kernel) {
 			return nil, fmt.Errorf("%w: node %d of kind %s has kernel slots %v", ErrInvalidImage, i, nd.Kind, nd.Kernel)
+		}
+		if nd.BlockNum > maxBlockNum {
+			return nil, fmt.Errorf("%w: node %d has block_num %d (at most %d)", ErrInvalidImage, i, nd.BlockNum, maxBlockNum)
 		}
 		if nd.Fanin.N == 0 {
 			o.roots = append(o.roots, uint32(i))

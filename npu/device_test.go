@@ -294,3 +294,44 @@ func TestZeroConfigIsUsable(t *testing.T) {
 		t.Fatalf("zero config differs from the defaults: %+v vs %+v", r, ref)
 	}
 }
+
+// FuzzLaunch feeds mutated run images (hash fixed up, so the structural and
+// device checks are exercised) to a device with the block Definition
+// uploaded: it may refuse them, never panic, and must then still launch the
+// reference image with the reference digest.
+func FuzzLaunch(f *testing.F) {
+	gb, _ := graphForm(blockDef())
+	f.Add(synth(synthOpts{}).bytes())
+	f.Add(gb.bytes())
+	ref := launch(f, newDevice(f), synth(synthOpts{}).bytes())
+	good := synth(synthOpts{}).bytes()
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d := newDevice(t)
+		if _, err := d.Upload(stages.EncodeDefinition(blockDef())); err != nil {
+			t.Fatal(err)
+		}
+		if len(b) >= 16 {
+			b = append([]byte(nil), b...)
+			if img, err := stages.DecodeRunImage(fixRunHash(b)); err == nil {
+				b = stages.EncodeRunImage(img)
+			}
+		}
+		_ = launchBytes(d, b)
+		if r := launch(t, d, good); r.Digest != ref.Digest {
+			t.Fatal("device changed by a refused launch")
+		}
+	})
+}
+
+// fixRunHash rewrites a run image's content hash so it verifies.
+func fixRunHash(b []byte) []byte {
+	img := append([]byte(nil), b...)
+	for i := 8; i < 16; i++ {
+		img[i] = 0
+	}
+	h := stages.RunImageHash(img)
+	for i := 0; i < 8; i++ {
+		img[8+i] = byte(h >> (8 * i))
+	}
+	return img
+}

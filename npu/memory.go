@@ -129,10 +129,13 @@ func (o *memObj) first(lo int64) int {
 	return a
 }
 
-// read hashes the segments overlapping [lo, hi), relative to lo.
+// read hashes the segments overlapping [lo, hi), relative to lo, and where
+// the window sits in its root: a read of the wrong rows of an untouched
+// weight must not look like a read of the right ones. Offsets are
+// root-relative, so they are the same in every form.
 func (o *memObj) read(lo, hi int64) uint64 {
 	lo, hi = o.clip(lo, hi)
-	h := mix(0x4ead, uint64(hi-lo))
+	h := mix(mix(0x4ead, uint64(lo)), uint64(hi-lo))
 	for i := o.first(lo); i < len(o.segs) && o.segs[i].lo < hi; i++ {
 		s := &o.segs[i]
 		h = mix(h, uint64(max(s.lo, lo)-lo))

@@ -1315,3 +1315,12 @@ func decodeRunImage(b []byte) (*RunImage, error) {
 	}
 	return img, nil
 }
+
+// RunImageHash computes a run image's content hash (the header's hash field
+// read as zero); 0 if b is shorter than the field's end.
+func RunImageHash(b []byte) uint64 {
+	if len(b) < runHashOff+8 {
+		return 0
+	}
+	return imageHash(b, runHashOff)
+}
