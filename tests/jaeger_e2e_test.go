@@ -19,8 +19,11 @@ package tests
 //   - one `record` span per recorded Definition (counts.recorded_definitions),
 //     child of the host_orch span of the pass that asked for it, with
 //     hbg.graph.key, hbg.graph.full_key, hbg.record.boundary_width,
-//     hbg.record.nodes (summing to the pass's recorded_nodes); only cold
-//     passes record (Definitions are kept across rounds);
+//     hbg.record.nodes (summing to the pass's recorded_nodes) and
+//     hbg.record.verify=false; only cold passes record (Definitions are kept
+//     across rounds); verification re-recordings (hbg.record.verify=true)
+//     are extra record spans, under host_orch too, of a key that also has a
+//     recording;
 //   - one `build_definition` child per record span (same key, same nodes,
 //     hbg.definition.bytes > 0);
 //   - `upload` spans, children of their pass's graph_upload span, with
@@ -246,16 +249,26 @@ func jaegerCheckRun(t *testing.T, rep *trace.Report, tr *jaegerTrace) {
 		}
 		return totals[k]
 	}
-	recorded := map[string]bool{}
+	recorded, verified := map[string]bool{}, map[string]bool{}
 	var recordedNodes int64
-	assert.Len(t, byName[trace.SpanRecord], int(rep.Counts.RecordedDefinitions), "one %s span per recorded Definition", trace.SpanRecord)
+	definitions := 0
 	for _, r := range byName[trace.SpanRecord] {
 		orch := parent(r)
 		if !assert.Equal(t, trace.PhaseHostOrch.String(), orch.OperationName, "a recording is a child of the host_orch that asked for it") {
 			continue
 		}
-		assert.True(t, tagBool(orch, string(trace.KeyCold)), "only cold passes record")
 		key := tagStr(r, string(trace.KeyGraphKey))
+		verify, hasVerify := r.tag(string(trace.KeyVerify))
+		assert.True(t, hasVerify, "record %s has %s", key, trace.KeyVerify)
+		if verify == true {
+			// A check of a kept Definition: no new Definition, not in the
+			// report's recording counts.
+			verified[key] = true
+			assert.Positive(t, tagInt(r, string(trace.KeyNodes)), "verify record %s nodes", key)
+			continue
+		}
+		definitions++
+		assert.True(t, tagBool(orch, string(trace.KeyCold)), "only cold passes record new Definitions")
 		assert.NotEmpty(t, key)
 		assert.Regexp(t, fullKey, tagStr(r, string(trace.KeyFullKey)))
 		assert.Positive(t, tagInt(r, string(trace.KeyBoundaryWidth)), "record %s boundary width", key)
@@ -280,8 +293,14 @@ func jaegerCheckRun(t *testing.T, rep *trace.Report, tr *jaegerTrace) {
 			assert.Positive(t, tagInt(b, string(trace.KeyImageBytes)), "build %s image bytes", key)
 		}
 	}
-	assert.Len(t, byName[trace.SpanBuild], len(byName[trace.SpanRecord]), "no build without its recording")
+	assert.Equal(t, int(rep.Counts.RecordedDefinitions), definitions, "one %s span per recorded Definition", trace.SpanRecord)
+	for _, b := range byName[trace.SpanBuild] {
+		assert.Equal(t, trace.SpanRecord, parent(b).OperationName, "a build is a child of its recording")
+	}
 	assert.Equal(t, rep.Counts.RecordedNodes, recordedNodes)
+	for key := range verified {
+		assert.True(t, recorded[key], "key %s verified but never recorded", key)
+	}
 
 	// Uploads, under the graph_upload of their pass.
 	uploaded := map[string]bool{}

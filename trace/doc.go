@@ -31,7 +31,8 @@
 //	   ├─ args                  hbg.rank hbg.round hbg.cold                StartPhase, per pass
 //	   ├─ host_orch             … + hbg.ops.<op>.count / .total_ns         (PhaseSpan.SetOps)
 //	   │  └─ record             hbg.graph.key hbg.graph.full_key           StartRecord, on a recorder
-//	   │     │                  hbg.record.boundary_width hbg.record.nodes [hbg.actor]
+//	   │     │                  hbg.record.boundary_width hbg.record.nodes
+//	   │     │                  hbg.record.verify [hbg.actor]
 //	   │     └─ build_definition hbg.graph.key hbg.graph.full_key          StartBuild
 //	   │                        hbg.record.nodes hbg.definition.bytes [hbg.actor]
 //	   ├─ graph_upload          hbg.rank hbg.round hbg.cold

@@ -45,6 +45,7 @@ const (
 	KeyFullKey       = attribute.Key("hbg.graph.full_key")        // string: full_key, 16 hex digits
 	KeyNodes         = attribute.Key("hbg.record.nodes")          // int: nodes recorded (record) or built (build_definition)
 	KeyBoundaryWidth = attribute.Key("hbg.record.boundary_width") // int: boundary tensors + scalars
+	KeyVerify        = attribute.Key("hbg.record.verify")         // bool: a re-recording that checks a kept Definition
 	KeyImageBytes    = attribute.Key("hbg.definition.bytes")      // int: built image bytes
 	KeyUploadBytes   = attribute.Key("hbg.upload.bytes")          // int: bytes copied to the device
 	KeyObjectID      = attribute.Key("hbg.device.object_id")      // int: the device object the upload made
@@ -218,6 +219,11 @@ type RecordInfo struct {
 	FullKey uint64
 	// BoundaryWidth is the boundary's tensors plus scalars.
 	BoundaryWidth int
+	// Verify marks a re-recording of a key that already has a Definition,
+	// made with a later call's values to catch a body that bakes a value it
+	// should patch. It makes no new Definition, so the report's
+	// recorded_definitions and recorded_nodes leave it out.
+	Verify bool
 	// Actor names the recorder (its timeline track), e.g. "recorder-3".
 	Actor string
 }
@@ -231,7 +237,7 @@ type RecordSpan struct{ Span }
 func (t *Tracer) StartRecord(ctx context.Context, info RecordInfo) (context.Context, RecordSpan) {
 	ctx, s := t.t.Start(ctx, SpanRecord, oteltrace.WithAttributes(
 		KeyGraphKey.String(info.Key), KeyFullKey.String(hex16(info.FullKey)),
-		KeyBoundaryWidth.Int(info.BoundaryWidth),
+		KeyBoundaryWidth.Int(info.BoundaryWidth), KeyVerify.Bool(info.Verify),
 	), actorAttr(info.Actor))
 	return ctx, RecordSpan{Span{s}}
 }

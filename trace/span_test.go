@@ -172,6 +172,7 @@ func TestSpanTree(t *testing.T) {
 			assert.Equal(t, int64(12), a[KeyBoundaryWidth])
 			assert.Equal(t, "0000000000000abc", a[KeyFullKey])
 			assert.Equal(t, "recorder-1", a[KeyActor])
+			assert.Equal(t, false, a[KeyVerify])
 			assert.Contains(t, []any{"attn", "moe"}, a[KeyGraphKey])
 		case SpanBuild:
 			rec := parent(s)
