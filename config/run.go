@@ -350,14 +350,19 @@ func (r *runner) submit(o stages.Orchestrator, fr *frame, t *taskOp, line int) {
 	if r.err != nil {
 		return
 	}
-	first := 0
+	// Runtime-allocated outputs: Submit writes each new root back into the
+	// task's args; an orchestrator that does not is asked for NumRoots (it
+	// numbers the outputs consecutively in argument order).
+	first := -1
 	if t.hasOut {
-		rc, ok := o.(rootCounter)
-		if !ok {
-			r.fail(line, "task %s has a runtime-allocated output (tag out); the orchestrator must report NumRoots", t.name)
-			return
+		for i := range t.args {
+			if t.args[i].out != nil {
+				tk.Args[i].View.Root = -1
+			}
 		}
-		first = rc.NumRoots()
+		if rc, ok := o.(rootCounter); ok {
+			first = rc.NumRoots()
+		}
 	}
 	id := o.Submit(tk)
 	if t.label >= 0 {
@@ -366,12 +371,21 @@ func (r *runner) submit(o stages.Orchestrator, fr *frame, t *taskOp, line int) {
 	if t.hasOut {
 		n := 0
 		for i := range t.args {
-			if a := &t.args[i]; a.out != nil {
-				v := tk.Args[i].View
-				v.Root = stages.RootID(first + n)
-				fr.tens[a.out.slot] = v
-				n++
+			a := &t.args[i]
+			if a.out == nil {
+				continue
 			}
+			v := tk.Args[i].View
+			if v.Root < 0 {
+				if first < 0 {
+					r.fail(line, "task %s has a runtime-allocated output (tag out), but the orchestrator neither writes its root back nor reports NumRoots", t.name)
+					return
+				}
+				v.Root = stages.RootID(first + n)
+			}
+			v.Offset = 0
+			fr.tens[a.out.slot] = v
+			n++
 		}
 	}
 }
