@@ -17,3 +17,11 @@ func (i inliner) Graph(call *stages.GraphCall) stages.TaskID {
 	call.Body(i, call.NewBoundary())
 	return stages.NoTask
 }
+
+// NumRoots forwards to the wrapped orchestrator, if it tells.
+func (i inliner) NumRoots() int {
+	if rc, ok := i.Orchestrator.(interface{ NumRoots() int }); ok {
+		return rc.NumRoots()
+	}
+	return 0
+}

@@ -483,6 +483,9 @@ func (o submitter) Submit(t *stages.Task) stages.TaskID {
 	return id
 }
 
+// NumRoots lets an interpreter predict the roots a task's outputs get.
+func (o submitter) NumRoots() int { return o.s.orch.NumRoots() }
+
 func (o submitter) ScopeBegin(m stages.ScopeMode) { o.s.orch.ScopeBegin(m) }
 func (o submitter) ScopeEnd()                     { o.s.orch.ScopeEnd() }
 

@@ -189,6 +189,7 @@ type sim struct {
 	objs []memObj
 
 	kcode []uint64
+	kfold [][]uint64
 	kint  []float64
 	ktch  []float64
 
@@ -766,6 +767,16 @@ func (s *sim) readInputs(ti int32) {
 	}
 	h := mix(mix(code, uint64(t.kind)), uint64(t.bn))
 	ns := uint64(0)
+	fk := t.kern[0]
+	if t.kind == stages.KindAIV {
+		fk = t.kern[1]
+	}
+	if fk >= 0 && int(fk) < len(s.kfold) {
+		for _, v := range s.kfold[fk] {
+			h = mix(h, v)
+			ns++
+		}
+	}
 	s.scalarsOf(t, func(v uint64) { h = mix(h, v); ns++ })
 	h = mix(h, ns)
 	n := s.nargs(t)
@@ -773,11 +784,17 @@ func (s *sim) readInputs(ti int32) {
 	var bytes int64
 	for i := uint32(0); i < n; i++ {
 		a := s.arg(t, i)
+		// Only arguments tagged input feed the digest, and the declared
+		// direction itself does not: the same code is declared inout at
+		// one site and output_existing at another (upstream's 37
+		// direction-only kernel classes), and computes the same function
+		// at both. An inout's old contents are ordered by the TensorMap,
+		// but an output_existing's are not, so neither is read.
 		x := a.lh
-		if a.tag == stages.TagInput || a.tag == stages.TagInOut {
+		if a.tag == stages.TagInput {
 			x = mix(s.objs[a.obj].read(a.off, a.off+a.n), a.lh)
 		}
-		h = mix(mix(h, uint64(i)<<8|uint64(a.tag)), x)
+		h = mix(mix(h, uint64(i)), x)
 		bytes += a.n * a.esz
 	}
 	t.in = h
@@ -850,10 +867,12 @@ func (s *sim) setup(d *Device, p *plan) {
 	// Kernel table.
 	ks := d.kernels
 	s.kcode = resize(s.kcode, len(ks))
+	s.kfold = resize(s.kfold, len(ks))
 	s.kint = resize(s.kint, len(ks))
 	s.ktch = resize(s.ktch, len(ks))
 	for i := range ks {
 		s.kcode[i] = strHash(ks[i].Code)
+		s.kfold[i] = ks[i].Folded
 		s.kint[i] = ks[i].Intensity
 		s.ktch[i] = 1
 		if f, ok := s.cfg.Touch[ks[i].Name]; ok && f > 0 && f <= 1 {

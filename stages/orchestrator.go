@@ -8,6 +8,12 @@ type Kernel struct {
 	// the same function (the device hashes it into every output digest).
 	Code string
 	Sig  string // declared signature over i/o/x, informational
+	// Folded is the scalars this kernel's code holds as literals where
+	// another kernel of the same Code takes them as leading scalars
+	// (upstream's gate_3 folds GATE_N_BLOCKS=4, gate_2 takes it): the device
+	// hashes Folded ahead of the passed scalars, so the two compute the same
+	// function exactly when the passed value equals the folded one.
+	Folded []uint64
 	// Intensity is the kernel's operations per byte touched; 0 takes the
 	// device's default for its core type.
 	Intensity float64
@@ -21,7 +27,8 @@ type Orchestrator interface {
 	// consecutive ids starting at the returned RootID.
 	Alloc(specs []RootSpec) (TaskID, RootID)
 	// Submit submits a kernel or dummy task. Output-tagged args create new
-	// roots: their View.Root is ignored and replaced.
+	// roots: Submit writes each new root into that arg's View.Root (and
+	// offset 0) in t.Args, so the caller learns it.
 	Submit(t *Task) TaskID
 	ScopeBegin(mode ScopeMode)
 	ScopeEnd()

@@ -130,6 +130,10 @@ func (r *Recorder) fail(format string, a ...any) {
 // Err is the first unsupported construct met, if any.
 func (r *Recorder) Err() error { return r.err }
 
+// NumRoots numbers the next private root: roots a body creates are
+// numbered consecutively from it, in creation order.
+func (r *Recorder) NumRoots() int { return int(privateRootBase) + len(r.roots) }
+
 // Nodes is the number of nodes recorded so far.
 func (r *Recorder) Nodes() int { return len(r.def.Nodes) }
 
@@ -222,6 +226,7 @@ func (r *Recorder) Submit(t *Task) TaskID {
 		if a.Tag == TagOutput {
 			a.View.Root = r.newRoot(a.View.DType, a.View.Elems(), false, int(node))
 			a.View.Offset = 0
+			t.Args[i].View.Root, t.Args[i].View.Offset = a.View.Root, 0
 			ref := TensorRef{Tag: TagOutput, Src: SrcOwnOutput, Slot: int32(a.View.Root - privateRootBase), Layout: a.View}
 			ref.Layout.Root = 0
 			r.def.Tensors = append(r.def.Tensors, ref)

@@ -152,6 +152,7 @@ func (o *Orch) Submit(t *Task) TaskID {
 			v := &args[i].View
 			v.Root = o.newRoot("", v.DType, append([]int64(nil), v.ShapeSlice()...), false, id)
 			v.Offset = 0
+			t.Args[i].View.Root, t.Args[i].View.Offset = v.Root, 0
 		}
 	}
 	resolveFanin(&o.tm, o, id, args, t.Deps, o.manual > 0, &o.fs)
