@@ -95,6 +95,16 @@ func TestJaegerEndToEnd(t *testing.T) {
 			jaegerCheckRun(t, rep, &trs[0])
 		})
 	}
+
+	// Without --otlp and OTEL_* variables hbgrun exports nothing: nothing
+	// connects to the default OTLP ports while it runs.
+	t.Run("no-exporter", func(t *testing.T) {
+		watch := jaegerWatchDefaultPorts(t)
+		rep := hbgrunRun(t, hbgrun, "none", jaegerRunArgs...)
+		assert.Empty(t, rep.Exporter, "the report names no exporter")
+		assert.Empty(t, rep.TraceID, "no span was recorded")
+		watch.assertNoConnection(t)
+	})
 }
 
 // jaegerExpectation is how many spans of each kind the report implies.

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 
@@ -488,4 +489,45 @@ func jaegerInProcessRun(t *testing.T, endpoint, tag string) *trace.Report {
 	defer cancel()
 	require.NoError(t, shutdown(sctx))
 	return rep
+}
+
+// jaegerPortWatch listens on the default OTLP ports (4317, 4318) on both
+// loopback addresses, to see whether anything connects.
+type jaegerPortWatch struct{ listeners []*net.TCPListener }
+
+func jaegerWatchDefaultPorts(t *testing.T) *jaegerPortWatch {
+	t.Helper()
+	w := &jaegerPortWatch{}
+	for _, addr := range []string{"127.0.0.1:4317", "127.0.0.1:4318", "[::1]:4317", "[::1]:4318"} {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Logf("cannot watch %s: %v", addr, err) // taken, or no IPv6
+			continue
+		}
+		t.Cleanup(func() { ln.Close() })
+		w.listeners = append(w.listeners, ln.(*net.TCPListener))
+	}
+	if len(w.listeners) == 0 {
+		t.Skip("none of the default OTLP ports could be watched")
+	}
+	return w
+}
+
+// assertNoConnection checks, once the watched process has exited, that no
+// connection is waiting: the kernel completes a handshake into the backlog
+// even before Accept, and an expired deadline makes Accept report without
+// waiting.
+func (w *jaegerPortWatch) assertNoConnection(t *testing.T) {
+	t.Helper()
+	for _, ln := range w.listeners {
+		require.NoError(t, ln.SetDeadline(time.Now()))
+		c, err := ln.Accept()
+		if err == nil {
+			c.Close()
+			t.Errorf("something connected to %s", ln.Addr())
+			continue
+		}
+		var ne net.Error
+		assert.True(t, errors.As(err, &ne) && ne.Timeout(), "accept on %s: %v", ln.Addr(), err)
+	}
 }
