@@ -101,6 +101,7 @@ type frame struct {
 	aScal  []uint64
 	aName  []string
 	aT, aS [][]int32
+	aIdx   map[stages.Arg]int32 // boundary arg -> slot, for deduplication
 	ibScal []stages.Scalar
 	ib     stages.Boundary
 }
@@ -578,6 +579,10 @@ func (r *runner) autoBoundary(af *frame) ([]stages.Arg, []uint64, [][]int32, [][
 		}
 	}
 	autoT, autoS := af.aT, af.aS
+	if af.aIdx == nil {
+		af.aIdx = map[stages.Arg]int32{}
+	}
+	clear(af.aIdx)
 	defer func() { af.aArgs, af.aScal, af.aName = args, scal, sname }()
 	copy(af.tens, af.targ)
 	for ci, c := range af.b.calls {
@@ -593,18 +598,13 @@ func (r *runner) autoBoundary(af *frame) ([]stages.Arg, []uint64, [][]int32, [][
 				continue
 			}
 			a := cf.bargs[s]
-			idx := -1
-			for j := range args {
-				if args[j].Tag == a.Tag && args[j].View == a.View {
-					idx = j
-					break
-				}
-			}
-			if idx < 0 {
-				idx = len(args)
+			idx, ok := af.aIdx[a]
+			if !ok {
+				idx = int32(len(args))
+				af.aIdx[a] = idx
 				args = append(args, a)
 			}
-			autoT[ci][s] = int32(idx)
+			autoT[ci][s] = idx
 		}
 		for i, s := range c.callee.scalars {
 			idx := -1
