@@ -96,6 +96,11 @@ type Config struct {
 	// Timeline records every subtask as a (core, task, kernel, start, dur)
 	// slice in Result.Timeline, for a Perfetto trace.
 	Timeline bool
+	// TaskDigests records every device task's input digest in
+	// Result.TaskDigests, in submission order with each GRAPH task expanded
+	// in place: two forms of a model line up task for task, so the first
+	// difference names the first task that saw different data.
+	TaskDigests bool
 }
 
 // DefaultConfig returns a2a3-like parameters.

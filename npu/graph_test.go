@@ -126,13 +126,29 @@ func TestGraphMatchesEager(t *testing.T) {
 	def := blockDef()
 	gb, eb := graphForm(def)
 
-	d := newDevice(t)
-	d.SetTimeline(true)
+	cfg := DefaultConfig()
+	cfg.Timeline, cfg.TaskDigests = true, true
+	d := New(cfg)
+	d.RegisterEntry(synthEntry())
+	d.RegisterKernels(testKernels())
 	if _, err := d.Upload(stages.EncodeDefinition(def)); err != nil {
 		t.Fatal(err)
 	}
 	gr := launch(t, d, gb.bytes())
-	er := launch(t, newDevice(t), eb.bytes())
+	de := New(cfg)
+	de.RegisterEntry(synthEntry())
+	de.RegisterKernels(testKernels())
+	er := launch(t, de, eb.bytes())
+	// Task for task, the two forms read the same data.
+	if len(gr.TaskDigests) != len(er.TaskDigests) {
+		t.Fatalf("%d vs %d task digests", len(gr.TaskDigests), len(er.TaskDigests))
+	}
+	for i := range gr.TaskDigests {
+		g, e := gr.TaskDigests[i], er.TaskDigests[i]
+		if g.In != e.In || g.Kernel != e.Kernel || g.Skipped != e.Skipped || g.Ref.Node != int32(i%len(def.Nodes)) {
+			t.Fatalf("task %d: graph %+v, eager %+v", i, g, e)
+		}
+	}
 	if gr.Tasks != er.Tasks || gr.Tasks != 2*len(def.Nodes) {
 		t.Fatalf("device tasks: graph %d, eager %d, want %d", gr.Tasks, er.Tasks, 2*len(def.Nodes))
 	}

@@ -35,6 +35,20 @@ type Result struct {
 	CriticalPath   []TaskRef
 	// Timeline is every subtask on its core (when Config.Timeline is set).
 	Timeline []Slice
+	// TaskDigests is every device task's input digest (when
+	// Config.TaskDigests is set), in submission order, GRAPH tasks expanded
+	// into their nodes in place.
+	TaskDigests []TaskDigest
+}
+
+// TaskDigest is one device task's identity and the digest of what it read
+// (kernel code, block_num, scalars, inputs); 0 for tasks without a core.
+type TaskDigest struct {
+	Ref     TaskRef
+	Kind    stages.Kind
+	Kernel  [3]stages.KernelID
+	In      uint64
+	Skipped bool
 }
 
 // RootDigest is one entry root's digest at the end of a run.

@@ -962,6 +962,23 @@ func (s *sim) result(d *Device, p *plan) *Result {
 	if s.cfg.Timeline {
 		r.Timeline = append([]Slice(nil), s.timeline...)
 	}
+	if s.cfg.TaskDigests {
+		r.TaskDigests = make([]TaskDigest, 0, p.nTasks-len(p.insts))
+		add := func(t *dtask) {
+			r.TaskDigests = append(r.TaskDigests, TaskDigest{Ref: TaskRef{Task: stages.TaskID(t.src), Node: t.node}, Kind: t.kind, Kernel: t.kern, In: t.in, Skipped: t.skipped})
+		}
+		for i := 0; i < p.nOrd; i++ {
+			t := &s.tasks[i]
+			if t.kind != stages.KindGraph {
+				add(t)
+				continue
+			}
+			ip := &p.insts[t.inst]
+			for n := range ip.def.def.Nodes {
+				add(&s.tasks[int(ip.base)+n])
+			}
+		}
+	}
 	h := uint64(0x0d16e57)
 	for i := 0; i < p.nEntry; i++ {
 		o := &s.objs[i]
