@@ -31,10 +31,6 @@ type Writer struct {
 	ordinary int
 	tasks    int
 	edges    int
-
-	// Events, if non-nil, receives every event instead of (or as well as) w.
-	Events []Event
-	keep   bool
 }
 
 type graphState struct {
@@ -52,9 +48,6 @@ func New(w io.Writer, entry []stages.Root, kernels []stages.Kernel) *Writer {
 	}
 	return t
 }
-
-// Keep makes the writer also keep every event in Events (for tests).
-func (t *Writer) Keep() { t.keep = true }
 
 // Orch is the ordinary path underneath.
 func (t *Writer) Orch() *stages.Orch { return t.o }
@@ -87,7 +80,6 @@ type Event struct {
 	NTasks   *int       `json:"ntasks,omitempty"`
 	Root     string     `json:"root,omitempty"`
 	Value    *int64     `json:"value,omitempty"`
-	Summary  *SummaryEv `json:"-"`
 }
 
 // taskJSON is a task line: unlike other events, its lists are always
@@ -151,9 +143,6 @@ type SummaryEv struct {
 func ip(v int) *int { return &v }
 
 func (t *Writer) emit(e *Event) {
-	if t.keep {
-		t.Events = append(t.Events, *e)
-	}
 	if t.w == nil || t.err != nil {
 		return
 	}
@@ -174,9 +163,6 @@ func (t *Writer) emit(e *Event) {
 // Close writes the summary and flushes.
 func (t *Writer) Close() error {
 	s := t.Summary()
-	if t.keep {
-		t.Events = append(t.Events, Event{Ev: "summary", Summary: &s})
-	}
 	if t.w != nil && t.err == nil {
 		b, _ := json.Marshal(s)
 		t.w.Write(b)
