@@ -73,7 +73,7 @@ func TestJaegerEndToEnd(t *testing.T) {
 		jaegerCheckRun(t, rep, &trs[0])
 	})
 
-	hbgrun := hbgrunBinary(t)
+	hbgrun := jaegerHbgrunBinary(t)
 	for _, proto := range []struct{ name, endpoint string }{
 		{"otlp-http", jaeger.OTLPHTTP()},
 		{"otlp-grpc", jaeger.OTLPGRPC()},
@@ -81,7 +81,7 @@ func TestJaegerEndToEnd(t *testing.T) {
 		t.Run(proto.name, func(t *testing.T) {
 			tag := fmt.Sprintf("%s-%d", proto.name, time.Now().UnixNano())
 			since := time.Now().Add(-time.Minute)
-			rep := hbgrunRun(t, hbgrun, tag, append(jaegerRunArgs, "--otlp", proto.endpoint)...)
+			rep := jaegerHbgrunRun(t, hbgrun, tag, append(jaegerRunArgs, "--otlp", proto.endpoint)...)
 			require.Equal(t, 2, rep.Rounds)
 			require.Equal(t, 2, rep.Ranks)
 			require.Len(t, rep.Passes, 4, "rounds x ranks passes in the report")
@@ -100,7 +100,7 @@ func TestJaegerEndToEnd(t *testing.T) {
 	// connects to the default OTLP ports while it runs.
 	t.Run("no-exporter", func(t *testing.T) {
 		watch := jaegerWatchDefaultPorts(t)
-		rep := hbgrunRun(t, hbgrun, "none", jaegerRunArgs...)
+		rep := jaegerHbgrunRun(t, hbgrun, "none", jaegerRunArgs...)
 		assert.Empty(t, rep.Exporter, "the report names no exporter")
 		assert.Empty(t, rep.TraceID, "no span was recorded")
 		watch.assertNoConnection(t)
@@ -142,7 +142,7 @@ func (e jaegerExpectation) complete(trs []jaegerTrace) bool {
 			case trace.SpanBuild:
 				builds++
 			case trace.SpanUpload:
-				uploadBytes += tagInt(s, string(trace.KeyUploadBytes))
+				uploadBytes += s.intTag(string(trace.KeyUploadBytes))
 			default:
 				if _, err := trace.ParsePhase(s.OperationName); err == nil {
 					phases++
@@ -178,18 +178,18 @@ func jaegerCheckRun(t *testing.T, rep *trace.Report, tr *jaegerTrace) {
 	require.Len(t, byName[trace.SpanCommand], 1, "one %s root", trace.SpanCommand)
 	cmd := byName[trace.SpanCommand][0]
 	assert.Equal(t, "", cmd.parentID())
-	assert.Equal(t, rep.Model, tagStr(cmd, string(trace.KeyModel)))
-	assert.Equal(t, rep.Form, tagStr(cmd, string(trace.KeyForm)))
-	assert.Equal(t, int64(rep.Rounds), tagInt(cmd, string(trace.KeyRounds)))
-	assert.Equal(t, int64(rep.Ranks), tagInt(cmd, string(trace.KeyRanks)))
+	assert.Equal(t, rep.Model, cmd.strTag(string(trace.KeyModel)))
+	assert.Equal(t, rep.Form, cmd.strTag(string(trace.KeyForm)))
+	assert.Equal(t, int64(rep.Rounds), cmd.intTag(string(trace.KeyRounds)))
+	assert.Equal(t, int64(rep.Ranks), cmd.intTag(string(trace.KeyRanks)))
 
 	runs := map[int64]*jaegerSpan{}
 	require.Len(t, byName[trace.SpanRun], rep.Ranks, "one %s per rank", trace.SpanRun)
 	for _, r := range byName[trace.SpanRun] {
 		assert.Same(t, cmd, parent(r))
-		assert.Equal(t, rep.Model, tagStr(r, string(trace.KeyModel)))
-		assert.Equal(t, rep.Form, tagStr(r, string(trace.KeyForm)))
-		rank := tagInt(r, string(trace.KeyRank))
+		assert.Equal(t, rep.Model, r.strTag(string(trace.KeyModel)))
+		assert.Equal(t, rep.Form, r.strTag(string(trace.KeyForm)))
+		rank := r.intTag(string(trace.KeyRank))
 		require.NotContains(t, runs, rank, "two runs of rank %d", rank)
 		runs[rank] = r
 	}
@@ -203,7 +203,7 @@ func jaegerCheckRun(t *testing.T, rep *trace.Report, tr *jaegerTrace) {
 	phaseSpans := map[passKey]*jaegerSpan{}
 	for ph := trace.Phase(0); ph < trace.NumPhases; ph++ {
 		for _, s := range byName[ph.String()] {
-			k := passKey{tagInt(s, string(trace.KeyRank)), tagInt(s, string(trace.KeyRound)), ph.String()}
+			k := passKey{s.intTag(string(trace.KeyRank)), s.intTag(string(trace.KeyRound)), ph.String()}
 			require.NotContains(t, phaseSpans, k, "two %s spans for rank %d round %d", k.phase, k.rank, k.round)
 			phaseSpans[k] = s
 			assert.Same(t, runs[k.rank], parent(s), "%s of rank %d round %d is a child of its run", k.phase, k.rank, k.round)
@@ -211,7 +211,7 @@ func jaegerCheckRun(t *testing.T, rep *trace.Report, tr *jaegerTrace) {
 	}
 	nearUs := func(ns int64, s *jaegerSpan) {
 		t.Helper()
-		assert.InDelta(t, ns/1000, s.Duration, 1, "%s rank %v round %v: span %dµs, report %dns", s.OperationName, tagInt(s, "hbg.rank"), tagInt(s, "hbg.round"), s.Duration, ns)
+		assert.InDelta(t, ns/1000, s.Duration, 1, "%s rank %v round %v: span %dµs, report %dns", s.OperationName, s.intTag("hbg.rank"), s.intTag("hbg.round"), s.Duration, ns)
 	}
 	measured := 0
 	for i := range rep.Passes {
@@ -231,9 +231,9 @@ func jaegerCheckRun(t *testing.T, rep *trace.Report, tr *jaegerTrace) {
 			if !assert.NotNil(t, s, "no %s span for rank %d round %d", ph, p.Rank, p.Round) {
 				continue
 			}
-			assert.Equal(t, p.Cold, tagBool(s, string(trace.KeyCold)))
+			assert.Equal(t, p.Cold, s.boolTag(string(trace.KeyCold)))
 			if ph == trace.PhaseDeviceWall {
-				assert.Equal(t, p.Phases[ph], tagInt(s, string(trace.KeyDeviceSimNs)), "device_wall carries the simulated wall")
+				assert.Equal(t, p.Phases[ph], s.intTag(string(trace.KeyDeviceSimNs)), "device_wall carries the simulated wall")
 				if p.SimulationNs > 0 {
 					nearUs(p.SimulationNs, s)
 				}
@@ -253,7 +253,7 @@ func jaegerCheckRun(t *testing.T, rep *trace.Report, tr *jaegerTrace) {
 	}
 	totals := map[passKey]*passTotals{}
 	at := func(s *jaegerSpan) *passTotals {
-		k := passKey{tagInt(s, string(trace.KeyRank)), tagInt(s, string(trace.KeyRound)), ""}
+		k := passKey{s.intTag(string(trace.KeyRank)), s.intTag(string(trace.KeyRound)), ""}
 		if totals[k] == nil {
 			totals[k] = &passTotals{}
 		}
@@ -267,22 +267,22 @@ func jaegerCheckRun(t *testing.T, rep *trace.Report, tr *jaegerTrace) {
 		if !assert.Equal(t, trace.PhaseHostOrch.String(), orch.OperationName, "a recording is a child of the host_orch that asked for it") {
 			continue
 		}
-		key := tagStr(r, string(trace.KeyGraphKey))
+		key := r.strTag(string(trace.KeyGraphKey))
 		verify, hasVerify := r.tag(string(trace.KeyVerify))
 		assert.True(t, hasVerify, "record %s has %s", key, trace.KeyVerify)
 		if verify == true {
 			// A check of a kept Definition: no new Definition, not in the
 			// report's recording counts.
 			verified[key] = true
-			assert.Positive(t, tagInt(r, string(trace.KeyNodes)), "verify record %s nodes", key)
+			assert.Positive(t, r.intTag(string(trace.KeyNodes)), "verify record %s nodes", key)
 			continue
 		}
 		definitions++
-		assert.True(t, tagBool(orch, string(trace.KeyCold)), "only cold passes record new Definitions")
+		assert.True(t, orch.boolTag(string(trace.KeyCold)), "only cold passes record new Definitions")
 		assert.NotEmpty(t, key)
-		assert.Regexp(t, fullKey, tagStr(r, string(trace.KeyFullKey)))
-		assert.Positive(t, tagInt(r, string(trace.KeyBoundaryWidth)), "record %s boundary width", key)
-		nodes := tagInt(r, string(trace.KeyNodes))
+		assert.Regexp(t, fullKey, r.strTag(string(trace.KeyFullKey)))
+		assert.Positive(t, r.intTag(string(trace.KeyBoundaryWidth)), "record %s boundary width", key)
+		nodes := r.intTag(string(trace.KeyNodes))
 		assert.Positive(t, nodes, "record %s nodes", key)
 		recorded[key] = true
 		recordedNodes += nodes
@@ -298,9 +298,9 @@ func jaegerCheckRun(t *testing.T, rep *trace.Report, tr *jaegerTrace) {
 		}
 		if assert.Len(t, builds, 1, "one %s under record %s", trace.SpanBuild, key) {
 			b := builds[0]
-			assert.Equal(t, key, tagStr(b, string(trace.KeyGraphKey)))
-			assert.Equal(t, nodes, tagInt(b, string(trace.KeyNodes)))
-			assert.Positive(t, tagInt(b, string(trace.KeyImageBytes)), "build %s image bytes", key)
+			assert.Equal(t, key, b.strTag(string(trace.KeyGraphKey)))
+			assert.Equal(t, nodes, b.intTag(string(trace.KeyNodes)))
+			assert.Positive(t, b.intTag(string(trace.KeyImageBytes)), "build %s image bytes", key)
 		}
 	}
 	assert.Equal(t, int(rep.Counts.RecordedDefinitions), definitions, "one %s span per recorded Definition", trace.SpanRecord)
@@ -319,9 +319,9 @@ func jaegerCheckRun(t *testing.T, rep *trace.Report, tr *jaegerTrace) {
 		if !assert.Equal(t, trace.PhaseGraphUpload.String(), gu.OperationName, "an upload is a child of its pass's graph_upload") {
 			continue
 		}
-		key := tagStr(u, string(trace.KeyGraphKey))
+		key := u.strTag(string(trace.KeyGraphKey))
 		assert.NotEmpty(t, key)
-		bytes := tagInt(u, string(trace.KeyUploadBytes))
+		bytes := u.intTag(string(trace.KeyUploadBytes))
 		assert.Positive(t, bytes, "upload %s bytes", key)
 		_, hasObj := u.tag(string(trace.KeyObjectID))
 		assert.True(t, hasObj, "upload %s has %s", key, trace.KeyObjectID)
@@ -349,13 +349,14 @@ func jaegerCheckRun(t *testing.T, rep *trace.Report, tr *jaegerTrace) {
 	}
 }
 
-func tagStr(s *jaegerSpan, key string) string {
+// strTag, intTag and boolTag read a span's tag of that type (zero when absent).
+func (s *jaegerSpan) strTag(key string) string {
 	v, _ := s.tag(key)
 	str, _ := v.(string)
 	return str
 }
 
-func tagInt(s *jaegerSpan, key string) int64 {
+func (s *jaegerSpan) intTag(key string) int64 {
 	v, _ := s.tag(key)
 	switch n := v.(type) {
 	case json.Number:
@@ -367,7 +368,7 @@ func tagInt(s *jaegerSpan, key string) int64 {
 	return 0
 }
 
-func tagBool(s *jaegerSpan, key string) bool {
+func (s *jaegerSpan) boolTag(key string) bool {
 	v, _ := s.tag(key)
 	b, _ := v.(bool)
 	return b

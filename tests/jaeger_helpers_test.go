@@ -229,8 +229,8 @@ func jaegerTail(path string, lines int) string {
 	return strings.Join(all[max(0, len(all)-lines):], "\n")
 }
 
-// hbgrunBinary builds cmd/hbgrun once per test.
-func hbgrunBinary(t *testing.T) string {
+// jaegerHbgrunBinary builds cmd/hbgrun once per test.
+func jaegerHbgrunBinary(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "hbgrun")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -239,10 +239,10 @@ func hbgrunBinary(t *testing.T) string {
 	return bin
 }
 
-// hbgrunRun runs hbgrun with args and OTEL_RESOURCE_ATTRIBUTES tagging its
+// jaegerHbgrunRun runs hbgrun with args and OTEL_RESOURCE_ATTRIBUTES tagging its
 // spans with hbg.e2e.run=tag (so the test finds them among other runs), and
 // decodes its JSON report from stdout.
-func hbgrunRun(t *testing.T, bin, tag string, args ...string) *trace.Report {
+func jaegerHbgrunRun(t *testing.T, bin, tag string, args ...string) *trace.Report {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -356,7 +356,7 @@ func (j *jaegerServer) traces(tag string, since time.Time) ([]jaegerTrace, error
 	var out []jaegerTrace
 	for _, tr := range doc.Data {
 		for _, p := range tr.Processes {
-			if hasTag(p.Tags, "hbg.e2e.run", tag) {
+			if jaegerHasTag(p.Tags, "hbg.e2e.run", tag) {
 				out = append(out, tr)
 				break
 			}
@@ -365,7 +365,7 @@ func (j *jaegerServer) traces(tag string, since time.Time) ([]jaegerTrace, error
 	return out, nil
 }
 
-func hasTag(tags []jaegerTag, key, value string) bool {
+func jaegerHasTag(tags []jaegerTag, key, value string) bool {
 	for _, tg := range tags {
 		if tg.Key == key && fmt.Sprint(tg.Value) == value {
 			return true
