@@ -51,8 +51,8 @@ func jaegerGo(t *testing.T, ctx context.Context, dir string, args ...string) {
 
 // jaegerBinary returns tools/jaeger/bin/jaeger, building it when it is
 // missing or older than the tool module's go.mod/go.sum (the version pin).
-// The first build takes minutes on a 2-core machine; later ones reuse the
-// binary, as `make jaeger` does.
+// The first build takes minutes on a 2-core machine; later runs reuse the
+// binary, and so can a Makefile target (trace/README_SECTION.md).
 func jaegerBinary(t *testing.T) string {
 	t.Helper()
 	dir := filepath.Join(jaegerRepoRoot(t), "tools", "jaeger")
@@ -321,7 +321,7 @@ func (s *jaegerSpan) parentID() string {
 	return ""
 }
 
-// jaegerTraces returns the traces of service hbgrun whose process carries
+// traces returns the traces of service hbgrun whose process carries
 // hbg.e2e.run=tag, started since `since`.
 func (j *jaegerServer) traces(tag string, since time.Time) ([]jaegerTrace, error) {
 	q := url.Values{
@@ -396,7 +396,7 @@ func (j *jaegerServer) waitTraces(t *testing.T, tag string, since time.Time, com
 		lastErr = err
 		select {
 		case <-deadline:
-			if lastErr != nil && !errors.Is(lastErr, context.Canceled) {
+			if lastErr != nil {
 				t.Logf("last query error: %v", lastErr)
 			}
 			t.Logf("Jaeger did not hold the complete run after 1m; checking what it has")
