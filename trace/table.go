@@ -141,6 +141,7 @@ func writeClass(b *strings.Builder, title string, st *PhaseStats) {
 	}
 	fmt.Fprintf(b, rowFmt, "phase", "", "min_ms", "median_ms", "max_ms", "n")
 	cp := 0
+	var absent []string
 	for ph := Phase(0); ph < NumPhases; ph++ {
 		s := st.Phases[ph]
 		star := ""
@@ -148,6 +149,8 @@ func writeClass(b *strings.Builder, title string, st *PhaseStats) {
 			star = "*"
 			if s.N > 0 {
 				cp++
+			} else {
+				absent = append(absent, ph.String())
 			}
 		}
 		name := ph.String()
@@ -163,7 +166,11 @@ func writeClass(b *strings.Builder, title string, st *PhaseStats) {
 	if c := st.ControlPlane; c.N > 0 {
 		fmt.Fprintf(b, rowFmt, "total", "*", ms(c.MinNs), ms(c.MedianNs), ms(c.MaxNs), strconv.Itoa(c.N))
 	}
-	fmt.Fprintf(b, "  (total: min/median/max of per-pass sums over %d of 3 control-plane phases)\n", cp)
+	fmt.Fprintf(b, "  (total: min/median/max of per-pass sums over %d of 3 control-plane phases", cp)
+	if len(absent) > 0 {
+		fmt.Fprintf(b, "; absent from every pass: %s", strings.Join(absent, ", "))
+	}
+	b.WriteString(")\n")
 	if len(st.Partial) > 0 {
 		names := make([]string, len(st.Partial))
 		for i, ph := range st.Partial {

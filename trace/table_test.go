@@ -158,6 +158,11 @@ func TestSummarizePartialAndAbsentPhases(t *testing.T) {
 	// Per-pass sums over what each pass measured: 111, 102, 113.
 	assert.Equal(t, Stat{MinNs: 102, MedianNs: 111, MaxNs: 113, N: 3}, tab.Warm.ControlPlane)
 
+	var buf bytes.Buffer
+	require.NoError(t, tab.WriteText(&buf))
+	assert.Contains(t, buf.String(), "over 2 of 3 control-plane phases; absent from every pass: graph_upload)")
+	assert.Contains(t, buf.String(), "(warning: missing from some passes: arena_h2d)")
+
 	r := NewReport(RunInfo{Model: "m", Form: "f", Rounds: 4, Ranks: 1}, passes)
 	assert.Equal(t, DeviceSkipped, r.Device)
 	assert.Equal(t, []string{"phase arena_h2d measured in 2 of 3 warm passes"}, r.Warnings)
