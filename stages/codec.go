@@ -183,8 +183,14 @@ func (w *writer) u8(x uint8)   { w.b = append(w.b, x) }
 func (w *writer) u16(x uint16) { w.b = binary.LittleEndian.AppendUint16(w.b, x) }
 func (w *writer) u32(x uint32) { w.b = binary.LittleEndian.AppendUint32(w.b, x) }
 func (w *writer) u64(x uint64) { w.b = binary.LittleEndian.AppendUint64(w.b, x) }
-func (w *writer) uv(x uint64)  { w.b = binary.AppendUvarint(w.b, x) }
-func (w *writer) sv(x int64)   { w.b = binary.AppendVarint(w.b, x) }
+func (w *writer) uv(x uint64) {
+	if x < 0x80 {
+		w.b = append(w.b, byte(x))
+		return
+	}
+	w.b = binary.AppendUvarint(w.b, x)
+}
+func (w *writer) sv(x int64) { w.uv(uint64(x<<1) ^ uint64(x>>63)) }
 func (w *writer) pad8() {
 	for len(w.b)&7 != 0 {
 		w.b = append(w.b, 0)
