@@ -17,15 +17,19 @@ import (
 //     root) starts as mix(dtype, elems): not where, nor in which form, it was
 //     allocated;
 //   - a read of the element interval [off, off+elems) of a view (the
-//     interval the dependency rule uses, model.go View.End) hashes every
-//     overlapping segment's digest with its interval relative to the view
-//     start, then the view's layout (dtype, rank, shape, strides): never an
-//     absolute address;
-//   - a kernel's input digest is mix(code identity of its kernel slots,
-//     block_num, its scalars, then per argument in order: (index, tag, read
-//     digest) for input and inout, (index, tag, layout) for output,
-//     output_existing and no_dep (no_dep content is not ordered by the
-//     dependency rule, so it is not read));
+//     interval the dependency rule uses, model.go View.End) hashes the
+//     interval's root-relative offset and length, then every overlapping
+//     segment's digest with its interval relative to the view start: never
+//     an absolute address, so it is the same in every form;
+//   - a kernel's input digest is mix(code identity of its kernel slots
+//     (stages.Kernel.Code), kind, block_num, the kernel's folded literals
+//     (stages.Kernel.Folded) and its scalars, then per argument in order:
+//     (index, read digest ⊕ layout) for input arguments and (index, layout)
+//     for every other tag. Only input-tagged arguments are read: the same
+//     code is declared inout at one site and output_existing at another
+//     (upstream's direction-only kernel classes), and an output_existing's
+//     old contents are not ordered by the TensorMap, so neither inout nor
+//     output_existing contents are read, and the tag itself is not hashed;
 //   - when its last block ends it writes every output, output_existing and
 //     inout argument's interval as one segment of digest mix(input digest,
 //     argument index).
