@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/hbg-dev/hbg/config"
@@ -403,4 +404,47 @@ func readFile(t testing.TB, p string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestEntryTensorsMatchReference: the model's entry tensors are the reference
+// rank's, in order (they are RootIDs 0..91), and its entry scalars and host
+// read value are the fixture's.
+func TestEntryTensorsMatchReference(t *testing.T) {
+	m := loadModel(t)
+	roots := m.EntryRoots()
+	var tensors, scalars []string
+	for _, line := range strings.Split(readFile(t, filepath.Join(refDir, "entry_tensors.txt")), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) > 2 && f[0] == "tensor":
+			tensors = append(tensors, strings.Join(f[1:], " "))
+		case len(f) == 2 && f[0] == "scalar":
+			scalars = append(scalars, f[1])
+		}
+	}
+	if len(roots) != len(tensors) {
+		t.Fatalf("%d entry tensors, want %d", len(roots), len(tensors))
+	}
+	for i, r := range roots {
+		got := r.Name + " " + r.DType.String()
+		for _, d := range r.Shape {
+			got += fmt.Sprintf(" %d", d)
+		}
+		if got != tensors[i] {
+			t.Errorf("entry tensor %d: %q, want %q", i, got, tensors[i])
+		}
+	}
+	src := readFile(t, modelPath)
+	for i, v := range scalars {
+		name := "rank"
+		if i > 0 {
+			name = fmt.Sprintf("ctx%d", i-1)
+		}
+		if !strings.Contains(src, fmt.Sprintf("{name: %s, value: %s}", name, v)) {
+			t.Errorf("entry scalar %d (%s) is not %s", i, name, v)
+		}
+	}
+	if !strings.Contains(src, "{name: num_tokens_per_owner, dtype: int32, shape: [2], role: metadata, value: 8}") {
+		t.Error("num_tokens_per_owner does not read 8")
+	}
 }
