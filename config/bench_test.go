@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"runtime"
 	"testing"
 
 	"github.com/hbg-dev/hbg/config"
@@ -49,28 +50,37 @@ func BenchmarkRunEager(b *testing.B) {
 	b.Run("nop", func(b *testing.B) {
 		o := &nopOrch{roots: len(m.EntryRoots())}
 		b.ReportAllocs()
+		m0 := mallocs()
 		for i := 0; i < b.N; i++ {
 			o.tasks, o.roots = 0, len(m.EntryRoots())
 			if err := m.Run(o, "eager"); err != nil {
 				b.Fatal(err)
 			}
 		}
-		report(b, o.tasks)
+		report(b, o.tasks, mallocs()-m0)
 	})
 	b.Run("orch", func(b *testing.B) {
 		o := stages.NewOrch(m.EntryRoots())
 		b.ReportAllocs()
+		m0 := mallocs()
 		for i := 0; i < b.N; i++ {
 			o.Reset()
 			if err := m.Run(o, "eager"); err != nil {
 				b.Fatal(err)
 			}
 		}
-		report(b, o.NumTasks())
+		report(b, o.NumTasks(), mallocs()-m0)
 	})
 }
 
-func report(b *testing.B, tasks int) {
+func report(b *testing.B, tasks int, mallocs uint64) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(tasks), "ns/task")
+	b.ReportMetric(float64(mallocs)/float64(b.N)/float64(tasks), "allocs/task")
 	b.ReportMetric(float64(tasks), "tasks/op")
+}
+
+func mallocs() uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.Mallocs
 }
