@@ -1,7 +1,7 @@
 GO ?= go
 MODEL ?= config/models/dsv4_flash_decode.yaml
 
-.PHONY: run test bench lint build
+.PHONY: run test bench lint build jaeger
 
 build:
 	$(GO) build ./...
@@ -19,3 +19,8 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go') $$(find . -name '*.go' -newer go.mod -not -path './.git/*' 2>/dev/null)); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+
+# A real Jaeger for the end-to-end test and for looking at runs (tools/jaeger
+# is a module of its own, so Jaeger's dependencies stay out of hbg's).
+jaeger:
+	cd tools/jaeger && $(GO) build -o bin/jaeger github.com/jaegertracing/jaeger/cmd/jaeger

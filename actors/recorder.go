@@ -36,7 +36,7 @@ func (r *recorder) Receive(ctx actor.Context) {
 
 func (r *recorder) record(ctx actor.Context, job *mailbox.RecordJob) {
 	_, span := r.tracer.StartRecord(job.Trace.Context(context.Background()), trace.RecordInfo{
-		Key: job.Key, FullKey: job.FullKey, BoundaryWidth: len(job.Boundary) + len(job.Scalars), Actor: r.name,
+		Key: job.Key, FullKey: job.FullKey, BoundaryWidth: len(job.Boundary) + len(job.Scalars), Verify: job.Verify, Actor: r.name,
 	})
 	t0 := trace.Now()
 	// A body that panics is reported with its key and cause, then the panic
