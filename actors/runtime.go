@@ -38,6 +38,9 @@ type Config struct {
 	StrictRecording bool
 	// Timeline asks the device for its per-core timeline.
 	Timeline bool
+	// CountKernels fills PassResult.KernelTasks: how many device tasks each
+	// kernel runs in a pass, Graph nodes included.
+	CountKernels bool
 	// Device configures each rank's simulated a2a3 die.
 	Device npu.Config
 	// Tracer makes the spans; nil traces nothing.
@@ -75,7 +78,12 @@ type PassResult struct {
 	Device   *npu.Result
 	Defects  []stages.Defect
 	Warnings []string
-	Err      error
+	// DeviceStartNs is when device_wall began, on trace.Now's clock: the
+	// simulated timeline starts there in a trace.
+	DeviceStartNs int64
+	// KernelTasks counts device tasks per KernelID (with CountKernels).
+	KernelTasks []int
+	Err         error
 }
 
 // Stats are the runtime's lifetime counters.

@@ -393,6 +393,36 @@ func (s *submission) countImage() {
 		}
 	}
 	c.ExpectedDeviceTasks = c.OrdinaryTasks + nodes
+	if s.rt.cfg.CountKernels {
+		s.p.res.KernelTasks = kernelTasks(img, len(s.p.req.orch.Kernels), s.defByHash)
+	}
+}
+
+// kernelTasks counts the device tasks of each kernel in a run image, Graph
+// nodes included (a MIX task counts for its AIC kernel).
+func kernelTasks(img *stages.RunImage, nkernels int, def func(uint64) *mailbox.Definition) []int {
+	counts := make([]int, nkernels)
+	add := func(k stages.Kind, ks [3]stages.KernelID) {
+		id := ks[0]
+		if k == stages.KindAIV {
+			id = ks[1]
+		}
+		if id >= 0 && int(id) < nkernels {
+			counts[id]++
+		}
+	}
+	for _, t := range img.Tasks {
+		if t.Kind == stages.KindGraph {
+			if d := def(img.Graphs[t.Graph].DefHash); d != nil {
+				for _, n := range d.Def.Nodes {
+					add(n.Kind, n.Kernel)
+				}
+			}
+			continue
+		}
+		add(t.Kind, t.Kernel)
+	}
+	return counts
 }
 
 func (s *submission) defByHash(h uint64) *mailbox.Definition {
@@ -442,6 +472,7 @@ func (s *submission) deviceReplied(m *deviceReply) {
 		}
 		p.step = stepLaunch
 		_, p.phase = s.rt.tracer.StartPhase(p.req.run.Context(context.Background()), trace.PhaseDeviceWall, s.rank, p.req.round)
+		p.res.DeviceStartNs = p.phase.StartNs()
 		s.sendDevice(&deviceLaunch{timeline: s.rt.cfg.Timeline})
 	case stepLaunch:
 		if m.err != nil {

@@ -250,10 +250,20 @@ func golden(ctx context.Context, s *session, f *runFlags, model *modelT, rep *tr
 
 func writeTraceOut(path string, p *trace.Provider, passes []*actors.PassResult, kernels []stages.Kernel) error {
 	all := p.Slices()
+	next := map[int]int64{} // per rank: where the next pass's device time starts
 	for _, r := range passes {
-		if r.Device != nil {
-			all = append(all, deviceSlices(r, kernels)...)
+		if r.Device == nil {
+			continue
 		}
+		// Simulated time is its own clock and can outlast the real wall of
+		// the simulation, so a rank's passes are laid end to end on it,
+		// starting under the first device_wall.
+		at, ok := next[r.Pass.Rank]
+		if !ok {
+			at = r.DeviceStartNs
+		}
+		all = append(all, deviceSlices(r, kernels, at)...)
+		next[r.Pass.Rank] = at + r.Device.SimNs
 	}
 	fh, err := os.Create(path)
 	if err != nil {
@@ -267,10 +277,10 @@ func writeTraceOut(path string, p *trace.Provider, passes []*actors.PassResult, 
 }
 
 // deviceSlices turns a pass's simulated per-core timeline into trace
-// slices: one process per rank and pass, one track per core that did work.
-// Times are simulated ns from launch.
-func deviceSlices(r *actors.PassResult, kernels []stages.Kernel) []trace.Slice {
-	proc := fmt.Sprintf("rank %d device (simulated), round %d", r.Pass.Rank, r.Pass.Round)
+// slices: one process per rank, one track per core that did work, the
+// pass's simulated time starting at at.
+func deviceSlices(r *actors.PassResult, kernels []stages.Kernel, at int64) []trace.Slice {
+	proc := fmt.Sprintf("rank %d device (simulated)", r.Pass.Rank)
 	out := make([]trace.Slice, 0, len(r.Device.Timeline))
 	for _, s := range r.Device.Timeline {
 		core := fmt.Sprintf("aic %d", s.Core)
@@ -281,8 +291,8 @@ func deviceSlices(r *actors.PassResult, kernels []stages.Kernel) []trace.Slice {
 		if int(s.Kernel) >= 0 && int(s.Kernel) < len(kernels) {
 			name = kernels[s.Kernel].Name
 		}
-		out = append(out, trace.Slice{Process: proc, Track: core, Name: name, StartNs: s.Start, DurNs: s.Dur,
-			Args: map[string]any{"task": s.Task, "node": s.Node, "block": s.Block}})
+		out = append(out, trace.Slice{Process: proc, Track: core, Name: name, StartNs: at + s.Start, DurNs: s.Dur,
+			Args: map[string]any{"task": s.Task, "node": s.Node, "block": s.Block, "round": r.Pass.Round}})
 	}
 	return out
 }
