@@ -181,9 +181,9 @@ func (t *Writer) rootInfo(id stages.RootID) (name, kind string, mdep int) {
 	r := t.o.Root(id)
 	name = r.Name
 	switch r.Kind {
-	case stages.RootEntry:
-		kind = "ext"
-	case stages.RootEntryOutput:
+	case stages.RootEntry, stages.RootEntryOutput:
+		// The reference names every entry tensor ext; its "out" is a root a
+		// kernel allocates (tag o).
 		kind = "ext"
 	default:
 		kind = "alloc"
