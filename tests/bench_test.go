@@ -1,0 +1,71 @@
+package tests
+
+import (
+	"context"
+	"testing"
+
+	"github.com/hbg-dev/hbg/actors"
+	"github.com/hbg-dev/hbg/trace"
+)
+
+// BenchmarkPassWarm is one warm DSv4 pass per form, Definitions kept, the
+// device skipped (its simulation has a benchmark of its own): the control
+// plane, host_orch + graph_upload + arena_h2d, through the actors. Medians
+// of the phases are reported as metrics.
+func BenchmarkPassWarm(b *testing.B) {
+	m := loadDSv4(b)
+	for _, form := range []string{"eager", "pair", "blocks", "full"} {
+		b.Run(form, func(b *testing.B) {
+			rt := startRuntime(b, actors.Config{SkipDevice: true})
+			orch := orchestration(m, form)
+			ctx := context.Background()
+			if _, err := rt.Pass(ctx, orch, 0, 0, trace.Carrier{}); err != nil {
+				b.Fatal(err)
+			}
+			var passes []trace.Pass
+			round := 1
+			b.ReportAllocs()
+			for b.Loop() {
+				res, err := rt.Pass(ctx, orch, 0, round, trace.Carrier{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				passes = append(passes, res.Pass)
+				round++
+			}
+			reportPhases(b, passes)
+		})
+	}
+}
+
+// BenchmarkPassCold is a DSv4 pass on a fresh runtime: it records, builds
+// and uploads every Definition.
+func BenchmarkPassCold(b *testing.B) {
+	m := loadDSv4(b)
+	for _, form := range []string{"pair", "blocks", "full"} {
+		b.Run(form, func(b *testing.B) {
+			orch := orchestration(m, form)
+			var passes []trace.Pass
+			for b.Loop() {
+				b.StopTimer()
+				rt := startRuntime(b, actors.Config{SkipDevice: true})
+				b.StartTimer()
+				res, err := rt.Pass(context.Background(), orch, 0, 0, trace.Carrier{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				passes = append(passes, res.Pass)
+			}
+			reportPhases(b, passes)
+		})
+	}
+}
+
+func reportPhases(b *testing.B, passes []trace.Pass) {
+	for i := range passes {
+		passes[i].Round = 1 // all warm for the summary
+	}
+	t := trace.Summarize(passes)
+	b.ReportMetric(float64(t.Warm.Phases[trace.PhaseHostOrch].MedianNs)/1e3, "host_orch-µs")
+	b.ReportMetric(float64(t.Warm.ControlPlane.MedianNs)/1e3, "control-µs")
+}

@@ -1,0 +1,53 @@
+package tests
+
+import (
+	"context"
+	"runtime"
+	"testing"
+
+	"github.com/hbg-dev/hbg/actors"
+	"github.com/hbg-dev/hbg/trace"
+)
+
+// TestFlatHeapAcrossRounds: 1000 rounds of DSv4's full form with
+// Definitions kept hold a flat heap after round 2. Nothing a warm pass makes
+// may outlive it: not the run image, not a Definition, not a span.
+func TestFlatHeapAcrossRounds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1000 rounds")
+	}
+	m := loadDSv4(t)
+	rt := startRuntime(t, actors.Config{SkipDevice: true})
+	orch := orchestration(m, "full")
+	ctx := context.Background()
+	heap := func() uint64 {
+		runtime.GC()
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	var at2 uint64
+	const rounds = 1000
+	for r := 0; r < rounds; r++ {
+		res, err := rt.Pass(ctx, orch, 0, r, trace.Carrier{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r > 0 && (res.Pass.RecordedNodes != 0 || res.Pass.UploadedDefinitionBytes != 0) {
+			t.Fatalf("round %d recorded %d nodes, uploaded %d bytes", r+1, res.Pass.RecordedNodes, res.Pass.UploadedDefinitionBytes)
+		}
+		if r == 1 {
+			at2 = heap()
+		}
+	}
+	end := heap()
+	// Flat: what 998 more rounds leave behind is below one round's worth
+	// of run image (~40 KiB); a per-round leak of a single Definition
+	// reference or run image would show as tens of MiB here.
+	const slack = 256 << 10
+	if end > at2+slack {
+		t.Fatalf("heap after round 2: %d bytes; after round %d: %d (+%d)", at2, rounds, end, end-at2)
+	}
+	t.Logf("heap after round 2: %d bytes; after round %d: %d", at2, rounds, end)
+}
