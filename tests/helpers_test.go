@@ -54,4 +54,3 @@ func runPasses(t testing.TB, rt *actors.Runtime, orch *actors.Orchestration, rou
 	}
 	return out
 }
-
