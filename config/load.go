@@ -363,7 +363,7 @@ func (l *loader) kernelTable(n *yaml.Node) error {
 		return err
 	}
 	for i, it := range items {
-		kf, _, err := l.fields(it, "kernel", "id", "name", "core", "code", "sig", "intensity")
+		kf, _, err := l.fields(it, "kernel", "id", "name", "core", "code", "sig", "intensity", "folded")
 		if err != nil {
 			return err
 		}
@@ -402,6 +402,19 @@ func (l *loader) kernelTable(n *yaml.Node) error {
 				}
 			}
 			k.Sig = s.Value
+		}
+		if fo := kf["folded"]; fo != nil {
+			items, err := l.seq(fo, "folded")
+			if err != nil {
+				return err
+			}
+			for _, x := range items {
+				v, err := l.constInt(x, "folded")
+				if err != nil {
+					return err
+				}
+				k.Folded = append(k.Folded, uint64(v))
+			}
 		}
 		if in := kf["intensity"]; in != nil {
 			v, err := strconv.ParseFloat(in.Value, 64)

@@ -102,6 +102,7 @@ type frame struct {
 	aName  []string
 	aT, aS [][]int32
 	aIdx   map[stages.Arg]int32 // boundary arg -> slot, for deduplication
+	aWr    map[stages.View]bool // views some slot writes
 	ibScal []stages.Scalar
 	ib     stages.Boundary
 }
@@ -619,6 +620,25 @@ func (r *runner) autoBoundary(af *frame) ([]stages.Arg, []uint64, [][]int32, [][
 				sname = append(sname, s.name)
 			}
 			autoS[ci][i] = int32(idx)
+		}
+	}
+	// The same view may be a slot twice, with different tags: upstream's pair
+	// boundary (118 tensors) has the running hidden state as input (CSA
+	// attention) and as inout (HCA MoE). The body writes it, so an input twin
+	// would hide that write from the caller (the input-written defect): every
+	// twin of a written view is tagged inout, and the width stays upstream's.
+	if af.aWr == nil {
+		af.aWr = map[stages.View]bool{}
+	}
+	clear(af.aWr)
+	for i := range args {
+		if args[i].Tag.Writes() {
+			af.aWr[args[i].View] = true
+		}
+	}
+	for i := range args {
+		if args[i].Tag == stages.TagInput && af.aWr[args[i].View] {
+			args[i].Tag = stages.TagInOut
 		}
 	}
 	return args, scal, autoT, autoS
