@@ -242,7 +242,7 @@ func (s *submission) job(call *stages.GraphCall, fk, sk uint64, verify bool) *ma
 		Boundary: append([]stages.Arg(nil), call.Boundary...),
 		Roots:    roots,
 		Scalars:  append([]uint64(nil), call.Scalars...),
-		Body:     call.Body,
+		Body:     call.KeptBody(),
 		Verify:   verify,
 		ReplyTo:  s.ctx.Self(),
 		Trace:    trace.Inject(s.p.runCtx),

@@ -101,10 +101,19 @@ type frame struct {
 	aScal  []uint64
 	aName  []string
 	aT, aS [][]int32
-	aIdx   map[stages.Arg]int32 // boundary arg -> slot, for deduplication
+	// aHead and aNext chain the auto boundary's slots by root, so a call's
+	// arg is deduplicated against the few slots of its own root: linear in
+	// the boundary width, with no hashing of whole views.
+	aHead map[stages.RootID]int32
+	aNext []int32
 	aWr    map[stages.View]bool // views some slot writes
 	ibScal []stages.Scalar
 	ib     stages.Boundary
+	// The Graph call this frame makes, reused call after call, and the
+	// auto-boundary maps of the call in progress.
+	gcall          stages.GraphCall
+	gAutoT, gAutoS [][]int32
+	keyBuf         []byte
 }
 
 func newFrame(b *block) *frame {
@@ -459,9 +468,13 @@ func (r *runner) call(o stages.Orchestrator, caller *frame, c *callOp) {
 	var args []stages.Arg
 	var scal []uint64
 	var autoT, autoS [][]int32
-	if cb.auto {
+	switch {
+	case cb.auto && (asGraph || caller.inGraph):
 		args, scal, autoT, autoS = r.autoBoundary(cf)
-	} else {
+	case cb.auto:
+		// An auto block run on the ordinary path needs no boundary of its
+		// own: its calls evaluate theirs, as they would at the top level.
+	default:
 		r.boundary(cf, nil)
 		args, scal = cf.bargs, cf.bsc
 	}
@@ -495,20 +508,30 @@ func (r *runner) call(o stages.Orchestrator, caller *frame, c *callOp) {
 		r.runBody(o, cf, bnd, caller.inGraph, autoT, autoS)
 		return
 	}
-	call := &stages.GraphCall{
-		Key:      r.key(g, cf),
-		Boundary: append([]stages.Arg(nil), args...),
-		Scalars:  append([]uint64(nil), scal...),
+	// The frame's GraphCall is reused call after call: the runtime reads it
+	// only during o.Graph, and keeps the body past it through Detach, which
+	// copies the environment. A replay allocates nothing here.
+	if cf.gcall.Body == nil {
+		r.graphBody(cf)
 	}
+	gc := &cf.gcall
+	gc.Key = r.key(g, cf)
+	gc.Boundary, gc.Scalars = args, scal
+	gc.Config = gc.Config[:0]
 	for _, s := range g.config {
-		call.Config = append(call.Config, uint64(cf.vals[s]))
+		gc.Config = append(gc.Config, uint64(cf.vals[s]))
 	}
-	// The body may run later (a recorder), so it owns copies of the env.
-	autoT, autoS = clone2(autoT), clone2(autoS)
-	vals := append([]int64(nil), cf.vals...)
-	targ := append([]stages.View(nil), cf.targ...)
-	m, f := r.m, r.f
-	call.Body = func(bo stages.Orchestrator, b *stages.Boundary) {
+	cf.gAutoT, cf.gAutoS = autoT, autoS
+	o.Graph(gc)
+	cf.gAutoT, cf.gAutoS = nil, nil
+}
+
+// graphBody makes the frame's Graph body and its Detach, once per frame.
+// Body reads the frame's current environment, so it is valid during the
+// call; Detach snapshots it for a recorder that runs the body later.
+func (r *runner) graphBody(cf *frame) {
+	m, f, cb := r.m, r.f, cf.b
+	run := func(key string, vals []int64, targ []stages.View, autoT, autoS [][]int32, bo stages.Orchestrator, b *stages.Boundary) {
 		br := m.newRunner(f)
 		bf := newFrame(cb)
 		copy(bf.vals, vals)
@@ -517,10 +540,19 @@ func (r *runner) call(o stages.Orchestrator, caller *frame, c *callOp) {
 		if br.err != nil {
 			// A body has no error return: it fails loudly, and whoever runs
 			// it (Run below, or a recorder) reports the panic with its key.
-			panic(&BodyError{Key: call.Key, Err: br.err})
+			panic(&BodyError{Key: key, Err: br.err})
 		}
 	}
-	o.Graph(call)
+	cf.gcall.Body = func(bo stages.Orchestrator, b *stages.Boundary) {
+		run(cf.gcall.Key, cf.vals, cf.targ, cf.gAutoT, cf.gAutoS, bo, b)
+	}
+	cf.gcall.Detach = func() func(stages.Orchestrator, *stages.Boundary) {
+		key := cf.gcall.Key
+		vals := append([]int64(nil), cf.vals...)
+		targ := append([]stages.View(nil), cf.targ...)
+		autoT, autoS := clone2(cf.gAutoT), clone2(cf.gAutoS)
+		return func(bo stages.Orchestrator, b *stages.Boundary) { run(key, vals, targ, autoT, autoS, bo, b) }
+	}
 }
 
 // BodyError is the panic value of a Graph body that fails (a view outside
@@ -580,11 +612,12 @@ func (r *runner) autoBoundary(af *frame) ([]stages.Arg, []uint64, [][]int32, [][
 		}
 	}
 	autoT, autoS := af.aT, af.aS
-	if af.aIdx == nil {
-		af.aIdx = map[stages.Arg]int32{}
+	if af.aHead == nil {
+		af.aHead = map[stages.RootID]int32{}
 	}
-	clear(af.aIdx)
-	defer func() { af.aArgs, af.aScal, af.aName = args, scal, sname }()
+	clear(af.aHead)
+	next := af.aNext[:0]
+	defer func() { af.aArgs, af.aScal, af.aName, af.aNext = args, scal, sname, next }()
 	copy(af.tens, af.targ)
 	for ci, c := range af.b.calls {
 		cf := r.frame(c.callee)
@@ -598,12 +631,20 @@ func (r *runner) autoBoundary(af *frame) ([]stages.Arg, []uint64, [][]int32, [][
 			if c.localSlot[s] {
 				continue
 			}
-			a := cf.bargs[s]
-			idx, ok := af.aIdx[a]
+			a := &cf.bargs[s]
+			head, ok := af.aHead[a.View.Root]
 			if !ok {
+				head = -1
+			}
+			idx := head
+			for idx >= 0 && args[idx] != *a {
+				idx = next[idx]
+			}
+			if idx < 0 {
 				idx = int32(len(args))
-				af.aIdx[a] = idx
-				args = append(args, a)
+				args = append(args, *a)
+				next = append(next, head)
+				af.aHead[a.View.Root] = idx
 			}
 			autoT[ci][s] = idx
 		}
@@ -650,7 +691,7 @@ func (r *runner) key(g *graphSpec, cf *frame) string {
 	if len(g.parts) == 1 && g.parts[0].slot < 0 {
 		return g.parts[0].lit
 	}
-	var b []byte
+	b := cf.keyBuf[:0]
 	for _, p := range g.parts {
 		if p.slot < 0 {
 			b = append(b, p.lit...)
@@ -659,6 +700,10 @@ func (r *runner) key(g *graphSpec, cf *frame) string {
 		} else {
 			b = strconv.AppendInt(b, cf.vals[p.slot], 10)
 		}
+	}
+	cf.keyBuf = b
+	if string(b) == cf.gcall.Key { // the same key as the last call: no new string
+		return cf.gcall.Key
 	}
 	return string(b)
 }

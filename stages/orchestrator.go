@@ -52,6 +52,21 @@ type GraphCall struct {
 	// Body submits the block's tasks. It must only reference the boundary
 	// tensors and roots it allocates itself.
 	Body func(o Orchestrator, b *Boundary)
+	// Detach, if set, returns a body that owns its environment: the
+	// runtime calls it when it keeps the body past the Graph call, to record
+	// it on another actor. Without Detach, Body itself must stay valid after
+	// Graph returns. Either way the runtime reads Boundary, Scalars and
+	// Config only during the call, so a caller may reuse them (and the
+	// GraphCall) for its next call: a replay allocates nothing.
+	Detach func() func(o Orchestrator, b *Boundary)
+}
+
+// KeptBody is the body to keep past the call: Detach's, or Body.
+func (c *GraphCall) KeptBody() func(o Orchestrator, b *Boundary) {
+	if c.Detach != nil {
+		return c.Detach()
+	}
+	return c.Body
 }
 
 // Boundary is what a body receives: the caller's boundary views and the
