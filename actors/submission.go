@@ -87,6 +87,8 @@ type submission struct {
 	verified map[uint64]bool // full_keys verified once in this process
 	ops      trace.Ops
 	entrySet bool
+	onDevice map[uint64]bool // Definitions (by hash) this rank's device holds
+	imageBuf []byte          // the last run image, reused by the next pass
 	p        *pass
 	ctx      actor.Context // valid during a turn only
 }
@@ -375,7 +377,27 @@ func (s *submission) maybeCommit() {
 	s.p.step = stepUpload
 	var phCtx context.Context
 	phCtx, p.phase = s.rt.tracer.StartPhase(p.req.run.Context(context.Background()), trace.PhaseGraphUpload, s.rank, p.req.round)
+	if s.allUploaded() {
+		// Every Definition this pass replays is a device object already:
+		// there is nothing to upload, so nobody is asked.
+		s.uploaded(&mailbox.UploadDone{})
+		return
+	}
 	s.ctx.Send(s.uploader, &mailbox.UploadRequest{Defs: p.used, Fresh: s.rt.cfg.NoRetain, ReplyTo: s.ctx.Self(), Trace: trace.Inject(phCtx)})
+}
+
+// allUploaded reports whether this rank's device holds every Definition the
+// pass uses (as the uploader confirmed in an earlier pass).
+func (s *submission) allUploaded() bool {
+	if s.rt.cfg.NoRetain {
+		return false
+	}
+	for _, d := range s.p.used {
+		if !s.onDevice[d.Hash] {
+			return false
+		}
+	}
+	return true
 }
 
 // countImage derives the pass's counts from the run image itself.
@@ -445,13 +467,22 @@ func (s *submission) uploaded(m *mailbox.UploadDone) {
 		s.finish(fmt.Errorf("graph_upload: %w", m.Err))
 		return
 	}
+	if s.onDevice == nil {
+		s.onDevice = map[uint64]bool{}
+	}
+	for _, d := range p.used {
+		s.onDevice[d.Hash] = true
+	}
 	p.step = stepCopy
 	_, p.phase = s.rt.tracer.StartPhase(p.req.run.Context(context.Background()), trace.PhaseArenaH2D, s.rank, p.req.round)
 	img := s.orch.Image()
 	if s.rt.imageHook != nil {
 		s.rt.imageHook(img)
 	}
-	s.sendDevice(&deviceCopy{image: stages.EncodeRunImage(img)})
+	// The device copies the image in its turn, before it answers, so the
+	// buffer is free again for the next pass.
+	s.imageBuf = stages.AppendRunImage(s.imageBuf, img)
+	s.sendDevice(&deviceCopy{image: s.imageBuf})
 }
 
 func (s *submission) deviceReplied(m *deviceReply) {

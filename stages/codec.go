@@ -95,6 +95,7 @@ const (
 	nodeRecSize   = 40
 	hashOff       = 8 + 8 // definition: after magic/version/hsize and full_key
 	runHashOff    = 8
+	runTotalOff   = 24 // after the hash and the heap size
 
 	stridesFlag = 0x80
 )
@@ -170,8 +171,6 @@ func layoutLen(v *View) int {
 func tensorRefLen(t *TensorRef) int {
 	return 1 + layoutLen(&t.Layout) + uvLen(uint64(uint32(t.Slot))) + svLen(t.Delta)
 }
-
-func viewLen(v *View) int { return svLen(int64(v.Root)) + svLen(v.Offset) + layoutLen(v) }
 
 func align8(n int) int { return (n + 7) &^ 7 }
 
@@ -1014,70 +1013,36 @@ func decodeDefinition(b []byte) (*Definition, error) {
 
 // ---------------------------------------------------------------- run image
 
-func taskLen(t *TaskDesc) int {
-	n := 2
-	for k := 0; k < 3; k++ {
-		n += svLen(int64(t.Kernel[k]))
-	}
-	n += svLen(int64(t.BlockNum))
-	n += uvLen(uint64(t.Args.Off)) + uvLen(uint64(t.Args.N))
-	n += uvLen(uint64(t.Scalars.Off)) + uvLen(uint64(t.Scalars.N))
-	n += uvLen(uint64(t.Fanin.Off)) + uvLen(uint64(t.Fanin.N))
-	n += svLen(int64(t.Graph))
-	if t.Pred.Valid {
-		n += 1 + viewLen(&t.Pred.View) + svLen(t.Pred.Index) + svLen(t.Pred.Target)
-	}
-	return n
-}
+// EncodeRunImage encodes a run image into a new buffer.
+func EncodeRunImage(img *RunImage) []byte { return AppendRunImage(nil, img) }
 
-// EncodeRunImage builds the run image's flat bytes, sized first and
-// allocated once.
-func EncodeRunImage(img *RunImage) []byte {
-	var sec [rsCount]int
-	off := runHeaderSize
-	sec[rsTasks] = off
-	for i := range img.Tasks {
-		off += taskLen(&img.Tasks[i])
-	}
-	sec[rsArgs] = off
-	for i := range img.Args {
-		off += 1 + viewLen(&img.Args[i].View)
-	}
-	off = align8(off)
-	sec[rsScalars] = off
-	off += 8 * len(img.Scalars)
-	sec[rsFanin] = off
-	off += 4 * len(img.Fanin)
-	sec[rsRoots] = off
-	for i := range img.Roots {
-		rt := &img.Roots[i]
-		off += svLen(int64(rt.ID)) + 2 + uvLen(uint64(rt.Elems)) + svLen(int64(rt.Creator)) + uvLen(rt.Addr)
-	}
-	sec[rsGraphs] = off
-	for i := range img.Graphs {
-		g := &img.Graphs[i]
-		off += svLen(int64(g.Task)) + 16 + uvLen(uint64(g.Boundary.Off)) + uvLen(uint64(g.Boundary.N)) +
-			uvLen(uint64(g.Scalars.Off)) + uvLen(uint64(g.Scalars.N)) + uvLen(g.HeapBase)
-	}
-	sec[rsEnd] = off
-	total := off
-
-	w := writer{b: make([]byte, 0, total)}
+// AppendRunImage encodes img into dst's storage (dst's contents are
+// discarded) and returns the image. A caller that ships one image per pass
+// passes back the previous pass's buffer once the device has copied it, so a
+// warm pass encodes in one pass over the image with no allocation.
+func AppendRunImage(dst []byte, img *RunImage) []byte {
+	w := writer{b: dst[:0]}
 	w.b = append(w.b, RunImageMagic...)
 	w.u16(RunImageVersion)
 	w.u16(runHeaderSize)
-	w.u64(0) // content hash
+	w.u64(0) // content hash, set last
 	w.u64(uint64(img.HeapBytes))
-	w.u32(uint32(total))
+	w.u32(0) // total, set last
 	w.u32(uint32(len(img.Tasks)))
 	w.u32(uint32(len(img.Args)))
 	w.u32(uint32(len(img.Scalars)))
 	w.u32(uint32(len(img.Fanin)))
 	w.u32(uint32(len(img.Roots)))
 	w.u32(uint32(len(img.Graphs)))
-	for _, s := range sec {
-		w.u32(uint32(s))
+	secAt := len(w.b)
+	for range rsCount {
+		w.u32(0) // section offsets, set as each section starts
 	}
+	if len(w.b) != runHeaderSize {
+		panic(fmt.Sprintf("stages: run image header is %d bytes, want %d", len(w.b), runHeaderSize))
+	}
+	mark := func(sec int) { binary.LittleEndian.PutUint32(w.b[secAt+4*sec:], uint32(len(w.b))) }
+	mark(rsTasks)
 	for i := range img.Tasks {
 		t := &img.Tasks[i]
 		w.u8(uint8(t.Kind))
@@ -1104,17 +1069,21 @@ func EncodeRunImage(img *RunImage) []byte {
 			w.sv(t.Pred.Target)
 		}
 	}
+	mark(rsArgs)
 	for i := range img.Args {
 		w.u8(uint8(img.Args[i].Tag))
 		w.view(&img.Args[i].View)
 	}
 	w.pad8()
+	mark(rsScalars)
 	for _, s := range img.Scalars {
 		w.u64(s)
 	}
+	mark(rsFanin)
 	for _, f := range img.Fanin {
 		w.u32(uint32(f))
 	}
+	mark(rsRoots)
 	for i := range img.Roots {
 		rt := &img.Roots[i]
 		w.sv(int64(rt.ID))
@@ -1128,6 +1097,7 @@ func EncodeRunImage(img *RunImage) []byte {
 		w.sv(int64(rt.Creator))
 		w.uv(rt.Addr)
 	}
+	mark(rsGraphs)
 	for i := range img.Graphs {
 		g := &img.Graphs[i]
 		w.sv(int64(g.Task))
@@ -1139,9 +1109,8 @@ func EncodeRunImage(img *RunImage) []byte {
 		w.uv(uint64(g.Scalars.N))
 		w.uv(g.HeapBase)
 	}
-	if len(w.b) != total {
-		panic(fmt.Sprintf("stages: run image sized %d, wrote %d", total, len(w.b)))
-	}
+	mark(rsEnd)
+	binary.LittleEndian.PutUint32(w.b[runTotalOff:], uint32(len(w.b)))
 	binary.LittleEndian.PutUint64(w.b[runHashOff:], imageHash(w.b, runHashOff))
 	return w.b
 }
