@@ -196,3 +196,36 @@ func TestTraceOut(t *testing.T) {
 		t.Errorf("%d device core tracks", cores)
 	}
 }
+
+// TestValidateAndExpand: the two model commands, and their exit code 2 on a
+// user's mistake.
+func TestValidateAndExpand(t *testing.T) {
+	out, stderr, code := runCLI(t, "validate", dsv4)
+	if code != 0 || !strings.Contains(out, "full 15972 tasks/129 submits/86 Graphs") {
+		t.Fatalf("validate: exit %d, %q %q", code, out, stderr)
+	}
+	path := filepath.Join(t.TempDir(), "eager.jsonl")
+	if _, stderr, code := runCLI(t, "expand", dsv4, "--form", "eager", "--out", path); code != 0 {
+		t.Fatalf("expand: exit %d: %s", code, stderr)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(b, []byte(`{"ev":"task"`)); n != 15971 {
+		t.Fatalf("expand wrote %d task events, want 15971", n)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("model: x\nkernels:\n  - {name: a, core: aiq}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"validate", bad},
+		{"expand", bad, "--form", "eager"},
+		{"expand", dsv4, "--form", "nope"},
+	} {
+		if _, stderr, code := runCLI(t, args...); code != 2 || strings.Contains(stderr, "goroutine") {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2", args, code, stderr)
+		}
+	}
+}
