@@ -1,9 +1,7 @@
 package config_test
 
 import (
-	"bufio"
 	"compress/gzip"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/hbg-dev/hbg/config"
 	"github.com/hbg-dev/hbg/config/trace"
+	"github.com/hbg-dev/hbg/internal/reftrace"
 )
 
 const (
@@ -21,69 +20,19 @@ const (
 	refDir    = "../tests/testdata/reference"
 )
 
-// refEvent is a reference trace line, the fields the tests compare.
-type refEvent struct {
-	Ev       string           `json:"ev"`
-	ID       int              `json:"id"`
-	Kind     string           `json:"kind"`
-	K        []int            `json:"k"`
-	Name     string           `json:"name"`
-	Args     []refArg         `json:"args"`
-	Scalars  []uint64         `json:"scalars"`
-	BlockNum int              `json:"block_num"`
-	Deps     []int            `json:"deps"`
-	Fanin    []int            `json:"fanin"`
-	Depth    int              `json:"depth"`
-	Manual   int              `json:"manual"`
-	Pred     *trace.PredEvent `json:"pred"`
-	Graph    *trace.GraphRef  `json:"graph"`
-	Key      string           `json:"key"`
-	Def      string           `json:"def"`
-	Inst     int              `json:"inst"`
-	Boundary []refArg         `json:"boundary"`
-	Mode     int              `json:"mode"`
-	Tasks    int              `json:"tasks"`
-	Edges    int              `json:"edges"`
-}
-
-type refArg struct {
-	Tag   string  `json:"tag"`
-	Root  string  `json:"root"`
-	RKind string  `json:"rkind"`
-	RID   int     `json:"rid"`
-	Off   int64   `json:"off"`
-	Shape []int64 `json:"shape"`
-	DType string  `json:"dtype"`
-	Bytes int64   `json:"bytes"`
-	BSlot int     `json:"bslot"`
-	MDep  int     `json:"mdep"`
-}
+// refEvent and refArg are the reference trace's lines and arguments.
+type (
+	refEvent = reftrace.Line
+	refArg   = reftrace.Arg
+)
 
 func readTrace(t testing.TB, path string) []refEvent {
 	t.Helper()
-	f, err := os.Open(path)
+	evs, err := reftrace.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []refEvent
-	sc := bufio.NewScanner(zr)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		var e refEvent
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, e)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return evs
 }
 
 // expand runs a form through the trace writer and returns its events in the

@@ -104,8 +104,8 @@ type frame struct {
 	// aHead and aNext chain the auto boundary's slots by root, so a call's
 	// arg is deduplicated against the few slots of its own root: linear in
 	// the boundary width, with no hashing of whole views.
-	aHead map[stages.RootID]int32
-	aNext []int32
+	aHead  map[stages.RootID]int32
+	aNext  []int32
 	aWr    map[stages.View]bool // views some slot writes
 	ibScal []stages.Scalar
 	ib     stages.Boundary

@@ -1,14 +1,12 @@
 package npu
 
 import (
-	"bufio"
-	"compress/gzip"
-	"encoding/json"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/hbg-dev/hbg/internal/reftrace"
 	"github.com/hbg-dev/hbg/stages"
 )
 
@@ -18,33 +16,6 @@ import (
 // on the real step: 15971 device tasks including 8256 predicated ones.
 
 const refDir = "../tests/testdata/reference/"
-
-type refArg struct {
-	Tag   string  `json:"tag"`
-	Root  string  `json:"root"`
-	RKind string  `json:"rkind"`
-	RID   int     `json:"rid"`
-	Off   int64   `json:"off"`
-	Shape []int64 `json:"shape"`
-	DType string  `json:"dtype"`
-	MDep  int     `json:"mdep"`
-}
-
-type refTask struct {
-	Ev       string   `json:"ev"`
-	Kind     string   `json:"kind"`
-	K        [3]int   `json:"k"`
-	Args     []refArg `json:"args"`
-	Scalars  []uint64 `json:"scalars"`
-	BlockNum int32    `json:"block_num"`
-	Fanin    []int    `json:"fanin"`
-	Pred     *struct {
-		Root   string  `json:"root"`
-		Idx    []int64 `json:"idx"`
-		Op     int     `json:"op"`
-		Target int64   `json:"target"`
-	} `json:"pred"`
-}
 
 func loadReference(tb testing.TB) (*stages.RunImage, []stages.Root) {
 	tb.Helper()
@@ -68,27 +39,11 @@ func loadReference(tb testing.TB) (*stages.RunImage, []stages.Root) {
 			sizes[f[1]], dtypes[f[1]] = shape, dt
 		}
 	}
-	fh, err := os.Open(refDir + "eager.jsonl.gz")
+	lines, err := reftrace.Load(refDir + "eager.jsonl.gz")
 	if err != nil {
 		tb.Skipf("reference trace not available: %v", err)
 	}
-	defer fh.Close()
-	zr, err := gzip.NewReader(fh)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var tasks []refTask
-	sc := bufio.NewScanner(zr)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		var e refTask
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			tb.Fatal(err)
-		}
-		if e.Ev == "task" {
-			tasks = append(tasks, e)
-		}
-	}
+	tasks := reftrace.Tasks(lines)
 
 	// Entry roots: every (rkind, rid) not created by the trace.
 	type key struct {
@@ -186,7 +141,7 @@ func loadReference(tb testing.TB) (*stages.RunImage, []stages.Root) {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		td := stages.TaskDesc{Kind: kind, Kernel: [3]stages.KernelID{stages.KernelID(e.K[0]), stages.KernelID(e.K[1]), stages.KernelID(e.K[2])}, BlockNum: e.BlockNum}
+		td := stages.TaskDesc{Kind: kind, Kernel: [3]stages.KernelID{stages.KernelID(e.K[0]), stages.KernelID(e.K[1]), stages.KernelID(e.K[2])}, BlockNum: int32(e.BlockNum)}
 		if p := e.Pred; p != nil {
 			r, ok := byName[p.Root]
 			if !ok {

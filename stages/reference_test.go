@@ -1,63 +1,18 @@
 package stages
 
 import (
-	"bufio"
-	"compress/gzip"
-	"encoding/json"
-	"os"
 	"slices"
 	"testing"
+
+	"github.com/hbg-dev/hbg/internal/reftrace"
 )
 
-// refArg and refTask mirror the reference trace format
-// (tests/testdata/reference, see its README in shared/reference).
-type refArg struct {
-	Tag   string  `json:"tag"`
-	Root  string  `json:"root"`
-	RKind string  `json:"rkind"`
-	RID   int     `json:"rid"`
-	Off   int64   `json:"off"`
-	Shape []int64 `json:"shape"`
-	DType string  `json:"dtype"`
-	MDep  int     `json:"mdep"`
-}
-
-type refEvent struct {
-	Ev       string   `json:"ev"`
-	ID       int      `json:"id"`
-	Kind     string   `json:"kind"`
-	K        [3]int   `json:"k"`
-	Args     []refArg `json:"args"`
-	Scalars  []uint64 `json:"scalars"`
-	BlockNum int32    `json:"block_num"`
-	Deps     []int    `json:"deps"`
-	Fanin    []int    `json:"fanin"`
-	Manual   int      `json:"manual"`
-	Mode     int      `json:"mode"`
-}
+type refEvent = reftrace.Line
 
 func loadRef(t testing.TB, name string) []refEvent {
 	t.Helper()
-	f, err := os.Open("../tests/testdata/reference/" + name)
+	evs, err := reftrace.Load("../tests/testdata/reference/" + name)
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var evs []refEvent
-	sc := bufio.NewScanner(zr)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		var e refEvent
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			t.Fatal(err)
-		}
-		evs = append(evs, e)
-	}
-	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
 	return evs
@@ -100,7 +55,7 @@ func buildReplay(t testing.TB, evs []refEvent) (entry []Root, seq []func(o *Orch
 			}
 		}
 	}
-	toArgs := func(ras []refArg) []Arg {
+	toArgs := func(ras []reftrace.Arg) []Arg {
 		args := make([]Arg, len(ras))
 		for i, a := range ras {
 			tag, err := ParseTag(a.Tag)
@@ -156,7 +111,7 @@ func buildReplay(t testing.TB, evs []refEvent) (entry []Root, seq []func(o *Orch
 			for i, d := range e.Deps {
 				deps[i] = TaskID(d)
 			}
-			task := Task{Kind: kind, Kernel: [3]KernelID{KernelID(e.K[0]), KernelID(e.K[1]), KernelID(e.K[2])}, BlockNum: e.BlockNum, Deps: deps}
+			task := Task{Kind: kind, Kernel: [3]KernelID{KernelID(e.K[0]), KernelID(e.K[1]), KernelID(e.K[2])}, BlockNum: int32(e.BlockNum), Deps: deps}
 			for _, s := range e.Scalars {
 				task.Scalars = append(task.Scalars, Static(s))
 			}

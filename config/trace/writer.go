@@ -5,6 +5,8 @@
 package trace
 
 import (
+	"github.com/hbg-dev/hbg/internal/reftrace"
+
 	"bufio"
 	"encoding/json"
 	"io"
@@ -101,35 +103,14 @@ type taskJSON struct {
 	Pred     *PredEvent `json:"pred,omitempty"`
 }
 
-// GraphRef marks a task recorded inside a Graph body.
-type GraphRef struct {
-	Def   string `json:"def"`
-	Key   string `json:"key"`
-	Inst  int    `json:"inst"`
-	First int    `json:"first"`
-}
+// GraphRef is the reference format's type (internal/reftrace).
+type GraphRef = reftrace.GraphRef
 
-// ArgEvent is one tensor argument.
-type ArgEvent struct {
-	Tag   string  `json:"tag"`
-	Root  string  `json:"root"`
-	RKind string  `json:"rkind"`
-	RID   int     `json:"rid"`
-	Off   int64   `json:"off"`
-	Shape []int64 `json:"shape"`
-	DType string  `json:"dtype"`
-	Bytes int64   `json:"bytes"`
-	BSlot int     `json:"bslot"`
-	MDep  int     `json:"mdep"`
-}
+// ArgEvent is the reference format's type (internal/reftrace).
+type ArgEvent = reftrace.Arg
 
-// PredEvent is a task's predicate.
-type PredEvent struct {
-	Root   string  `json:"root"`
-	Idx    []int64 `json:"idx"`
-	Op     int     `json:"op"`
-	Target int64   `json:"target"`
-}
+// PredEvent is the reference format's type (internal/reftrace).
+type PredEvent = reftrace.Pred
 
 // SummaryEv is the last line.
 type SummaryEv struct {
