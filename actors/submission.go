@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -69,6 +70,9 @@ type pass struct {
 	usedSet map[*mailbox.Definition]bool
 	rerun   bool
 	errs    []error
+	// fellBack lists the failed keys whose calls took the ordinary path
+	// this pass (each is warned about once).
+	fellBack []*keyEntry
 }
 
 // submission owns one rank's ordinary path (stages.Orch and its TensorMap)
@@ -149,6 +153,7 @@ func (s *submission) runOrchestration() {
 	s.ops = trace.Ops{}
 	// Counts describe the pass as finally run: a rerun starts them over.
 	s.p.res.Counts = Counts{}
+	s.p.fellBack = s.p.fellBack[:0]
 	if err := s.runGuarded(); err != nil {
 		s.p.errs = append(s.p.errs, err)
 	}
@@ -174,7 +179,7 @@ func (s *submission) storeKey(fullKey uint64) uint64 {
 	if !s.rt.cfg.NoRetain {
 		return fullKey
 	}
-	return stages.FullKey(fmt.Sprint(s.rank, "/", s.p.req.round), "", []uint64{fullKey})
+	return stages.FullKey("", "", []uint64{fullKey, uint64(s.rank), uint64(s.p.req.round)})
 }
 
 // graph handles one Graph call: replay on a hit, a shell while the key
@@ -188,8 +193,13 @@ func (s *submission) graph(call *stages.GraphCall) stages.TaskID {
 	case e == nil:
 		e = s.startRecording(call, fk, sk)
 	case e.failed != nil:
-		// The key's recording failed (and the pass was rerun): its calls
-		// take the ordinary path, with the warning given once per pass.
+		// The key's recording failed (and the pass was rerun, or it failed
+		// in an earlier pass): its calls take the ordinary path, with a
+		// warning once per pass.
+		if !slices.Contains(s.p.fellBack, e) {
+			s.p.fellBack = append(s.p.fellBack, e)
+			s.warn("%v; its calls run on the ordinary path", e.failed)
+		}
 		s.p.res.Counts.FallbackCalls++
 		return s.inline(call)
 	}
@@ -338,7 +348,6 @@ func (s *submission) ready(m *mailbox.DefinitionReady) {
 		// key on the ordinary path (its shells are already in the image,
 		// and a shell cannot be unwound).
 		e.failed = m.Err
-		s.warn("%v; its calls run on the ordinary path", m.Err)
 		s.p.rerun = true
 	}
 	s.maybeCommit()
