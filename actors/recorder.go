@@ -51,16 +51,10 @@ func (r *recorder) record(ctx actor.Context, job *mailbox.RecordJob) {
 			panic(p)
 		}
 	}()
-	r.rec.Reset(job.Key, job.FullKey, job.Boundary, job.Roots, len(job.Scalars))
 	if r.hook != nil {
 		r.hook(job)
 	}
-	b := &stages.Boundary{Tensors: job.Boundary, Scalars: make([]stages.Scalar, len(job.Scalars))}
-	for i, v := range job.Scalars {
-		b.Scalars[i] = stages.Scalar{Value: v, Src: int32(i)}
-	}
-	job.Body(&r.rec, b)
-	def, err := r.rec.Build()
+	def, err := r.rec.Record(job.Key, job.FullKey, job.Boundary, job.Roots, job.Scalars, job.Body)
 	out := &mailbox.Recorded{Job: job, Def: def, Err: err, Nodes: r.rec.Nodes(), Recorder: ctx.Self()}
 	out.Defects = append(out.Defects, r.rec.Defects...)
 	out.RecordNs = trace.Now() - t0

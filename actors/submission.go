@@ -244,15 +244,10 @@ func (s *submission) startRecording(call *stages.GraphCall, fk, sk uint64) *keyE
 }
 
 func (s *submission) job(call *stages.GraphCall, fk, sk uint64, verify bool) *mailbox.RecordJob {
-	roots := make([]stages.BoundaryRoot, len(call.Boundary))
-	for i := range call.Boundary {
-		r := s.orch.Root(call.Boundary[i].View.Root)
-		roots[i] = stages.BoundaryRoot{Elems: r.Elems, ManualDep: r.ManualDep}
-	}
 	return &mailbox.RecordJob{
 		StoreKey: sk, FullKey: fk, Key: call.Key,
 		Boundary: append([]stages.Arg(nil), call.Boundary...),
-		Roots:    roots,
+		Roots:    s.orch.BoundaryRoots(call.Boundary),
 		Scalars:  append([]uint64(nil), call.Scalars...),
 		Body:     call.KeptBody(),
 		Verify:   verify,

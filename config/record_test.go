@@ -18,14 +18,7 @@ type recordingOrch struct {
 func (o *recordingOrch) Graph(call *stages.GraphCall) stages.TaskID {
 	if _, ok := o.defs[call.Key]; !ok {
 		var r stages.Recorder
-		broots := make([]stages.BoundaryRoot, len(call.Boundary))
-		for i, a := range call.Boundary {
-			rt := o.Root(a.View.Root)
-			broots[i] = stages.BoundaryRoot{Elems: rt.Elems, ManualDep: rt.ManualDep}
-		}
-		r.Reset(call.Key, stages.FullKey("dsv4", call.Key, call.Config), call.Boundary, broots, len(call.Scalars))
-		call.Body(&r, call.NewBoundary())
-		d, err := r.Build()
+		d, err := r.Record(call.Key, stages.FullKey("dsv4", call.Key, call.Config), call.Boundary, o.BoundaryRoots(call.Boundary), call.Scalars, call.Body)
 		if err != nil {
 			o.t.Fatalf("recording %s: %v", call.Key, err)
 		}

@@ -32,13 +32,7 @@ func wideCall(width, nodes int) (*GraphCall, []Root) {
 }
 
 func recordCall(r *Recorder, call *GraphCall, o *Orch) *Definition {
-	broots := make([]BoundaryRoot, len(call.Boundary))
-	for i, a := range call.Boundary {
-		broots[i] = BoundaryRoot{Elems: o.RootElems(a.View.Root)}
-	}
-	r.Reset(call.Key, 1, call.Boundary, broots, len(call.Scalars))
-	call.Body(r, call.NewBoundary())
-	d, err := r.Build()
+	d, err := r.Record(call.Key, 1, call.Boundary, o.BoundaryRoots(call.Boundary), call.Scalars, call.Body)
 	if err != nil {
 		panic(err)
 	}
@@ -53,11 +47,8 @@ func BenchmarkRecordNode(b *testing.B) {
 	var r Recorder
 	recordCall(&r, call, o)
 	b.ReportAllocs()
+	broots := o.BoundaryRoots(call.Boundary)
 	for b.Loop() {
-		broots := make([]BoundaryRoot, len(call.Boundary))
-		for i, a := range call.Boundary {
-			broots[i] = BoundaryRoot{Elems: o.RootElems(a.View.Root)}
-		}
 		r.Reset(call.Key, 1, call.Boundary, broots, len(call.Scalars))
 		call.Body(&r, call.NewBoundary())
 	}

@@ -127,6 +127,19 @@ func (r *Recorder) fail(format string, a ...any) {
 	}
 }
 
+// Record records one body: Reset, the body run against its boundary (each
+// boundary scalar carrying its slot as provenance), and Build. The body may
+// panic; the caller decides what a panic means.
+func (r *Recorder) Record(key string, fullKey uint64, boundary []Arg, roots []BoundaryRoot, scalars []uint64, body func(Orchestrator, *Boundary)) (*Definition, error) {
+	r.Reset(key, fullKey, boundary, roots, len(scalars))
+	b := &Boundary{Tensors: boundary, Scalars: make([]Scalar, len(scalars))}
+	for i, v := range scalars {
+		b.Scalars[i] = Scalar{Value: v, Src: int32(i)}
+	}
+	body(r, b)
+	return r.Build()
+}
+
 // Err is the first unsupported construct met, if any.
 func (r *Recorder) Err() error { return r.err }
 

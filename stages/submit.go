@@ -60,6 +60,17 @@ func (o *Orch) meta(r RootID) rootMeta {
 	return rootMeta{creator: rt.Creator, manualDep: rt.ManualDep}
 }
 
+// BoundaryRoots snapshots what a recording needs to know about the roots
+// behind a call's boundary, which this run's root table owns.
+func (o *Orch) BoundaryRoots(boundary []Arg) []BoundaryRoot {
+	out := make([]BoundaryRoot, len(boundary))
+	for i := range boundary {
+		r := &o.roots[boundary[i].View.Root]
+		out[i] = BoundaryRoot{Elems: r.Elems, ManualDep: r.ManualDep}
+	}
+	return out
+}
+
 // Root returns a root of this run.
 func (o *Orch) Root(r RootID) *Root { return &o.roots[r] }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/hbg-dev/hbg/actors"
+	"github.com/hbg-dev/hbg/npu"
 	"github.com/hbg-dev/hbg/trace"
 )
 
@@ -68,4 +69,34 @@ func reportPhases(b *testing.B, passes []trace.Pass) {
 	t := trace.Summarize(passes)
 	b.ReportMetric(float64(t.Warm.Phases[trace.PhaseHostOrch].MedianNs)/1e3, "host_orch-µs")
 	b.ReportMetric(float64(t.Warm.ControlPlane.MedianNs)/1e3, "control-µs")
+}
+
+// BenchmarkUploadFull uploads DSv4's 8 full-form Definitions to a fresh
+// device: each image is copied, decoded and verified (content hash, bounds,
+// topology) and kept as a shared device object.
+func BenchmarkUploadFull(b *testing.B) {
+	m := loadDSv4(b)
+	images := definitionsOf(b, m, "full")
+	if len(images) != 8 {
+		b.Fatalf("%d Definitions, want 8", len(images))
+	}
+	total := 0
+	for _, img := range images {
+		total += len(img)
+	}
+	b.SetBytes(int64(total))
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		dev := npu.New(npu.Config{})
+		dev.RegisterEntry(m.EntryRoots())
+		dev.RegisterKernels(m.Kernels())
+		b.StartTimer()
+		for _, img := range images {
+			if _, err := dev.Upload(img); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(total), "image-bytes")
 }

@@ -54,3 +54,40 @@ func runPasses(t testing.TB, rt *actors.Runtime, orch *actors.Orchestration, rou
 	}
 	return out
 }
+
+// definitionsOf records the body of the first call of every key of a form,
+// as the Graph pipeline's recorders do, and encodes each Definition.
+func definitionsOf(t testing.TB, m *config.Model, form string) [][]byte {
+	t.Helper()
+	o := &collector{Orch: stages.NewOrch(m.EntryRoots()), seen: map[uint64]bool{}}
+	if err := m.Run(o, form); err != nil {
+		t.Fatal(err)
+	}
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	return o.images
+}
+
+type collector struct {
+	*stages.Orch
+	rec    stages.Recorder
+	seen   map[uint64]bool
+	images [][]byte
+	err    error
+}
+
+func (c *collector) Graph(call *stages.GraphCall) stages.TaskID {
+	fk := stages.FullKey("collector", call.Key, call.Config)
+	if !c.seen[fk] {
+		c.seen[fk] = true
+		d, err := c.rec.Record(call.Key, fk, call.Boundary, c.BoundaryRoots(call.Boundary), call.Scalars, call.Body)
+		if err != nil && c.err == nil {
+			c.err = err
+		}
+		if d != nil {
+			c.images = append(c.images, stages.EncodeDefinition(d))
+		}
+	}
+	return c.Orch.Graph(call)
+}
