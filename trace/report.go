@@ -43,6 +43,10 @@ type Report struct {
 	// Golden is the check against the eager form; null when the device was
 	// skipped.
 	Golden *Golden `json:"golden"`
+	// Sim is the simulated device of the first pass of rank 0 (every pass
+	// of a form runs the same work, so the same timeline); null when the
+	// device was skipped.
+	Sim *SimDevice `json:"sim,omitempty"`
 	// TraceID is the run's trace (search it in Jaeger), "" when no span was
 	// recorded; Exporter is where spans went, "" when nowhere.
 	TraceID  string `json:"trace_id,omitempty"`
@@ -108,6 +112,32 @@ type Golden struct {
 	Match       bool   `json:"match"`
 }
 
+// SimDevice is one simulated device run: its wall, its critical path and
+// how busy each core was.
+type SimDevice struct {
+	WallNs         int64 `json:"wall_ns"`
+	CriticalPathNs int64 `json:"critical_path_ns"`
+	Tasks          int   `json:"tasks"`
+	Kernels        int   `json:"kernels"`
+	// Skipped is predicated tasks whose predicate was false on the device.
+	Skipped int `json:"skipped"`
+	// CoreBusyNs is each core's busy time: AIC cores first, then AIV.
+	CoreBusyNs []int64 `json:"core_busy_ns"`
+	AICCores   int     `json:"aic_cores"`
+}
+
+// busy is the mean utilisation of cores [lo, hi) over the wall.
+func (d *SimDevice) busy(lo, hi int) float64 {
+	if d.WallNs == 0 || hi <= lo {
+		return 0
+	}
+	var sum int64
+	for _, b := range d.CoreBusyNs[lo:hi] {
+		sum += b
+	}
+	return float64(sum) / float64(d.WallNs) / float64(hi-lo)
+}
+
 // NewReport builds a report from a run's passes: the phase tables and op
 // totals (Summarize), and a warning per phase missing from some passes.
 // Device is DeviceSim when any pass measured device_wall. The caller fills
@@ -169,6 +199,11 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "golden: match (digest %s = eager %s)\n", hex16(uint64(g.Digest)), hex16(uint64(g.EagerDigest)))
 	default:
 		fmt.Fprintf(&b, "golden: MISMATCH (digest %s, eager %s)\n", hex16(uint64(g.Digest)), hex16(uint64(g.EagerDigest)))
+	}
+	if d := r.Sim; d != nil {
+		fmt.Fprintf(&b, "device (simulated, rank 0, first pass): wall %s ms, critical path %s ms, %d tasks (%d kernels, %d predicated off), busy AIC %.0f%% AIV %.0f%%\n",
+			ms(d.WallNs), ms(d.CriticalPathNs), d.Tasks, d.Kernels, d.Skipped,
+			100*d.busy(0, d.AICCores), 100*d.busy(d.AICCores, len(d.CoreBusyNs)))
 	}
 	if r.TraceID != "" {
 		fmt.Fprintf(&b, "trace: %s (%s)\n", r.TraceID, orNone(r.Exporter))

@@ -248,6 +248,11 @@ func golden(ctx context.Context, s *session, f *runFlags, model *modelT, rep *tr
 		}
 	}
 	rep.Golden = &trace.Golden{Digest: trace.Digest(first.Digest), EagerDigest: trace.Digest(eager.Digest), Match: match}
+	rep.Sim = &trace.SimDevice{
+		WallNs: first.SimNs, CriticalPathNs: first.CriticalPathNs,
+		Tasks: first.Tasks, Kernels: first.Kernels, Skipped: first.Skipped,
+		CoreBusyNs: first.CoreBusyNs, AICCores: len(first.CoreBusyNs) / 3,
+	}
 	return nil
 }
 
