@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -796,29 +798,180 @@ func (sc *scope) taskVariant(f map[string]*yaml.Node, n *yaml.Node, v int, per b
 		}
 	}
 	if tn := f["touch"]; tn != nil {
-		tf, order, err := l.fields(tn, "touch")
-		if err != nil {
+		if err := sc.touch(tn, t); err != nil {
 			return nil, err
-		}
-		for _, k := range order {
-			arg := -1
-			for i, a := range t.args {
-				if a.view != nil && a.view.kind == baseSlot && a.view.idx < len(sc.b.tnames) && sc.b.tnames[a.view.idx] == k {
-					arg = i
-				}
-			}
-			if arg < 0 {
-				return nil, l.errf(tf[k], "touch", k, "not an argument of this task")
-			}
-			vw, err := sc.view(tf[k].Value, tf[k].Line)
-			if err != nil {
-				return nil, l.errf(tf[k], "touch."+k, tf[k].Value, "%v", err)
-			}
-			sc.use(vw.deps, tf[k].Line)
-			t.touch = append(t.touch, touchOp{arg: arg, view: vw})
 		}
 	}
 	return t, nil
+}
+
+// touch compiles an op's access hint, {ARG: ROWS, ...}, into its kernels'
+// stages.Kernel.Touch. ARG names one of the task's arguments by its tensor
+// (the one argument whose view is based on it); ROWS is ARG[start:+N] or
+// ARG[row] when the argument keeps ARG's dim 0, or dim0[start:+N] or
+// dim0[row] over the argument's own dim 0 (after a row index or reshape):
+// the kernel reads N (a positive constant) or 1 rows of that dim. Only the
+// count becomes the hint: where the rows are (a loop var, a scalar) does not
+// change the bytes read, so it is not a structural use of a param either.
+//
+// The hint belongs to the kernel, since its code decides what it reads: a
+// site without touch takes the kernel's hint from another site, and two
+// sites that declare different hints for one kernel are an error.
+func (sc *scope) touch(tn *yaml.Node, t *taskOp) error {
+	l := sc.l
+	if t.kind == stages.KindDummy {
+		return l.errf(tn, "touch", "", "a dummy task has no kernel to hint")
+	}
+	tf, order, err := l.fields(tn, "touch")
+	if err != nil {
+		return err
+	}
+	var site touchSite
+	for _, k := range order {
+		kind, idx, ok := sc.tensor(k)
+		if !ok {
+			return l.errf(tf[k], "touch", k, "unknown tensor (want %s)", sc.tensorNames())
+		}
+		arg := -1
+		for i, a := range t.args {
+			if a.view == nil || a.view.kind != kind || a.view.idx != idx {
+				continue
+			}
+			if arg >= 0 {
+				return l.errf(tf[k], "touch", k, "names arguments %d and %d of this task (a hint must pick one)", arg, i)
+			}
+			arg = i
+		}
+		if arg < 0 {
+			return l.errf(tf[k], "touch", k, "not an argument of this task")
+		}
+		av := t.args[arg].view
+		key, src := "touch."+k, tf[k].Value
+		// "dim0[...]" counts rows of the argument as passed (after its
+		// row index or reshape); "NAME[...]" rows of the tensor NAME, which
+		// are the argument's only when the argument keeps NAME's dim 0.
+		vsrc, own := src, strings.HasPrefix(strings.TrimSpace(src), "dim0[")
+		if own {
+			vsrc = k + strings.TrimPrefix(strings.TrimSpace(src), "dim0")
+		} else if av.index != nil || av.as != nil {
+			return l.errf(tf[k], key, src, "argument %d (%s) drops or reshapes %s's dim 0: write the rows of the argument's own dim 0 as dim0[start:+ROWS]", arg, av.src, k)
+		}
+		vw, err := sc.view(vsrc, tf[k].Line)
+		if err != nil {
+			return l.errf(tf[k], key, src, "%v", err)
+		}
+		if vw.kind != kind || vw.idx != idx {
+			return l.errf(tf[k], key, src, "a hint on %s must view %s (or dim0)", k, k)
+		}
+		rows := int64(1)
+		switch {
+		case vw.at != nil || vw.as != nil || vw.index == nil && vw.start == nil:
+			return l.errf(tf[k], key, src, "want %s[start:+ROWS], %s[row], dim0[start:+ROWS] or dim0[row]: the rows of dim 0 the kernel reads", k, k)
+		case vw.start != nil:
+			if !vw.count.isConst() || vw.count.val <= 0 {
+				return l.errf(tf[k], key, src, "the row count must be a positive constant (a hint is a property of the kernel, the same at every call)")
+			}
+			rows = vw.count.val
+		}
+		// The argument's dim 0, when it is known here.
+		if n, ok := av.rows(own); ok && rows > n {
+			return l.errf(tf[k], key, src, "reads %d rows of an argument of %d", rows, n)
+		}
+		site.hints = append(site.hints, stages.Touch{Arg: arg, Rows: rows})
+		site.names = append(site.names, k)
+		site.nodes = append(site.nodes, tf[k])
+	}
+	site.line = tn.Line
+	sort.Sort(&site)
+	for i, id := range t.kernel {
+		if id < 0 || i > 0 && id == t.kernel[i-1] {
+			continue // no kernel in this slot, or a MIX's AIV kernel again
+		}
+		if err := l.setTouch(id, tn, &site); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rows is the dim-0 extent of the view when it is a constant row slice, or
+// (own: the argument's own dim 0) a constant reshape.
+func (v *viewExpr) rows(own bool) (int64, bool) {
+	if own && v.as != nil {
+		return v.as[0].val, v.as[0].isConst()
+	}
+	if v.count != nil && v.index == nil && v.as == nil {
+		return v.count.val, v.count.isConst()
+	}
+	return 0, false
+}
+
+// touchSite is the hints one op declares for its kernels, sorted by
+// argument, with each hint's tensor name and YAML value for messages.
+type touchSite struct {
+	line  int
+	hints []stages.Touch
+	names []string
+	nodes []*yaml.Node
+}
+
+// setTouch gives kernel id the hints of site, or checks them against the
+// hints another site gave it.
+func (l *loader) setTouch(id stages.KernelID, tn *yaml.Node, site *touchSite) error {
+	k := &l.m.kernels[id]
+	prev, ok := l.touchAt[id]
+	if !ok {
+		if l.touchAt == nil {
+			l.touchAt = map[stages.KernelID]*touchSite{}
+		}
+		l.touchAt[id] = site
+		k.Touch = site.hints
+		return nil
+	}
+	if slices.Equal(prev.hints, site.hints) {
+		return nil
+	}
+	rowsOf := func(s *touchSite, arg int) int64 {
+		for _, h := range s.hints {
+			if h.Arg == arg {
+				return h.Rows
+			}
+		}
+		return 0
+	}
+	what := func(rows int64) string {
+		switch rows {
+		case 0:
+			return "no hint"
+		case 1:
+			return "1 row"
+		}
+		return fmt.Sprintf("%d rows", rows)
+	}
+	// The first argument the two sites disagree on: named by this site's
+	// hint when it has one, else by the site's touch mapping.
+	args := append(append([]stages.Touch(nil), prev.hints...), site.hints...)
+	slices.SortFunc(args, func(a, b stages.Touch) int { return a.Arg - b.Arg })
+	for _, a := range args {
+		was, now := rowsOf(prev, a.Arg), rowsOf(site, a.Arg)
+		if was == now {
+			continue
+		}
+		nd, key, val := tn, "touch", fmt.Sprintf("argument %d", a.Arg)
+		if i := slices.IndexFunc(site.hints, func(h stages.Touch) bool { return h.Arg == a.Arg }); i >= 0 {
+			nd, key, val = site.nodes[i], "touch."+site.names[i], site.nodes[i].Value
+		}
+		return l.errf(nd, key, val, "kernel %s: %s of argument %d here, %s at line %d; a kernel's touch is a property of its code, so every op that declares one must declare the same", k.Name, what(now), a.Arg, what(was), prev.line)
+	}
+	return nil
+}
+
+func (s *touchSite) Len() int           { return len(s.hints) }
+func (s *touchSite) Less(i, j int) bool { return s.hints[i].Arg < s.hints[j].Arg }
+func (s *touchSite) Swap(i, j int) {
+	s.hints[i], s.hints[j] = s.hints[j], s.hints[i]
+	s.names[i], s.names[j] = s.names[j], s.names[i]
+	s.nodes[i], s.nodes[j] = s.nodes[j], s.nodes[i]
 }
 
 var tagWords = map[string]stages.Tag{"in": stages.TagInput, "out": stages.TagOutput, "inout": stages.TagInOut, "out_existing": stages.TagOutputExisting, "no_dep": stages.TagNoDep}

@@ -36,7 +36,7 @@
 //	body:
 //	  - alloc: ["NAME DTYPE[d0, d1] [manual_dep]", ...]    # one alloc task
 //	  - {k: KERNEL, bn: N, args: ["TAG VIEW", ...], scalars: [EXPR, ...],
-//	     deps: [ID, ID*], pred: "T[i, j] > 0", touch: {ARG: VIEW}, id: ID, if: EXPR}
+//	     deps: [ID, ID*], pred: "T[i, j] > 0", touch: {ARG: ROWS}, id: ID, if: EXPR}
 //	  - {mix: BASE, ...}                   # MIX task: BASE_aic + BASE_aiv
 //	  - {dummy: true, deps: [...]}
 //	  - scope: auto|manual
@@ -54,6 +54,17 @@
 // the kernel or tag per variant, and a key named after a variant overrides
 // fields for it. "ID" depends on the latest task submitted under that id in
 // the current block call, "ID*" on every one (of a loop).
+//
+// touch is an access hint, for the device's timing only: the task's argument
+// ARG (named by its tensor) is read only in part, ROWS being ARG[start:+N]
+// or ARG[row] (N or 1 rows of ARG's dim 0, which the argument must keep), or
+// dim0[start:+N] or dim0[row] (rows of the argument's own dim 0, after its
+// row index or reshape). N is a constant; where the rows are does not
+// matter. The routed-expert matmuls get all 32 experts' weights and read the
+// one a scalar selects: touch: {routed_w1: "routed_w1[e:+1]"}. A hint is
+// its kernel's (stages.Kernel.Touch), so one op's hint holds at every op of
+// that kernel, and two ops declaring different hints for one kernel are an
+// error.
 //
 // A VIEW is NAME, NAME[row] (drops dim 0), NAME[start:+rows], NAME @ offset
 // (elements), each optionally followed by "as [d0, ...]"; it must stay inside

@@ -58,6 +58,8 @@ type loader struct {
 	file  string
 	m     *Model
 	calls []callSite
+	// touchAt is the first op that declared each hinted kernel's touch.
+	touchAt map[stages.KernelID]*touchSite
 }
 
 func (l *loader) errf(n *yaml.Node, key, value, format string, a ...any) error {

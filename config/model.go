@@ -133,7 +133,6 @@ type taskOp struct {
 	deps    []depOp
 	label   int
 	pred    *predOp
-	touch   []touchOp
 	hasOut  bool
 }
 
@@ -153,13 +152,6 @@ type predOp struct {
 	idx    []*expr
 	op     stages.PredOp
 	target *expr
-}
-
-// touchOp is an access hint: the argument named arg really touches only
-// the sub-view view (the routed-expert matmuls read one expert's slice).
-type touchOp struct {
-	arg  int
-	view *viewExpr
 }
 
 type callOp struct {

@@ -43,17 +43,13 @@ type Config struct {
 	// AIVOpsPerSec is one AIV's vector throughput (assumed: 128 fp16 lanes
 	// × 2 ops × ~1.8 GHz ≈ 0.46 T ops/s per core).
 	AIVOpsPerSec float64
-	// AICIntensity and AIVIntensity are the operations per byte touched of a
-	// kernel whose stages.Kernel.Intensity is 0 (assumed: a decode-time
-	// matmul over 8 tokens does 2×8 = 16 ops per weight byte; a vector
-	// kernel ~2 ops per byte).
+	// AICIntensity and AIVIntensity are the operations per byte touched
+	// (bytes as stages.Kernel.Touch narrows them) of a kernel whose
+	// stages.Kernel.Intensity is 0 (assumed: a decode-time matmul over 8
+	// tokens does 2×8 = 16 ops per weight byte; a vector kernel ~2 ops per
+	// byte).
 	AICIntensity float64
 	AIVIntensity float64
-	// Touch gives, per kernel name, the fraction (0, 1] of its argument
-	// bytes a kernel really touches: exp_*_mm receive all of routed_w1 and
-	// read one expert's slice (workloads.md §5, the `touch` field of §7).
-	// A kernel not listed touches all its arguments' bytes.
-	Touch map[string]float64
 
 	// DispatchNs is the per-dispatch overhead every subtask pays on its
 	// core before its own work (a2a3 core switch gap ≈ 0.8 µs, upstream

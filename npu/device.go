@@ -153,8 +153,8 @@ func (d *Device) EntryAddr(i int) uint64 {
 }
 
 // RegisterKernels installs the model's kernel table, indexed by KernelID:
-// Code is hashed into every output digest, Core and Intensity feed the cost
-// model, Name selects Config.Touch. A KernelID beyond the table runs with
+// Code is hashed into every output digest, Core, Intensity and Touch feed
+// the cost model. A KernelID beyond the table runs with
 // code identity "kernel #id" and default intensity.
 func (d *Device) RegisterKernels(ks []stages.Kernel) {
 	d.kernels = append(d.kernels[:0], ks...)

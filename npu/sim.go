@@ -191,7 +191,7 @@ type sim struct {
 	kcode []uint64
 	kfold [][]uint64
 	kint  []float64
-	ktch  []float64
+	ktch  [][]stages.Touch
 
 	retired, kernels, skippedN, dummies, allocs, subtasks int
 
@@ -456,13 +456,6 @@ func (s *sim) intensity(k stages.KernelID, sh int) float64 {
 	return s.cfg.AICIntensity
 }
 
-func (s *sim) touch(k stages.KernelID) float64 {
-	if k >= 0 && int(k) < len(s.ktch) {
-		return s.ktch[k]
-	}
-	return 1
-}
-
 func (s *sim) codeOf(k stages.KernelID) uint64 {
 	if k >= 0 && int(k) < len(s.kcode) {
 		return s.kcode[k]
@@ -682,6 +675,7 @@ type rarg struct {
 	off  int64
 	n    int64
 	esz  int64
+	rows int64 // the view's dim-0 extent (0 for rank 0), for Kernel.Touch
 	lh   uint64
 	kind stages.Kind
 }
@@ -695,7 +689,7 @@ func (s *sim) arg(t *dtask, i uint32) rarg {
 	if t.node < 0 {
 		ai := img.Tasks[t.src].Args.Off + i
 		a := &img.Args[ai]
-		return rarg{obj: p.rootObj[a.View.Root], tag: a.Tag, off: a.View.Offset, n: a.View.Elems(), esz: a.View.DType.Size(), lh: p.lh[ai]}
+		return rarg{obj: p.rootObj[a.View.Root], tag: a.Tag, off: a.View.Offset, n: a.View.Elems(), esz: a.View.DType.Size(), rows: dim0(&a.View), lh: p.lh[ai]}
 	}
 	ip := &p.insts[t.inst]
 	def := ip.def.def
@@ -704,7 +698,7 @@ func (s *sim) arg(t *dtask, i uint32) rarg {
 }
 
 func (s *sim) ref(ip *instPlan, ref *stages.TensorRef, lh uint64) rarg {
-	r := rarg{tag: ref.Tag, off: ref.Delta, n: ref.Layout.Elems(), esz: ref.Layout.DType.Size(), lh: lh}
+	r := rarg{tag: ref.Tag, off: ref.Delta, n: ref.Layout.Elems(), esz: ref.Layout.DType.Size(), rows: dim0(&ref.Layout), lh: lh}
 	switch ref.Src {
 	case stages.SrcBoundaryExact, stages.SrcBoundaryView:
 		g := &s.img.Graphs[ip.g]
@@ -718,6 +712,14 @@ func (s *sim) ref(ip *instPlan, ref *stages.TensorRef, lh uint64) rarg {
 		r.obj = ip.objBase + ref.Slot
 	}
 	return r
+}
+
+// dim0 is a view's dim-0 extent, 0 for a rank-0 view.
+func dim0(v *stages.View) int64 {
+	if v.NDims == 0 {
+		return 0
+	}
+	return v.Shape[0]
 }
 
 func (s *sim) nargs(t *dtask) uint32 {
@@ -782,6 +784,7 @@ func (s *sim) readInputs(ti int32) {
 	n := s.nargs(t)
 	h = mix(h, uint64(n))
 	var bytes int64
+	hinted := s.hinted(t)
 	for i := uint32(0); i < n; i++ {
 		a := s.arg(t, i)
 		// Only arguments tagged input feed the digest, and the declared
@@ -795,14 +798,73 @@ func (s *sim) readInputs(ti int32) {
 			x = mix(s.objs[a.obj].read(a.off, a.off+a.n), a.lh)
 		}
 		h = mix(mix(h, uint64(i)), x)
-		bytes += a.n * a.esz
+		// Only the bytes a kernel reads cost HBM time: an argument its
+		// kernel hints (Kernel.Touch) counts only the hinted rows. The
+		// digest above still reads the whole view, since the rows a kernel
+		// picks depend on its scalars, which the simulation does not
+		// interpret.
+		nb := a.n * a.esz
+		if hinted {
+			if r := s.rowsRead(t, i); r > 0 && r < a.rows {
+				nb = r * (a.n / a.rows) * a.esz
+			}
+		}
+		bytes += nb
 	}
 	t.in = h
-	k := t.kern[0]
-	if t.kind == stages.KindAIV {
-		k = t.kern[1]
+	t.bytes = float64(bytes)
+}
+
+// hinted reports whether any of task t's kernels has a Touch hint, so
+// that the tasks of the many unhinted kernels skip the per-argument lookup.
+func (s *sim) hinted(t *dtask) bool {
+	for _, k := range t.kern {
+		if k >= 0 && int(k) < len(s.ktch) && len(s.ktch[k]) > 0 {
+			return true
+		}
 	}
-	t.bytes = float64(float64(bytes) * s.touch(k))
+	return false
+}
+
+// rowsRead is how many dim-0 rows of argument i task t's kernels read, 0
+// for the whole view. A MIX task's kernels share its arguments: an argument
+// is narrowed only when each of them hints it, to the most rows any reads.
+func (s *sim) rowsRead(t *dtask, i uint32) int64 {
+	switch t.kind {
+	case stages.KindAIC:
+		return s.hintRows(t.kern[0], i)
+	case stages.KindAIV:
+		return s.hintRows(t.kern[1], i)
+	}
+	var rows int64
+	for _, k := range t.kern {
+		if k < 0 {
+			continue
+		}
+		r := s.hintRows(k, i)
+		if r == 0 {
+			return 0
+		}
+		rows = max(rows, r)
+	}
+	return rows
+}
+
+// hintRows is kernel k's hint for argument i: rows, or 0 for none. A hint
+// with Rows <= 0 is none; of two hints on one argument the larger counts,
+// so a doubtful table over-counts rather than under-counts. Kernels hint an
+// argument or two, so a scan beats a per-argument table.
+func (s *sim) hintRows(k stages.KernelID, i uint32) int64 {
+	if k < 0 || int(k) >= len(s.ktch) {
+		return 0
+	}
+	var rows int64
+	for _, h := range s.ktch[k] {
+		if h.Arg == int(i) {
+			rows = max(rows, h.Rows)
+		}
+	}
+	return rows
 }
 
 // writeOutputs writes every output's digest when the task's last block
@@ -874,10 +936,7 @@ func (s *sim) setup(d *Device, p *plan) {
 		s.kcode[i] = strHash(ks[i].Code)
 		s.kfold[i] = ks[i].Folded
 		s.kint[i] = ks[i].Intensity
-		s.ktch[i] = 1
-		if f, ok := s.cfg.Touch[ks[i].Name]; ok && f > 0 && f <= 1 {
-			s.ktch[i] = f
-		}
+		s.ktch[i] = ks[i].Touch
 	}
 
 	// Tasks.

@@ -1,0 +1,149 @@
+package config_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hbg-dev/hbg/config"
+	"github.com/hbg-dev/hbg/stages"
+)
+
+// touchModel has one expert matmul kernel at three sites: two declare the
+// same hints (in the two forms, ARG[..] and dim0[..]), one declares none.
+const touchModel = `model: touchy
+entry:
+  tensors:
+    - {name: w, dtype: int8, shape: [4, 8, 16]}
+    - {name: x, dtype: fp32, shape: [32, 16]}
+    - {name: y, dtype: fp32, shape: [8], out: true}
+kernels:
+  - {name: emm, core: aic, sig: iix}
+  - {name: act, core: aiv, sig: x}
+program:
+  body:
+    - loop: {var: e, to: 4}
+      body:
+        - {k: emm, args: ["in w", "in x as [4, 128]", "inout y"], scalars: [e], touch: {w: "w[e:+1]", x: "dim0[e]"}}
+    - {k: emm, args: ["in w", "in x as [4, 128]", "inout y"], scalars: [0], touch: {x: "dim0[0:+1]", w: "w[3]"}}
+    - {k: emm, args: ["in w", "in x as [4, 128]", "inout y"], scalars: [1]}
+    - {id: last, k: act, args: ["inout y"]}
+forms:
+  eager: {}
+`
+
+func TestTouchBecomesKernelHint(t *testing.T) {
+	m, err := config.Parse("touchy.yaml", []byte(touchModel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.Validate(m); err != nil {
+		t.Fatal(err)
+	}
+	ks := m.Kernels()
+	if want := []stages.Touch{{Arg: 0, Rows: 1}, {Arg: 1, Rows: 1}}; !slices.Equal(ks[0].Touch, want) {
+		t.Fatalf("emm hints %+v, want %+v", ks[0].Touch, want)
+	}
+	if ks[1].Touch != nil {
+		t.Fatalf("act hints %+v, want none", ks[1].Touch)
+	}
+}
+
+// TestTouchErrors: a hint that cannot be one (or two sites of one kernel
+// that disagree) is a *config.Error naming file:line, the key and the value.
+func TestTouchErrors(t *testing.T) {
+	const second = `touch: {x: "dim0[0:+1]", w: "w[3]"}`
+	for _, tc := range []struct {
+		name     string
+		old, new string
+		at       string   // text on the line the error must name
+		want     []string // substrings of the message
+	}{
+		{name: "two sites, different rows", old: second, new: `touch: {x: "dim0[0:+1]", w: "w[0:+2]"}`, at: `w: "w[0:+2]"`,
+			want: []string{`touch.w "w[0:+2]"`, "kernel emm", "2 rows of argument 0 here, 1 row at line 14", "every op that declares one must declare the same"}},
+		{name: "two sites, different arguments", old: second, new: `touch: {w: "w[3]"}`, at: `touch: {w: "w[3]"}`,
+			want: []string{`touch "argument 1"`, "kernel emm", "no hint of argument 1 here, 1 row at line 14"}},
+		{name: "two sites, an extra argument", old: second, new: second[:len(second)-1] + `, y: "y[0:+4]"}`, at: `y: "y[0:+4]"`,
+			want: []string{`touch.y "y[0:+4]"`, "4 rows of argument 2 here, no hint at line 14"}},
+		{name: "not an argument", old: second, new: `touch: {w: "w[3]", z: "z[0]"}`, at: `z: "z[0]"`, want: []string{`touch "z"`, "unknown tensor"}},
+		{name: "a tensor the task does not take", old: `{id: last, k: act, args: ["inout y"]}`, new: `{id: last, k: act, args: ["inout y"], touch: {w: "w[0]"}}`, at: "id: last",
+			want: []string{`touch "w"`, "not an argument of this task"}},
+		{name: "row count not a constant", old: second, new: `touch: {x: "dim0[0:+1]", w: "w[0:+e]"}`, at: `w: "w[0:+e]"`, want: []string{`touch.w "w[0:+e]"`, "undefined name"}},
+		{name: "row count not positive", old: second, new: `touch: {x: "dim0[0:+1]", w: "w[0:+0]"}`, at: `w: "w[0:+0]"`, want: []string{`touch.w "w[0:+0]"`, "positive constant"}},
+		{name: "whole view", old: second, new: `touch: {x: "dim0[0:+1]", w: "w"}`, at: `w: "w"}`, want: []string{`touch.w "w"`, "want w[start:+ROWS]"}},
+		{name: "reshaped argument in tensor rows", old: second, new: `touch: {x: "x[0:+8]", w: "w[3]"}`, at: `x: "x[0:+8]"`, want: []string{`touch.x "x[0:+8]"`, "drops or reshapes x's dim 0", "dim0[start:+ROWS]"}},
+		{name: "more rows than the argument", old: second, new: `touch: {x: "dim0[0:+5]", w: "w[3]"}`, at: `x: "dim0[0:+5]"`, want: []string{`touch.x "dim0[0:+5]"`, "reads 5 rows of an argument of 4"}},
+		{name: "another tensor", old: second, new: `touch: {x: "dim0[0:+1]", w: "x[3]"}`, at: `w: "x[3]"`, want: []string{`touch.w "x[3]"`, "must view w"}},
+		{name: "dummy", old: `{id: last, k: act, args: ["inout y"]}`, new: `{dummy: true, touch: {y: "y[0]"}}`, at: "dummy: true", want: []string{"touch", "no kernel"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !strings.Contains(touchModel, tc.old) {
+				t.Fatalf("test case does not apply: %q not in the model", tc.old)
+			}
+			src := strings.Replace(touchModel, tc.old, tc.new, 1)
+			_, err := config.Parse("touchy.yaml", []byte(src))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			var ce *config.Error
+			if !errors.As(err, &ce) {
+				t.Fatalf("error %v is %T, want *config.Error", err, err)
+			}
+			line := lineOf(src, tc.at)
+			if ce.File != "touchy.yaml" || ce.Line != line {
+				t.Errorf("error at %s:%d, want touchy.yaml:%d: %v", ce.File, ce.Line, line, err)
+			}
+			msg := err.Error()
+			if !strings.HasPrefix(msg, fmt.Sprintf("touchy.yaml:%d: ", line)) {
+				t.Errorf("message %q does not start with the position", msg)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("message %q does not contain %q", msg, w)
+				}
+			}
+		})
+	}
+}
+
+// TestDSv4RoutedExpertHints: in every MoE variant (hash-routed peeled,
+// hash or sort, sort) the routed-expert kernels carry their hints: the
+// matmuls read one expert of the 32 in their weight view (and the gate/up
+// matmuls 16 rows of the 512 received tokens), the activations one expert's
+// weight scales. No other kernel is hinted.
+func TestDSv4RoutedExpertHints(t *testing.T) {
+	m := loadModel(t)
+	want := map[string][]stages.Touch{
+		"exp_gate_mm":     {{Arg: 1, Rows: 16}, {Arg: 2, Rows: 1}},
+		"exp_up_mm":       {{Arg: 1, Rows: 16}, {Arg: 2, Rows: 1}},
+		"exp_w2_mm":       {{Arg: 2, Rows: 1}},
+		"exp_gate_up_act": {{Arg: 4, Rows: 1}, {Arg: 5, Rows: 1}},
+		"exp_w2_act":      {{Arg: 4, Rows: 1}},
+	}
+	// Upstream's per-block kernel copies: the hash-routed peeled block
+	// uses BASE and BASE_0, the CSA MoE (hash or sort) BASE_1, the HCA MoE
+	// (sort) BASE_2 and BASE_3.
+	hinted := 0
+	for _, k := range m.Kernels() {
+		base := k.Name
+		for _, suf := range []string{"_0", "_1", "_2", "_3"} {
+			base = strings.TrimSuffix(base, suf)
+		}
+		w, ok := want[base]
+		if !ok {
+			if k.Touch != nil {
+				t.Errorf("kernel %s has hints %+v, want none", k.Name, k.Touch)
+			}
+			continue
+		}
+		hinted++
+		if !slices.Equal(k.Touch, w) {
+			t.Errorf("kernel %s has hints %+v, want %+v", k.Name, k.Touch, w)
+		}
+	}
+	if hinted != 5*len(want) {
+		t.Errorf("%d routed-expert kernels, want %d (5 copies of %d)", hinted, 5*len(want), len(want))
+	}
+}
