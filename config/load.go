@@ -35,6 +35,7 @@ func Parse(name string, data []byte) (*Model, error) {
 	if err := l.model(doc.Content[0]); err != nil {
 		return nil, err
 	}
+	l.m.GraphChecks() // marks the Graph specs that pass as complete
 	return l.m, nil
 }
 
@@ -826,7 +827,8 @@ func (l *loader) graphSpec(b *block, n *yaml.Node) (*graphSpec, error) {
 	return g, nil
 }
 
-// GraphChecks runs the static Graph checks of every form: a Graph body whose
+// GraphChecks runs the static Graph checks of every form (and marks the
+// Graph specs that pass them complete, see GraphCall.KeyComplete): a Graph body whose
 // structure depends on a param outside its key (*StructureError), and a
 // scalar computed from a boundary scalar (*BakedScalarError). The errors are
 // typed so that the runtime can treat them as errors or warnings.
@@ -838,6 +840,7 @@ func (m *Model) GraphChecks() []error {
 				continue
 			}
 			b := g.block
+			g.complete = true
 			var slots []int
 			for s, line := range b.structural {
 				if line > 0 && g.inKey&(1<<uint(s)) == 0 {
@@ -845,6 +848,9 @@ func (m *Model) GraphChecks() []error {
 				}
 			}
 			sort.Ints(slots)
+			if len(slots) > 0 || len(b.baked) > 0 {
+				g.complete = false
+			}
 			for _, s := range slots {
 				out = append(out, &StructureError{File: m.file, Line: b.structural[s], Form: f.name, Block: b.name, Param: b.slotName(s)})
 			}

@@ -180,7 +180,10 @@ type graphSpec struct {
 	parts  []keyPart
 	config []int  // env slots hashed into full_key
 	inKey  uint64 // env slots in config or interpolated into the key
-	line   int
+	// complete: the static Graph checks found nothing in this form's use of
+	// the block, so its calls are GraphCall.KeyComplete.
+	complete bool
+	line     int
 }
 
 type keyPart struct {

@@ -516,6 +516,7 @@ func (r *runner) call(o stages.Orchestrator, caller *frame, c *callOp) {
 	}
 	gc := &cf.gcall
 	gc.Key = r.key(g, cf)
+	gc.KeyComplete = g.complete
 	gc.Boundary, gc.Scalars = args, scal
 	gc.Config = gc.Config[:0]
 	for _, s := range g.config {

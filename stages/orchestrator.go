@@ -80,6 +80,12 @@ type GraphCall struct {
 	// Config only during the call, so a caller may reuse them (and the
 	// GraphCall) for its next call: a replay allocates nothing.
 	Detach func() func(o Orchestrator, b *Boundary)
+	// KeyComplete says the caller has proven (by a static check of the
+	// body, as the model config does) that the body's structure depends on
+	// nothing outside Config and bakes no value derived from a boundary
+	// scalar. The runtime then skips its own check, a second recording of
+	// the key's first call that passes other values.
+	KeyComplete bool
 }
 
 // KeptBody is the body to keep past the call: Detach's, or Body.
