@@ -33,6 +33,85 @@ type expr struct {
 	deps  uint64 // bit i: the expression reads env slot i (slots < 64)
 	bscal int    // boundary scalar index when the whole expression is one (exVar), else -1
 	src   string // source text, for messages
+	// aff is the expression as c0 + Σ coef·env[slot] when it is affine in
+	// its names, as nearly every view offset is (24*layer, 1024*csa_i…):
+	// evaluating it is then a short loop, not a walk over the tree.
+	aff *affine
+}
+
+type affine struct {
+	c0    int64
+	slots []int
+	coefs []int64
+}
+
+func (a *affine) eval(env []int64) int64 {
+	v := a.c0
+	for i, s := range a.slots {
+		v += a.coefs[i] * env[s]
+	}
+	return v
+}
+
+func (a *affine) scaled(k int64) *affine {
+	out := &affine{c0: a.c0 * k, slots: a.slots, coefs: make([]int64, len(a.coefs))}
+	for i, c := range a.coefs {
+		out.coefs[i] = c * k
+	}
+	return out
+}
+
+// sum is a + k·b, merging terms of the same slot.
+func (a *affine) sum(b *affine, k int64) *affine {
+	out := &affine{c0: a.c0 + k*b.c0, slots: append([]int(nil), a.slots...), coefs: append([]int64(nil), a.coefs...)}
+	for i, s := range b.slots {
+		j := 0
+		for j < len(out.slots) && out.slots[j] != s {
+			j++
+		}
+		if j == len(out.slots) {
+			out.slots = append(out.slots, s)
+			out.coefs = append(out.coefs, 0)
+		}
+		out.coefs[j] += k * b.coefs[i]
+	}
+	return out
+}
+
+// affineOf is e's affine form, or nil when it has none.
+func affineOf(e *expr) *affine {
+	switch e.kind {
+	case exConst:
+		return &affine{c0: e.val}
+	case exVar:
+		return &affine{slots: []int{e.slot}, coefs: []int64{1}}
+	case exNeg:
+		if e.a.aff != nil || e.a.kind == exConst || e.a.kind == exVar {
+			return affineOf(e.a).scaled(-1)
+		}
+	case exBin:
+		x, y := affineOf(e.a), affineOf(e.b)
+		if x == nil || y == nil {
+			return nil
+		}
+		switch e.op {
+		case "+":
+			return x.sum(y, 1)
+		case "-":
+			return x.sum(y, -1)
+		case "*":
+			if len(x.slots) == 0 {
+				return y.scaled(x.c0)
+			}
+			if len(y.slots) == 0 {
+				return x.scaled(y.c0)
+			}
+		}
+	}
+	if e.kind == exNeg || e.kind == exBin {
+		return e.aff // nil unless set when e was built
+	}
+	return nil
 }
 
 // evalErr records the first runtime error of an evaluation (division by zero)
@@ -46,6 +125,9 @@ func (e *expr) eval(env []int64, ee *evalErr) int64 {
 	case exVar:
 		return env[e.slot]
 	case exNeg:
+		if e.aff != nil {
+			return e.aff.eval(env)
+		}
 		return -e.a.eval(env, ee)
 	case exNot:
 		if e.a.eval(env, ee) == 0 {
@@ -57,6 +139,9 @@ func (e *expr) eval(env []int64, ee *evalErr) int64 {
 			return e.a.eval(env, ee)
 		}
 		return e.b.eval(env, ee)
+	}
+	if e.aff != nil {
+		return e.aff.eval(env)
 	}
 	x := e.a.eval(env, ee)
 	if e.op == "&&" {
@@ -273,6 +358,7 @@ func (p *exprParser) parseBin(minPrec, depth int) (*expr, error) {
 			continue
 		}
 		lhs = &expr{kind: exBin, op: t.s, a: lhs, b: rhs, deps: lhs.deps | rhs.deps, bscal: -1}
+		lhs.aff = affineOf(lhs)
 	}
 }
 
@@ -327,7 +413,11 @@ func (p *exprParser) parseUnary(depth int) (*expr, error) {
 		if t.s == "!" {
 			k = exNot
 		}
-		return &expr{kind: k, a: a, deps: a.deps, bscal: -1}, nil
+		e := &expr{kind: k, a: a, deps: a.deps, bscal: -1}
+		if k == exNeg {
+			e.aff = affineOf(e)
+		}
+		return e, nil
 	case t.kind == tEOF:
 		return nil, p.errf(t, "expression ends early")
 	}

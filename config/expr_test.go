@@ -87,6 +87,7 @@ func FuzzExpr(f *testing.F) {
 		"1 + 2 * 3", "2*a + 2 < 3", "a ? b : c", "-(-(-a))", "!!a", "K*a - b/2 % 3",
 		"a && b || !c", "1_000", "((((a))))", "a == b != c", "s", "16*e", "c ? 1 : 2 ? 3 : 4",
 		"9223372036854775807 + 1", "-9223372036854775807 - 1", "a / 0", "(a", "a)", "a ? : b",
+		"24*a + 3*(b - a) - -c", "-(a*4) + 2*(3*b) - a", "(a+b)*(c+1)",
 	} {
 		f.Add(s, int64(3), int64(-2), int64(0))
 	}
@@ -109,7 +110,23 @@ func FuzzExpr(f *testing.F) {
 		if v1 != v2 || (ee1.err == nil) != (ee2.err == nil) {
 			t.Fatalf("%q = %d (%v), parenthesized %d (%v)", src, v1, ee1.err, v2, ee2.err)
 		}
+		// The affine fast path must agree with the tree walk.
+		var ee3 evalErr
+		if v3 := stripAffine(e).eval(env, &ee3); v3 != v1 {
+			t.Fatalf("%q = %d by its affine form, %d by the tree", src, v1, v3)
+		}
 	})
+}
+
+// stripAffine copies e without the affine forms, so eval walks the tree.
+func stripAffine(e *expr) *expr {
+	if e == nil {
+		return nil
+	}
+	c := *e
+	c.aff = nil
+	c.a, c.b, c.c = stripAffine(e.a), stripAffine(e.b), stripAffine(e.c)
+	return &c
 }
 
 // FuzzView checks the view and argument grammar never panics.
