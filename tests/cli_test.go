@@ -229,3 +229,29 @@ func TestValidateAndExpand(t *testing.T) {
 		}
 	}
 }
+
+// TestCompare: the forms side by side in one process; each ends with the
+// first (eager) form's digest.
+func TestCompare(t *testing.T) {
+	out, stderr, code := runCLI(t, "compare", dsv4, "--forms", "eager,full", "--rounds", "2", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var doc struct {
+		Forms []trace.Report `json:"forms"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Forms) != 2 || doc.Forms[0].Form != "eager" || doc.Forms[1].Form != "full" {
+		t.Fatalf("forms %+v", doc.Forms)
+	}
+	for _, r := range doc.Forms {
+		if r.Golden == nil || !r.Golden.Match || r.Phases.Phases[trace.PhaseHostOrch].N != 1 {
+			t.Errorf("%s: golden %+v, host_orch n %d", r.Form, r.Golden, r.Phases.Phases[trace.PhaseHostOrch].N)
+		}
+	}
+	if doc.Forms[1].Counts.HostSubmissions != 129 {
+		t.Errorf("full: %d host submissions", doc.Forms[1].Counts.HostSubmissions)
+	}
+}

@@ -37,10 +37,7 @@ func init() {
 	commands = append(commands, c)
 }
 
-func compareCmd(ctx context.Context, out io.Writer, path string, forms []string, f *runFlags) (err error) {
-	if ctx == nil {
-		ctx = context.Background()
-	}
+func compareCmd(ctx context.Context, out io.Writer, path string, forms []string, f *runFlags) error {
 	model, err := loadModel(path)
 	if err != nil {
 		return err
@@ -51,35 +48,40 @@ func compareCmd(ctx context.Context, out io.Writer, path string, forms []string,
 			return err
 		}
 	}
-	s, err := newSession(ctx, f)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := s.close(context.Background()); err == nil && cerr != nil {
-			err = fmt.Errorf("flushing spans: %w", cerr)
+	return withSession(ctx, f, func(s *session) error {
+		reports, err := compareForms(ctx, s, f, model.Name, forms, orchs)
+		if err != nil {
+			return err
 		}
-	}()
+		if f.json {
+			enc := json.NewEncoder(out)
+			enc.SetIndent("", "  ")
+			return enc.Encode(struct {
+				Forms []*trace.Report `json:"forms"`
+			}{reports})
+		}
+		return writeCompare(out, reports)
+	})
+}
+
+// compareForms runs the forms with their passes interleaved: round r runs
+// every form before round r+1, so machine load drifts over all forms alike.
+// Each form runs on ranks of its own (form i uses ranks i*R .. i*R+R-1), so
+// its devices and submission state are its own.
+func compareForms(ctx context.Context, s *session, f *runFlags, model string, forms []string, orchs []*actors.Orchestration) ([]*trace.Report, error) {
 	rt, err := actors.Start(s.sys, f.config(s.tracer, f.skipDevice))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer rt.Stop()
-
-	// Passes interleave: round r runs every form before round r+1, so
-	// machine load drifts over all forms alike. Each form runs on ranks of
-	// its own (form i uses ranks i*R .. i*R+R-1), so its devices and
-	// submission state are its own.
 	passes := make([][]*actors.PassResult, len(forms))
-	infos := make([]trace.RunInfo, len(forms))
 	bar := trace.NewProgress(f.rounds*f.ranks*len(forms), "compare")
 	for round := 0; round < f.rounds; round++ {
 		for i, o := range orchs {
-			infos[i] = trace.RunInfo{Model: model.Name, Form: forms[i], Rounds: f.rounds, Ranks: f.ranks}
 			for rank := 0; rank < f.ranks; rank++ {
 				res, err := rt.Pass(ctx, o, i*f.ranks+rank, round, trace.Carrier{})
 				if err != nil {
-					return fmt.Errorf("form %s: %w", forms[i], err)
+					return nil, fmt.Errorf("form %s: %w", forms[i], err)
 				}
 				res.Pass.Rank = rank
 				passes[i] = append(passes[i], res)
@@ -90,22 +92,15 @@ func compareCmd(ctx context.Context, out io.Writer, path string, forms []string,
 	bar.Finish()
 	reports := make([]*trace.Report, len(forms))
 	for i := range forms {
-		reports[i] = buildReport(infos[i], passes[i], &rt.Stats)
+		info := trace.RunInfo{Model: model, Form: forms[i], Rounds: f.rounds, Ranks: f.ranks}
+		reports[i] = buildReport(info, passes[i])
 		if !f.skipDevice {
-			eager := passes[0][0].Device
-			d := passes[i][0].Device
+			eager, d := passes[0][0].Device, passes[i][0].Device
 			match := d.Digest == eager.Digest && d.Tasks-d.Allocs == eager.Tasks-eager.Allocs
 			reports[i].Golden = &trace.Golden{Digest: trace.Digest(d.Digest), EagerDigest: trace.Digest(eager.Digest), Match: match && forms[0] == "eager"}
 		}
 	}
-	if f.json {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
-			Forms []*trace.Report `json:"forms"`
-		}{reports})
-	}
-	return writeCompare(out, reports)
+	return reports, nil
 }
 
 func writeCompare(out io.Writer, reports []*trace.Report) error {

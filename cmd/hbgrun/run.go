@@ -115,18 +115,9 @@ func (s *session) close(ctx context.Context) error {
 	return s.shutdown(ctx)
 }
 
-func runCmd(ctx context.Context, out io.Writer, path string, f *runFlags) (err error) {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	model, err := loadModel(path)
-	if err != nil {
-		return err
-	}
-	orch, err := orchestrationFor(model, f.form)
-	if err != nil {
-		return err
-	}
+// withSession runs f in a session and flushes its spans afterwards; a
+// failed flush is reported only when f itself succeeded.
+func withSession(ctx context.Context, f *runFlags, fn func(s *session) error) (err error) {
 	s, err := newSession(ctx, f)
 	if err != nil {
 		return err
@@ -136,33 +127,46 @@ func runCmd(ctx context.Context, out io.Writer, path string, f *runFlags) (err e
 			err = fmt.Errorf("flushing spans: %w", cerr)
 		}
 	}()
-	info := trace.RunInfo{Model: modelName(model), Form: f.form, Rounds: f.rounds, Ranks: f.ranks}
-	cctx, cmdSpan := s.tracer.StartCommand(ctx, info)
-	defer cmdSpan.End()
+	return fn(s)
+}
 
-	rep, passes, err := runForm(cctx, s, f, orch, info)
+func runCmd(ctx context.Context, out io.Writer, path string, f *runFlags) error {
+	model, err := loadModel(path)
 	if err != nil {
-		cmdSpan.Fail(err)
 		return err
 	}
-	if !f.skipDevice {
-		if err := golden(cctx, s, f, model, rep, passes); err != nil {
+	orch, err := orchestrationFor(model, f.form)
+	if err != nil {
+		return err
+	}
+	return withSession(ctx, f, func(s *session) error {
+		info := trace.RunInfo{Model: modelName(model), Form: f.form, Rounds: f.rounds, Ranks: f.ranks}
+		cctx, cmdSpan := s.tracer.StartCommand(ctx, info)
+		defer cmdSpan.End()
+		rep, passes, err := runForm(cctx, s, f, orch, info)
+		if err != nil {
+			cmdSpan.Fail(err)
 			return err
 		}
-	}
-	if sc := cmdSpan.OTel().SpanContext(); sc.IsValid() {
-		rep.TraceID = sc.TraceID().String()
-	}
-	rep.Exporter = s.provider.Destination()
-	if f.traceOut != "" {
-		if err := writeTraceOut(f.traceOut, s.provider, passes, orch.Kernels); err != nil {
-			return err
+		if !f.skipDevice {
+			if err := golden(cctx, s, f, model, rep, passes); err != nil {
+				return err
+			}
 		}
-	}
-	if f.json {
-		return rep.WriteJSON(out)
-	}
-	return rep.WriteText(out)
+		if sc := cmdSpan.OTel().SpanContext(); sc.IsValid() {
+			rep.TraceID = sc.TraceID().String()
+		}
+		rep.Exporter = s.provider.Destination()
+		if f.traceOut != "" {
+			if err := writeTraceOut(f.traceOut, s.provider, passes, orch.Kernels); err != nil {
+				return err
+			}
+		}
+		if f.json {
+			return rep.WriteJSON(out)
+		}
+		return rep.WriteText(out)
+	})
 }
 
 // runForm runs one form for f.rounds on f.ranks and builds its report.
@@ -179,12 +183,12 @@ func runForm(ctx context.Context, s *session, f *runFlags, orch *actors.Orchestr
 	if err != nil {
 		return nil, passes, err
 	}
-	return buildReport(info, passes, &rt.Stats), passes, nil
+	return buildReport(info, passes), passes, nil
 }
 
 // buildReport computes the report from the passes: every figure in it comes
 // from the work that was done.
-func buildReport(info trace.RunInfo, passes []*actors.PassResult, st *actors.Stats) *trace.Report {
+func buildReport(info trace.RunInfo, passes []*actors.PassResult) *trace.Report {
 	tp := make([]trace.Pass, len(passes))
 	for i, p := range passes {
 		tp[i] = p.Pass
