@@ -27,6 +27,10 @@ type recorder struct {
 
 func (r *recorder) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		// Prewarm: a recorder is ready for a DSv4-sized body before the
+		// first Graph call, as upstream's prewarmed workers are.
+		r.rec.Reserve(1024)
 	case *actor.Restarting:
 		r.stats.Restarts.Add(1)
 	case *mailbox.RecordJob:

@@ -127,6 +127,17 @@ func (r *Recorder) fail(format string, a ...any) {
 	}
 }
 
+// Reserve sizes the recorder's buffers for bodies of up to nodes nodes, so
+// the first recordings do not grow them on the way (a prewarmed recorder).
+func (r *Recorder) Reserve(nodes int) {
+	r.def.Nodes = make([]NodeDesc, 0, nodes)
+	r.def.Tensors = make([]TensorRef, 0, 8*nodes)
+	r.def.Scalars = make([]ScalarRef, 0, 4*nodes)
+	r.def.Fanin = make([]uint32, 0, 4*nodes)
+	r.roots = make([]privRoot, 0, nodes)
+	r.fs.seen = make([]uint32, nodes)
+}
+
 // Record records one body: Reset, the body run against its boundary (each
 // boundary scalar carrying its slot as provenance), and Build. The body may
 // panic; the caller decides what a panic means.
