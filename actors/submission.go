@@ -37,10 +37,8 @@ const (
 // it is ready, or why there is none. It persists across passes (with
 // retention), so a warm pass never asks the store anything.
 type keyEntry struct {
-	key     string
-	def     *mailbox.Definition
-	failed  error
-	pending bool // a recording was asked for and has not answered
+	def    *mailbox.Definition
+	failed error
 	// sig and nscalars are the first call's boundary signature, which
 	// calls made while the key records must match.
 	sig      []stages.BoundarySlot
@@ -213,7 +211,7 @@ func (s *submission) graph(call *stages.GraphCall) stages.TaskID {
 		return s.inline(call)
 	}
 	if !call.KeyComplete && !s.verified[fk] && e.first != nil && differs(e, call) {
-		s.verify(call, fk, sk, e)
+		s.verify(call, fk, sk)
 	}
 	sub := stages.GraphSubmission{FullKey: fk}
 	var id stages.TaskID
@@ -233,7 +231,7 @@ func (s *submission) graph(call *stages.GraphCall) stages.TaskID {
 }
 
 func (s *submission) startRecording(call *stages.GraphCall, fk, sk uint64) *keyEntry {
-	e := &keyEntry{key: call.Key, pending: true, nscalars: len(call.Scalars)}
+	e := &keyEntry{nscalars: len(call.Scalars)}
 	e.sig = stages.Signature(call.Boundary, s.orch)
 	e.first = append([]stages.Arg(nil), call.Boundary...)
 	e.firstScalar = append([]uint64(nil), call.Scalars...)
@@ -273,7 +271,7 @@ func differs(e *keyEntry, call *stages.GraphCall) bool {
 	return false
 }
 
-func (s *submission) verify(call *stages.GraphCall, fk, sk uint64, e *keyEntry) {
+func (s *submission) verify(call *stages.GraphCall, fk, sk uint64) {
 	if s.verified == nil {
 		s.verified = map[uint64]bool{}
 	}
@@ -331,7 +329,6 @@ func (s *submission) ready(m *mailbox.DefinitionReady) {
 		return
 	}
 	e := s.keys[m.StoreKey]
-	e.pending = false
 	switch {
 	case m.Err == nil:
 		e.def = m.Def
