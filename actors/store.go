@@ -38,8 +38,9 @@ func newStore(stats *Stats) *store {
 // storeReady registers the recorder pool with the store.
 type storeReady struct{ recorders []*actor.PID }
 
-// forgetDefinitions drops every Definition (no retention across runs).
-type forgetDefinitions struct{}
+// forgetDefinitions drops a pass's Definitions when they are not retained
+// (their store keys are salted per pass, so nothing else would reuse them).
+type forgetDefinitions struct{ keys []uint64 }
 
 func (s *store) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
@@ -55,7 +56,10 @@ func (s *store) Receive(ctx actor.Context) {
 	case *mailbox.Built:
 		s.built(ctx, m)
 	case *forgetDefinitions:
-		clear(s.defs)
+		for _, k := range m.keys {
+			delete(s.defs, k)
+			delete(s.verified, k)
+		}
 	}
 }
 

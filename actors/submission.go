@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -524,6 +525,9 @@ func (s *submission) finish(err error) {
 	p := s.p
 	p.res.Err = err
 	s.p = nil
+	if s.rt.cfg.NoRetain && len(s.keys) > 0 {
+		s.ctx.Send(s.rt.store, &forgetDefinitions{keys: slices.Collect(maps.Keys(s.keys))})
+	}
 	s.ctx.Send(p.replyTo, p.res)
 }
 

@@ -16,8 +16,15 @@ func TestFlatHeapAcrossRounds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("1000 rounds")
 	}
+	t.Run("kept", func(t *testing.T) { flatHeap(t, actors.Config{SkipDevice: true}, 1000) })
+	// Without retention every pass records and uploads again; what it made
+	// must go with it.
+	t.Run("no-retain", func(t *testing.T) { flatHeap(t, actors.Config{SkipDevice: true, NoRetain: true}, 300) })
+}
+
+func flatHeap(t *testing.T, cfg actors.Config, rounds int) {
 	m := loadDSv4(t)
-	rt := startRuntime(t, actors.Config{SkipDevice: true})
+	rt := startRuntime(t, cfg)
 	orch := orchestration(m, "full")
 	ctx := context.Background()
 	heap := func() uint64 {
@@ -28,13 +35,12 @@ func TestFlatHeapAcrossRounds(t *testing.T) {
 		return ms.HeapAlloc
 	}
 	var at2 uint64
-	const rounds = 1000
 	for r := 0; r < rounds; r++ {
 		res, err := rt.Pass(ctx, orch, 0, r, trace.Carrier{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r > 0 && (res.Pass.RecordedNodes != 0 || res.Pass.UploadedDefinitionBytes != 0) {
+		if r > 0 && !cfg.NoRetain && (res.Pass.RecordedNodes != 0 || res.Pass.UploadedDefinitionBytes != 0) {
 			t.Fatalf("round %d recorded %d nodes, uploaded %d bytes", r+1, res.Pass.RecordedNodes, res.Pass.UploadedDefinitionBytes)
 		}
 		if r == 1 {
@@ -45,7 +51,7 @@ func TestFlatHeapAcrossRounds(t *testing.T) {
 	// Flat: what 998 more rounds leave behind is below one round's worth
 	// of run image (~40 KiB); a per-round leak of a single Definition
 	// reference or run image would show as tens of MiB here.
-	const slack = 256 << 10
+	const slack = 512 << 10
 	if end > at2+slack {
 		t.Fatalf("heap after round 2: %d bytes; after round %d: %d (+%d)", at2, rounds, end, end-at2)
 	}
