@@ -279,7 +279,8 @@ func (d *Device) check(img *stages.RunImage) (*plan, error) {
 
 // checkBoundary checks one submission against its Definition's signature:
 // same width and scalar count, and per slot the same tag, layout and root
-// size, and the same alias partition. Linear in the width: the alias check
+// size, and the same alias partition. A slot shipped as (root, offset) only
+// takes the signature's layout here. Linear in the width: the alias check
 // keeps, per root, the first slot that viewed it.
 func checkBoundary(img *stages.RunImage, g *stages.GraphSubmission, def *stages.Definition, rootElems func(stages.RootID) (int64, bool)) error {
 	if g.FullKey != def.FullKey {
@@ -297,6 +298,12 @@ func checkBoundary(img *stages.RunImage, g *stages.GraphSubmission, def *stages.
 		a, s := &args[i], &def.Boundary[i]
 		if a.Tag != s.Tag {
 			return fmt.Errorf("slot %d tag %s, the Definition has %s", i, a.Tag, s.Tag)
+		}
+		if a.View.DType == stages.DTypeInvalid {
+			// Shipped as (root, offset): the layout is the signature's.
+			root, off := a.View.Root, a.View.Offset
+			a.View = s.Layout
+			a.View.Root, a.View.Offset = root, off
 		}
 		if !a.View.SameLayout(&s.Layout) {
 			return fmt.Errorf("slot %d layout %s%v, the Definition has %s%v", i, a.View.DType, a.View.ShapeSlice(), s.Layout.DType, s.Layout.ShapeSlice())

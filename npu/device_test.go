@@ -253,10 +253,11 @@ func TestRefusals(t *testing.T) {
 			t.Fatal(err)
 		}
 		b, _ := graphForm(def)
-		// Slot 0 of the second call gets another shape.
+		// Slot 0 of the second call views a root of another size (its
+		// layout is not shipped: it is the signature's by construction).
 		g := b.img.Graphs[1]
-		b.img.Args[g.Boundary.Off].View = view(eX, 0, stages.BF16, 128)
-		refusal(t, d, ErrBoundaryMismatch, "slot 0 layout", func() error { return launchBytes(d, b.bytes()) })
+		b.img.Args[g.Boundary.Off].View = view(eW, 0, stages.BF16, 256)
+		refusal(t, d, ErrBoundaryMismatch, "slot 0 views a root of", func() error { return launchBytes(d, b.bytes()) })
 	})
 	t.Run("boundary alias partition", func(t *testing.T) {
 		d := newDevice(t)

@@ -88,14 +88,16 @@ const (
 	DefinitionMagic   = "HBGD"
 	RunImageMagic     = "HBGR"
 	DefinitionVersion = 1
-	RunImageVersion   = 1
+	RunImageVersion   = 2 // 2: Graph boundaries as (root, offset)
 
 	defHeaderSize = 120
 	runHeaderSize = 80
 	nodeRecSize   = 40
 	hashOff       = 8 + 8 // definition: after magic/version/hsize and full_key
 	runHashOff    = 8
-	runTotalOff   = 24 // after the hash and the heap size
+	// compactArg marks a Graph boundary arg sent as (root, offset) only.
+	compactArg  = 0x80
+	runTotalOff = 24 // after the hash and the heap size
 
 	stridesFlag = 0x80
 )
@@ -1070,9 +1072,24 @@ func AppendRunImage(dst []byte, img *RunImage) []byte {
 		}
 	}
 	mark(rsArgs)
+	// A Graph submission's boundary travels as (root, offset) pairs: the
+	// rest of each view (dtype, shape, strides) is fixed by the Definition's
+	// boundary signature, which the host matched before replaying and the
+	// device holds. Graph boundary spans come in increasing order.
+	gi := 0
 	for i := range img.Args {
-		w.u8(uint8(img.Args[i].Tag))
-		w.view(&img.Args[i].View)
+		for gi < len(img.Graphs) && uint32(i) >= img.Graphs[gi].Boundary.Off+img.Graphs[gi].Boundary.N {
+			gi++
+		}
+		a := &img.Args[i]
+		if gi < len(img.Graphs) && uint32(i) >= img.Graphs[gi].Boundary.Off {
+			w.u8(uint8(a.Tag) | compactArg)
+			w.sv(int64(a.View.Root))
+			w.sv(a.View.Offset)
+			continue
+		}
+		w.u8(uint8(a.Tag))
+		w.view(&a.View)
 	}
 	w.pad8()
 	mark(rsScalars)
@@ -1144,7 +1161,7 @@ func decodeRunImage(b []byte) (*RunImage, error) {
 	}
 	secLen := func(i int) int { return sec[i+1] - sec[i] }
 	if uint64(secLen(rsScalars)) != 8*uint64(ns) || uint64(secLen(rsFanin)) != 4*uint64(nf) ||
-		nt*13 > secLen(rsTasks) || na*5 > secLen(rsArgs) || nr*6 > secLen(rsRoots) || ng*22 > secLen(rsGraphs) {
+		nt*13 > secLen(rsTasks) || na*3 > secLen(rsArgs) || nr*6 > secLen(rsRoots) || ng*22 > secLen(rsGraphs) {
 		return nil, badf("run image section sizes do not match its counts (%d tasks, %d args, %d scalars, %d fanin, %d roots, %d graphs)", nt, na, ns, nf, nr, ng)
 	}
 	span := func(s Span, n int, what string, i int) error {
@@ -1205,10 +1222,19 @@ func decodeRunImage(b []byte) (*RunImage, error) {
 	}
 	img.Args = make([]Arg, na)
 	r = reader{b: b[sec[rsArgs]:sec[rsScalars]], sec: "arg"}
+	compact := 0
 	for i := range img.Args {
 		a := &img.Args[i]
-		a.Tag = Tag(r.u8())
-		r.view(&a.View)
+		tag := r.u8()
+		if tag&compactArg != 0 {
+			// Layout left unset (DTypeInvalid): it is the Definition's.
+			a.View.Root = RootID(r.i32())
+			a.View.Offset = r.sv()
+			compact++
+		} else {
+			r.view(&a.View)
+		}
+		a.Tag = Tag(tag &^ compactArg)
 		if r.err != nil {
 			return nil, r.err
 		}
@@ -1283,6 +1309,12 @@ func decodeRunImage(b []byte) (*RunImage, error) {
 		if uint64(g.Boundary.Off)+uint64(g.Boundary.N) > uint64(na) || uint64(g.Scalars.Off)+uint64(g.Scalars.N) > uint64(ns) {
 			return nil, badf("run image graph submission %d boundary or scalars exceed their pools", i)
 		}
+		compact -= int(g.Boundary.N)
+	}
+	if compact != 0 {
+		// Every compact arg must be a Graph boundary slot (there is nothing
+		// else to take its layout from), and every slot compact.
+		return nil, badf("run image has %d compact args outside (or missing from) its Graph boundaries", compact)
 	}
 	r.done()
 	if r.err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -137,8 +138,17 @@ func TestRunImageRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(got, img) {
-		t.Fatalf("round trip differs:\n got %+v\nwant %+v", got, img)
+	// A Graph boundary comes back as (root, offset): its layout is the
+	// Definition's, which the device fills in.
+	want := *img
+	want.Args = slices.Clone(img.Args)
+	for _, g := range img.Graphs {
+		for i := g.Boundary.Off; i < g.Boundary.Off+g.Boundary.N; i++ {
+			want.Args[i].View = View{Root: img.Args[i].View.Root, Offset: img.Args[i].View.Offset}
+		}
+	}
+	if !reflect.DeepEqual(got, &want) {
+		t.Fatalf("round trip differs:\n got %+v\nwant %+v", got, &want)
 	}
 	empty := &RunImage{Tasks: []TaskDesc{}, Args: []Arg{}, Scalars: []uint64{}, Fanin: []TaskID{}, Roots: []RootDesc{}, Graphs: []GraphSubmission{}}
 	got, err = DecodeRunImage(EncodeRunImage(empty))
@@ -151,7 +161,7 @@ func TestRunImageRoundTrip(t *testing.T) {
 // deliberate version bump (update the constants with -run Golden -v output).
 const (
 	goldenDefHash = 0x8fbcfea9f65b8d55
-	goldenRunHash = 0xc175a6bcbb6ecc55
+	goldenRunHash = 0xc4d8c6f28b15c73c
 	goldenDefHead = "48424744010078008877665544332211558d5bf6a9febc8f0008100000000000"
 )
 
