@@ -242,7 +242,17 @@ func (v *View) ShapeSlice() []int64 { return v.Shape[:v.NDims] }
 // SameLayout reports whether two views agree on everything but root and
 // offset: the part of a boundary slot a replay may not change.
 func (v *View) SameLayout(o *View) bool {
-	return v.DType == o.DType && v.NDims == o.NDims && v.Shape == o.Shape && v.Strides == o.Strides
+	if v.DType != o.DType || v.NDims != o.NDims {
+		return false
+	}
+	// Dims past NDims are zero in every view built here; compare only the
+	// used ones (a replay's hot loop compares thousands of slots).
+	for i := 0; i < int(v.NDims) && i < MaxDims; i++ {
+		if v.Shape[i] != o.Shape[i] || v.Strides[i] != o.Strides[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // Arg is one tensor argument of a task.
