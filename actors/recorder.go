@@ -25,12 +25,18 @@ type recorder struct {
 	hook func(job *mailbox.RecordJob)
 }
 
+// newRecorder makes a prewarmed recorder: its buffers are sized for an
+// MoE-sized body (291 nodes) when it is spawned, inside Start, before the
+// first Graph call, as upstream's prewarmed workers are. A restart makes a
+// new one the same way.
+func newRecorder(name string, store, builder *actor.PID, tracer *trace.Tracer, stats *Stats, hook func(*mailbox.RecordJob)) *recorder {
+	r := &recorder{name: name, store: store, builder: builder, tracer: tracer, stats: stats, hook: hook}
+	r.rec.Reserve(320)
+	return r
+}
+
 func (r *recorder) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case *actor.Started:
-		// Prewarm: a recorder is ready for a DSv4-sized body before the
-		// first Graph call, as upstream's prewarmed workers are.
-		r.rec.Reserve(1024)
 	case *actor.Restarting:
 		r.stats.Restarts.Add(1)
 	case *mailbox.RecordJob:

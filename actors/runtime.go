@@ -195,7 +195,7 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		for i := range recs {
 			name := fmt.Sprintf("recorder-%d", i)
 			recs[i] = ctx.Spawn(rt.Mailboxes.Props(name, 4, func() actor.Actor {
-				return &recorder{name: name, store: rt.store, builder: b, tracer: rt.tracer, stats: &rt.Stats, hook: rt.recorderHook}
+				return newRecorder(name, rt.store, b, rt.tracer, &rt.Stats, rt.recorderHook)
 			}))
 		}
 		ctx.Send(rt.store, &storeReady{recorders: recs})

@@ -131,7 +131,7 @@ func (r *Recorder) fail(format string, a ...any) {
 // the first recordings do not grow them on the way (a prewarmed recorder).
 func (r *Recorder) Reserve(nodes int) {
 	r.def.Nodes = make([]NodeDesc, 0, nodes)
-	r.def.Tensors = make([]TensorRef, 0, 8*nodes)
+	r.def.Tensors = make([]TensorRef, 0, 6*nodes)
 	r.def.Scalars = make([]ScalarRef, 0, 4*nodes)
 	r.def.Fanin = make([]uint32, 0, 4*nodes)
 	r.roots = make([]privRoot, 0, nodes)

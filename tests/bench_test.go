@@ -49,13 +49,21 @@ func BenchmarkPassCold(b *testing.B) {
 			var passes []trace.Pass
 			for b.Loop() {
 				b.StopTimer()
-				rt := startRuntime(b, actors.Config{SkipDevice: true})
+				sys := actors.NewActorSystem(nil)
+				rt, err := actors.Start(sys, actors.Config{SkipDevice: true})
+				if err != nil {
+					b.Fatal(err)
+				}
 				b.StartTimer()
 				res, err := rt.Pass(context.Background(), orch, 0, 0, trace.Carrier{})
 				if err != nil {
 					b.Fatal(err)
 				}
+				b.StopTimer()
 				passes = append(passes, res.Pass)
+				rt.Stop()
+				sys.Shutdown()
+				b.StartTimer()
 			}
 			reportPhases(b, passes)
 		})
