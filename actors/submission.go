@@ -72,6 +72,10 @@ type pass struct {
 	// fellBack lists the failed keys whose calls took the ordinary path
 	// this pass (each is warned about once).
 	fellBack []*keyEntry
+	// uploads is upload requests not yet answered (early ones and the
+	// graph_upload one); uploadErr the first failure among them.
+	uploads   int
+	uploadErr error
 }
 
 // submission owns one rank's ordinary path (stages.Orch and its TensorMap)
@@ -333,6 +337,7 @@ func (s *submission) ready(m *mailbox.DefinitionReady) {
 	switch {
 	case m.Err == nil:
 		e.def = m.Def
+		s.uploadEarly(m.Def)
 	case m.Panicked || s.rt.cfg.StrictRecording:
 		e.failed = m.Err
 		s.p.errs = append(s.p.errs, m.Err)
@@ -379,13 +384,28 @@ func (s *submission) maybeCommit() {
 	s.p.step = stepUpload
 	var phCtx context.Context
 	phCtx, p.phase = s.rt.tracer.StartPhase(p.req.run.Context(context.Background()), trace.PhaseGraphUpload, s.rank, p.req.round)
-	if s.allUploaded() {
+	if p.uploads == 0 && s.allUploaded() {
 		// Every Definition this pass replays is a device object already:
 		// there is nothing to upload, so nobody is asked.
-		s.uploaded(&mailbox.UploadDone{})
+		s.uploadsDone()
 		return
 	}
+	// What was uploaded early is not sent again; the uploader answers this
+	// request after every earlier one, so its answer closes graph_upload.
+	p.uploads++
 	s.ctx.Send(s.uploader, &mailbox.UploadRequest{Defs: p.used, Fresh: s.rt.cfg.NoRetain, ReplyTo: s.ctx.Self(), Trace: trace.Inject(phCtx)})
+}
+
+// uploadEarly asks for a Definition to be uploaded as soon as it is built,
+// while the pass still waits for other recordings, so graph_upload finds it
+// on the device. Not without retention, where each pass uploads afresh as
+// upstream does.
+func (s *submission) uploadEarly(d *mailbox.Definition) {
+	if s.rt.cfg.NoRetain || s.onDevice[d.Hash] {
+		return
+	}
+	s.p.uploads++
+	s.ctx.Send(s.uploader, &mailbox.UploadRequest{Defs: []*mailbox.Definition{d}, ReplyTo: s.ctx.Self(), Trace: trace.Inject(s.p.runCtx)})
 }
 
 // allUploaded reports whether this rank's device holds every Definition the
@@ -460,13 +480,25 @@ func (s *submission) defByHash(h uint64) *mailbox.Definition {
 
 func (s *submission) uploaded(m *mailbox.UploadDone) {
 	p := s.p
-	if p == nil || p.step != stepUpload {
+	if p == nil {
 		return
 	}
+	p.uploads--
+	p.res.Pass.UploadedDefinitionBytes += m.Bytes
+	if m.Err != nil && p.uploadErr == nil {
+		p.uploadErr = m.Err
+	}
+	if p.step == stepUpload && p.uploads == 0 {
+		s.uploadsDone()
+	}
+}
+
+// uploadsDone closes graph_upload and ships the run image.
+func (s *submission) uploadsDone() {
+	p := s.p
 	p.res.Pass.Set(trace.PhaseGraphUpload, p.phase.Finish())
-	p.res.Pass.UploadedDefinitionBytes = m.Bytes
-	if m.Err != nil {
-		s.finish(fmt.Errorf("graph_upload: %w", m.Err))
+	if p.uploadErr != nil {
+		s.finish(fmt.Errorf("graph_upload: %w", p.uploadErr))
 		return
 	}
 	if s.onDevice == nil {
