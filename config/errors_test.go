@@ -121,27 +121,33 @@ func TestConfigErrors(t *testing.T) {
 				}
 				_, err = config.Validate(m)
 			}
-			if err == nil {
-				t.Fatal("no error")
-			}
-			var ce *config.Error
-			if !errors.As(err, &ce) {
-				t.Fatalf("error %v is %T, want *config.Error", err, err)
-			}
-			line := lineOf(src, tc.at)
-			if ce.File != "tiny.yaml" || ce.Line != line {
-				t.Errorf("error at %s:%d, want tiny.yaml:%d: %v", ce.File, ce.Line, line, err)
-			}
-			msg := err.Error()
-			if !strings.Contains(msg, fmt.Sprintf("tiny.yaml:%d:", line)) {
-				t.Errorf("message %q does not start with the position", msg)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(msg, w) {
-					t.Errorf("message %q does not contain %q", msg, w)
-				}
-			}
+			wantConfigError(t, err, "tiny.yaml", lineOf(src, tc.at), tc.want)
 		})
+	}
+}
+
+// wantConfigError checks that err is a *config.Error at file:line whose
+// message starts with that position and names every want.
+func wantConfigError(t *testing.T, err error, file string, line int, want []string) {
+	t.Helper()
+	if err == nil {
+		t.Fatal("no error")
+	}
+	var ce *config.Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("error %v is %T, want *config.Error", err, err)
+	}
+	if ce.File != file || ce.Line != line {
+		t.Errorf("error at %s:%d, want %s:%d: %v", ce.File, ce.Line, file, line, err)
+	}
+	msg := err.Error()
+	if !strings.HasPrefix(msg, fmt.Sprintf("%s:%d: ", file, line)) {
+		t.Errorf("message %q does not start with the position", msg)
+	}
+	for _, w := range want {
+		if !strings.Contains(msg, w) {
+			t.Errorf("message %q does not contain %q", msg, w)
+		}
 	}
 }
 

@@ -70,15 +70,6 @@ func loadModel(t testing.TB) *config.Model {
 	return m
 }
 
-func tasksOf(evs []refEvent) []refEvent {
-	var out []refEvent
-	for _, e := range evs {
-		if e.Ev == "task" {
-			out = append(out, e)
-		}
-	}
-	return out
-}
 
 // rootIdentity names a root independently of RootID numbering: an entry
 // root by its name, a runtime root by the task that created it.
@@ -107,7 +98,7 @@ func TestEagerMatchesReference(t *testing.T) {
 	m := loadModel(t)
 	gotEv := expand(t, m, "eager")
 	wantEv := readTrace(t, filepath.Join(refDir, "eager.jsonl.gz"))
-	compareTasks(t, tasksOf(gotEv), tasksOf(wantEv), 44412)
+	compareTasks(t, reftrace.Tasks(gotEv), reftrace.Tasks(wantEv), 44412)
 	compareEvents(t, gotEv, wantEv)
 }
 
@@ -152,7 +143,7 @@ func TestFullMatchesReference(t *testing.T) {
 	m := loadModel(t)
 	gotEv := expand(t, m, "full")
 	wantEv := readTrace(t, filepath.Join(refDir, "graph.jsonl.gz"))
-	got, want := tasksOf(gotEv), tasksOf(wantEv)
+	got, want := reftrace.Tasks(gotEv), reftrace.Tasks(wantEv)
 	compareTasks(t, got, want, 44413)
 	compareEvents(t, gotEv, wantEv)
 	gid, wid := rootIdentities(got), rootIdentities(want)

@@ -1,8 +1,6 @@
 package config_test
 
 import (
-	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -84,26 +82,7 @@ func TestTouchErrors(t *testing.T) {
 			}
 			src := strings.Replace(touchModel, tc.old, tc.new, 1)
 			_, err := config.Parse("touchy.yaml", []byte(src))
-			if err == nil {
-				t.Fatal("no error")
-			}
-			var ce *config.Error
-			if !errors.As(err, &ce) {
-				t.Fatalf("error %v is %T, want *config.Error", err, err)
-			}
-			line := lineOf(src, tc.at)
-			if ce.File != "touchy.yaml" || ce.Line != line {
-				t.Errorf("error at %s:%d, want touchy.yaml:%d: %v", ce.File, ce.Line, line, err)
-			}
-			msg := err.Error()
-			if !strings.HasPrefix(msg, fmt.Sprintf("touchy.yaml:%d: ", line)) {
-				t.Errorf("message %q does not start with the position", msg)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(msg, w) {
-					t.Errorf("message %q does not contain %q", msg, w)
-				}
-			}
+			wantConfigError(t, err, "touchy.yaml", lineOf(src, tc.at), tc.want)
 		})
 	}
 }
