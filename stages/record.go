@@ -66,8 +66,7 @@ type Recorder struct {
 	tm     TensorMap
 	fs     FaninSet
 	roots  []privRoot
-	scopes []ScopeMode
-	manual int
+	scopes scopeStack
 	def    Definition
 	err    error
 	// Defects found so far (reported, not fatal to the recording).
@@ -110,8 +109,7 @@ func (r *Recorder) Reset(key string, fullKey uint64, boundary []Arg, broots []Bo
 	}
 	r.tm.Reset()
 	r.roots = r.roots[:0]
-	r.scopes = r.scopes[:0]
-	r.manual = 0
+	r.scopes.reset()
 	r.err = nil
 	r.Defects = r.Defects[:0]
 	r.def = Definition{
@@ -267,7 +265,7 @@ func (r *Recorder) Submit(t *Task) TaskID {
 		}
 		r.def.Tensors = append(r.def.Tensors, ref)
 	}
-	resolveFanin(&r.tm, r, node, args, t.Deps, r.manual > 0, &r.fs)
+	resolveFanin(&r.tm, r, node, args, t.Deps, r.scopes.inManual(), &r.fs)
 	sOff := len(r.def.Scalars)
 	for _, s := range t.Scalars {
 		if s.Src >= 0 {
@@ -305,24 +303,13 @@ func (r *Recorder) defect(k DefectKind, slot, node int32, msg string) {
 }
 
 // ScopeBegin opens a scope inside the body.
-func (r *Recorder) ScopeBegin(mode ScopeMode) {
-	r.scopes = append(r.scopes, mode)
-	if mode == ScopeManual {
-		r.manual++
-	}
-}
+func (r *Recorder) ScopeBegin(mode ScopeMode) { r.scopes.begin(mode) }
 
 // ScopeEnd closes it.
 func (r *Recorder) ScopeEnd() {
-	n := len(r.scopes)
-	if n == 0 {
+	if !r.scopes.end() {
 		r.fail("scope end without a scope begin inside the body")
-		return
 	}
-	if r.scopes[n-1] == ScopeManual {
-		r.manual--
-	}
-	r.scopes = r.scopes[:n-1]
 }
 
 // Graph inside a body is a nested Graph, which a Definition cannot hold.
@@ -338,8 +325,8 @@ func (r *Recorder) Build() (*Definition, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	if len(r.scopes) != 0 {
-		return nil, fmt.Errorf("graph %q: %w: %d scopes left open at the end of the body", r.key, ErrUnsupported, len(r.scopes))
+	if n := r.scopes.depth(); n != 0 {
+		return nil, fmt.Errorf("graph %q: %w: %d scopes left open at the end of the body", r.key, ErrUnsupported, n)
 	}
 	d := &Definition{
 		FullKey: r.def.FullKey, Key: r.key,

@@ -207,7 +207,7 @@ func captureEager(b testing.TB) ([]Root, []capturedOp) {
 			}
 			ops = append(ops, capturedOp{task: tk})
 		case o.ScopeDepth() > depth:
-			ops = append(ops, capturedOp{scope: 1 + int(o.scopes[depth])})
+			ops = append(ops, capturedOp{scope: 1 + int(o.scopes.modes[depth])})
 		default:
 			ops = append(ops, capturedOp{scope: 3})
 		}

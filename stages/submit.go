@@ -20,8 +20,7 @@ type Orch struct {
 	tm      TensorMap
 	fs      FaninSet
 	img     RunImage
-	scopes  []ScopeMode
-	manual  int // depth of manual scopes currently open
+	scopes  scopeStack
 	heapTop int64
 }
 
@@ -47,8 +46,7 @@ func (o *Orch) Reset() {
 	o.img.Roots = o.img.Roots[:0]
 	o.img.Graphs = o.img.Graphs[:0]
 	o.img.HeapBytes = 0
-	o.scopes = o.scopes[:0]
-	o.manual = 0
+	o.scopes.reset()
 	o.heapTop = 0
 }
 
@@ -94,30 +92,20 @@ func (o *Orch) Fanin(id TaskID) []TaskID {
 }
 
 // Manual reports whether a manual scope is open.
-func (o *Orch) Manual() bool { return o.manual > 0 }
+func (o *Orch) Manual() bool { return o.scopes.inManual() }
 
 // ScopeBegin opens a scope.
-func (o *Orch) ScopeBegin(mode ScopeMode) {
-	o.scopes = append(o.scopes, mode)
-	if mode == ScopeManual {
-		o.manual++
-	}
-}
+func (o *Orch) ScopeBegin(mode ScopeMode) { o.scopes.begin(mode) }
 
 // ScopeEnd closes the innermost scope.
 func (o *Orch) ScopeEnd() {
-	n := len(o.scopes)
-	if n == 0 {
+	if !o.scopes.end() {
 		panic("stages: ScopeEnd without ScopeBegin")
 	}
-	if o.scopes[n-1] == ScopeManual {
-		o.manual--
-	}
-	o.scopes = o.scopes[:n-1]
 }
 
 // ScopeDepth is the number of open scopes.
-func (o *Orch) ScopeDepth() int { return len(o.scopes) }
+func (o *Orch) ScopeDepth() int { return o.scopes.depth() }
 
 // newRoot creates a runtime root owned by task and places it on the heap.
 func (o *Orch) newRoot(name string, dt DType, shape []int64, mdep bool, task TaskID) RootID {
@@ -166,7 +154,7 @@ func (o *Orch) Submit(t *Task) TaskID {
 			t.Args[i].View.Root, t.Args[i].View.Offset = v.Root, 0
 		}
 	}
-	resolveFanin(&o.tm, o, id, args, t.Deps, o.manual > 0, &o.fs)
+	resolveFanin(&o.tm, o, id, args, t.Deps, o.scopes.inManual(), &o.fs)
 	scOff := len(o.img.Scalars)
 	for _, s := range t.Scalars {
 		o.img.Scalars = append(o.img.Scalars, s.Value)
@@ -203,8 +191,8 @@ func (o *Orch) SubmitGraph(boundary []Arg, scalars []uint64, sub GraphSubmission
 	argOff := len(o.img.Args)
 	o.img.Args = append(o.img.Args, boundary...)
 	args := o.img.Args[argOff:]
-	resolveFanin(&o.tm, o, id, args, nil, o.manual > 0, &o.fs)
-	if o.manual == 0 {
+	resolveFanin(&o.tm, o, id, args, nil, o.scopes.inManual(), &o.fs)
+	if !o.scopes.inManual() {
 		for _, s := range alsoWrites {
 			if a := &args[s]; a.Tag != TagInOut && a.Tag != TagOutputExisting && !o.meta(a.View.Root).manualDep {
 				o.tm.Register(&a.View, id)
