@@ -531,8 +531,10 @@ func (r *runner) call(o stages.Orchestrator, caller *frame, c *callOp) {
 // Body reads the frame's current environment, so it is valid during the
 // call; Detach snapshots it for a recorder that runs the body later.
 func (r *runner) graphBody(cf *frame) {
-	m, f, cb := r.m, r.f, cf.b
-	run := func(key string, vals []int64, targ []stages.View, autoT, autoS [][]int32, bo stages.Orchestrator, b *stages.Boundary) {
+	m, cb := r.m, cf.b
+	// The form is read when the body runs (Body) or is detached (Detach),
+	// not when the closures are made: a pooled runner serves every form.
+	run := func(f *form, key string, vals []int64, targ []stages.View, autoT, autoS [][]int32, bo stages.Orchestrator, b *stages.Boundary) {
 		br := m.newRunner(f)
 		bf := newFrame(cb)
 		copy(bf.vals, vals)
@@ -545,14 +547,14 @@ func (r *runner) graphBody(cf *frame) {
 		}
 	}
 	cf.gcall.Body = func(bo stages.Orchestrator, b *stages.Boundary) {
-		run(cf.gcall.Key, cf.vals, cf.targ, cf.gAutoT, cf.gAutoS, bo, b)
+		run(r.f, cf.gcall.Key, cf.vals, cf.targ, cf.gAutoT, cf.gAutoS, bo, b)
 	}
 	cf.gcall.Detach = func() func(stages.Orchestrator, *stages.Boundary) {
-		key := cf.gcall.Key
+		f, key := r.f, cf.gcall.Key
 		vals := append([]int64(nil), cf.vals...)
 		targ := append([]stages.View(nil), cf.targ...)
 		autoT, autoS := clone2(cf.gAutoT), clone2(cf.gAutoS)
-		return func(bo stages.Orchestrator, b *stages.Boundary) { run(key, vals, targ, autoT, autoS, bo, b) }
+		return func(bo stages.Orchestrator, b *stages.Boundary) { run(f, key, vals, targ, autoT, autoS, bo, b) }
 	}
 }
 
