@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/hbg-dev/hbg/actors"
 	"github.com/hbg-dev/hbg/config"
+	"github.com/hbg-dev/hbg/trace"
 )
 
 // formWant is what each DSv4 form must show (issue 4, point 7; the
@@ -96,4 +98,27 @@ func diffCounts(a, b map[string]int) []string {
 	}
 	slices.Sort(d)
 	return d
+}
+
+// TestDSv4RanksShareTheModel: two ranks run the full form concurrently in one
+// process (one model, one store, one recorder pool) and both end with the
+// same digest in every round. Under -race this is the check that a model and
+// the runtime's shared actors are safe to share.
+func TestDSv4RanksShareTheModel(t *testing.T) {
+	m := loadDSv4(t)
+	rt := startRuntime(t, actors.Config{})
+	passes, err := rt.Run(context.Background(), actors.RunSpec{Orch: orchestration(m, "full"), Rounds: 2, Ranks: 2, Info: trace.RunInfo{Model: m.Name, Form: "full"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	built := 0
+	for _, p := range passes {
+		if p.Device.Digest != passes[0].Device.Digest || p.Counts.GraphSubmissions != 86 {
+			t.Errorf("rank %d round %d: digest %016x, %d Graph submissions", p.Pass.Rank, p.Pass.Round, p.Device.Digest, p.Counts.GraphSubmissions)
+		}
+		built += p.Pass.BuiltDefinitions
+	}
+	if built != 8 {
+		t.Errorf("%d Definitions built over both ranks, want 8 (one store)", built)
+	}
 }
