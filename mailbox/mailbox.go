@@ -4,6 +4,7 @@
 package mailbox
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -32,10 +33,10 @@ func (s *Stats) MailboxEmpty()       {}
 
 // Snapshot is a point-in-time copy of a mailbox's counters.
 type Snapshot struct {
-	Name     string
-	Posted   int64
-	Received int64
-	MaxDepth int64
+	Name     string `json:"name"`
+	Posted   int64  `json:"posted"`
+	Received int64  `json:"received"`
+	MaxDepth int64  `json:"max_depth"`
 }
 
 // Snapshot reads the counters.
@@ -45,6 +46,7 @@ func (s *Stats) Snapshot() Snapshot {
 
 // Registry holds the Stats of every mailbox a runtime creates.
 type Registry struct {
+	mu    sync.Mutex
 	stats []*Stats
 }
 
@@ -54,7 +56,9 @@ type Registry struct {
 // never block (the Definition store, which everything replies to).
 func (r *Registry) Props(name string, bound int, producer actor.Producer, opts ...actor.PropsOption) *actor.Props {
 	s := &Stats{Name: name}
+	r.mu.Lock()
 	r.stats = append(r.stats, s)
+	r.mu.Unlock()
 	mb := actor.Unbounded(s)
 	if bound > 0 {
 		mb = actor.Bounded(bound, s)
@@ -64,6 +68,8 @@ func (r *Registry) Props(name string, bound int, producer actor.Producer, opts .
 
 // Snapshots reads every mailbox's counters.
 func (r *Registry) Snapshots() []Snapshot {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	out := make([]Snapshot, len(r.stats))
 	for i, s := range r.stats {
 		out[i] = s.Snapshot()

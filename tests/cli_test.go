@@ -97,6 +97,21 @@ func TestRunTwoRanks(t *testing.T) {
 	if c.RecordedDefinitions != 8 {
 		t.Errorf("recorded %d Definitions, want 8", c.RecordedDefinitions)
 	}
+	// No per-task message: a rank's submission actor hears of a pass, of
+	// each new Definition and upload, and of the device; a warm pass is 3
+	// messages, 5 passes of 15972 tasks stay far below one per task.
+	subs := 0
+	for _, m := range rep.Mailboxes {
+		if strings.HasPrefix(m.Name, "submission-") {
+			subs++
+			if m.Posted > 50 || m.Posted != m.Received {
+				t.Errorf("%s: %d posted, %d received over 5 passes", m.Name, m.Posted, m.Received)
+			}
+		}
+	}
+	if subs != 2 {
+		t.Errorf("%d submission mailboxes in the report, want 2", subs)
+	}
 }
 
 func TestRunNoRetain(t *testing.T) {

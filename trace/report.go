@@ -47,6 +47,10 @@ type Report struct {
 	// of a form runs the same work, so the same timeline); null when the
 	// device was skipped.
 	Sim *SimDevice `json:"sim,omitempty"`
+	// Mailboxes is every actor mailbox of the run: messages posted and
+	// received, and the deepest it got (messages flow per Graph call,
+	// recording, upload and pass, never per task).
+	Mailboxes []MailboxStat `json:"mailboxes,omitempty"`
 	// TraceID is the run's trace (search it in Jaeger), "" when no span was
 	// recorded; Exporter is where spans went, "" when nowhere.
 	TraceID  string `json:"trace_id,omitempty"`
@@ -110,6 +114,14 @@ type Golden struct {
 	Digest      Digest `json:"digest"`
 	EagerDigest Digest `json:"eager_digest"`
 	Match       bool   `json:"match"`
+}
+
+// MailboxStat is one actor mailbox's traffic over a run.
+type MailboxStat struct {
+	Name     string `json:"name"`
+	Posted   int64  `json:"posted"`
+	Received int64  `json:"received"`
+	MaxDepth int64  `json:"max_depth"`
 }
 
 // SimDevice is one simulated device run: its wall, its critical path and

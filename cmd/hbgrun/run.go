@@ -183,7 +183,11 @@ func runForm(ctx context.Context, s *session, f *runFlags, orch *actors.Orchestr
 	if err != nil {
 		return nil, passes, err
 	}
-	return buildReport(info, passes), passes, nil
+	rep := buildReport(info, passes)
+	for _, m := range rt.Mailboxes.Snapshots() {
+		rep.Mailboxes = append(rep.Mailboxes, trace.MailboxStat(m))
+	}
+	return rep, passes, nil
 }
 
 // buildReport computes the report from the passes: every figure in it comes
