@@ -60,6 +60,8 @@ type Orchestration struct {
 
 // Counts describe one pass.
 type Counts struct {
+	// GraphCalls is every Graph call the orchestration made.
+	GraphCalls          int
 	HostSubmissions     int
 	OrdinaryTasks       int
 	GraphSubmissions    int

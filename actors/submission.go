@@ -189,6 +189,7 @@ func (s *submission) storeKey(fullKey uint64) uint64 {
 // records, a new recording on a miss. Nothing here waits.
 func (s *submission) graph(call *stages.GraphCall) stages.TaskID {
 	t0 := trace.Now()
+	s.p.res.Counts.GraphCalls++
 	fk := stages.FullKey(s.identity, call.Key, call.Config)
 	sk := s.storeKey(fk)
 	e := s.keys[sk]
@@ -430,6 +431,10 @@ func (s *submission) countImage() {
 	c.GraphSubmissions = len(img.Graphs)
 	c.OrdinaryTasks = len(img.Tasks) - len(img.Graphs)
 	c.Definitions = len(s.p.used)
+	// Every Graph call became a GraphSubmission, or is accounted for by a
+	// boundary mismatch or a failed recording; anything else ran on the
+	// ordinary path for no reason the pass can name: demoted.
+	c.Demoted = c.GraphCalls - c.GraphSubmissions - c.BoundaryMismatches - c.FallbackCalls
 	nodes := 0
 	for _, sh := range img.Graphs {
 		if d := s.defByHash(sh.DefHash); d != nil {
