@@ -70,7 +70,6 @@ func loadModel(t testing.TB) *config.Model {
 	return m
 }
 
-
 // rootIdentity names a root independently of RootID numbering: an entry
 // root by its name, a runtime root by the task that created it.
 func rootIdentities(tasks []refEvent) func(a refArg) string {

@@ -270,3 +270,21 @@ func TestCompare(t *testing.T) {
 		t.Errorf("full: %d host submissions", doc.Forms[1].Counts.HostSubmissions)
 	}
 }
+
+// TestRunEmbeddedDefault: with no MODEL, run uses the embedded DSv4 config,
+// from any directory.
+func TestRunEmbeddedDefault(t *testing.T) {
+	cmd := exec.Command(hbgrun(t), "run", "--rounds", "2", "--skip-device", "--json")
+	cmd.Dir = t.TempDir()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	var rep trace.Report
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Model != "dsv4_flash_decode" || rep.Form != "full" || rep.Counts.HostSubmissions != 129 {
+		t.Fatalf("model %q form %q, %d host submissions", rep.Model, rep.Form, rep.Counts.HostSubmissions)
+	}
+}

@@ -18,9 +18,9 @@ func init() {
 	var f runFlags
 	var forms string
 	c := &cobra.Command{
-		Use:   "compare MODEL",
+		Use:   "compare [MODEL]",
 		Short: "Run several forms of a model side by side, passes interleaved, and print each phase's median with its ratio to the first form",
-		Args:  cobra.ExactArgs(1),
+		Args:  cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := f.check(); err != nil {
 				return err
@@ -29,7 +29,7 @@ func init() {
 			for i := range list {
 				list[i] = strings.TrimSpace(list[i])
 			}
-			return compareCmd(c.Context(), c.OutOrStdout(), args[0], list, &f)
+			return compareCmd(c.Context(), c.OutOrStdout(), modelArg(args), list, &f)
 		},
 	}
 	f.register(c, false)

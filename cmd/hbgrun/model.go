@@ -7,19 +7,34 @@ import (
 
 	"github.com/hbg-dev/hbg/actors"
 	"github.com/hbg-dev/hbg/config"
+	"github.com/hbg-dev/hbg/config/models"
 	"github.com/hbg-dev/hbg/stages"
 )
 
 type modelT = config.Model
 
 // loadModel loads and validates a model config; any problem with it is the
-// user's, so it exits 2.
+// user's, so it exits 2. An empty path is the embedded default model.
 func loadModel(path string) (*config.Model, error) {
-	m, err := config.Load(path)
+	var m *config.Model
+	var err error
+	if path == "" {
+		m, err = config.Parse(models.DefaultName, models.Default)
+	} else {
+		m, err = config.Load(path)
+	}
 	if err != nil {
 		return nil, usageError{err}
 	}
 	return m, nil
+}
+
+// modelArg is the MODEL argument, or "" (the embedded default) when absent.
+func modelArg(args []string) string {
+	if len(args) == 0 {
+		return ""
+	}
+	return args[0]
 }
 
 func modelName(m *config.Model) string { return m.Name }

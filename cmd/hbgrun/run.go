@@ -33,7 +33,7 @@ type runFlags struct {
 func (f *runFlags) register(c *cobra.Command, withForm bool) {
 	fl := c.Flags()
 	if withForm {
-		fl.StringVar(&f.form, "form", "full", "which form of the model to run (see `hbgrun validate`)")
+		fl.StringVar(&f.form, "form", "full", "which form of the model to run (hbgrun validate lists them)")
 	}
 	fl.IntVar(&f.rounds, "rounds", 5, "passes per rank; the first pass of each rank is reported apart as cold")
 	fl.IntVar(&f.ranks, "ranks", 1, "ranks run concurrently, each with its own device")
@@ -76,18 +76,19 @@ func (f *runFlags) config(tr *trace.Tracer, skipDevice bool) actors.Config {
 func init() {
 	var f runFlags
 	c := &cobra.Command{
-		Use:   "run MODEL",
+		Use:   "run [MODEL]",
 		Short: "Run a model form for some rounds on some ranks and print upstream's phase table",
 		Long: `Run MODEL's form on the host path, the Graph pipeline and the simulated
 a2a3 device, and report per phase the min / median / max over the warm passes
 (the first pass of each rank apart, as cold), the control-plane total, the
-per-operation totals, the counts and the golden check against the eager form.`,
-		Args: cobra.ExactArgs(1),
+per-operation totals, the counts and the golden check against the eager form.
+Without MODEL it runs the embedded default, config/models/dsv4_flash_decode.yaml.`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := f.check(); err != nil {
 				return err
 			}
-			return runCmd(c.Context(), c.OutOrStdout(), args[0], &f)
+			return runCmd(c.Context(), c.OutOrStdout(), modelArg(args), &f)
 		},
 	}
 	f.register(c, true)
