@@ -20,6 +20,9 @@ type keysModel struct {
 	body        func(o stages.Orchestrator, b *stages.Boundary)
 	inputTag    stages.Tag // tag of the written slot (TagInOut normally)
 	config      func(k, c int) []uint64
+	// first, if set, receives the id of the dummy task the orchestration
+	// submits before its Graph calls.
+	first *stages.TaskID
 }
 
 const rowsPerCall = 4
@@ -29,6 +32,8 @@ func (m keysModel) orchestration(name string) *Orchestration {
 	entry := []stages.Root{
 		{Name: "x", Kind: stages.RootEntry, DType: stages.FP32, Shape: []int64{rows, 16}, Elems: rows * 16},
 		{Name: "y", Kind: stages.RootEntryOutput, DType: stages.FP32, Shape: []int64{rows, 16}, Elems: rows * 16},
+		// z is in no boundary: a body that reads it hides it from its caller.
+		{Name: "z", Kind: stages.RootEntry, DType: stages.FP32, Shape: []int64{16}, Elems: 16},
 	}
 	body := m.body
 	if body == nil {
@@ -43,6 +48,12 @@ func (m keysModel) orchestration(name string) *Orchestration {
 		Entry:   entry,
 		Kernels: []stages.Kernel{{Name: "scale", Core: stages.KindAIV, Code: "scale"}, {Name: "mm", Core: stages.KindAIC, Code: "mm"}},
 		Run: func(o stages.Orchestrator) error {
+			// A task before every Graph call: a body that depends on it
+			// depends across its boundary.
+			id := o.Submit(&stages.Task{Kind: stages.KindDummy, Kernel: [3]stages.KernelID{-1, -1, -1}, BlockNum: -1})
+			if m.first != nil {
+				*m.first = id
+			}
 			for c := 0; c < m.calls; c++ {
 				for k := 0; k < m.keys; k++ {
 					row := int64((c*m.keys + k) * rowsPerCall)
@@ -118,7 +129,7 @@ func TestDistinctKeysNeverDemoted(t *testing.T) {
 			rt := newRuntime(t, Config{Recorders: pool}, nil)
 			res := runPass(t, rt, orch, 0)
 			c := res.Counts
-			if c.Demoted != 0 || c.GraphSubmissions != 128 || c.Definitions != 64 || res.Pass.BuiltDefinitions != 64 || c.OrdinaryTasks != 0 {
+			if c.Demoted != 0 || c.GraphSubmissions != 128 || c.Definitions != 64 || res.Pass.BuiltDefinitions != 64 || c.OrdinaryTasks != 1 {
 				t.Fatalf("counts %+v, built %d", c, res.Pass.BuiltDefinitions)
 			}
 			if res.Device.Digest != wantDigest || res.Device.Tasks != wantTasks {
@@ -227,6 +238,31 @@ func TestRecordingFailures(t *testing.T) {
 		}
 		if res.Device.Digest != want {
 			t.Fatalf("fallback digest %x, eager twin %x", res.Device.Digest, want)
+		}
+	})
+	t.Run("an unclassifiable tensor or a dependency across the boundary falls back", func(t *testing.T) {
+		var first stages.TaskID
+		for name, body := range map[string]func(o stages.Orchestrator, b *stages.Boundary){
+			"unclassifiable": func(o stages.Orchestrator, b *stages.Boundary) {
+				rowBody(o, b)
+				o.Submit(&stages.Task{Kind: stages.KindAIV, Kernel: [3]stages.KernelID{-1, 0, -1}, BlockNum: 1,
+					Args: []stages.Arg{{Tag: stages.TagInput, View: stages.NewView(2, 0, stages.FP32, 16)}, {Tag: stages.TagInOut, View: b.Tensors[1].View}}})
+			},
+			"cross-boundary dependency": func(o stages.Orchestrator, b *stages.Boundary) {
+				o.Submit(&stages.Task{Kind: stages.KindDummy, Kernel: [3]stages.KernelID{-1, -1, -1}, BlockNum: -1, Deps: []stages.TaskID{first}})
+				rowBody(o, b)
+			},
+		} {
+			orch := keysModel{keys: 1, calls: 2, body: body, first: &first}.orchestration(name)
+			want, _ := eagerDigest(t, orch)
+			rt := newRuntime(t, Config{}, nil)
+			res := runPass(t, rt, orch, 0)
+			if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "unsupported") || res.Counts.FallbackCalls != 2 || res.Pass.BuiltDefinitions != 0 {
+				t.Errorf("%s: warnings %q, counts %+v, built %d", name, res.Warnings, res.Counts, res.Pass.BuiltDefinitions)
+			}
+			if res.Device.Digest != want {
+				t.Errorf("%s: fallback digest %x, eager twin %x", name, res.Device.Digest, want)
+			}
 		}
 	})
 	t.Run("unsupported is an error with StrictRecording", func(t *testing.T) {

@@ -128,11 +128,17 @@ const (
 )
 
 // TaskID is a task's submission index in a run (ordinary tasks and outer
-// GRAPH tasks share the sequence). Inside a recording it is the node index.
+// GRAPH tasks share the sequence). Inside a recording, node i of the body is
+// privateTaskBase+i.
 type TaskID int32
 
 // NoTask marks "no creator" (entry tensors) and unused slots.
 const NoTask TaskID = -1
+
+// privateTaskBase numbers the tasks a Graph body submits while it records
+// (node i is privateTaskBase+i), so that a body's explicit dependency on a
+// task of its caller can never pass for one on its own node.
+const privateTaskBase TaskID = 1 << 30
 
 // KernelID names a kernel in the model's kernel table; -1 is an unused slot.
 type KernelID int32

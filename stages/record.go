@@ -72,8 +72,9 @@ type Recorder struct {
 	// Defects found so far (reported, not fatal to the recording).
 	Defects []Defect
 	// argScratch holds a node's arguments while its outputs get private
-	// roots; reused across nodes.
+	// roots, depScratch its dependencies as node indices; reused.
 	argScratch []Arg
+	depScratch []TaskID
 }
 
 type privRoot struct {
@@ -227,19 +228,24 @@ func (r *Recorder) Alloc(specs []RootSpec) (TaskID, RootID) {
 		Scalars: Span{Off: uint32(len(r.def.Scalars))},
 		Fanin:   Span{Off: uint32(len(r.def.Fanin))},
 	})
-	return TaskID(node), first
+	return privateTaskBase + TaskID(node), first
 }
 
 // Submit records a kernel or dummy node.
 func (r *Recorder) Submit(t *Task) TaskID {
 	node := TaskID(len(r.def.Nodes))
+	// Deps name earlier nodes of this body (ids from privateTaskBase on);
+	// anything else is a task of the caller: a dependency across the
+	// boundary, which a replay could not honour.
+	deps := r.depScratch[:0]
 	for _, d := range t.Deps {
-		if d < 0 || d >= node {
-			// Deps name earlier nodes of this body; anything else is a
-			// dependency across the boundary.
-			r.fail("explicit dependency on task %d is outside the body (a dependency across the boundary)", d)
+		if d < privateTaskBase || d-privateTaskBase >= node {
+			r.fail("explicit dependency on task %d, which is not an earlier task of the body (a dependency across the boundary)", d)
+			continue
 		}
+		deps = append(deps, d-privateTaskBase)
 	}
+	r.depScratch = deps
 	args := append(r.argScratch[:0], t.Args...)
 	r.argScratch = args
 	tOff := len(r.def.Tensors)
@@ -265,7 +271,7 @@ func (r *Recorder) Submit(t *Task) TaskID {
 		}
 		r.def.Tensors = append(r.def.Tensors, ref)
 	}
-	resolveFanin(&r.tm, r, node, args, t.Deps, r.scopes.inManual(), &r.fs)
+	resolveFanin(&r.tm, r, node, args, deps, r.scopes.inManual(), &r.fs)
 	sOff := len(r.def.Scalars)
 	for _, s := range t.Scalars {
 		if s.Src >= 0 {
@@ -295,7 +301,7 @@ func (r *Recorder) Submit(t *Task) TaskID {
 		nd.Pred = PredRef{Valid: true, Op: t.Pred.Op, Tensor: ref, Index: t.Pred.Index, Target: t.Pred.Target}
 	}
 	r.def.Nodes = append(r.def.Nodes, nd)
-	return node
+	return privateTaskBase + node
 }
 
 func (r *Recorder) defect(k DefectKind, slot, node int32, msg string) {
