@@ -56,7 +56,7 @@ func (r *recorder) record(ctx actor.Context, job *mailbox.RecordJob) {
 		if p := recover(); p != nil {
 			err := fmt.Errorf("graph %q: body panicked while recording: %v", job.Key, p)
 			span.Finish(r.rec.Nodes(), err)
-			ctx.Send(r.builder, &mailbox.Recorded{Job: job, Err: err, Panicked: true, Recorder: ctx.Self()})
+			ctx.Send(r.builder, &mailbox.Recorded{Job: job, Err: err, Panicked: true})
 			ctx.Send(r.store, &mailbox.RecorderIdle{Recorder: ctx.Self()})
 			panic(p)
 		}
@@ -65,7 +65,7 @@ func (r *recorder) record(ctx actor.Context, job *mailbox.RecordJob) {
 		r.hook(job)
 	}
 	def, err := r.rec.Record(job.Key, job.FullKey, job.Boundary, job.Roots, job.Scalars, job.Body)
-	out := &mailbox.Recorded{Job: job, Def: def, Err: err, Nodes: r.rec.Nodes(), Recorder: ctx.Self()}
+	out := &mailbox.Recorded{Job: job, Def: def, Err: err, Nodes: r.rec.Nodes()}
 	out.Defects = append(out.Defects, r.rec.Defects...)
 	out.RecordNs = trace.Now() - t0
 	out.Trace = span.Carrier()

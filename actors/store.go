@@ -20,9 +20,8 @@ type store struct {
 	inflight map[uint64][]*mailbox.RecordJob // waiters per key, the first is recording
 	verified map[uint64]bool
 	// verifies wait here while their key's first recording is in flight.
-	verifies  map[uint64][]*mailbox.RecordJob
-	recorders int
-	stats     *Stats
+	verifies map[uint64][]*mailbox.RecordJob
+	stats    *Stats
 }
 
 func newStore(stats *Stats) *store {
@@ -46,7 +45,6 @@ func (s *store) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *storeReady:
 		s.idle = append(s.idle, m.recorders...)
-		s.recorders = len(m.recorders)
 		s.dispatch(ctx)
 	case *mailbox.RecordJob:
 		s.request(ctx, m)
@@ -117,9 +115,6 @@ func (s *store) built(ctx actor.Context, b *mailbox.Built) {
 		StoreKey: job.StoreKey, Defects: rec.Defects, Verify: job.Verify,
 		RecordedNodes: rec.Nodes, RecordNs: rec.RecordNs, BuildNs: b.BuildNs,
 		Err: rec.Err, Panicked: rec.Panicked,
-	}
-	if ready.Err == nil {
-		ready.Err = b.Err
 	}
 	if job.Verify {
 		s.verify(ctx, job, b, ready)

@@ -239,11 +239,13 @@ func (s *submission) graph(call *stages.GraphCall) stages.TaskID {
 func (s *submission) startRecording(call *stages.GraphCall, fk, sk uint64) *keyEntry {
 	e := &keyEntry{nscalars: len(call.Scalars)}
 	e.sig = stages.Signature(call.Boundary, s.orch)
-	e.first = append([]stages.Arg(nil), call.Boundary...)
-	e.firstScalar = append([]uint64(nil), call.Scalars...)
+	job := s.job(call, fk, sk, false)
+	// The job's copies of the boundary are read-only from here on, so the
+	// entry keeps the first call's values in them rather than copying again.
+	e.first, e.firstScalar = job.Boundary, job.Scalars
 	s.keys[sk] = e
 	s.p.pending++
-	s.ctx.Send(s.rt.store, s.job(call, fk, sk, false))
+	s.ctx.Send(s.rt.store, job)
 	return e
 }
 

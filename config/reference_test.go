@@ -146,7 +146,7 @@ func TestFullMatchesReference(t *testing.T) {
 	compareTasks(t, got, want, 44413)
 	compareEvents(t, gotEv, wantEv)
 	gid, wid := rootIdentities(got), rootIdentities(want)
-	gg, wg := graphsOf(gotEv), graphsOf(wantEv)
+	gg, wg := graphCalls(gotEv), graphCalls(wantEv)
 	if len(gg) != 86 || len(wg) != 86 {
 		t.Fatalf("%d Graph calls, reference %d, want 86", len(gg), len(wg))
 	}
@@ -193,15 +193,7 @@ func TestFullMatchesReference(t *testing.T) {
 	}
 }
 
-func graphsOf(evs []refEvent) []refEvent {
-	var out []refEvent
-	for _, e := range evs {
-		if e.Ev == "graph_begin" {
-			out = append(out, e)
-		}
-	}
-	return out
-}
+func graphCalls(evs []refEvent) []refEvent { return reftrace.Events(evs, "graph_begin") }
 
 func compareTasks(t *testing.T, got, want []refEvent, wantEdges int) {
 	t.Helper()

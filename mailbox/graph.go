@@ -38,9 +38,8 @@ type Recorded struct {
 	// (Panicked set), either way with the key and the cause.
 	Err      error
 	Panicked bool
-	// Ops is the recorder's record_node total for this job.
+	// RecordNs is the recorder's record_node time for this job.
 	RecordNs int64
-	Recorder *actor.PID
 	// Trace is the recording's span: the build is its child.
 	Trace trace.Carrier
 }
@@ -51,7 +50,6 @@ type Built struct {
 	Image    []byte
 	Hash     uint64
 	BuildNs  int64
-	Err      error
 }
 
 // RecorderIdle tells the store a recorder can take the next job.

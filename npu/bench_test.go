@@ -167,7 +167,14 @@ func BenchmarkSimulateStep(b *testing.B) {
 	d := New(DefaultConfig())
 	d.RegisterEntry(bl.entry)
 	d.RegisterKernels(ks)
-	if err := d.CopyRun(bl.bytes()); err != nil {
+	benchLaunch(b, d, bl.bytes())
+}
+
+// benchLaunch copies a run image to d once, launches it once to warm the
+// device's buffers, then times launches of the resident image.
+func benchLaunch(b *testing.B, d *Device, image []byte) {
+	b.Helper()
+	if err := d.CopyRun(image); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := d.Launch(); err != nil {

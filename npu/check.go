@@ -258,23 +258,36 @@ func (d *Device) check(img *stages.RunImage) (*plan, error) {
 	}
 
 	// Ordinary fanout CSR (consumers ascending).
-	p.foOff = make([]uint32, nt+1)
-	for _, f := range img.Fanin {
-		p.foOff[f+1]++
-	}
-	for i := 1; i <= nt; i++ {
-		p.foOff[i] += p.foOff[i-1]
-	}
-	p.foIdx = make([]int32, len(img.Fanin))
-	cur := slices.Clone(p.foOff[:nt])
-	for c := range img.Tasks {
+	p.foOff, p.foIdx = fanoutCSR[stages.TaskID, int32](nt, len(img.Fanin), func(c int) []stages.TaskID {
 		s := img.Tasks[c].Fanin
-		for _, f := range img.Fanin[s.Off : s.Off+s.N] {
-			p.foIdx[cur[f]] = int32(c)
-			cur[f]++
+		return img.Fanin[s.Off : s.Off+s.N]
+	})
+	return p, nil
+}
+
+// fanoutCSR transposes a fanin list: fanin(c) is consumer c's producers
+// (each < n, edges in all); the result lists each producer's consumers, in
+// ascending order, as a CSR of n+1 offsets. Both the run image and every
+// Definition are walked producer to consumer on the device.
+func fanoutCSR[P, C ~int32 | ~uint32](n, edges int, fanin func(c int) []P) ([]uint32, []C) {
+	off := make([]uint32, n+1)
+	for c := 0; c < n; c++ {
+		for _, p := range fanin(c) {
+			off[p+1]++
 		}
 	}
-	return p, nil
+	for i := 1; i <= n; i++ {
+		off[i] += off[i-1]
+	}
+	idx := make([]C, edges)
+	cur := slices.Clone(off[:n])
+	for c := 0; c < n; c++ {
+		for _, p := range fanin(c) {
+			idx[cur[p]] = C(c)
+			cur[p]++
+		}
+	}
+	return off, idx
 }
 
 // checkBoundary checks one submission against its Definition's signature:

@@ -3,7 +3,6 @@ package npu
 import (
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/hbg-dev/hbg/stages"
 )
@@ -219,7 +218,6 @@ const maxBlockNum = 1<<15 - 1
 func newDefObj(def *stages.Definition) (*defObj, error) {
 	n := len(def.Nodes)
 	o := &defObj{def: def}
-	o.foOff = make([]uint32, n+1)
 	for i := range def.Nodes {
 		nd := &def.Nodes[i]
 		if !kernelSlotsOK(nd.Kind, nd.Kernel) {
@@ -231,22 +229,11 @@ func newDefObj(def *stages.Definition) (*defObj, error) {
 		if nd.Fanin.N == 0 {
 			o.roots = append(o.roots, uint32(i))
 		}
-		for _, p := range def.Fanin[nd.Fanin.Off : nd.Fanin.Off+nd.Fanin.N] {
-			o.foOff[p+1]++
-		}
 	}
-	for i := 1; i <= n; i++ {
-		o.foOff[i] += o.foOff[i-1]
-	}
-	o.foIdx = make([]uint32, len(def.Fanin))
-	cur := slices.Clone(o.foOff[:n])
-	for c := range def.Nodes {
+	o.foOff, o.foIdx = fanoutCSR[uint32, uint32](n, len(def.Fanin), func(c int) []uint32 {
 		nd := &def.Nodes[c]
-		for _, p := range def.Fanin[nd.Fanin.Off : nd.Fanin.Off+nd.Fanin.N] {
-			o.foIdx[cur[p]] = uint32(c)
-			cur[p]++
-		}
-	}
+		return def.Fanin[nd.Fanin.Off : nd.Fanin.Off+nd.Fanin.N]
+	})
 	o.lh = make([]uint64, len(def.Tensors))
 	for i := range def.Tensors {
 		o.lh[i] = layoutHash(&def.Tensors[i].Layout)

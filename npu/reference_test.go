@@ -198,16 +198,5 @@ func BenchmarkSimulateDSv4Eager(b *testing.B) {
 	img, entry := loadReference(b)
 	d := New(DefaultConfig())
 	d.RegisterEntry(entry)
-	if err := d.CopyRun(stages.EncodeRunImage(img)); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := d.Launch(); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := d.Launch(); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchLaunch(b, d, stages.EncodeRunImage(img))
 }

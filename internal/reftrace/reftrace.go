@@ -112,13 +112,16 @@ func Load(path string) ([]Line, error) {
 	return lines, nil
 }
 
-// Tasks keeps the task lines.
-func Tasks(lines []Line) []Line {
+// Events keeps the lines of one event kind (task, graph_begin, …).
+func Events(lines []Line, ev string) []Line {
 	var out []Line
 	for _, l := range lines {
-		if l.Ev == "task" {
+		if l.Ev == ev {
 			out = append(out, l)
 		}
 	}
 	return out
 }
+
+// Tasks keeps the task lines.
+func Tasks(lines []Line) []Line { return Events(lines, "task") }
