@@ -43,6 +43,9 @@ type Config struct {
 	CountKernels bool
 	// Device configures each rank's simulated a2a3 die.
 	Device npu.Config
+	// Golden checks every pass against its golden reference (golden.go)
+	// and fills PassResult.Golden.
+	Golden bool
 	// Tracer makes the spans; nil traces nothing.
 	Tracer *trace.Tracer
 	// PassTimeout bounds one pass (default 10 minutes).
@@ -85,7 +88,9 @@ type PassResult struct {
 	DeviceStartNs int64
 	// KernelTasks counts device tasks per KernelID (with CountKernels).
 	KernelTasks []int
-	Err         error
+	// Golden is the pass's golden check (with Config.Golden).
+	Golden *Golden
+	Err    error
 }
 
 // Stats are the runtime's lifetime counters.
@@ -109,6 +114,7 @@ type Runtime struct {
 	// image before it is copied (the golden check's own test).
 	recorderHook func(*mailbox.RecordJob)
 	imageHook    func(*stages.RunImage)
+	golden       goldenCache
 }
 
 // Start starts the runtime inside an existing actor system: the supervisor,
@@ -166,6 +172,13 @@ func (rt *Runtime) Pass(ctx context.Context, orch *Orchestration, rank, round in
 		return nil, fmt.Errorf("rank %d round %d: %w", rank, round, err)
 	}
 	pr := res.(*PassResult)
+	if rt.cfg.Golden && pr.Err == nil && pr.Device != nil {
+		ref, err := rt.golden.reference(orch, rt.cfg.Device)
+		if err != nil {
+			return pr, err
+		}
+		pr.Golden = ref.Check(pr.Device)
+	}
 	return pr, pr.Err
 }
 

@@ -61,6 +61,10 @@ type RootDigest struct {
 	Name    string
 	Digest  uint64
 	Written bool
+	// Segments is the root's contents at the end of the run: element
+	// intervals with their digest and last writer (the golden check names
+	// the first interval where two runs differ).
+	Segments []Segment
 }
 
 // TaskRef names a device task: an image task, or node Node of the Graph
