@@ -178,7 +178,6 @@ type argOp struct {
 	out  *allocItem // runtime-allocated output (tag out)
 }
 
-
 type predOp struct {
 	view   *viewExpr
 	idx    []*expr

@@ -578,6 +578,12 @@ func (r *runner) call(o stages.Orchestrator, caller *frame, c *callOp) {
 	for _, s := range g.config {
 		gc.Config = append(gc.Config, uint64(cf.vals[s]))
 	}
+	// The tasks the body may wait on are the call's task params, in order:
+	// a replay takes them from here.
+	gc.ExtDeps = gc.ExtDeps[:0]
+	for _, seq := range cf.tp {
+		gc.ExtDeps = append(gc.ExtDeps, seq...)
+	}
 	cf.gAutoT, cf.gAutoS = autoT, autoS
 	o.Graph(gc)
 	cf.gAutoT, cf.gAutoS = nil, nil
