@@ -46,6 +46,9 @@ type Config struct {
 	// Golden checks every pass against its golden reference (golden.go)
 	// and fills PassResult.Golden.
 	Golden bool
+	// TamperImage, if set, changes every run image before it is copied:
+	// for tests that the golden check catches a wrong replay.
+	TamperImage func(*stages.RunImage)
 	// Tracer makes the spans; nil traces nothing.
 	Tracer *trace.Tracer
 	// PassTimeout bounds one pass (default 10 minutes).
@@ -141,7 +144,7 @@ func start(sys *actor.ActorSystem, cfg Config, hook func(*mailbox.RecordJob)) (*
 	if cfg.PassTimeout == 0 {
 		cfg.PassTimeout = 10 * time.Minute
 	}
-	rt := &Runtime{sys: sys, cfg: cfg, tracer: cfg.Tracer, recorderHook: hook}
+	rt := &Runtime{sys: sys, cfg: cfg, tracer: cfg.Tracer, recorderHook: hook, imageHook: cfg.TamperImage}
 	if rt.tracer == nil {
 		rt.tracer = trace.NewTracer(nil)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hbg-dev/hbg/actors"
+	"github.com/hbg-dev/hbg/npu"
 	"github.com/hbg-dev/hbg/stages"
 	"github.com/hbg-dev/hbg/trace"
 )
@@ -28,7 +29,11 @@ type runFlags struct {
 	traceOut   string
 	defects    string
 	strict     bool
+	race       bool
 	store      storeFlags
+	// tamper changes every run image before it is copied (tests of the
+	// golden check; no flag sets it).
+	tamper func(*stages.RunImage)
 }
 
 func (f *runFlags) register(c *cobra.Command, withForm bool) {
@@ -46,6 +51,7 @@ func (f *runFlags) register(c *cobra.Command, withForm bool) {
 	fl.StringVar(&f.traceOut, "trace-out", "", "write a Chrome trace-event file (open it in Perfetto)")
 	fl.StringVar(&f.defects, "defects", "error", "what a detected body defect does: error or warn")
 	fl.BoolVar(&f.strict, "strict", false, "fail a pass when a body records something unsupported, instead of running that key on the ordinary path")
+	fl.BoolVar(&f.race, "race", true, "check every device run for races (--race=false skips the detector; the golden check then compares digests only)")
 	f.store.register(fl)
 }
 
@@ -74,6 +80,9 @@ func (f *runFlags) config(tr *trace.Tracer, skipDevice bool) actors.Config {
 		Tracer:            tr,
 		StoreDir:          f.store.dir,
 		StoreMax:          f.store.max,
+		Golden:            !skipDevice,
+		Device:            npu.Config{NoRace: !f.race},
+		TamperImage:       f.tamper,
 	}
 }
 
@@ -85,7 +94,10 @@ func init() {
 		Long: `Run MODEL's form on the host path, the Graph pipeline and the simulated
 a2a3 device, and report per phase the min / median / max over the warm passes
 (the first pass of each rank apart, as cold), the control-plane total, the
-per-operation totals, the counts and the golden check against the eager form.
+per-operation totals, the counts and the golden check: each pass against its
+inline twin (every Graph call's body run inline, ordered as the call orders
+it) and the eager form, and every device run checked for races. A golden
+mismatch or a race exits 1.
 Without MODEL it runs the embedded default, config/models/dsv4_flash_decode.yaml.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -153,10 +165,9 @@ func runCmd(ctx context.Context, out io.Writer, path string, f *runFlags) error 
 			cmdSpan.Fail(err)
 			return err
 		}
+		var failed error
 		if !f.skipDevice {
-			if err := golden(cctx, s, f, model, rep, passes); err != nil {
-				return err
-			}
+			failed = golden(rep, passes, orch.Kernels)
 		}
 		if sc := cmdSpan.OTel().SpanContext(); sc.IsValid() {
 			rep.TraceID = sc.TraceID().String()
@@ -167,10 +178,14 @@ func runCmd(ctx context.Context, out io.Writer, path string, f *runFlags) error 
 				return err
 			}
 		}
+		write := rep.WriteText
 		if f.json {
-			return rep.WriteJSON(out)
+			write = rep.WriteJSON
 		}
-		return rep.WriteText(out)
+		if err := write(out); err != nil {
+			return err
+		}
+		return failed
 	})
 }
 
@@ -232,41 +247,18 @@ func buildReport(info trace.RunInfo, passes []*actors.PassResult) *trace.Report 
 // digest and run as many kernel and dummy tasks. Alloc tasks may differ: a
 // Graph form can allocate at a call site (DSv4's layer 42 does, as
 // upstream's).
-func golden(ctx context.Context, s *session, f *runFlags, model *modelT, rep *trace.Report, passes []*actors.PassResult) error {
+// golden reports the library's golden check of the passes (the first
+// failure, else the first pass) and the first pass's simulated device; it
+// returns the failure.
+func golden(rep *trace.Report, passes []*actors.PassResult, kernels []stages.Kernel) error {
+	failed := reportGolden(rep, passes, kernels)
 	first := passes[0].Device
-	eager := first
-	if f.form != "eager" {
-		orch, err := orchestrationFor(model, "eager")
-		if err != nil {
-			return err
-		}
-		rt, err := actors.Start(s.sys, actors.Config{Recorders: 1})
-		if err != nil {
-			return err
-		}
-		defer rt.Stop()
-		res, err := rt.Pass(ctx, orch, 0, 0, trace.Carrier{})
-		if err != nil {
-			return fmt.Errorf("golden eager pass: %w", err)
-		}
-		eager = res.Device
-	}
-	match := true
-	for _, p := range passes {
-		d := p.Device
-		if d.Digest != eager.Digest || d.Tasks-d.Allocs != eager.Tasks-eager.Allocs {
-			match = false
-			rep.Warnings = append(rep.Warnings, fmt.Sprintf("golden mismatch: rank %d round %d: digest %016x, %d non-alloc tasks; eager %016x, %d",
-				p.Pass.Rank, p.Pass.Round, d.Digest, d.Tasks-d.Allocs, eager.Digest, eager.Tasks-eager.Allocs))
-		}
-	}
-	rep.Golden = &trace.Golden{Digest: trace.Digest(first.Digest), EagerDigest: trace.Digest(eager.Digest), Match: match}
 	rep.Sim = &trace.SimDevice{
 		WallNs: first.SimNs, CriticalPathNs: first.CriticalPathNs,
 		Tasks: first.Tasks, Kernels: first.Kernels, Skipped: first.Skipped,
 		CoreBusyNs: first.CoreBusyNs, AICCores: len(first.CoreBusyNs) / 3,
 	}
-	return nil
+	return failed
 }
 
 func writeTraceOut(path string, p *trace.Provider, passes []*actors.PassResult, kernels []stages.Kernel) error {
