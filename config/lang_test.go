@@ -389,3 +389,46 @@ func TestMaxTasksBound(t *testing.T) {
 		t.Fatalf("MaxTasks %d, want 17", m.MaxTasks())
 	}
 }
+
+// FuzzParse checks that no model text makes the loader, the size
+// computation or the interpreter panic; seeds are the small models of the
+// tests above.
+func FuzzParse(f *testing.F) {
+	f.Add(tinyModel)
+	f.Add(langHeader + `blocks:
+  layer:
+    params: [l]
+    tensors: [h]
+    tasks: [before]
+    boundary:
+      - {name: h, tag: inout}
+    body:
+      - let: {a: "h @ 0 as [4, 4]", r: ["h @ 0 as [8]", "h @ 8 as [8]"]}
+      - tasks: {t: 2}
+      - {id: "t[0]", k: act, args: ["inout a", "in r[l % 2]"], deps: [before]}
+      - {id: "t[1]", k: "[mm, mm_0][l % 2]", args: ["in w", "in x", "inout h"], deps: ["t[0:+1]"]}
+      - set: {"t[0]": "t[1]"}
+program:
+  body:
+    - alloc: ["h[0] fp32[16]", "h[1] fp32[16]"]
+    - tasks: {seed: 1}
+    - {id: "seed[0]", k: act, args: ["inout x"]}
+    - loop: {var: i, to: 3, step: 2}
+      body:
+        - call: layer
+          with: {l: "min(i, 1)", h: "h[i % 2]", before: "seed[0]"}
+forms:
+  eager: {}
+  graph: {graphs: {layer: {key: layer}}}
+`)
+	f.Fuzz(func(t *testing.T, src string) {
+		m, err := config.Parse("fuzz.yaml", []byte(src))
+		if err != nil {
+			return
+		}
+		m.SetMaxTasks(4096)
+		for _, form := range m.Forms() {
+			_ = m.Run(&nopOrch{}, form)
+		}
+	})
+}

@@ -388,7 +388,7 @@ func (r *runner) declareTasks(fr *frame, op *op) {
 
 // maxTaskList bounds a task list, so that a typo in its size cannot take
 // the host's memory.
-const maxTaskList = 1 << 24
+const maxTaskList = 1 << 20
 
 func (r *runner) setTasks(fr *frame, op *op) {
 	for i := range op.sets {
