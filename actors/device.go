@@ -62,9 +62,6 @@ func sendDevice(ctx actor.SenderContext, device *actor.PID, msg any) {
 	ctx.Request(device, msg)
 }
 
-// sendDevice sends to this rank's device during the submission's turn.
-func (s *submission) sendDevice(msg any) { sendDevice(s.ctx, s.device, msg) }
-
 // Receive serves one request.
 func (a *Device) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {

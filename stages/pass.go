@@ -132,9 +132,11 @@ type Pass struct {
 	Defects  []Defect
 	// KernelTasks counts device tasks per KernelID (CountKernels).
 	KernelTasks []int
-	// What the pass's recordings cost, summed over the recorders and the
-	// builder: record_node and build_definition.
+	// What the pass's recordings made and cost, summed over the recorders
+	// and the builder: the nodes of its new Definitions, and the
+	// record_node (verifications included) and build_definition totals.
 	RecordedNodes    int
+	RecordNodeOps    int
 	RecordNs         int64
 	BuiltDefinitions int
 	BuildNs          int64
@@ -279,7 +281,7 @@ func (h *Host) Rerun(p *Pass) *Pass {
 	np := h.begin(p.nkernels, p.Round)
 	np.Warnings = p.Warnings
 	np.Defects = p.Defects
-	np.RecordedNodes, np.RecordNs = p.RecordedNodes, p.RecordNs
+	np.RecordedNodes, np.RecordNodeOps, np.RecordNs = p.RecordedNodes, p.RecordNodeOps, p.RecordNs
 	np.BuiltDefinitions, np.BuildNs = p.BuiltDefinitions, p.BuildNs
 	np.UploadedBytes = p.UploadedBytes
 	h.Recycle(p.Image)
@@ -544,9 +546,10 @@ func (r *Replay) apply(p *Pass, o Outcome) {
 		panic(fmt.Sprintf("stages: pass %d got an outcome for key %016x it did not ask for", p.ID, o.StoreKey))
 	}
 	p.pending[o.StoreKey]--
-	p.RecordedNodes += o.RecordedNodes
+	p.RecordNodeOps += o.RecordedNodes
 	p.RecordNs += o.RecordNs
 	if o.Recorded && o.Err == nil {
+		p.RecordedNodes += o.RecordedNodes
 		p.BuiltDefinitions++
 		p.BuildNs += o.BuildNs
 	}
@@ -565,7 +568,7 @@ func (r *Replay) apply(p *Pass, o Outcome) {
 	}
 	switch {
 	case o.Err == nil && o.UploadErr != nil:
-		p.errs = append(p.errs, fmt.Errorf("graph_upload: uploading Definition %016x: %w", o.StoreKey, o.UploadErr))
+		p.errs = append(p.errs, fmt.Errorf("graph_upload: %w", o.UploadErr))
 		p.learned = append(p.learned, Learned{StoreKey: o.StoreKey, Forget: true})
 	case o.Err == nil:
 		p.defs[o.StoreKey] = o.Def
@@ -700,9 +703,10 @@ func (r *Replay) ship() {
 }
 
 // DeviceReplied takes the device's next reply (to a copy or a launch, in the
-// order they were shipped) and says whose it was and which: the launch's
-// when launched. A reply for a pass already answered returns nil.
-func (r *Replay) DeviceReplied(err error) (p *Pass, launched bool) {
+// order they were shipped) and says whose it was, whether it answered the
+// launch, and whether the pass was already over (a cancelled pass's replies
+// are absorbed).
+func (r *Replay) DeviceReplied(err error) (p *Pass, launched, over bool) {
 	if len(r.device) == 0 {
 		panic("stages: a device reply with no request outstanding")
 	}
@@ -710,8 +714,9 @@ func (r *Replay) DeviceReplied(err error) (p *Pass, launched bool) {
 	r.device[0] = nil
 	r.device = r.device[1:]
 	p.atDevice--
+	launched = p.atDevice == 0 && !p.cfg.SkipDevice
 	if p.replied {
-		return nil, false
+		return p, launched, true
 	}
 	switch p.step {
 	case stepShipped:
@@ -721,16 +726,19 @@ func (r *Replay) DeviceReplied(err error) (p *Pass, launched bool) {
 		} else if p.cfg.SkipDevice {
 			r.finish(p, nil)
 		}
-		return p, false
+		return p, false, false
 	case stepCopied:
 		if err != nil {
 			err = fmt.Errorf("device: %w", err)
 		}
 		r.finish(p, err)
-		return p, true
+		return p, true, false
 	}
 	panic(fmt.Sprintf("stages: device reply for pass %d in step %d", p.ID, p.step))
 }
+
+// Done reports whether the pass has been answered.
+func (p *Pass) Done() bool { return p.replied }
 
 // Cancel ends a pass now with err (its caller gave up, or the runtime
 // stops). Keys it still awaited are forgotten by the Host; device replies

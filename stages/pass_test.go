@@ -128,9 +128,9 @@ func (e *passEnv) handle(t *testing.T, d *datadriven.TestData) string {
 		if s := strArg(t, d, "err"); s != "" {
 			err = errors.New(s)
 		}
-		p, launched := e.replay.DeviceReplied(err)
+		p, launched, over := e.replay.DeviceReplied(err)
 		switch {
-		case p == nil:
+		case over:
 			e.printf("device reply absorbed (its pass is over)\n")
 		case launched:
 			e.printf("pass %d: launched\n", p.ID)

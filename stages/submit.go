@@ -266,3 +266,6 @@ func (img *RunImage) FinalizeGraph(task TaskID, defHash uint64, heapBytes int64)
 	g.HeapBase = uint64(img.HeapBytes)
 	img.HeapBytes += alignUp(heapBytes)
 }
+
+// NumGraphs is the number of Graph submissions so far.
+func (o *Orch) NumGraphs() int { return len(o.img.Graphs) }
