@@ -62,23 +62,17 @@ func (r *replayActor) deviceReplied(m *deviceReply) {
 	if over {
 		return
 	}
+	res := run.res
 	if !launched {
-		run.finishPhase() // arena_h2d
-		if m.err == nil && !r.rt.cfg.SkipDevice {
-			run.startPhase(r.rt.tracer, trace.PhaseDeviceWall, r.rank)
-			run.res.DeviceStartNs = run.phase.StartNs()
-		}
+		res.Pass.Set(trace.PhaseArenaH2D, m.ns)
 		return
 	}
-	run.open = false
-	if m.err != nil {
-		run.phase.Finish()
-		return
+	res.DeviceStartNs = m.startNs
+	if m.err == nil {
+		res.Pass.Set(trace.PhaseDeviceWall, m.result.SimNs)
+		res.Pass.SimulationNs = m.ns
+		res.Device = m.result
 	}
-	sim, wall := run.phase.FinishDevice(m.result.SimNs)
-	run.res.Pass.Set(trace.PhaseDeviceWall, sim)
-	run.res.Pass.SimulationNs = wall
-	run.res.Device = m.result
 }
 
 // act does what the Replay asks.
@@ -104,7 +98,6 @@ func (r *replayActor) act(ctx actor.Context) {
 // between.
 func (r *replayActor) ship(ctx actor.Context, run *passRun) {
 	run.finishPhase() // graph_upload
-	run.startPhase(r.rt.tracer, trace.PhaseArenaH2D, r.rank)
 	img := run.pass.Image
 	if r.rt.imageHook != nil {
 		r.rt.imageHook(img)
@@ -114,9 +107,10 @@ func (r *replayActor) ship(ctx actor.Context, run *passRun) {
 		buf, r.free = r.free[n-1], r.free[:n-1]
 	}
 	run.image = stages.AppendRunImage(buf, img)
-	sendDevice(ctx, r.device, &deviceCopy{image: run.image})
+	ph := devicePhase{tracer: r.rt.tracer, run: run.req.run, rank: r.rank, round: run.req.round}
+	sendDevice(ctx, r.device, &deviceCopy{image: run.image, phase: ph})
 	if !r.rt.cfg.SkipDevice {
-		sendDevice(ctx, r.device, &deviceLaunch{timeline: r.rt.cfg.Timeline})
+		sendDevice(ctx, r.device, &deviceLaunch{timeline: r.rt.cfg.Timeline, phase: ph})
 	}
 }
 
@@ -124,12 +118,7 @@ func (r *replayActor) ship(ctx actor.Context, run *passRun) {
 func (r *replayActor) reply(ctx actor.Context, run *passRun) {
 	p := run.pass
 	if run.open {
-		if run.ph == trace.PhaseDeviceWall {
-			run.open = false
-			run.phase.Finish()
-		} else {
-			run.finishPhase()
-		}
+		run.finishPhase() // graph_upload, of a pass that failed before shipping
 	}
 	res := run.res
 	res.Counts = p.Counts
