@@ -51,6 +51,13 @@ type Config struct {
 	// yet answered (default 2): the submission orchestrates pass N+1 while
 	// pass N is copied and run. 1 makes host and device take turns.
 	InFlight int
+	// StoreDir is the Definition store on disk (package diskstore) that
+	// Definitions outlive the process in, shared by every process that
+	// names it; "" or "off" keeps them in memory only. hbgrun's default is
+	// diskstore.DefaultDir().
+	StoreDir string
+	// StoreMax bounds the store on disk in bytes (0: diskstore.DefaultMax).
+	StoreMax int64
 }
 
 // Orchestration is a program of tasks: a Go function or a model config

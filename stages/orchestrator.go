@@ -70,6 +70,14 @@ type GraphCall struct {
 	// Scalars is the boundary scalars; each body use of Scalars[i] carries
 	// Src=i so that replay can patch it.
 	Scalars []uint64
+	// ExtDeps is the call site's external dependencies: tasks outside the
+	// body (made by the caller before the call) that body tasks may name in
+	// their explicit Deps, in slot order. A Definition records, per slot,
+	// which nodes wait on it; the outer GRAPH task takes them as explicit
+	// dependencies, as upstream does, so a replay honours them through the
+	// outer task's fanin. A body dependency on an outside task that is not
+	// listed here is unsupported (the call runs on the ordinary path).
+	ExtDeps []TaskID
 	// Body submits the block's tasks. It must only reference the boundary
 	// tensors and roots it allocates itself.
 	Body func(o Orchestrator, b *Boundary)

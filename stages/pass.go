@@ -109,11 +109,11 @@ type PassConfig struct {
 type passStep uint8
 
 const (
-	stepOrch     passStep = iota // host_orch: the Host owns it
-	stepWait                     // handed off, waiting for outcomes
-	stepReady                    // every outcome in, shells final: may ship
-	stepShipped                  // run image (and launch) sent to the device
-	stepCopied                   // the copy answered, the launch not yet
+	stepOrch    passStep = iota // host_orch: the Host owns it
+	stepWait                    // handed off, waiting for outcomes
+	stepReady                   // every outcome in, shells final: may ship
+	stepShipped                 // run image (and launch) sent to the device
+	stepCopied                  // the copy answered, the launch not yet
 	stepDone
 )
 

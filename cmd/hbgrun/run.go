@@ -29,6 +29,7 @@ type runFlags struct {
 	defects    string
 	strict     bool
 	inFlight   int
+	store      storeFlags
 }
 
 func (f *runFlags) register(c *cobra.Command, withForm bool) {
@@ -47,6 +48,7 @@ func (f *runFlags) register(c *cobra.Command, withForm bool) {
 	fl.StringVar(&f.defects, "defects", "error", "what a detected body defect does: error or warn")
 	fl.IntVar(&f.inFlight, "in-flight", 2, "passes of one rank in flight: the host orchestrates the next while the device runs the previous (1: they take turns)")
 	fl.BoolVar(&f.strict, "strict", false, "fail a pass when a body records something unsupported, instead of running that key on the ordinary path")
+	f.store.register(fl)
 }
 
 func (f *runFlags) check() error {
@@ -62,7 +64,7 @@ func (f *runFlags) check() error {
 	case f.defects != "error" && f.defects != "warn":
 		return usageError{fmt.Errorf("--defects %q: want error or warn", f.defects)}
 	}
-	return nil
+	return f.store.resolve()
 }
 
 func (f *runFlags) config(tr *trace.Tracer, skipDevice bool) actors.Config {
@@ -75,6 +77,8 @@ func (f *runFlags) config(tr *trace.Tracer, skipDevice bool) actors.Config {
 		InFlight:          f.inFlight,
 		Timeline:          f.traceOut != "",
 		Tracer:            tr,
+		StoreDir:          f.store.dir,
+		StoreMax:          f.store.max,
 	}
 }
 
