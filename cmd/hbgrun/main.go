@@ -9,6 +9,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/hbg-dev/hbg/config"
 )
 
 // usageError marks a user's mistake (bad flag, bad model): exit code 2, no
@@ -25,6 +27,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.PersistentFlags().Int64Var(&config.MaxTasksOverride, "max-tasks", 0, "refuse a pass of more device tasks than this (default: the model's max_tasks, else 4194304)")
 	root.AddCommand(commands...)
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "hbgrun:", err)
