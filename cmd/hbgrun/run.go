@@ -194,6 +194,9 @@ func runForm(ctx context.Context, s *session, f *runFlags, orch *actors.Orchestr
 		return nil, passes, err
 	}
 	rep := buildReport(info, passes)
+	for _, err := range rt.FlushStore() {
+		rep.Warnings = append(rep.Warnings, err.Error())
+	}
 	for _, m := range rt.Mailboxes.Snapshots() {
 		rep.Mailboxes = append(rep.Mailboxes, trace.MailboxStat(m))
 	}
