@@ -69,7 +69,7 @@ func (s *store) request(ctx actor.Context, job *mailbox.RecordJob) {
 		case s.verified[job.StoreKey] || s.defs[job.StoreKey] == nil:
 			// Verified before, or nothing to verify against (the first
 			// recording failed, and that failure is reported already).
-			ctx.Send(job.ReplyTo, &mailbox.DefinitionReady{StoreKey: job.StoreKey, Verify: true, Def: s.defs[job.StoreKey]})
+			ctx.Send(job.ReplyTo, &mailbox.DefinitionReady{Pass: job.Pass, StoreKey: job.StoreKey, Verify: true, Def: s.defs[job.StoreKey], Trace: job.Trace})
 		default:
 			s.verified[job.StoreKey] = true
 			s.enqueue(ctx, job)
@@ -77,7 +77,7 @@ func (s *store) request(ctx actor.Context, job *mailbox.RecordJob) {
 		return
 	}
 	if d, ok := s.defs[job.StoreKey]; ok {
-		ctx.Send(job.ReplyTo, &mailbox.DefinitionReady{StoreKey: job.StoreKey, Def: d})
+		ctx.Send(job.ReplyTo, &mailbox.DefinitionReady{Pass: job.Pass, StoreKey: job.StoreKey, Def: d, Trace: job.Trace})
 		return
 	}
 	if w, ok := s.inflight[job.StoreKey]; ok {
@@ -112,7 +112,7 @@ func (s *store) built(ctx actor.Context, b *mailbox.Built) {
 	rec := b.Recorded
 	job := rec.Job
 	ready := &mailbox.DefinitionReady{
-		StoreKey: job.StoreKey, Defects: rec.Defects, Verify: job.Verify,
+		Pass: job.Pass, Trace: job.Trace, StoreKey: job.StoreKey, Defects: rec.Defects, Verify: job.Verify,
 		RecordedNodes: rec.Nodes, RecordNs: rec.RecordNs, BuildNs: b.BuildNs,
 		Err: rec.Err, Panicked: rec.Panicked,
 	}
@@ -131,6 +131,7 @@ func (s *store) built(ctx actor.Context, b *mailbox.Built) {
 	delete(s.inflight, job.StoreKey)
 	for i, w := range waiters {
 		r := *ready
+		r.Pass, r.Trace = w.Pass, w.Trace
 		r.Recorded = i == 0
 		if i > 0 {
 			r.RecordedNodes, r.RecordNs, r.BuildNs = 0, 0, 0

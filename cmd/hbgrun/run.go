@@ -31,6 +31,7 @@ type runFlags struct {
 	defects    string
 	strict     bool
 	verbose    bool
+	inFlight   int
 	store      storeFlags
 }
 
@@ -48,6 +49,7 @@ func (f *runFlags) register(c *cobra.Command, withForm bool) {
 	fl.StringVar(&f.otlp, "otlp", "", "export spans over OTLP to ENDPOINT (grpc://host:4317 or http://host:4318); default: the OTEL_EXPORTER_OTLP_* variables, else nowhere")
 	fl.StringVar(&f.traceOut, "trace-out", "", "write a Chrome trace-event file (open it in Perfetto)")
 	fl.StringVar(&f.defects, "defects", "error", "what a detected body defect does: error or warn")
+	fl.IntVar(&f.inFlight, "in-flight", 2, "passes of one rank in flight: the host orchestrates the next while the device runs the previous (1: they take turns)")
 	fl.BoolVar(&f.strict, "strict", false, "fail a pass when a body records something unsupported, instead of running that key on the ordinary path")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print a line on stderr as each pass ends")
 	f.store.register(fl)
@@ -61,6 +63,8 @@ func (f *runFlags) check() error {
 		return usageError{fmt.Errorf("--ranks %d: want at least 1", f.ranks)}
 	case f.recorders < 1:
 		return usageError{fmt.Errorf("--recorders %d: want at least 1", f.recorders)}
+	case f.inFlight < 1:
+		return usageError{fmt.Errorf("--in-flight %d: want at least 1", f.inFlight)}
 	case f.defects != "error" && f.defects != "warn":
 		return usageError{fmt.Errorf("--defects %q: want error or warn", f.defects)}
 	}
@@ -74,6 +78,7 @@ func (f *runFlags) config(tr *trace.Tracer, skipDevice bool) actors.Config {
 		SkipDevice:        skipDevice,
 		DefectsAsWarnings: f.defects == "warn",
 		StrictRecording:   f.strict,
+		InFlight:          f.inFlight,
 		Timeline:          f.traceOut != "",
 		Tracer:            tr,
 		StoreDir:          f.store.dir,
