@@ -24,7 +24,7 @@ type uploader struct {
 	replay   *actor.PID
 	tracer   *trace.Tracer
 	noRetain bool
-	disk     *diskstore.Store // unpins what it loaded once uploaded
+	disk     *diskstore.Store  // unpins what it loaded once uploaded
 	uploaded map[uint64]uint64 // content hash -> device object
 	sent     []sentUpload      // uploads the device has not answered yet, in order
 }
