@@ -14,6 +14,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/hbg-dev/hbg/diskstore"
 	"github.com/hbg-dev/hbg/mailbox"
 	"github.com/hbg-dev/hbg/npu"
 	"github.com/hbg-dev/hbg/stages"
@@ -93,6 +94,11 @@ type Stats struct {
 	RecordedNodes atomic.Int64
 	Restarts      atomic.Int64
 	MaxQueued     atomic.Int64
+	// Loaded, StoreRejected and StoreWritten count Definitions loaded from
+	// the store on disk, entries rejected there, and Definitions written.
+	Loaded        atomic.Int64
+	StoreRejected atomic.Int64
+	StoreWritten  atomic.Int64
 }
 
 // Runtime is hbg running inside an actor system.
@@ -102,6 +108,9 @@ type Runtime struct {
 	tracer     *trace.Tracer
 	supervisor *actor.PID
 	store      *actor.PID
+	disk       *diskstore.Store // nil without a store on disk
+	diskWriter *actor.PID
+	diskErrs   diskErrors
 	Stats      Stats
 	Mailboxes  mailbox.Registry
 	nextCall   atomic.Uint64
@@ -138,6 +147,9 @@ func start(sys *actor.ActorSystem, cfg Config, hook func(*mailbox.RecordJob)) (*
 	if rt.tracer == nil {
 		rt.tracer = trace.NewTracer(nil)
 	}
+	if err := rt.openDisk(); err != nil {
+		return nil, err
+	}
 	// A crashed child is restarted in place, its mailbox intact; ten
 	// crashes within a second mean something is wrong beyond one body.
 	strategy := actor.NewOneForOneStrategy(10, time.Second, func(any) actor.Directive { return actor.RestartDirective })
@@ -152,7 +164,9 @@ func start(sys *actor.ActorSystem, cfg Config, hook func(*mailbox.RecordJob)) (*
 
 // Stop stops every actor of the runtime.
 func (rt *Runtime) Stop() {
+	rt.flushDisk()
 	_ = rt.sys.Root.StopFuture(rt.supervisor).Wait()
+	rt.closeDisk()
 }
 
 // Pass runs one pass of orch on a rank and waits for its result. Passes of
@@ -224,7 +238,8 @@ func (s *supervisor) Receive(ctx actor.Context) {
 	rt := s.rt
 	switch m := ctx.Message().(type) {
 	case *spawnCore:
-		rt.store = ctx.Spawn(rt.Mailboxes.Props("store", 0, func() actor.Actor { return newStore(&rt.Stats) }))
+		rt.spawnDisk(ctx)
+		rt.store = ctx.Spawn(rt.Mailboxes.Props("store", 0, func() actor.Actor { return newStore(rt) }))
 		b := ctx.Spawn(rt.Mailboxes.Props("builder", 0, func() actor.Actor { return &builder{store: rt.store, tracer: rt.tracer} }))
 		recs := make([]*actor.PID, rt.cfg.Recorders)
 		for i := range recs {
@@ -248,7 +263,7 @@ func (s *supervisor) Receive(ctx actor.Context) {
 			return &replayActor{rt: rt, rank: m.rank, device: dev}
 		}))
 		up := ctx.Spawn(rt.Mailboxes.Props(fmt.Sprintf("uploader-%d", m.rank), 0, func() actor.Actor {
-			return &uploader{rank: m.rank, device: dev, replay: rp, tracer: rt.tracer, noRetain: rt.cfg.NoRetain}
+			return &uploader{rank: m.rank, device: dev, replay: rp, tracer: rt.tracer, noRetain: rt.cfg.NoRetain, disk: rt.disk}
 		}))
 		sub := ctx.Spawn(rt.Mailboxes.Props(fmt.Sprintf("submission-%d", m.rank), 0, func() actor.Actor {
 			return &submission{rt: rt, rank: m.rank, uploader: up, device: dev, replay: rp}

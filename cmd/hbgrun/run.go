@@ -222,6 +222,9 @@ func runForm(ctx context.Context, s *session, f *runFlags, orch *actors.Orchestr
 		return nil, r.passes, r.err
 	}
 	rep := buildReport(info, r.passes)
+	for _, err := range rt.FlushStore() {
+		rep.Warnings = append(rep.Warnings, err.Error())
+	}
 	for _, m := range rt.Mailboxes.Snapshots() {
 		rep.Mailboxes = append(rep.Mailboxes, trace.MailboxStat(m))
 	}
