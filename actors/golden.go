@@ -273,6 +273,19 @@ func segDiff(x, y *npu.RootDigest) *Diff {
 	return d
 }
 
+// checkGolden fills a pass's golden check, with Config.Golden.
+func (rt *Runtime) checkGolden(orch *Orchestration, res *PassResult) {
+	if !rt.cfg.Golden || res.Err != nil || res.Device == nil {
+		return
+	}
+	ref, err := rt.golden.reference(orch, rt.cfg.Device)
+	if err != nil {
+		res.Err = err
+		return
+	}
+	res.Golden = ref.Check(res.Device)
+}
+
 // goldenCache computes each orchestration's reference once (its Name is
 // its identity).
 type goldenCache struct {

@@ -3,6 +3,7 @@ package config_test
 import (
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/hbg-dev/hbg/config"
@@ -345,4 +346,89 @@ forms: {eager: {}}
 			wantConfigError(t, err, "lang.yaml", lineOf(src, tc.at), tc.want)
 		})
 	}
+}
+
+// TestSizeMatchesRun: a pass's size, computed without running it, is the
+// number of device tasks the run submits, for every form of both models.
+func TestSizeMatchesRun(t *testing.T) {
+	for _, m := range []*config.Model{loadModel(t), loadQwen3(t)} {
+		sum, err := config.Validate(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range sum.Forms {
+			n, err := m.Size(f.Name, config.DefaultMaxTasks)
+			if err != nil || n != int64(f.Tasks) {
+				t.Errorf("%s/%s: size %d (%v), the run submits %d", m.Name, f.Name, n, err, f.Tasks)
+			}
+		}
+	}
+}
+
+// TestMaxTasksBound: the model's bound, SetMaxTasks and the process-wide
+// override (the command's --max-tasks) each decide whether a pass runs.
+func TestMaxTasksBound(t *testing.T) {
+	m, err := config.Parse("tiny.yaml", []byte(tinyModel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func() error { return m.Run(&nopOrch{}, "eager") }
+	if err := run(); err != nil {
+		t.Fatal(err)
+	}
+	m.SetMaxTasks(16)
+	if err := run(); err == nil || !strings.Contains(err.Error(), "more than 16 tasks") {
+		t.Fatalf("17 tasks under a bound of 16: %v", err)
+	}
+	config.MaxTasksOverride = 17
+	defer func() { config.MaxTasksOverride = 0 }()
+	if err := run(); err != nil {
+		t.Fatalf("the override raises the model's bound: %v", err)
+	}
+	if m.MaxTasks() != 17 {
+		t.Fatalf("MaxTasks %d, want 17", m.MaxTasks())
+	}
+}
+
+// FuzzParse checks that no model text makes the loader, the size
+// computation or the interpreter panic; seeds are the small models of the
+// tests above.
+func FuzzParse(f *testing.F) {
+	f.Add(tinyModel)
+	f.Add(langHeader + `blocks:
+  layer:
+    params: [l]
+    tensors: [h]
+    tasks: [before]
+    boundary:
+      - {name: h, tag: inout}
+    body:
+      - let: {a: "h @ 0 as [4, 4]", r: ["h @ 0 as [8]", "h @ 8 as [8]"]}
+      - tasks: {t: 2}
+      - {id: "t[0]", k: act, args: ["inout a", "in r[l % 2]"], deps: [before]}
+      - {id: "t[1]", k: "[mm, mm_0][l % 2]", args: ["in w", "in x", "inout h"], deps: ["t[0:+1]"]}
+      - set: {"t[0]": "t[1]"}
+program:
+  body:
+    - alloc: ["h[0] fp32[16]", "h[1] fp32[16]"]
+    - tasks: {seed: 1}
+    - {id: "seed[0]", k: act, args: ["inout x"]}
+    - loop: {var: i, to: 3, step: 2}
+      body:
+        - call: layer
+          with: {l: "min(i, 1)", h: "h[i % 2]", before: "seed[0]"}
+forms:
+  eager: {}
+  graph: {graphs: {layer: {key: layer}}}
+`)
+	f.Fuzz(func(t *testing.T, src string) {
+		m, err := config.Parse("fuzz.yaml", []byte(src))
+		if err != nil {
+			return
+		}
+		m.SetMaxTasks(4096)
+		for _, form := range m.Forms() {
+			_ = m.Run(&nopOrch{}, form)
+		}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 
@@ -62,7 +63,7 @@ func TestGoldenMismatchFailsRun(t *testing.T) {
 	ctx := context.Background()
 	f := testFlags(t, "--race=false")
 	var out bytes.Buffer
-	if err := runCmd(ctx, &out, "", f); err != nil {
+	if err := runCmd(ctx, &out, io.Discard, "", f); err != nil {
 		t.Fatalf("untampered: %v", err)
 	}
 	if !strings.Contains(out.String(), "golden: match (digest ") {
@@ -71,14 +72,14 @@ func TestGoldenMismatchFailsRun(t *testing.T) {
 
 	f.tamper = wrongScalar
 	out.Reset()
-	err := runCmd(ctx, &out, "", f)
+	err := runCmd(ctx, &out, io.Discard, "", f)
 	exitsOne(t, err, "golden: mismatch against the inline twin", "first difference in root", "here, by ")
 	if !strings.Contains(out.String(), "golden: MISMATCH") || !strings.Contains(out.String(), "golden: first difference in root") {
 		t.Errorf("report:\n%s", out.String())
 	}
 
 	out.Reset()
-	err = compareCmd(ctx, &out, "", []string{"full"}, f)
+	err = compareCmd(ctx, &out, io.Discard, "", []string{"full"}, f)
 	exitsOne(t, err, "form full", "golden: mismatch")
 	if !strings.Contains(out.String(), "mismatch") {
 		t.Errorf("compare table:\n%s", out.String())
@@ -90,7 +91,7 @@ func TestGoldenMismatchFailsRun(t *testing.T) {
 func TestCompareRunsItsReference(t *testing.T) {
 	f := testFlags(t, "--race=false", "--json")
 	var out bytes.Buffer
-	if err := compareCmd(context.Background(), &out, "", []string{"full"}, f); err != nil {
+	if err := compareCmd(context.Background(), &out, io.Discard, "", []string{"full"}, f); err != nil {
 		t.Fatal(err)
 	}
 	for _, w := range []string{`"reference": "inline twin"`, `"verdict": "match"`, `"reference_tasks": 15972`} {

@@ -1,0 +1,303 @@
+package config
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/hbg-dev/hbg/stages"
+)
+
+// DefaultMaxTasks bounds the device tasks of one pass (Graph bodies
+// counted): a pass past it is refused before anything is submitted, so a
+// typo in a loop bound (to: 1000000000) is an error naming the loop, not an
+// out-of-memory crash after minutes. DSv4 and Qwen3 submit 16k and 11k
+// tasks. A model sets its own bound with max_tasks: N.
+const DefaultMaxTasks int64 = 1 << 22
+
+// MaxTasksOverride, when positive, bounds every model's passes whatever its
+// max_tasks says: the command's --max-tasks. Set it before running models.
+var MaxTasksOverride int64
+
+// MaxTasks is the bound that holds for this model: MaxTasksOverride, else
+// the model's max_tasks (or SetMaxTasks), else DefaultMaxTasks.
+func (m *Model) MaxTasks() int64 {
+	switch {
+	case MaxTasksOverride > 0:
+		return MaxTasksOverride
+	case m.maxTasks > 0:
+		return m.maxTasks
+	}
+	return DefaultMaxTasks
+}
+
+// SetMaxTasks sets the model's own bound on a pass's device tasks, as
+// max_tasks: does (0: the default).
+func (m *Model) SetMaxTasks(n int64) {
+	m.sizeMu.Lock()
+	m.maxTasks = max(n, 0)
+	m.sizes = nil
+	m.sizeMu.Unlock()
+}
+
+// Size is the number of device tasks one pass of a form submits (Graph
+// bodies counted once per call), computed without submitting or expanding
+// anything: loops whose body does not change with the loop var are
+// multiplied out. It stops counting past limit (returning a count above
+// it) and reports the op where the count crossed it.
+func (m *Model) Size(form string, limit int64) (int64, error) {
+	f := m.formIdx[form]
+	if f == nil {
+		return 0, fmt.Errorf("config: model %s has no form %q", m.Name, form)
+	}
+	s := &sizer{m: m, limit: limit}
+	env := make([]int64, m.program.nvals)
+	copy(env, f.params)
+	n := s.ops(m.program, env, m.program.body)
+	return n.tasks, s.err
+}
+
+// checkSize refuses a form whose pass is larger than the model's bound,
+// once per form and bound.
+func (m *Model) checkSize(f *form) error {
+	limit := m.MaxTasks()
+	m.sizeMu.Lock()
+	defer m.sizeMu.Unlock()
+	if c, ok := m.sizes[f.name]; ok && c.limit == limit {
+		return c.err
+	}
+	n, err := m.Size(f.name, limit)
+	if err == nil && n > limit {
+		err = &Error{File: m.file, Line: 1, Key: "max_tasks", Value: fmt.Sprint(limit), Msg: fmt.Sprintf("form %s submits more than %d tasks per pass", f.name, limit)}
+	}
+	if err != nil {
+		err = fmt.Errorf("%w (a pass is bounded by max_tasks: %d; raise it with max_tasks: in the model or --max-tasks)", err, limit)
+	}
+	if m.sizes == nil {
+		m.sizes = map[string]sizeCheck{}
+	}
+	m.sizes[f.name] = sizeCheck{limit: limit, err: err}
+	return err
+}
+
+type sizeCheck struct {
+	limit int64
+	err   error
+}
+
+// sizer counts a pass's tasks by walking the ops with their env, as the
+// runner does, without tensors. It counts the runner's work too (loop
+// iterations, task list elements declared or set), so that a pass of few
+// tasks but 10^12 empty iterations is refused as well.
+type sizer struct {
+	m     *Model
+	limit int64
+	total int64 // tasks counted so far, for the limit
+	work  int64 // work counted so far, bounded by workPerTask × limit
+	err   error
+	// isOver: err is the limit, not a bad expression; each enclosing loop
+	// then names itself, so the error points at the outermost loop.
+	isOver bool
+}
+
+// workPerTask is how much interpreter work (iterations, task list
+// elements) a pass may do per task it is allowed.
+const workPerTask = 16
+
+func (s *sizer) eval(e *expr, env []int64, line int, key string) int64 {
+	var ee evalErr
+	v := e.eval(env, &ee)
+	if ee.err != nil && s.err == nil {
+		s.err = &Error{File: s.m.file, Line: line, Key: key, Value: e.src, Msg: ee.err.Error()}
+	}
+	return v
+}
+
+// over records that the count crossed the limit at this op.
+func (s *sizer) over(line int, key, value, what string) {
+	if s.err == nil || s.isOver {
+		s.err = &Error{File: s.m.file, Line: line, Key: key, Value: value, Msg: fmt.Sprintf("%s: the pass would submit more than %d tasks", what, s.limit)}
+		s.isOver = true
+	}
+}
+
+// count adds tasks and work to the pass's totals.
+func (s *sizer) count(c cost, line int, key, value, what string) {
+	t, ok1 := addOK(s.total, c.tasks)
+	w, ok2 := addOK(s.work, c.work)
+	if !ok1 || !ok2 || t > s.limit || w > workPerTask*s.limit {
+		s.total = s.limit + 1
+		s.over(line, key, value, what)
+		return
+	}
+	s.total, s.work = t, w
+}
+
+// cost is what an op list submits (tasks) and how much the interpreter
+// does to submit it (work).
+type cost struct{ tasks, work int64 }
+
+func (c *cost) add(d cost) {
+	var ok1, ok2 bool
+	c.tasks, ok1 = addOK(c.tasks, d.tasks)
+	c.work, ok2 = addOK(c.work, d.work)
+	if !ok1 || !ok2 {
+		c.tasks, c.work = math.MaxInt64, math.MaxInt64
+	}
+}
+
+// ops counts an op list run in env (which it may change: loop vars).
+func (s *sizer) ops(b *block, env []int64, ops []*op) cost {
+	var n cost
+	for _, o := range ops {
+		if s.err != nil {
+			return n
+		}
+		if o.cond != nil && s.eval(o.cond, env, o.line, "if") == 0 {
+			continue
+		}
+		var c cost
+		switch o.kind {
+		case opAlloc, opTask:
+			c = cost{tasks: 1, work: 1}
+		case opTasks:
+			for _, d := range o.tdecls {
+				c.add(cost{work: max(s.eval(d.size, env, o.line, "tasks"), 0)})
+			}
+		case opSet:
+			for _, st := range o.sets {
+				if st.target.count != nil {
+					c.add(cost{work: max(s.eval(st.target.count, env, st.line, "set"), 0)})
+				}
+			}
+		case opScope, opIf:
+			n.add(s.ops(b, env, o.body))
+			continue
+		case opLoop:
+			n.add(s.loop(b, env, o))
+			continue
+		case opCall:
+			n.add(s.call(b, env, o.call))
+			continue
+		}
+		n.add(c)
+		s.count(c, o.line, "op", "", "this op")
+	}
+	return n
+}
+
+func (s *sizer) loop(b *block, env []int64, o *op) cost {
+	from, to, step := s.eval(o.from, env, o.line, "loop.from"), s.eval(o.to, env, o.line, "loop.to"), int64(1)
+	if o.step != nil {
+		step = s.eval(o.step, env, o.line, "loop.step")
+	}
+	if s.err != nil || from >= to {
+		return cost{}
+	}
+	if step <= 0 {
+		s.err = &Error{File: s.m.file, Line: o.line, Key: "loop.step", Value: o.step.src, Msg: fmt.Sprintf("loop step %d (want a positive step)", step)}
+		return cost{}
+	}
+	iters := (to-from-1)/step + 1
+	if to-from-1 < 0 { // to - from overflowed
+		iters = math.MaxInt64
+	}
+	what := fmt.Sprintf("a loop of %d iterations", iters)
+	if !bodyVaries(o.body, o.loopSlot) {
+		// Every iteration costs what the first does.
+		env[o.loopSlot] = from
+		t0, w0 := s.total, s.work
+		per := s.ops(b, env, o.body)
+		s.total, s.work = t0, w0
+		if s.isOver {
+			s.over(o.line, "loop.to", o.to.src, what)
+			return per
+		}
+		per.work++
+		var total cost
+		var ok1, ok2 bool
+		if total.tasks, ok1 = mulOK(per.tasks, iters); !ok1 {
+			total.tasks = math.MaxInt64
+		}
+		if total.work, ok2 = mulOK(per.work, iters); !ok2 {
+			total.work = math.MaxInt64
+		}
+		s.count(total, o.line, "loop.to", o.to.src, fmt.Sprintf("%s of %d tasks", what, per.tasks))
+		return total
+	}
+	var n cost
+	for v := from; v < to && s.err == nil; {
+		env[o.loopSlot] = v
+		n.add(s.ops(b, env, o.body))
+		n.add(cost{work: 1})
+		s.count(cost{work: 1}, o.line, "loop.to", o.to.src, what)
+		if v > math.MaxInt64-step {
+			break
+		}
+		v += step
+	}
+	if s.isOver {
+		s.over(o.line, "loop.to", o.to.src, what)
+	}
+	return n
+}
+
+// bodyVaries reports whether an op list's task count may change with env
+// slot: a condition, a loop bound or a call param that reads it.
+func bodyVaries(ops []*op, slot int) bool {
+	bit := uint64(0)
+	if slot < 64 {
+		bit = 1 << uint(slot)
+	}
+	reads := func(e *expr) bool { return e != nil && (slot >= 64 || e.deps&bit != 0) }
+	for _, o := range ops {
+		if reads(o.cond) || reads(o.from) || reads(o.to) || reads(o.step) {
+			return true
+		}
+		if o.call != nil {
+			for _, e := range o.call.params {
+				if reads(e) {
+					return true
+				}
+			}
+		}
+		if bodyVaries(o.body, slot) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *sizer) call(caller *block, env []int64, c *callOp) cost {
+	cb := c.callee
+	cenv := make([]int64, cb.nvals)
+	for i, e := range c.params {
+		cenv[i] = s.eval(e, env, c.line, "with."+cb.params[i])
+	}
+	if cb.vslot >= 0 {
+		cenv[cb.vslot] = int64(c.variant)
+	}
+	for i, sc := range cb.scalars {
+		cenv[cb.sbase+i] = s.eval(sc.value, cenv, sc.line, "scalars."+sc.name)
+	}
+	if s.err != nil {
+		return cost{}
+	}
+	return s.ops(cb, cenv, cb.body)
+}
+
+// shapeOK reports whether a shape's bytes fit int64 (so that every offset
+// and end computed from it does).
+func shapeOK(dims []int64, dt stages.DType) bool {
+	n := max(dt.Size(), 1)
+	for _, d := range dims {
+		var ok bool
+		if n, ok = mulOK(n, d); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// maxBlockNum bounds a task's SPMD width: upstream's block_num × cores per
+// block must fit total_required_subtasks, an int16 (the device refuses more).
+const maxBlockNum = 1<<15 - 1
