@@ -1,6 +1,7 @@
 package npu
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/hbg-dev/hbg/stages"
@@ -49,8 +50,9 @@ import (
 const (
 	raceWindow = 512
 	raceWords  = raceWindow / 64
-	// maxRaces caps Result.Races; Result.RaceCount counts them all.
-	maxRaces = 256
+	// defaultMaxRaces caps Result.Races unless Config.MaxRaces says
+	// otherwise; Result.RaceCount counts them all.
+	defaultMaxRaces = 256
 )
 
 // RaceKind says which accesses of a race write.
@@ -465,7 +467,7 @@ func (s *sim) raceCheck(a *access, other, oarg int32, otherWrites bool, slo, shi
 		}
 	}
 	rs.count++
-	if len(rs.races) >= maxRaces {
+	if len(rs.races) >= cmp.Or(s.cfg.MaxRaces, defaultMaxRaces) {
 		return
 	}
 	kind := RaceReadWrite

@@ -39,7 +39,7 @@ type Result struct {
 	// Config.TaskDigests is set), in submission order, GRAPH tasks expanded
 	// into their nodes in place.
 	TaskDigests []TaskDigest
-	// Races is the run's racing pairs (race.go; at most the first 256),
+	// Races is the run's racing pairs (race.go; at most Config.MaxRaces),
 	// RaceCount how many were found; both empty with Config.NoRace.
 	Races     []Race
 	RaceCount int
