@@ -546,7 +546,7 @@ func TestInterrupt(t *testing.T) {
 // its host track.
 func TestCompareTraceOut(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "compare.json")
-	if _, stderr, code := runCLI(t, "compare", dsv4, "--forms", "eager,full", "--rounds", "1", "--trace-out", path); code != 0 {
+	if _, stderr, code := runCLI(t, "compare", dsv4, "--forms", "eager,full", "--rounds", "1", "--trace-out", path, "--race=false"); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	procs := map[string]bool{}
