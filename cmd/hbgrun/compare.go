@@ -73,13 +73,13 @@ func compareForms(ctx context.Context, s *session, f *runFlags, model string, fo
 	if err != nil {
 		return nil, err
 	}
-	defer rt.Stop()
+	defer rt.Stop(context.Background())
 	passes := make([][]*actors.PassResult, len(forms))
 	bar := trace.NewProgress(f.rounds*f.ranks*len(forms), "compare")
 	for round := 0; round < f.rounds; round++ {
 		for i, o := range orchs {
 			for rank := 0; rank < f.ranks; rank++ {
-				res, err := rt.Pass(ctx, o, i*f.ranks+rank, round, trace.Carrier{})
+				res, err := rt.Pass(ctx, o, i*f.ranks+rank, round)
 				if err != nil {
 					return nil, fmt.Errorf("form %s: %w", forms[i], err)
 				}

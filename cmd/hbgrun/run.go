@@ -185,7 +185,7 @@ func runForm(ctx context.Context, s *session, f *runFlags, orch *actors.Orchestr
 	if err != nil {
 		return nil, nil, err
 	}
-	defer rt.Stop()
+	defer rt.Stop(context.Background())
 	bar := trace.NewProgress(f.rounds*f.ranks, fmt.Sprintf("%s %s", info.Model, info.Form))
 	passes, err := rt.Run(ctx, actors.RunSpec{Orch: orch, Rounds: f.rounds, Ranks: f.ranks, Info: info,
 		OnPass: func(*actors.PassResult) { bar.Add(1) }})
@@ -252,8 +252,8 @@ func golden(ctx context.Context, s *session, f *runFlags, model *modelT, rep *tr
 		if err != nil {
 			return err
 		}
-		defer rt.Stop()
-		res, err := rt.Pass(ctx, orch, 0, 0, trace.Carrier{})
+		defer rt.Stop(context.Background())
+		res, err := rt.Pass(ctx, orch, 0, 0)
 		if err != nil {
 			return fmt.Errorf("golden eager pass: %w", err)
 		}
