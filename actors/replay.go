@@ -131,6 +131,8 @@ func (r *replayActor) reply(ctx actor.Context, run *passRun) {
 	res.Pass.UploadedDefinitionBytes = p.UploadedBytes
 	run.ops.Add(trace.OpRecordNode, int64(p.RecordNodeOps), p.RecordNs)
 	run.ops.Add(trace.OpBuildDefinition, int64(p.BuiltDefinitions), p.BuildNs)
+	run.ops.Add(trace.OpStoreLoad, int64(p.Store.Loaded), p.Store.Ns)
+	res.Pass.LoadedDefinitions, res.Pass.LoadedBytes, res.Pass.StoreRejected = p.Store.Loaded, p.Store.Bytes, len(p.Store.Rejected)
 	res.Pass.Ops = run.ops
 	if !p.AtDevice() {
 		delete(r.runs, p.ID)

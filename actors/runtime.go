@@ -15,6 +15,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/hbg-dev/hbg/diskstore"
 	"github.com/hbg-dev/hbg/mailbox"
 	"github.com/hbg-dev/hbg/npu"
 	"github.com/hbg-dev/hbg/stages"
@@ -106,6 +107,11 @@ type Stats struct {
 	RecordedNodes atomic.Int64
 	Restarts      atomic.Int64
 	MaxQueued     atomic.Int64
+	// Loaded, StoreRejected and StoreWritten count Definitions loaded from
+	// the store on disk, entries rejected there, and Definitions written.
+	Loaded        atomic.Int64
+	StoreRejected atomic.Int64
+	StoreWritten  atomic.Int64
 }
 
 // Runtime is hbg running inside an actor system.
@@ -115,6 +121,9 @@ type Runtime struct {
 	tracer     *trace.Tracer
 	supervisor *actor.PID
 	store      *actor.PID
+	disk       *diskstore.Store // nil without a store on disk
+	diskWriter *actor.PID
+	diskErrs   diskErrors
 	Stats      Stats
 	Mailboxes  mailbox.Registry
 	nextCall   atomic.Uint64
@@ -163,6 +172,9 @@ func start(sys *actor.ActorSystem, cfg Config, hook func(*mailbox.RecordJob)) (*
 	if rt.tracer == nil {
 		rt.tracer = trace.NewTracer(nil)
 	}
+	if err := rt.openDisk(); err != nil {
+		return nil, err
+	}
 	// A crashed child is restarted in place, its mailbox intact, every
 	// time: a budget of restarts would stop a recorder for good after a run
 	// of panicking bodies and strand the jobs queued to it. A body's own
@@ -178,17 +190,22 @@ func start(sys *actor.ActorSystem, cfg Config, hook func(*mailbox.RecordJob)) (*
 }
 
 // Stop fails every pass in flight or queued with ErrStopped at once, then
-// stops every actor of the runtime, waiting for them until ctx ends. Pass
-// after Stop returns ErrStopped. Stop is safe to call more than once.
+// flushes the store to disk and stops every actor of the runtime, waiting
+// for them until ctx ends. Pass after Stop returns ErrStopped. Stop is safe
+// to call more than once.
 func (rt *Runtime) Stop(ctx context.Context) error {
 	first := false
 	rt.stopOnce.Do(func() { close(rt.stopped); first = true })
 	if !first {
 		return nil
 	}
-	f := rt.sys.Root.StopFuture(rt.supervisor)
 	done := make(chan error, 1)
-	go func() { done <- f.Wait() }()
+	go func() {
+		rt.flushDisk()
+		err := rt.sys.Root.StopFuture(rt.supervisor).Wait()
+		rt.closeDisk()
+		done <- err
+	}()
 	select {
 	case err := <-done:
 		return err
@@ -300,7 +317,8 @@ func (s *supervisor) Receive(ctx actor.Context) {
 	rt := s.rt
 	switch m := ctx.Message().(type) {
 	case *spawnCore:
-		rt.store = ctx.Spawn(rt.Mailboxes.Props("store", 0, func() actor.Actor { return newStore(&rt.Stats) }))
+		rt.spawnDisk(ctx)
+		rt.store = ctx.Spawn(rt.Mailboxes.Props("store", 0, func() actor.Actor { return newStore(rt) }))
 		b := ctx.Spawn(rt.Mailboxes.Props("builder", 0, func() actor.Actor { return &builder{store: rt.store, tracer: rt.tracer} }))
 		recs := make([]*actor.PID, rt.cfg.Recorders)
 		for i := range recs {
@@ -324,7 +342,7 @@ func (s *supervisor) Receive(ctx actor.Context) {
 			return &replayActor{rt: rt, rank: m.rank, device: dev}
 		}))
 		up := ctx.Spawn(rt.Mailboxes.Props(fmt.Sprintf("uploader-%d", m.rank), 0, func() actor.Actor {
-			return &uploader{rank: m.rank, device: dev, replay: rp, tracer: rt.tracer, noRetain: rt.cfg.NoRetain}
+			return &uploader{rank: m.rank, device: dev, replay: rp, tracer: rt.tracer, noRetain: rt.cfg.NoRetain, disk: rt.disk}
 		}))
 		sub := ctx.Spawn(rt.Mailboxes.Props(fmt.Sprintf("submission-%d", m.rank), 0, func() actor.Actor {
 			return &submission{rt: rt, rank: m.rank, uploader: up, device: dev, replay: rp}

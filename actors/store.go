@@ -26,16 +26,18 @@ type store struct {
 	// verifies wait here while their key's first recording is in flight.
 	verifies map[uint64][]*mailbox.RecordJob
 	stats    *Stats
+	disk     storeDisk
 }
 
-func newStore(stats *Stats) *store {
+func newStore(rt *Runtime) *store {
 	return &store{
 		defs:     map[uint64]*mailbox.Definition{},
 		busy:     map[string]*mailbox.RecordJob{},
 		inflight: map[uint64][]*mailbox.RecordJob{},
 		verified: map[uint64]bool{},
 		verifies: map[uint64][]*mailbox.RecordJob{},
-		stats:    stats,
+		stats:    &rt.Stats,
+		disk:     storeDisk{disk: rt.disk, writer: rt.diskWriter, tracer: rt.tracer, rejected: map[uint64][]string{}},
 	}
 }
 
@@ -102,6 +104,11 @@ func (s *store) request(ctx actor.Context, job *mailbox.RecordJob) {
 		s.inflight[job.StoreKey] = append(w, job)
 		return
 	}
+	if d, load := s.disk.load(job, s.stats); d != nil {
+		s.defs[job.StoreKey] = d
+		ctx.Send(job.ReplyTo, &mailbox.DefinitionReady{Pass: job.Pass, StoreKey: job.StoreKey, Def: d, Trace: job.Trace, Store: load})
+		return
+	}
 	s.inflight[job.StoreKey] = []*mailbox.RecordJob{job}
 	s.enqueue(ctx, job)
 }
@@ -144,14 +151,18 @@ func (s *store) built(ctx actor.Context, b *mailbox.Built) {
 		ready.Def = d
 		s.stats.Recorded.Add(1)
 		s.stats.RecordedNodes.Add(int64(rec.Nodes))
+		s.disk.store(ctx, job, d)
 	}
+	rejected := s.disk.takeRejected(job.StoreKey)
 	waiters := s.inflight[job.StoreKey]
 	delete(s.inflight, job.StoreKey)
 	for i, w := range waiters {
 		r := *ready
 		r.Pass, r.Trace = w.Pass, w.Trace
 		r.Recorded = i == 0
-		if i > 0 {
+		if i == 0 {
+			r.Store.Rejected = rejected
+		} else {
 			r.RecordedNodes, r.RecordNs, r.BuildNs = 0, 0, 0
 		}
 		ctx.Send(w.ReplyTo, &r)

@@ -201,7 +201,7 @@ func (s *submission) graph(call *stages.GraphCall) stages.TaskID {
 	if jobs := s.host.TakeJobs(); len(jobs) > 0 {
 		tc := trace.Inject(s.curCtx)
 		for _, j := range jobs {
-			s.ctx.Send(s.rt.store, &mailbox.RecordJob{RecordRequest: j, ReplyTo: s.uploader, Trace: tc})
+			s.ctx.Send(s.rt.store, &mailbox.RecordJob{RecordRequest: j, Model: s.registered, ReplyTo: s.uploader, Trace: tc})
 		}
 	}
 	if s.host.Orch().NumGraphs() > graphs {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/hbg-dev/hbg/diskstore"
 	"github.com/hbg-dev/hbg/mailbox"
 	"github.com/hbg-dev/hbg/stages"
 	"github.com/hbg-dev/hbg/trace"
@@ -23,6 +24,7 @@ type uploader struct {
 	replay   *actor.PID
 	tracer   *trace.Tracer
 	noRetain bool
+	disk     *diskstore.Store  // unpins what it loaded once uploaded
 	uploaded map[uint64]uint64 // content hash -> device object
 	sent     []sentUpload      // uploads the device has not answered yet, in order
 }
@@ -49,6 +51,7 @@ func (u *uploader) ready(ctx actor.Context, m *mailbox.DefinitionReady) {
 		Pass: m.Pass, StoreKey: m.StoreKey, Verify: m.Verify, Def: m.Def,
 		Err: m.Err, Panicked: m.Panicked, Defects: m.Defects,
 		Recorded: m.Recorded, RecordedNodes: m.RecordedNodes, RecordNs: m.RecordNs, BuildNs: m.BuildNs,
+		Store: m.Store,
 	}
 	if m.Verify || m.Err != nil || m.Def == nil {
 		ctx.Send(u.replay, &mailbox.DefinitionUploaded{Outcome: o})
@@ -86,6 +89,11 @@ func (u *uploader) replied(ctx actor.Context, m *deviceReply) {
 		u.uploaded[s.def.Hash] = m.object
 	}
 	for i, o := range s.waiting {
+		if o.Store.Loaded > 0 && u.disk != nil {
+			// Loaded from disk and now uploaded (or failed): eviction
+			// may take it again.
+			u.disk.Unpin(s.def.Def.FullKey)
+		}
 		if i == 0 && m.err == nil {
 			o.UploadedBytes = int64(len(s.def.Image))
 		}

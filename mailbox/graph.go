@@ -14,6 +14,8 @@ import (
 // store -> ReplyTo (the rank's uploader) -> the rank's replay.
 type RecordJob struct {
 	stages.RecordRequest
+	// Model is the orchestration identity, for the store on disk's index.
+	Model string
 	// ReplyTo is the rank's uploader, which takes DefinitionReady.
 	ReplyTo *actor.PID
 	// Trace is the host_orch span of the pass that asked.
@@ -70,6 +72,8 @@ type DefinitionReady struct {
 	RecordedNodes int
 	RecordNs      int64
 	BuildNs       int64
+	// Store is what the store on disk did for this request.
+	Store stages.StoreLoad
 	// Trace is the asking pass's host_orch span: the upload is its child.
 	Trace trace.Carrier
 }

@@ -76,6 +76,8 @@ type Outcome struct {
 	RecordedNodes int
 	RecordNs      int64
 	BuildNs       int64
+	// Store is what the store on disk did for this request.
+	Store StoreLoad
 	// UploadedBytes is the Definition bytes uploaded for this request.
 	UploadedBytes int64
 	UploadErr     error
@@ -140,6 +142,8 @@ type Pass struct {
 	RecordNs         int64
 	BuiltDefinitions int
 	BuildNs          int64
+	// Store is what the store on disk loaded for the pass, and rejected.
+	Store StoreLoad
 	// UploadedBytes is the Definition bytes uploaded for this pass.
 	UploadedBytes int64
 	// Err is why the pass failed, once it has.
@@ -283,6 +287,7 @@ func (h *Host) Rerun(p *Pass) *Pass {
 	np.Defects = p.Defects
 	np.RecordedNodes, np.RecordNodeOps, np.RecordNs = p.RecordedNodes, p.RecordNodeOps, p.RecordNs
 	np.BuiltDefinitions, np.BuildNs = p.BuiltDefinitions, p.BuildNs
+	np.Store = p.Store
 	np.UploadedBytes = p.UploadedBytes
 	h.Recycle(p.Image)
 	return np
@@ -556,6 +561,10 @@ func (r *Replay) apply(p *Pass, o Outcome) {
 		p.BuildNs += o.BuildNs
 	}
 	p.UploadedBytes += o.UploadedBytes
+	p.Store.Add(o.Store)
+	for _, r := range o.Store.Rejected {
+		p.warn("%s; recorded again", r)
+	}
 	for _, d := range o.Defects {
 		if p.cfg.DefectsAsWarnings {
 			p.warn("%v", d)
