@@ -296,14 +296,14 @@ func TestLanguageRunTimeErrors(t *testing.T) {
 		name, src, at string
 		want          []string
 	}{
-		{name: "unset task list element", at: `deps: ["gate[2]"]`, want: []string{"element 2 of task list gate is not set"}, src: `program:
+		{name: "unset task list element", at: `deps: ["gate[2]"]`, want: []string{`deps "gate[2]"`, "element 2 of task list gate is not set"}, src: `program:
   body:
     - tasks: {gate: 3}
     - {id: "gate[0]", k: act, args: ["inout x"]}
     - {k: act, args: ["in x"], deps: ["gate[2]"]}
 forms: {eager: {}}
 `},
-		{name: "task list index out of range", at: `id: "gate[i]"`, want: []string{"elements [3, 4) of task list gate, which has 3"}, src: `program:
+		{name: "task list index out of range", at: `id: "gate[i]"`, want: []string{`id "gate[i]"`, "elements [3, 4) of task list gate, which has 3"}, src: `program:
   body:
     - tasks: {gate: 3}
     - loop: {var: i, to: 4}
@@ -311,7 +311,7 @@ forms: {eager: {}}
         - {id: "gate[i]", k: act, args: ["inout x"]}
 forms: {eager: {}}
 `},
-		{name: "tensor list index out of range", at: `"inout h[i]"`, want: []string{`"h[i]"`, "element 2 of a tensor list of 2"}, src: `program:
+		{name: "tensor list index out of range", at: `"inout h[i]"`, want: []string{`view "h[i]"`, "element 2 of a tensor list of 2"}, src: `program:
   body:
     - alloc: ["h[0] fp32[16]", "h[1] fp32[16]"]
     - loop: {var: i, to: 3}
@@ -319,7 +319,7 @@ forms: {eager: {}}
         - {k: act, args: ["inout h[i]"]}
 forms: {eager: {}}
 `},
-		{name: "kernel list index out of range", at: `k: "[mm, mm_0][k]"`, want: []string{"kernel 2 of a list of 2"}, src: `program:
+		{name: "kernel list index out of range", at: `k: "[mm, mm_0][k]"`, want: []string{`k "[mm, mm_0][k]"`, "kernel 2 of a list of 2"}, src: `program:
   body:
     - alloc: ["acc fp32[16]"]
     - loop: {var: k, to: 3}
@@ -327,7 +327,7 @@ forms: {eager: {}}
         - {k: "[mm, mm_0][k]", args: ["in w", "in x", "inout acc"]}
 forms: {eager: {}}
 `},
-		{name: "zero loop step", at: `step: "1 - N / 4 + p"`, want: []string{"loop step 0"}, src: `program:
+		{name: "zero loop step", at: `step: "1 - N / 4 + p"`, want: []string{`loop.step "1 - N / 4 + p"`, "loop step 0"}, src: `program:
   params: {p: 0}
   body:
     - loop: {var: i, to: 3, step: "1 - N / 4 + p"}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/hbg-dev/hbg/actors"
@@ -185,13 +184,4 @@ func TestDSv4Golden(t *testing.T) {
 			}
 		})
 	}
-}
-
-// cpuNs is the process's user and system CPU time so far.
-func cpuNs() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }
