@@ -279,11 +279,6 @@ func buildReport(info trace.RunInfo, passes []*actors.PassResult) *trace.Report 
 	return rep
 }
 
-// golden checks the form's digests against the eager form's: one eager pass
-// on a device of its own, then every pass of every rank must end with its
-// digest and run as many kernel and dummy tasks. Alloc tasks may differ: a
-// Graph form can allocate at a call site (DSv4's layer 42 does, as
-// upstream's).
 // golden reports the library's golden check of the passes (the first
 // failure, else the first pass) and the first pass's simulated device; it
 // returns the failure.
