@@ -130,7 +130,13 @@ func runCmd(ctx context.Context, out, stderr io.Writer, path string, f *runFlags
 	cctx, cmdSpan := s.tracer.StartCommand(ctx, info)
 	rep, passes, err := runForm(cctx, s, f, orch, info)
 	if err == nil && !f.skipDevice {
-		err = golden(cctx, s, f, model, rep, passes)
+		if err = golden(cctx, s, f, model, rep, passes); err != nil && interrupted(ctx) {
+			// Stopped in the golden check's eager pass: the form's passes
+			// all ended and are reported, unchecked.
+			rep.Golden = nil
+			rep.Warnings = append(rep.Warnings, "interrupted in the golden check; golden not checked")
+			err = errInterrupted
+		}
 	}
 	if err != nil && !errors.Is(err, errInterrupted) {
 		cmdSpan.Fail(err)
@@ -283,8 +289,8 @@ func golden(ctx context.Context, s *session, f *runFlags, model *modelT, rep *tr
 		if err != nil {
 			return err
 		}
-		defer rt.Stop()
-		res, err := rt.Pass(ctx, orch, 0, 0, trace.Carrier{})
+		defer rt.Stop(context.Background())
+		res, err := rt.Pass(ctx, orch, 0, 0)
 		if err != nil {
 			return fmt.Errorf("golden eager pass: %w", err)
 		}
