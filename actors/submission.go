@@ -44,6 +44,7 @@ type keyEntry struct {
 	// calls made while the key records must match.
 	sig      []stages.BoundarySlot
 	nscalars int
+	next     int // external dependency slots
 	// first is the first call's boundary and scalars: a later call that
 	// differs from it is re-recorded once, to verify the Definition.
 	first       []stages.Arg
@@ -207,11 +208,11 @@ func (s *submission) graph(call *stages.GraphCall) stages.TaskID {
 		s.p.res.Counts.FallbackCalls++
 		return s.inline(call)
 	}
-	sig, nsc := e.sig, e.nscalars
+	sig, nsc, next := e.sig, e.nscalars, e.next
 	if e.def != nil {
-		sig, nsc = e.def.Def.Boundary, e.def.Def.BoundaryScalars
+		sig, nsc, next = e.def.Def.Boundary, e.def.Def.BoundaryScalars, len(e.def.Def.ExtDeps)
 	}
-	if mm := s.matcher.MatchSignature(call.Key, sig, nsc, call.Boundary, len(call.Scalars), s.orch); mm != nil {
+	if mm := s.matcher.MatchSignature(sig, nsc, next, call, s.orch); mm != nil {
 		s.p.res.Counts.BoundaryMismatches++
 		s.warn("boundary mismatch, call runs on the ordinary path: %v", mm)
 		return s.inline(call)
@@ -223,12 +224,12 @@ func (s *submission) graph(call *stages.GraphCall) stages.TaskID {
 	var id stages.TaskID
 	if e.def != nil {
 		sub.DefHash = e.def.Hash
-		id = s.orch.SubmitGraph(call.Boundary, call.Scalars, sub, e.def.Def.HeapBytes, e.def.Written)
+		id = s.orch.SubmitGraph(call, sub, e.def.Def.HeapBytes, e.def.Written)
 		s.use(e.def)
 	} else {
 		// In flight: a shell now, its Definition hash and heap block at
 		// commit.
-		id = s.orch.SubmitGraph(call.Boundary, call.Scalars, sub, 0, nil)
+		id = s.orch.SubmitGraph(call, sub, 0, nil)
 		s.p.shells = append(s.p.shells, shell{task: id, e: e})
 	}
 	s.p.res.Counts.GraphSubmissions++
@@ -237,7 +238,7 @@ func (s *submission) graph(call *stages.GraphCall) stages.TaskID {
 }
 
 func (s *submission) startRecording(call *stages.GraphCall, fk, sk uint64) *keyEntry {
-	e := &keyEntry{nscalars: len(call.Scalars)}
+	e := &keyEntry{nscalars: len(call.Scalars), next: len(call.ExtDeps)}
 	e.sig = stages.Signature(call.Boundary, s.orch)
 	job := s.job(call, fk, sk, false)
 	// The job's copies of the boundary are read-only from here on, so the
@@ -255,6 +256,7 @@ func (s *submission) job(call *stages.GraphCall, fk, sk uint64, verify bool) *ma
 		Boundary: append([]stages.Arg(nil), call.Boundary...),
 		Roots:    s.orch.BoundaryRoots(call.Boundary),
 		Scalars:  append([]uint64(nil), call.Scalars...),
+		ExtDeps:  append([]stages.TaskID(nil), call.ExtDeps...),
 		Body:     call.KeptBody(),
 		Verify:   verify,
 		ReplyTo:  s.ctx.Self(),

@@ -19,6 +19,7 @@ type RecordJob struct {
 	Boundary []stages.Arg
 	Roots    []stages.BoundaryRoot
 	Scalars  []uint64
+	ExtDeps  []stages.TaskID // the call's external dependencies
 	Body     func(stages.Orchestrator, *stages.Boundary)
 	// Verify re-records a later call of a key already recorded: the store
 	// compares the two Definitions to catch what the first one baked in.
