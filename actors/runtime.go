@@ -47,6 +47,13 @@ type Config struct {
 	Tracer *trace.Tracer
 	// PassTimeout bounds one pass (default 10 minutes).
 	PassTimeout time.Duration
+	// StoreDir is the Definition store on disk (package diskstore) that
+	// Definitions outlive the process in, shared by every process that
+	// names it; "" or "off" keeps them in memory only. hbgrun's default is
+	// diskstore.DefaultDir().
+	StoreDir string
+	// StoreMax bounds the store on disk in bytes (0: diskstore.DefaultMax).
+	StoreMax int64
 }
 
 // Orchestration is a program of tasks: a Go function or a model config

@@ -207,3 +207,15 @@ func BenchmarkCopyLaunchStep(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSimulateStepNoRace is BenchmarkSimulateStep with the race
+// detector off: the difference is the detector's cost.
+func BenchmarkSimulateStepNoRace(b *testing.B) {
+	bl, ks := dsv4Like()
+	cfg := DefaultConfig()
+	cfg.NoRace = true
+	d := New(cfg)
+	d.RegisterEntry(bl.entry)
+	d.RegisterKernels(ks)
+	benchLaunch(b, d, bl.bytes())
+}

@@ -52,10 +52,15 @@ func (d *Device) check(img *stages.RunImage) (*plan, error) {
 
 	// Fanin: every producer is an earlier task of the image. A forward
 	// reference is refused; if the forward references close a cycle, the
-	// cycle is named.
+	// cycle is named. The spans must fit the pool together (the decoder
+	// checks they are disjoint): the fanout CSR is sized by the pool.
 	forward := false
+	var edges uint64
 	for i := range img.Tasks {
 		s := img.Tasks[i].Fanin
+		if edges += uint64(s.N); uint64(s.Off)+uint64(s.N) > uint64(len(img.Fanin)) || edges > uint64(len(img.Fanin)) {
+			return nil, refuse(ErrFanin, "task %d fanin [%d, +%d) runs past the fanin pool of %d (%d edges so far)", i, s.Off, s.N, len(img.Fanin), edges)
+		}
 		for _, f := range img.Fanin[s.Off : s.Off+s.N] {
 			if f < 0 || int(f) >= nt {
 				return nil, refuse(ErrFanin, "task %d fanin names task %d, which is not in the image (%d tasks)", i, f, nt)
@@ -141,13 +146,24 @@ func (d *Device) check(img *stages.RunImage) (*plan, error) {
 		}
 		return img.Roots[int(p.rootObj[id])-p.nEntry].Elems, true
 	}
-	// checkView checks a view of task i; arg < 0 names its predicate.
+	// checkView checks a view of task i; arg < 0 names its predicate. A
+	// GRAPH task's boundary slot may come without a layout (DTypeInvalid):
+	// checkBoundary gives it the Definition's. Any other view has a dtype
+	// the device knows and at most MaxDims dims, else its element count and
+	// strides would read past the shape.
 	checkView := func(v *stages.View, i, arg int) error {
 		name := func() string {
 			if arg < 0 {
 				return "predicate"
 			}
 			return fmt.Sprintf("argument %d", arg)
+		}
+		layoutLess := v.DType == stages.DTypeInvalid && arg >= 0 && img.Tasks[i].Kind == stages.KindGraph
+		if !layoutLess && (v.DType == stages.DTypeInvalid || v.DType > stages.UINT64) {
+			return refuse(ErrInvalidImage, "task %d (%s) %s has dtype %s", i, img.Tasks[i].Kind, name(), v.DType)
+		}
+		if v.NDims > stages.MaxDims {
+			return refuse(ErrInvalidImage, "task %d %s has %d dims (at most %d)", i, name(), v.NDims, stages.MaxDims)
 		}
 		el, ok := rootElems(v.Root)
 		if !ok {

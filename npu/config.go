@@ -97,6 +97,9 @@ type Config struct {
 	// in place: two forms of a model line up task for task, so the first
 	// difference names the first task that saw different data.
 	TaskDigests bool
+	// NoRace turns the race detector off (race.go): by default every
+	// launch checks its task graph and lists the races in Result.Races.
+	NoRace bool
 }
 
 // DefaultConfig returns a2a3-like parameters.

@@ -336,3 +336,58 @@ func fixRunHash(b []byte) []byte {
 	}
 	return img
 }
+
+// TestCheckLayouts feeds the device check images the decoder would not
+// make (the device must not trust that it did): an ordinary task's arg with
+// no layout or an unknown dtype, a view of more than MaxDims dims, and
+// fanin spans that overlap past the pool. Each is refused, not a panic or a
+// run to a wrong digest.
+func TestCheckLayouts(t *testing.T) {
+	cases := []struct {
+		name  string
+		forge func(img *stages.RunImage)
+		want  error
+		sub   string
+	}{
+		{"ordinary arg without layout", func(img *stages.RunImage) {
+			a := &img.Args[img.Tasks[1].Args.Off].View
+			*a = stages.View{Root: a.Root, Offset: a.Offset}
+		}, ErrInvalidImage, "dtype invalid"},
+		{"unknown dtype", func(img *stages.RunImage) {
+			img.Args[img.Tasks[1].Args.Off].View.DType = stages.UINT64 + 1
+		}, ErrInvalidImage, "has dtype"},
+		{"too many dims", func(img *stages.RunImage) {
+			img.Args[img.Tasks[1].Args.Off].View.NDims = stages.MaxDims + 1
+		}, ErrInvalidImage, "dims (at most"},
+		{"predicate too many dims", func(img *stages.RunImage) {
+			img.Tasks[1].Pred = stages.Predicate{Valid: true, View: img.Args[img.Tasks[1].Args.Off].View}
+			img.Tasks[1].Pred.View.NDims = stages.MaxDims + 1
+		}, ErrInvalidImage, "predicate has"},
+		{"fanin spans overlap", func(img *stages.RunImage) {
+			last := &img.Tasks[len(img.Tasks)-1]
+			last.Fanin = stages.Span{Off: 0, N: uint32(len(img.Fanin))}
+		}, ErrFanin, "runs past the fanin pool"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			img, err := stages.DecodeRunImage(synth(synthOpts{}).bytes())
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.forge(img)
+			d := newDevice(t)
+			var p *plan
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Fatalf("check panicked: %v", r)
+					}
+				}()
+				p, err = d.check(img)
+			}()
+			if p != nil || !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.sub) {
+				t.Fatalf("err = %v, want %v containing %q", err, c.want, c.sub)
+			}
+		})
+	}
+}

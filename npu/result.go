@@ -39,6 +39,10 @@ type Result struct {
 	// Config.TaskDigests is set), in submission order, GRAPH tasks expanded
 	// into their nodes in place.
 	TaskDigests []TaskDigest
+	// Races is the run's racing pairs (race.go; at most the first 256),
+	// RaceCount how many were found; both empty with Config.NoRace.
+	Races     []Race
+	RaceCount int
 }
 
 // TaskDigest is one device task's identity and the digest of what it read

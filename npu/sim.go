@@ -199,6 +199,8 @@ type sim struct {
 	timeline []Slice
 	heap     eventHeap
 	out      []event
+
+	race raceState
 }
 
 func (s *sim) emit(t int64, k evKind, a int32) {
@@ -1003,7 +1005,11 @@ func (s *sim) run(d *Device, p *plan) (*Result, error) {
 	if s.retired != want {
 		return nil, fmt.Errorf("npu: simulation stalled with %d of %d device tasks retired", s.retired, want)
 	}
-	return s.result(d, p), nil
+	r := s.result(d, p)
+	if !s.cfg.NoRace {
+		r.Races, r.RaceCount = s.detectRaces()
+	}
+	return r, nil
 }
 
 func (s *sim) result(d *Device, p *plan) *Result {

@@ -1193,8 +1193,10 @@ func AppendRunImage(dst []byte, img *RunImage) []byte {
 
 // DecodeRunImage verifies and decodes a run image. It checks every span and
 // index inside the image (args, scalars and fanin spans inside their pools,
-// fanin task ids and Graph indices in range); the device checks the rest
-// (topological order, roots, Definitions, boundaries).
+// fanin spans disjoint and in task order, fanin task ids and Graph indices
+// in range, Graph boundaries disjoint, in Graph order and equal to their
+// GRAPH task's args, and layout-less args exactly the boundary slots); the
+// device checks the rest (topological order, roots, Definitions, boundaries).
 func DecodeRunImage(b []byte) (*RunImage, error) {
 	if err := checkHeader(b, RunImageMagic, RunImageVersion, runHeaderSize, 24, runHashOff, "run"); err != nil {
 		return nil, err
@@ -1230,6 +1232,7 @@ func decodeRunImage(b []byte) (*RunImage, error) {
 		return nil
 	}
 	img.Tasks = make([]TaskDesc, nt)
+	var faninEnd uint32
 	r := reader{b: b[sec[rsTasks]:sec[rsArgs]], sec: "task"}
 	for i := range img.Tasks {
 		t := &img.Tasks[i]
@@ -1271,6 +1274,15 @@ func decodeRunImage(b []byte) (*RunImage, error) {
 		if err := span(t.Fanin, nf, "fanin", i); err != nil {
 			return nil, err
 		}
+		// Fanin spans are disjoint and in task order, as the host appends
+		// them: overlapping spans would count more edges than the pool
+		// holds, and the device sizes its fanout CSR by the pool.
+		if t.Fanin.N > 0 {
+			if t.Fanin.Off < faninEnd {
+				return nil, badf("run image task %d fanin [%d, +%d) overlaps an earlier task's (which end at %d)", i, t.Fanin.Off, t.Fanin.N, faninEnd)
+			}
+			faninEnd = t.Fanin.Off + t.Fanin.N
+		}
 		if t.Graph < -1 || int(t.Graph) >= ng {
 			return nil, badf("run image task %d names graph submission %d of %d", i, t.Graph, ng)
 		}
@@ -1281,7 +1293,9 @@ func decodeRunImage(b []byte) (*RunImage, error) {
 	}
 	img.Args = make([]Arg, na)
 	r = reader{b: b[sec[rsArgs]:sec[rsScalars]], sec: "arg"}
-	compact := 0
+	// compact[i] marks arg i as sent layout-less; the Graph section below
+	// checks that these are exactly the Graph boundary slots.
+	compact := make([]bool, na)
 	for i := range img.Args {
 		a := &img.Args[i]
 		tag := r.u8()
@@ -1289,7 +1303,7 @@ func decodeRunImage(b []byte) (*RunImage, error) {
 			// Layout left unset (DTypeInvalid): it is the Definition's.
 			a.View.Root = RootID(r.i32())
 			a.View.Offset = r.sv()
-			compact++
+			compact[i] = true
 		} else {
 			r.view(&a.View)
 		}
@@ -1351,6 +1365,10 @@ func decodeRunImage(b []byte) (*RunImage, error) {
 	}
 	img.Graphs = make([]GraphSubmission, ng)
 	r = reader{b: b[sec[rsGraphs]:sec[rsEnd]], sec: "graph"}
+	// Boundary spans come in Graph order and do not overlap, as the host
+	// appends them (the encoder relies on it); boundEnd is where the last
+	// one ended, walking the args from there.
+	var boundEnd uint32
 	for i := range img.Graphs {
 		g := &img.Graphs[i]
 		g.Task = TaskID(r.i32())
@@ -1368,18 +1386,58 @@ func decodeRunImage(b []byte) (*RunImage, error) {
 		if uint64(g.Boundary.Off)+uint64(g.Boundary.N) > uint64(na) || uint64(g.Scalars.Off)+uint64(g.Scalars.N) > uint64(ns) {
 			return nil, badf("run image graph submission %d boundary or scalars exceed their pools", i)
 		}
-		compact -= int(g.Boundary.N)
-	}
-	if compact != 0 {
+		if t := &img.Tasks[g.Task]; t.Args != g.Boundary {
+			return nil, badf("run image graph submission %d boundary [%d, +%d) is not its GRAPH task %d's args [%d, +%d)", i, g.Boundary.Off, g.Boundary.N, g.Task, t.Args.Off, t.Args.N)
+		}
+		if g.Boundary.N == 0 {
+			continue
+		}
+		if g.Boundary.Off < boundEnd {
+			return nil, badf("run image graph submission %d boundary [%d, +%d) overlaps or precedes an earlier submission's (which end at %d)", i, g.Boundary.Off, g.Boundary.N, boundEnd)
+		}
 		// Every compact arg must be a Graph boundary slot (there is nothing
 		// else to take its layout from), and every slot compact.
-		return nil, badf("run image has %d compact args outside (or missing from) its Graph boundaries", compact)
+		for a := boundEnd; a < g.Boundary.Off+g.Boundary.N; a++ {
+			if in := a >= g.Boundary.Off; compact[a] != in {
+				return nil, compactErr(a, in)
+			}
+		}
+		boundEnd = g.Boundary.Off + g.Boundary.N
 	}
 	r.done()
 	if r.err != nil {
 		return nil, r.err
 	}
+	for a := int(boundEnd); a < na; a++ {
+		if compact[a] {
+			return nil, compactErr(uint32(a), false)
+		}
+	}
+	// An ordinary task cannot take a layout-less arg: it has no Definition
+	// to take the layout from. (GRAPH tasks' args are their boundaries,
+	// checked above.) Arg spans may overlap, so count compact args by
+	// prefix sums rather than walking each span.
+	before := make([]uint32, na+1) // compact args before each index
+	for a, c := range compact {
+		before[a+1] = before[a]
+		if c {
+			before[a+1]++
+		}
+	}
+	for i := range img.Tasks {
+		t := &img.Tasks[i]
+		if t.Kind != KindGraph && before[t.Args.Off+t.Args.N] != before[t.Args.Off] {
+			return nil, badf("run image task %d (%s) takes a Graph boundary slot sent without a layout among its args [%d, +%d)", i, t.Kind, t.Args.Off, t.Args.N)
+		}
+	}
 	return img, nil
+}
+
+func compactErr(arg uint32, inBoundary bool) error {
+	if inBoundary {
+		return badf("run image arg %d is a Graph boundary slot sent with a layout (want root and offset only)", arg)
+	}
+	return badf("run image arg %d is sent without a layout but is no Graph boundary slot", arg)
 }
 
 // RunImageHash computes a run image's content hash (the header's hash field

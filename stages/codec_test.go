@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -246,6 +247,58 @@ func TestDecodeRefusals(t *testing.T) {
 	binary.LittleEndian.PutUint64(rb2[runHashOff:], imageHash(rb2, runHashOff))
 	if _, err := DecodeRunImage(rb2); err == nil || !strings.Contains(err.Error(), "not in the image") {
 		t.Fatalf("fanin out of range: %v", err)
+	}
+}
+
+// TestDecodeRunImageSpans refuses run images whose spans the device cannot
+// trust: fanin spans that overlap (the device sizes its fanout CSR by the
+// pool), and layout-less args anywhere but a GRAPH task's own boundary.
+func TestDecodeRunImageSpans(t *testing.T) {
+	shipped := func(name string) []byte {
+		b, err := os.ReadFile("testdata/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	forged := func(f func(img *RunImage)) []byte {
+		img := codecRun()
+		f(img)
+		return EncodeRunImage(img)
+	}
+	cases := []struct {
+		name string
+		b    []byte
+		want string // "" decodes
+	}{
+		{"shipped DSv4 full pass", shipped("dsv4-run-image-good.bin"), ""},
+		// One task's fanin count changed from 3 to 7, hash recomputed.
+		{"shipped overlapping fanin", shipped("dsv4-run-image-overlapping-fanin.bin"), "overlaps an earlier task's"},
+		{"fanin out of task order", forged(func(img *RunImage) {
+			img.Tasks[1].Fanin, img.Tasks[2].Fanin = Span{2, 1}, Span{0, 2}
+		}), "overlaps an earlier task's"},
+		// The encoder sends arg 3 as (root, offset), being a boundary slot.
+		{"ordinary task takes a boundary slot", forged(func(img *RunImage) { img.Tasks[3].Args = Span{3, 1} }),
+			"takes a Graph boundary slot sent without a layout"},
+		{"GRAPH args are not its boundary", forged(func(img *RunImage) { img.Tasks[2].Args = Span{2, 3} }),
+			"is not its GRAPH task 2's args"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			img, err := DecodeRunImage(c.b)
+			if c.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if b := EncodeRunImage(img); !bytes.Equal(b, c.b) {
+					t.Fatal("re-encoding the decoded image changed its bytes")
+				}
+				return
+			}
+			if !errors.Is(err, ErrBadImage) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want one containing %q", err, c.want)
+			}
+		})
 	}
 }
 

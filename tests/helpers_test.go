@@ -75,10 +75,17 @@ type collector struct {
 	seen   map[uint64]bool
 	images [][]byte
 	err    error
+	// identity is the orchestration name hashed into full keys; "" means
+	// "collector".
+	identity string
 }
 
 func (c *collector) Graph(call *stages.GraphCall) stages.TaskID {
-	fk := stages.FullKey("collector", call.Key, call.Config)
+	id := c.identity
+	if id == "" {
+		id = "collector"
+	}
+	fk := stages.FullKey(id, call.Key, call.Config)
 	if !c.seen[fk] {
 		c.seen[fk] = true
 		d, err := c.rec.Record(call.Key, fk, call.Boundary, c.BoundaryRoots(call.Boundary), call.Scalars, call.ExtDeps, call.Body)

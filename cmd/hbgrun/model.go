@@ -1,7 +1,10 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 
@@ -13,19 +16,28 @@ import (
 
 type modelT = config.Model
 
+// modelHashes is each loaded model's file content hash. It is part of the
+// model's orchestration identity, so of every full_key: a Definition kept on
+// disk is only ever replayed for the very file it was recorded from.
+var modelHashes = map[*config.Model]string{}
+
 // loadModel loads and validates a model config; any problem with it is the
 // user's, so it exits 2. An empty path is the embedded default model.
 func loadModel(path string) (*config.Model, error) {
-	var m *config.Model
-	var err error
-	if path == "" {
-		m, err = config.Parse(models.DefaultName, models.Default)
-	} else {
-		m, err = config.Load(path)
+	name, data := models.DefaultName, models.Default
+	if path != "" {
+		var err error
+		if data, err = os.ReadFile(path); err != nil {
+			return nil, usageError{fmt.Errorf("config: %w", err)}
+		}
+		name = path
 	}
+	m, err := config.Parse(name, data)
 	if err != nil {
 		return nil, usageError{err}
 	}
+	sum := sha256.Sum256(data)
+	modelHashes[m] = hex.EncodeToString(sum[:8])
 	return m, nil
 }
 
@@ -40,13 +52,14 @@ func modelArg(args []string) string {
 func modelName(m *config.Model) string { return m.Name }
 
 // orchestrationFor makes one form of a model an orchestration. Its identity
-// (hashed into every full_key) is the model and the form.
+// (hashed into every full_key) is the model, the form and the model file's
+// content hash.
 func orchestrationFor(m *config.Model, form string) (*actors.Orchestration, error) {
 	if !slices.Contains(m.Forms(), form) {
 		return nil, usageError{fmt.Errorf("%s: no form %q (forms: %s)", m.File(), form, strings.Join(m.Forms(), ", "))}
 	}
 	return &actors.Orchestration{
-		Name:    m.Name + "/" + form,
+		Name:    m.Name + "/" + form + "@" + modelHashes[m],
 		Entry:   m.EntryRoots(),
 		Kernels: m.Kernels(),
 		Run:     func(o stages.Orchestrator) error { return m.Run(o, form) },

@@ -28,6 +28,7 @@ type runFlags struct {
 	traceOut   string
 	defects    string
 	strict     bool
+	store      storeFlags
 }
 
 func (f *runFlags) register(c *cobra.Command, withForm bool) {
@@ -45,6 +46,7 @@ func (f *runFlags) register(c *cobra.Command, withForm bool) {
 	fl.StringVar(&f.traceOut, "trace-out", "", "write a Chrome trace-event file (open it in Perfetto)")
 	fl.StringVar(&f.defects, "defects", "error", "what a detected body defect does: error or warn")
 	fl.BoolVar(&f.strict, "strict", false, "fail a pass when a body records something unsupported, instead of running that key on the ordinary path")
+	f.store.register(fl)
 }
 
 func (f *runFlags) check() error {
@@ -58,7 +60,7 @@ func (f *runFlags) check() error {
 	case f.defects != "error" && f.defects != "warn":
 		return usageError{fmt.Errorf("--defects %q: want error or warn", f.defects)}
 	}
-	return nil
+	return f.store.resolve()
 }
 
 func (f *runFlags) config(tr *trace.Tracer, skipDevice bool) actors.Config {
@@ -70,6 +72,8 @@ func (f *runFlags) config(tr *trace.Tracer, skipDevice bool) actors.Config {
 		StrictRecording:   f.strict,
 		Timeline:          f.traceOut != "",
 		Tracer:            tr,
+		StoreDir:          f.store.dir,
+		StoreMax:          f.store.max,
 	}
 }
 

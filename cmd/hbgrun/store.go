@@ -1,0 +1,152 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/hbg-dev/hbg/diskstore"
+)
+
+// storeFlags are --store and --store-max, which run, compare and store
+// share. The store's default is $HBG_STORE when set (tests set it to off,
+// so they never write into the user's cache), else diskstore.DefaultDir().
+type storeFlags struct {
+	flag    string
+	maxFlag string
+	// dir and max are the resolved values; dir "" means no store.
+	dir string
+	max int64
+}
+
+func (f *storeFlags) register(fl *pflag.FlagSet) {
+	fl.StringVar(&f.flag, "store", "", "the Definition store on disk: a directory, or off (default $HBG_STORE, else the user cache's hbg/definitions)")
+	fl.StringVar(&f.maxFlag, "store-max", "1GiB", "the store's size limit; least recently used Definitions are evicted beyond it")
+}
+
+func (f *storeFlags) resolve() error {
+	max, err := diskstore.ParseSize(f.maxFlag)
+	if err != nil {
+		return usageError{fmt.Errorf("--store-max: %w", err)}
+	}
+	f.max = max
+	dir := f.flag
+	if dir == "" {
+		dir = os.Getenv("HBG_STORE")
+	}
+	switch dir {
+	case "off":
+		f.dir = ""
+	case "":
+		if f.dir, err = diskstore.DefaultDir(); err != nil {
+			return usageError{fmt.Errorf("--store: %w; name a directory, or off", err)}
+		}
+	default:
+		f.dir = dir
+	}
+	return nil
+}
+
+// open opens the store for the store subcommands, which need one.
+func (f *storeFlags) open() (*diskstore.Store, error) {
+	if err := f.resolve(); err != nil {
+		return nil, err
+	}
+	if f.dir == "" {
+		return nil, usageError{fmt.Errorf("--store off: the store command needs a store")}
+	}
+	s, err := diskstore.Open(f.dir, f.max)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return s, nil
+}
+
+func init() {
+	var f storeFlags
+	c := &cobra.Command{
+		Use:   "store",
+		Short: "List, verify or shrink the Definition store on disk",
+		Long: `Definitions outlive the process in a store on disk shared by every hbgrun
+on the machine: a fresh process replays what an earlier one recorded.
+  ls      every Definition: key, model, size, last use (most recent first)
+  verify  check every image (exit 1 when one is bad; a run moves bad ones aside)
+  gc      remove leftovers and evict the least recently used down to --store-max`,
+	}
+	f.register(c.PersistentFlags())
+	sub := func(use, short string, fn func(io.Writer, *diskstore.Store) error) {
+		c.AddCommand(&cobra.Command{
+			Use: use, Short: short, Args: cobra.NoArgs,
+			RunE: func(c *cobra.Command, _ []string) error {
+				s, err := f.open()
+				if err != nil {
+					return err
+				}
+				defer s.Close()
+				return fn(c.OutOrStdout(), s)
+			},
+		})
+	}
+	sub("ls", "List every Definition in the store", storeLs)
+	sub("verify", "Check every image in the store", storeVerify)
+	sub("gc", "Evict least recently used Definitions down to --store-max", storeGC)
+	commands = append(commands, c)
+}
+
+func storeLs(out io.Writer, s *diskstore.Store) error {
+	list, err := s.List()
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "KEY\tMODEL\tSIZE\tLAST USE\tFULL_KEY\tHASH")
+	var total int64
+	for _, e := range list {
+		total += e.Bytes
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", e.Key, e.Model, e.Bytes, e.LastUse.Format(time.DateTime), e.FullKey, e.Hash)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(out, "%d Definitions, %d bytes of images in %s (limit %d)\n", len(list), total, s.Dir(), s.Max())
+	return err
+}
+
+func storeVerify(out io.Writer, s *diskstore.Store) error {
+	r, err := s.Verify()
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	for _, p := range r.Problems {
+		fmt.Fprintf(&b, "bad: %s: %s\n", p.Path, p.Reason)
+	}
+	fmt.Fprintf(&b, "%d entries, %d images, %d bytes: %d bad; %d orphan images, %d temporary files, %d quarantined files (gc removes them)\n",
+		r.Entries, r.Images, r.Bytes, len(r.Problems), r.Orphans, r.Temp, r.Quarantined)
+	if _, err := io.WriteString(out, b.String()); err != nil {
+		return err
+	}
+	if len(r.Problems) > 0 {
+		return fmt.Errorf("store %s: %d bad entries or images", s.Dir(), len(r.Problems))
+	}
+	return nil
+}
+
+func storeGC(out io.Writer, s *diskstore.Store) error {
+	r, err := s.GC(0)
+	if err != nil {
+		return err
+	}
+	for _, e := range r.Evicted {
+		fmt.Fprintf(out, "evicted %s %s (%d bytes, last used %s)\n", e.Key, e.Model, e.Bytes, e.LastUse.Format(time.DateTime))
+	}
+	_, err = fmt.Fprintf(out, "%d -> %d bytes (limit %d): %d evicted, %d pinned by a running pass; removed %d orphan images, %d temporary files, %d quarantined files, %d unreadable entries\n",
+		r.Before, r.After, s.Max(), len(r.Evicted), r.Pinned, r.Orphans, r.Temp, r.Quarantined, r.BadEntries)
+	return err
+}

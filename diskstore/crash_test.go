@@ -1,0 +1,105 @@
+package diskstore
+
+import (
+	"bufio"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestMain lets this test binary be a writer process killed mid-write.
+func TestMain(m *testing.M) {
+	if dir := os.Getenv("HBG_DISKSTORE_WRITER"); dir != "" {
+		writer(dir)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// writer stores Definitions forever, from the key HBG_DISKSTORE_FROM on,
+// some new and some already stored by an earlier writer.
+func writer(dir string) {
+	s, err := Open(dir, 0)
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(1)
+	}
+	from, _ := strconv.ParseUint(os.Getenv("HBG_DISKSTORE_FROM"), 10, 64)
+	fmt.Println("ready")
+	for k := from; ; k++ {
+		d, img := testDef(k%97+1, int(k%61)+5)
+		if err := s.Put(d, img, "m"); err != nil {
+			fmt.Println("error:", err)
+			os.Exit(1)
+		}
+	}
+}
+
+// TestKilledWriters: writers killed with SIGKILL at random points (seeded)
+// leave a store that verifies clean and serves every entry it lists.
+func TestKilledWriters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts 40 processes")
+	}
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(13, 0))
+	const kills = 40
+	for i := 0; i < kills; i++ {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "HBG_DISKSTORE_WRITER="+dir, fmt.Sprintf("HBG_DISKSTORE_FROM=%d", rng.IntN(97)))
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		line, _ := bufio.NewReader(out).ReadString('\n')
+		if line != "ready\n" {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			t.Fatalf("writer %d: %q", i, line)
+		}
+		// The kill point: somewhere among the writer's first puts.
+		time.Sleep(time.Duration(rng.IntN(60)) * time.Millisecond)
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+	}
+	s := open(t, dir, 0)
+	r, err := s.Verify()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Problems) != 0 {
+		t.Fatalf("after %d killed writers, verify finds %v", kills, r.Problems)
+	}
+	if r.Entries == 0 {
+		t.Fatal("no writer stored anything before it was killed: the kill points are too early")
+	}
+	t.Logf("%d entries, %d images, %d orphans, %d temp files left", r.Entries, r.Images, r.Orphans, r.Temp)
+	list, err := s.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range list {
+		fk, _ := strconv.ParseUint(e.FullKey, 16, 64)
+		if l, err := s.Load(fk, "m"); l == nil || err != nil {
+			t.Fatalf("entry %s does not serve: %v", e.FullKey, err)
+		}
+		s.Unpin(fk)
+	}
+	g, err := s.GC(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := s.Verify(); v.Temp != 0 || v.Orphans != 0 || len(v.Problems) != 0 {
+		t.Fatalf("after gc (%+v): %+v", g, v)
+	}
+}

@@ -1,0 +1,428 @@
+// Package diskstore keeps Definition images on disk, so that they outlive
+// the process and are shared by every process on the machine. A Definition
+// holds no device address (the boundary is patched at every replay), so an
+// image recorded by one process replays in another.
+//
+// Layout of a store directory:
+//
+//	lock                      held shared by writers, exclusive by eviction
+//	objects/<hash>.hbgd       an image, named by its content hash (16 hex)
+//	index/<full_key>-v<N>.json an entry: full_key, hash, bytes, model, key
+//	tmp/                      files being written
+//	quarantine/               files found bad, moved aside (never read again)
+//
+// An entry is found by full_key and the image format version N, which
+// together cover everything a Definition depends on: full_key hashes the
+// orchestration identity (the model's name, form and file content hash),
+// the graph key and every construction value; N is the format the device
+// reads. The device's npu.Config (core counts, timings) shapes the
+// simulation, never the image, so it is not part of the key.
+//
+// Never trust the disk. Load checks the entry (its full_key, format version
+// and model), then the image: its length against the entry, magic, version,
+// header length and content hash (stages.DecodeDefinition), the content hash
+// against the file name and the entry, and the full_key in the image's
+// header against the one asked for. Anything wrong moves the files aside
+// into quarantine/ and is returned as a *Rejected error: the caller records
+// the Definition again and counts and reports the rejection.
+//
+// Writes are atomic: a file is written under tmp/, fsynced, then linked into
+// place (link(2) never replaces: the first writer of a name wins, and a
+// second writer of the same Definition wrote the same bytes), and the
+// directory is fsynced. The image goes in before its entry, so a process
+// killed at any point leaves either nothing, an orphan image (no entry; gc
+// removes it) or a complete entry; a half-written file only ever lives
+// under tmp/.
+//
+// Concurrency: atomic links, plus github.com/gofrs/flock locks, because
+// links alone do not stop an eviction racing a write (an evictor could
+// remove an image a writer has just found present and is about to index).
+// Writers hold the store lock shared (they never block one another);
+// eviction and gc hold it exclusive, so they never see a write half done
+// and every file under tmp/ they find belongs to a dead process. Readers take
+// no store lock: a Load pins its entry with a shared flock on the entry's
+// file, and eviction takes each entry's flock exclusive without waiting, so
+// a pinned entry (loaded, not yet uploaded, by this process or any other)
+// is never evicted. flock locks belong to open files, so they vanish with a
+// killed process: no stale lock survives a crash.
+package diskstore
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gofrs/flock"
+
+	"github.com/hbg-dev/hbg/stages"
+)
+
+// DefaultMax is the default size limit of a store: 1 GiB.
+const DefaultMax = 1 << 30
+
+// entryFormat is the version of an index entry's JSON shape.
+const entryFormat = 1
+
+// Entry is one index entry: what the store knows of a Definition.
+type Entry struct {
+	Format  int    `json:"format"`
+	FullKey string `json:"full_key"` // 16 hex digits
+	Hash    string `json:"hash"`     // the image's content hash, 16 hex digits
+	Bytes   int64  `json:"bytes"`
+	// Version is the image format version (stages.DefinitionVersion).
+	Version int `json:"version"`
+	// Model is the orchestration identity: model, form and the model
+	// file's content hash.
+	Model string `json:"model"`
+	Key   string `json:"key"`
+	// LastUse is the entry file's modification time, touched by every
+	// load; not stored in the JSON.
+	LastUse time.Time `json:"-"`
+}
+
+// Loaded is a Definition read back from disk, verified.
+type Loaded struct {
+	Def   *stages.Definition
+	Image []byte
+	Entry Entry
+}
+
+// Rejected is a store entry found bad on load: its files are moved aside
+// into quarantine/ (Moved), and the Definition must be recorded again.
+type Rejected struct {
+	FullKey uint64
+	Reason  string
+	Moved   []string
+}
+
+func (r *Rejected) Error() string {
+	return fmt.Sprintf("definition store: entry %016x rejected: %s (moved aside: %s)", r.FullKey, r.Reason, strings.Join(r.Moved, ", "))
+}
+
+// Store is a Definition store directory. Its methods are safe for
+// concurrent use.
+type Store struct {
+	dir  string
+	max  int64
+	lock *flock.Flock
+
+	mu   sync.Mutex
+	pins map[uint64]*pin
+	// size is what this process knows of the store's bytes: measured at
+	// Open and by each eviction, plus its own writes since. Other processes'
+	// writes show up at the next eviction's scan.
+	size int64
+}
+
+type pin struct {
+	n  int
+	fl *flock.Flock
+}
+
+// DefaultDir is where a store lives unless told otherwise:
+// os.UserCacheDir()/hbg/definitions.
+func DefaultDir() (string, error) {
+	c, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("definition store: no user cache directory: %w", err)
+	}
+	return filepath.Join(c, "hbg", "definitions"), nil
+}
+
+// Open opens (creating it if needed) the store in dir, bounded to max bytes
+// (0: DefaultMax).
+func Open(dir string, max int64) (*Store, error) {
+	if max == 0 {
+		max = DefaultMax
+	}
+	if max < 0 {
+		return nil, fmt.Errorf("definition store %s: size limit %d: want a positive size", dir, max)
+	}
+	for _, sub := range []string{"objects", "index", "tmp", "quarantine"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			return nil, fmt.Errorf("definition store: %w", err)
+		}
+	}
+	s := &Store{dir: dir, max: max, lock: flock.New(filepath.Join(dir, "lock"), flock.SetPermissions(0o644)), pins: map[uint64]*pin{}}
+	sz, err := s.measure()
+	if err != nil {
+		return nil, err
+	}
+	s.size = sz
+	return s, nil
+}
+
+// Dir is the store's directory.
+func (s *Store) Dir() string { return s.dir }
+
+// Max is the store's size limit in bytes.
+func (s *Store) Max() int64 { return s.max }
+
+// Close releases every pin.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, p := range s.pins {
+		_ = p.fl.Close()
+		delete(s.pins, k)
+	}
+	return s.lock.Close()
+}
+
+func hex16(v uint64) string { return fmt.Sprintf("%016x", v) }
+
+func (s *Store) indexPath(fullKey uint64) string {
+	return filepath.Join(s.dir, "index", fmt.Sprintf("%016x-v%d.json", fullKey, stages.DefinitionVersion))
+}
+
+func (s *Store) objectPath(hash string) string {
+	return filepath.Join(s.dir, "objects", hash+".hbgd")
+}
+
+// Load finds fullKey's Definition: (nil, nil) on a miss, a *Rejected error
+// when what is on disk is bad (its files are moved aside first), another
+// error when the store cannot be read. model, when not empty, must be the
+// entry's orchestration identity. A loaded entry is pinned until Unpin: no
+// eviction, by this process or another, removes it meanwhile.
+func (s *Store) Load(fullKey uint64, model string) (*Loaded, error) {
+	idx := s.indexPath(fullKey)
+	// Pin first, then read: an entry pinned is one no eviction removes
+	// under us. The lock is taken without waiting: an evictor holding it
+	// is removing the entry, which is a miss.
+	fl := flock.New(idx, flock.SetFlag(os.O_RDONLY))
+	ok, err := fl.TryRLock()
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("definition store: pinning %s: %w", idx, err)
+	case !ok:
+		_ = fl.Close()
+		return nil, nil
+	}
+	keep := false
+	defer func() {
+		if !keep {
+			_ = fl.Close()
+		}
+	}()
+	data, err := os.ReadFile(idx)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil // evicted between the lock and the read
+	}
+	if err != nil {
+		return nil, fmt.Errorf("definition store: %w", err)
+	}
+	if st, err := fl.Stat(); err == nil {
+		if cur, err := os.Stat(idx); err != nil || !os.SameFile(st, cur) {
+			return nil, nil // replaced or removed since we pinned it
+		}
+	}
+	var e Entry
+	if err := json.Unmarshal(data, &e); err != nil {
+		return nil, s.reject(fullKey, "index entry is not valid JSON: "+err.Error(), idx)
+	}
+	switch {
+	case e.Format != entryFormat:
+		return nil, s.reject(fullKey, fmt.Sprintf("index entry format %d, want %d", e.Format, entryFormat), idx)
+	case e.FullKey != hex16(fullKey):
+		return nil, s.reject(fullKey, fmt.Sprintf("index entry is for full_key %s", e.FullKey), idx)
+	case e.Version != stages.DefinitionVersion:
+		return nil, s.reject(fullKey, fmt.Sprintf("index entry of image format version %d, this hbg reads version %d", e.Version, stages.DefinitionVersion), idx)
+	case model != "" && e.Model != model:
+		return nil, s.reject(fullKey, fmt.Sprintf("index entry is model %q, want %q", e.Model, model), idx)
+	case !validHash(e.Hash):
+		return nil, s.reject(fullKey, fmt.Sprintf("index entry hash %q is not 16 hex digits", e.Hash), idx)
+	}
+	obj := s.objectPath(e.Hash)
+	img, err := os.ReadFile(obj)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, s.reject(fullKey, "index entry points to a missing image "+filepath.Base(obj), idx)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("definition store: %w", err)
+	}
+	def, reason := checkImage(img, fullKey, e)
+	if reason != "" {
+		return nil, s.reject(fullKey, reason, idx, obj)
+	}
+	now := time.Now()
+	_ = os.Chtimes(idx, now, now) // last use, for LRU eviction
+	e.LastUse = now
+	s.mu.Lock()
+	p := s.pins[fullKey]
+	if p == nil {
+		s.pins[fullKey] = &pin{n: 1, fl: fl}
+		keep = true
+	} else {
+		p.n++
+	}
+	s.mu.Unlock()
+	return &Loaded{Def: def, Image: img, Entry: e}, nil
+}
+
+// checkImage verifies an image against its entry and the full_key asked
+// for; it returns the decoded Definition, or why the image is bad.
+func checkImage(img []byte, fullKey uint64, e Entry) (*stages.Definition, string) {
+	if int64(len(img)) != e.Bytes {
+		return nil, fmt.Sprintf("image %s is %d bytes, its entry says %d", e.Hash, len(img), e.Bytes)
+	}
+	def, err := stages.DecodeDefinition(img)
+	if err != nil {
+		return nil, fmt.Sprintf("image %s: %v", e.Hash, err)
+	}
+	if h := hex16(def.ContentHash); h != e.Hash {
+		return nil, fmt.Sprintf("image named %s has content hash %s", e.Hash, h)
+	}
+	if def.FullKey != fullKey {
+		return nil, fmt.Sprintf("image %s is full_key %016x (another model, form or key), want %016x", e.Hash, def.FullKey, fullKey)
+	}
+	return def, ""
+}
+
+func validHash(h string) bool {
+	if len(h) != 16 {
+		return false
+	}
+	_, err := strconv.ParseUint(h, 16, 64)
+	return err == nil
+}
+
+// reject moves files aside and says why.
+func (s *Store) reject(fullKey uint64, reason string, paths ...string) *Rejected {
+	r := &Rejected{FullKey: fullKey, Reason: reason}
+	stamp := time.Now().UTC().Format("20060102T150405.000000000")
+	for _, p := range paths {
+		dst := filepath.Join(s.dir, "quarantine", filepath.Base(p)+"."+stamp)
+		// Another process may have moved it already: then it is aside.
+		if err := os.Rename(p, dst); err == nil {
+			r.Moved = append(r.Moved, filepath.Join("quarantine", filepath.Base(dst)))
+		}
+	}
+	return r
+}
+
+// Unpin releases a pin Load took (once the Definition is uploaded).
+func (s *Store) Unpin(fullKey uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.pins[fullKey]
+	if p == nil {
+		return
+	}
+	if p.n--; p.n == 0 {
+		_ = p.fl.Close()
+		delete(s.pins, fullKey)
+	}
+}
+
+// Pinned reports whether this process pins fullKey's entry.
+func (s *Store) Pinned(fullKey uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pins[fullKey] != nil
+}
+
+// Put stores a built Definition (its image as stages.EncodeDefinition made
+// it) under its full_key, then evicts least-recently-used entries if the
+// store is over its limit. model is the orchestration identity.
+func (s *Store) Put(def *stages.Definition, img []byte, model string) error {
+	if def.ContentHash == 0 || stages.DefinitionHash(img) != def.ContentHash {
+		panic("diskstore: Put of an image that is not its Definition's")
+	}
+	if err := s.lock.RLock(); err != nil {
+		return fmt.Errorf("definition store: %w", err)
+	}
+	added, err := s.put(def, img, model)
+	_ = s.lock.Unlock()
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.size += added
+	over := s.size > s.max
+	s.mu.Unlock()
+	if over {
+		// Whoever holds the lock is evicting already.
+		if _, err := s.evict(s.max, false); err != nil && !errors.Is(err, errBusy) {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Store) put(def *stages.Definition, img []byte, model string) (int64, error) {
+	hash := hex16(def.ContentHash)
+	var added int64
+	obj := s.objectPath(hash)
+	if _, err := os.Stat(obj); errors.Is(err, fs.ErrNotExist) {
+		n, err := s.writeFile(obj, img)
+		if err != nil {
+			return 0, err
+		}
+		added += n
+	}
+	e := Entry{Format: entryFormat, FullKey: hex16(def.FullKey), Hash: hash, Bytes: int64(len(img)),
+		Version: stages.DefinitionVersion, Model: model, Key: def.Key}
+	data, err := json.Marshal(e)
+	if err != nil {
+		panic(err) // an Entry always marshals
+	}
+	n, err := s.writeFile(s.indexPath(def.FullKey), append(data, '\n'))
+	return added + n, err
+}
+
+// writeFile writes data to path atomically and durably: tmp file, fsync,
+// link into place (never replacing), fsync the directory. A path that
+// exists already is left as it is (0 bytes added).
+func (s *Store) writeFile(path string, data []byte) (int64, error) {
+	f, err := os.CreateTemp(filepath.Join(s.dir, "tmp"), filepath.Base(path)+".*")
+	if err != nil {
+		return 0, fmt.Errorf("definition store: %w", err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	_, werr := f.Write(data)
+	if werr == nil {
+		werr = f.Sync()
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return 0, fmt.Errorf("definition store: writing %s: %w", path, werr)
+	}
+	err = os.Link(tmp, path)
+	switch {
+	case errors.Is(err, fs.ErrExist):
+		return 0, nil // another writer put it first
+	case err != nil:
+		return 0, fmt.Errorf("definition store: %w", err)
+	}
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		return 0, err
+	}
+	return int64(len(data)), nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("definition store: %w", err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("definition store: syncing %s: %w", dir, err)
+	}
+	return nil
+}
