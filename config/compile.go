@@ -29,6 +29,8 @@ type viewExpr struct {
 	at           *expr
 	as           []*expr
 	deps         uint64
+	list         []int // a tensor list's slots: the base is list[lindex]
+	lindex       *expr
 	local        bool // the base is a tensor the body allocates itself
 	src          string
 	line         int
@@ -50,7 +52,7 @@ type scope struct {
 func collectIDs(n *yaml.Node, out map[string]bool) {
 	if n.Kind == yaml.MappingNode {
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			if n.Content[i].Value == "id" && n.Content[i+1].Kind == yaml.ScalarNode {
+			if n.Content[i].Value == "id" && n.Content[i+1].Kind == yaml.ScalarNode && !strings.Contains(n.Content[i+1].Value, "[") {
 				out[n.Content[i+1].Value] = true
 			}
 		}
@@ -99,6 +101,25 @@ func (sc *scope) tensor(name string) (baseKind, int, bool) {
 		}
 	}
 	return 0, 0, false
+}
+
+// tensorList resolves a tensor list name (the newest definition).
+func (sc *scope) tensorList(name string) *tensorList {
+	if sc.boundary {
+		return nil
+	}
+	for i := len(sc.b.lists) - 1; i >= 0; i-- {
+		if sc.b.lists[i].name == name {
+			return &sc.b.lists[i]
+		}
+	}
+	return nil
+}
+
+// slotLocal reports whether a tensor slot holds a tensor the block
+// allocates itself (an alloc, or a let viewing one).
+func (sc *scope) slotLocal(slot int) bool {
+	return slot >= sc.b.nfixed && !sc.b.nonLocal[slot]
 }
 
 func (sc *scope) tensorNames() string {
@@ -153,12 +174,35 @@ func (sc *scope) viewTokens(p *exprParser, line int) (*viewExpr, error) {
 	if t.kind != tIdent {
 		return nil, p.errf(t, "a view starts with a tensor name")
 	}
-	k, idx, ok := sc.tensor(t.s)
-	if !ok {
-		return nil, fmt.Errorf("unknown tensor %q (want %s)", t.s, sc.tensorNames())
+	add := func(v *viewExpr, e *expr) *expr { v.deps |= e.deps; return e }
+	var v *viewExpr
+	if tl := sc.tensorList(t.s); tl != nil {
+		// A tensor list: its element is chosen by expression, NAME[i].
+		if o := p.next(); o.kind != tOp || o.s != "[" {
+			return nil, p.errf(o, "%s is a tensor list: pick an element, %s[i]", t.s, t.s)
+		}
+		e, err := p.parseExpr(0)
+		if err != nil {
+			return nil, err
+		}
+		if c := p.next(); c.kind != tOp || c.s != "]" {
+			return nil, p.errf(c, "expected ']'")
+		}
+		v = &viewExpr{kind: baseSlot, idx: tl.slots[0], list: tl.slots, line: line}
+		v.lindex = add(v, e)
+		v.local = sc.slotLocal(tl.slots[0])
+		for _, s := range tl.slots[1:] {
+			if sc.slotLocal(s) != v.local {
+				return nil, fmt.Errorf("tensor list %s mixes tensors the block allocates with tensors it does not", t.s)
+			}
+		}
+	} else {
+		k, idx, ok := sc.tensor(t.s)
+		if !ok {
+			return nil, fmt.Errorf("unknown tensor %q (want %s)", t.s, sc.tensorNames())
+		}
+		v = &viewExpr{kind: k, idx: idx, line: line, local: k == baseSlot && sc.slotLocal(idx)}
 	}
-	v := &viewExpr{kind: k, idx: idx, line: line, local: k == baseSlot && idx >= sc.b.nfixed}
-	add := func(e *expr) *expr { v.deps |= e.deps; return e }
 	if t := p.peek(); t.kind == tOp && t.s == "[" {
 		p.next()
 		e, err := p.parseExpr(0)
@@ -174,9 +218,9 @@ func (sc *scope) viewTokens(p *exprParser, line int) (*viewExpr, error) {
 			if err != nil {
 				return nil, err
 			}
-			v.start, v.count = add(e), add(c)
+			v.start, v.count = add(v, e), add(v, c)
 		} else {
-			v.index = add(e)
+			v.index = add(v, e)
 		}
 		if t := p.next(); t.kind != tOp || t.s != "]" {
 			return nil, p.errf(t, "expected ']'")
@@ -188,7 +232,7 @@ func (sc *scope) viewTokens(p *exprParser, line int) (*viewExpr, error) {
 		if err != nil {
 			return nil, err
 		}
-		v.at = add(e)
+		v.at = add(v, e)
 	}
 	if t := p.peek(); t.kind == tIdent && t.s == "as" {
 		p.next()
@@ -200,7 +244,7 @@ func (sc *scope) viewTokens(p *exprParser, line int) (*viewExpr, error) {
 			return nil, fmt.Errorf("a reshape takes 1 to %d dimensions, got %d", stages.MaxDims, len(dims))
 		}
 		for _, d := range dims {
-			add(d)
+			add(v, d)
 		}
 		v.as = dims
 	}
@@ -242,11 +286,26 @@ func (sc *scope) allocItem(src string, nd *yaml.Node) (allocItem, error) {
 	}
 	p := &exprParser{src: src, toks: toks, res: sc.intRes}
 	name := p.next()
+	it := allocItem{name: name.s, elem: -1}
+	if t := p.peek(); name.kind == tIdent && t.kind == tOp && t.s == "[" {
+		// NAME[k]: element k of the tensor list NAME.
+		p.next()
+		e, err := p.parseExpr(0)
+		if err != nil {
+			return allocItem{}, l.errf(nd, "alloc", src, "%v", err)
+		}
+		if c := p.next(); c.kind != tOp || c.s != "]" {
+			return allocItem{}, l.errf(nd, "alloc", src, "%v", p.errf(c, "expected ']'"))
+		}
+		if !e.isConst() || e.val < 0 || e.val >= maxTensorList {
+			return allocItem{}, l.errf(nd, "alloc", src, "a tensor list element's index must be a constant from 0 to %d", maxTensorList-1)
+		}
+		it.elem = int(e.val)
+	}
 	dt := p.next()
 	if name.kind != tIdent || dt.kind != tIdent {
-		return allocItem{}, l.errf(nd, "alloc", src, "want \"NAME DTYPE[d0, d1, ...] [manual_dep]\"")
+		return allocItem{}, l.errf(nd, "alloc", src, "want \"NAME DTYPE[d0, d1, ...] [manual_dep]\" (or NAME[k] for element k of a tensor list)")
 	}
-	it := allocItem{name: name.s}
 	if it.dtype, err = stages.ParseDType(dt.s); err != nil {
 		return allocItem{}, l.errf(nd, "alloc", src, "%v", err)
 	}
@@ -280,6 +339,16 @@ func (sc *scope) allocItem(src string, nd *yaml.Node) (allocItem, error) {
 		it.cshape = cs
 		it.tmpl = stages.NewView(0, 0, it.dtype, cs...)
 	}
+	if it.elem >= 0 {
+		// A list element always takes a new slot; the alloc op registers the
+		// list once it has every element.
+		it.slot = len(sc.b.tnames)
+		sc.b.tnames = append(sc.b.tnames, fmt.Sprintf("%s[%d]", it.name, it.elem))
+		return it, nil
+	}
+	if sc.tensorList(it.name) != nil {
+		return allocItem{}, l.errf(nd, "alloc", it.name, "duplicate name: %s is a tensor list", it.name)
+	}
 	// A name that the block already allocates reuses the slot (the newest
 	// allocation of a name is the one later uses see); a name that shadows a
 	// boundary slot or an entry tensor is a mistake.
@@ -287,6 +356,9 @@ func (sc *scope) allocItem(src string, nd *yaml.Node) (allocItem, error) {
 		if sc.b.tnames[i] == it.name {
 			if i < sc.b.nfixed {
 				return allocItem{}, l.errf(nd, "alloc", it.name, "duplicate name: %s already names %s", it.name, sc.tensorNames())
+			}
+			if sc.b.nonLocal[i] {
+				return allocItem{}, l.errf(nd, "alloc", it.name, "duplicate name: %s is a let view of a tensor the block does not allocate", it.name)
 			}
 			it.slot = i
 			return it, nil
@@ -300,7 +372,10 @@ func (sc *scope) allocItem(src string, nd *yaml.Node) (allocItem, error) {
 	return it, nil
 }
 
-var opKeys = []string{"alloc", "scope", "loop", "call", "read", "k", "mix", "dummy", "if", "body", "with", "id", "bn", "args", "scalars", "deps", "pred", "touch"}
+var opKeys = []string{"alloc", "scope", "loop", "call", "read", "let", "tasks", "set", "k", "mix", "dummy", "if", "body", "with", "id", "bn", "args", "scalars", "deps", "pred", "touch"}
+
+// maxTensorList bounds a tensor list's length.
+const maxTensorList = 1 << 16
 
 func (sc *scope) ops(n *yaml.Node, key string) ([]*op, error) {
 	items, err := sc.l.seq(n, key)
@@ -351,14 +426,69 @@ func (sc *scope) op(n *yaml.Node) (*op, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, it := range items {
+		seen := map[string]int{}
+		elems := map[string][]int{} // list name -> slot of element k
+		var order []string
+		for i, it := range items {
 			a, err := sc.allocItem(it.Value, it)
 			if err != nil {
 				return nil, err
 			}
+			if a.elem < 0 {
+				// Two roots of one name in one alloc would shadow each
+				// other (a use means the newest): say which is which.
+				if j, dup := seen[a.name]; dup {
+					return nil, l.errf(it, "alloc", it.Value, "duplicate name %s in one alloc (item %d is %q): each root needs its own name, or make them a tensor list: %s[0], %s[1]", a.name, j, items[j].Value, a.name, a.name)
+				}
+				if _, isList := elems[a.name]; isList {
+					return nil, l.errf(it, "alloc", it.Value, "duplicate name: %s is a tensor list in this alloc", a.name)
+				}
+				seen[a.name] = i
+			} else {
+				if _, dup := seen[a.name]; dup {
+					return nil, l.errf(it, "alloc", it.Value, "duplicate name: %s is a tensor in this alloc", a.name)
+				}
+				s := elems[a.name]
+				if s == nil {
+					order = append(order, a.name)
+				}
+				for len(s) <= a.elem {
+					s = append(s, -1)
+				}
+				if s[a.elem] >= 0 {
+					return nil, l.errf(it, "alloc", it.Value, "duplicate element %s[%d] in one alloc", a.name, a.elem)
+				}
+				s[a.elem] = a.slot
+				elems[a.name] = s
+			}
 			o.allocs = append(o.allocs, a)
 		}
+		for _, name := range order {
+			for k, slot := range elems[name] {
+				if slot < 0 {
+					return nil, l.errf(f["alloc"], "alloc", name, "tensor list %s has no element %d (want elements 0 to %d, each once)", name, k, len(elems[name])-1)
+				}
+			}
+			if err := sc.bindList(f["alloc"], name, elems[name]); err != nil {
+				return nil, err
+			}
+		}
 		return o, nil
+	case f["let"] != nil:
+		if err := only("let"); err != nil {
+			return nil, err
+		}
+		return o, sc.let(o, f["let"])
+	case f["tasks"] != nil:
+		if err := only("tasks"); err != nil {
+			return nil, err
+		}
+		return o, sc.tasksOp(o, f["tasks"])
+	case f["set"] != nil:
+		if err := only("set"); err != nil {
+			return nil, err
+		}
+		return o, sc.setOp(o, f["set"])
 	case f["scope"] != nil:
 		if err := only("scope", "body"); err != nil {
 			return nil, err
@@ -415,13 +545,13 @@ func (sc *scope) op(n *yaml.Node) (*op, error) {
 		o.body, err = sc.ops(f["body"], "body")
 		return o, err
 	}
-	return nil, l.errf(n, "op", "", "unknown op (want alloc, scope, loop, call, read, a task with k, mix or dummy, or if with body)")
+	return nil, l.errf(n, "op", "", "unknown op (want alloc, let, tasks, set, scope, loop, call, read, a task with k, mix or dummy, or if with body)")
 }
 
 func (sc *scope) loop(o *op, ln, body, n *yaml.Node) error {
 	l := sc.l
 	o.kind = opLoop
-	lf, _, err := l.fields(ln, "loop", "var", "from", "to")
+	lf, _, err := l.fields(ln, "loop", "var", "from", "to", "step")
 	if err != nil {
 		return err
 	}
@@ -446,6 +576,15 @@ func (sc *scope) loop(o *op, ln, body, n *yaml.Node) error {
 	}
 	if o.to, err = sc.expr(lf["to"].Value); err != nil {
 		return l.errf(lf["to"], "loop.to", lf["to"].Value, "bad expression: %v", err)
+	}
+	if st := lf["step"]; st != nil {
+		if o.step, err = sc.expr(st.Value); err != nil {
+			return l.errf(st, "loop.step", st.Value, "bad expression: %v", err)
+		}
+		if o.step.isConst() && o.step.val <= 0 {
+			return l.errf(st, "loop.step", st.Value, "a loop's step must be positive")
+		}
+		sc.use(o.step.deps, ln.Line)
 	}
 	sc.use(o.from.deps|o.to.deps, ln.Line)
 	if body == nil {
@@ -485,7 +624,7 @@ func (sc *scope) call(o *op, cn, wn *yaml.Node) error {
 	var with map[string]*yaml.Node
 	if wn != nil {
 		var err error
-		if with, _, err = l.fields(wn, "with", append(append(append([]string(nil), callee.params...), callee.tensors...), "variant")...); err != nil {
+		if with, _, err = l.fields(wn, "with", append(append(append(append([]string(nil), callee.params...), callee.tensors...), callee.tparams...), "variant")...); err != nil {
 			return err
 		}
 	}
@@ -532,6 +671,22 @@ func (sc *scope) call(o *op, cn, wn *yaml.Node) error {
 		}
 		c.targs[i] = v
 	}
+	// Task params: the tasks the callee may wait on (a Graph call's external
+	// dependencies); unbound ones take the caller's task of the same name.
+	for _, tp := range callee.tparams {
+		vn := with[tp]
+		if vn == nil {
+			if _, _, ok := sc.taskName(tp); !ok {
+				return l.errf(cn, "call "+callee.name, tp, "missing task parameter (want with: {%s: TASK}, TASK an op id, a task list element or a task param)", tp)
+			}
+			vn = &yaml.Node{Kind: yaml.ScalarNode, Value: tp, Line: cn.Line}
+		}
+		refs, err := sc.taskRefs(vn, "with."+tp)
+		if err != nil {
+			return err
+		}
+		c.tasks = append(c.tasks, refs)
+	}
 	c.localSlot = make([]bool, len(callee.bound))
 	for s, b := range callee.bound {
 		if b.view.kind == baseTArg {
@@ -574,9 +729,19 @@ func (sc *scope) task(o *op, f map[string]*yaml.Node, n *yaml.Node) error {
 		return l.errf(n, "op", "", "per-variant values (a|b) in a block without variants")
 	}
 	label := -1
-	if id := f["id"]; id != nil {
+	var store *taskTarget
+	if id := f["id"]; id != nil && strings.Contains(id.Value, "[") {
+		// id: LIST[i] stores the task into a task list.
+		var err error
+		if store, err = sc.taskTarget(id, "id", id.Value); err != nil {
+			return err
+		}
+	} else if id != nil {
 		if !isIdent(id.Value) {
-			return l.errf(id, "id", id.Value, "want an identifier")
+			return l.errf(id, "id", id.Value, "want an identifier (or LIST[i] to store the task into a task list)")
+		}
+		if k, _, ok := sc.taskName(id.Value); ok && k != refLabel {
+			return l.errf(id, "id", id.Value, "duplicate name: a task list or task param of %s has this name", sc.b.name)
 		}
 		for _, x := range sc.b.labels {
 			if x == id.Value {
@@ -612,10 +777,10 @@ func (sc *scope) task(o *op, f map[string]*yaml.Node, n *yaml.Node) error {
 		if err != nil {
 			return err
 		}
-		t.label = label
+		t.label, t.store = label, store
 		o.task = append(o.task, t)
 	}
-	if id := f["id"]; id != nil {
+	if id := f["id"]; id != nil && store == nil {
 		sc.labelDef[id.Value] = true
 	}
 	return nil
@@ -680,6 +845,10 @@ func (sc *scope) taskVariant(f map[string]*yaml.Node, n *yaml.Node, v int, per b
 		t.kernel[2] = t.kernel[1]
 		t.name = base + "_aic"
 		sig = l.m.kernels[t.kernel[0]].Sig
+	case strings.HasPrefix(strings.TrimSpace(f["k"].Value), "["):
+		if sig, err = sc.kernelList(t, f["k"]); err != nil {
+			return nil, err
+		}
 	default:
 		name, err := sc.pick(f["k"], "k", f["k"].Value, v, per)
 		if err != nil {
@@ -768,28 +937,15 @@ func (sc *scope) taskVariant(f map[string]*yaml.Node, n *yaml.Node, v int, per b
 		if err != nil {
 			return nil, err
 		}
+		// "id" depends on the latest task submitted under id in this block
+		// call, "id*" (or "id[*]") on every one; a task list or task param
+		// gives its elements (LIST[i], LIST[start:+n], or all of them).
 		for _, it := range items {
-			name, all := it.Value, false
-			// "id*" (or "id[*]") depends on every task submitted under id in
-			// this block call; "id" on the latest one.
-			for _, suf := range []string{"[*]", "*"} {
-				if strings.HasSuffix(name, suf) {
-					name, all = strings.TrimSuffix(name, suf), true
-				}
+			ref, err := sc.taskRef(it, "deps")
+			if err != nil {
+				return nil, err
 			}
-			idx := -1
-			for i, x := range sc.b.labels {
-				if x == name {
-					idx = i
-				}
-			}
-			if idx < 0 || !sc.labelDef[name] {
-				if f["id"] != nil && f["id"].Value == name || idx >= 0 || sc.allIDs[name] {
-					return nil, l.errf(it, "deps", it.Value, "cycle in explicit dependencies: %s is this task itself or comes later (want the id of an earlier op)", name)
-				}
-				return nil, l.errf(it, "deps", it.Value, "unknown op id (want the id of an earlier op in %s)", sc.b.name)
-			}
-			t.deps = append(t.deps, depOp{label: idx, all: all})
+			t.deps = append(t.deps, ref)
 		}
 	}
 	if p := f["pred"]; p != nil {
@@ -801,8 +957,81 @@ func (sc *scope) taskVariant(f map[string]*yaml.Node, n *yaml.Node, v int, per b
 		if err := sc.touch(tn, t); err != nil {
 			return nil, err
 		}
+		for _, k := range t.klist[min(1, len(t.klist)):] {
+			// Every kernel of a list gets the op's hint.
+			tk := *t
+			tk.kernel = k
+			if err := sc.touch(tn, &tk); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return t, nil
+}
+
+// kernelList compiles k: "[K0, K1, ...][EXPR]": the task runs kernel EXPR of
+// the list (upstream's peeled copies gate_proj, gate_proj_0, ... chosen by
+// a loop var). The kernels must run on one core type and share a
+// signature, which it returns.
+func (sc *scope) kernelList(t *taskOp, kn *yaml.Node) (string, error) {
+	l := sc.l
+	src := kn.Value
+	toks, err := tokenize(src)
+	if err != nil {
+		return "", l.errf(kn, "k", src, "%v", err)
+	}
+	p := &exprParser{src: src, toks: toks, res: sc.intRes}
+	want := "want \"[KERNEL, KERNEL, ...][INDEX]\""
+	p.next() // '['
+	var sig string
+	for {
+		nt := p.next()
+		if nt.kind != tIdent {
+			return "", l.errf(kn, "k", src, "%s", want)
+		}
+		id, ok := l.m.kernelIdx[nt.s]
+		if !ok {
+			return "", l.errf(kn, "k", nt.s, "unknown kernel (want a name from the kernels table)")
+		}
+		k := l.m.kernels[id]
+		ks := [3]stages.KernelID{-1, -1, -1}
+		if k.Core == stages.KindAIC {
+			ks[0] = id
+		} else {
+			ks[1] = id
+		}
+		if len(t.klist) == 0 {
+			t.kind, t.name, sig = k.Core, k.Name, k.Sig
+		} else if k.Core != t.kind || k.Sig != sig {
+			return "", l.errf(kn, "k", nt.s, "kernel %s (%s, signature %q) differs from %s (%s, signature %q): the kernels of a list run on one core type with one signature", k.Name, k.Core, k.Sig, t.name, t.kind, sig)
+		}
+		t.klist = append(t.klist, ks)
+		sep := p.next()
+		if sep.kind == tOp && sep.s == "]" {
+			break
+		}
+		if sep.kind != tOp || sep.s != "," {
+			return "", l.errf(kn, "k", src, "%s", want)
+		}
+	}
+	if o := p.next(); o.kind != tOp || o.s != "[" {
+		return "", l.errf(kn, "k", src, "%s: the list needs an index", want)
+	}
+	if t.kindex, err = p.parseExpr(0); err != nil {
+		return "", l.errf(kn, "k", src, "%v", err)
+	}
+	if c := p.next(); c.kind != tOp || c.s != "]" {
+		return "", l.errf(kn, "k", src, "%v", p.errf(c, "expected ']'"))
+	}
+	if c := p.peek(); c.kind != tEOF {
+		return "", l.errf(kn, "k", src, "%v", p.errf(c, "unexpected %q", c.s))
+	}
+	if t.kindex.isConst() && (t.kindex.val < 0 || t.kindex.val >= int64(len(t.klist))) {
+		return "", l.errf(kn, "k", src, "index %d of a list of %d kernels", t.kindex.val, len(t.klist))
+	}
+	sc.use(t.kindex.deps, kn.Line)
+	t.kernel = t.klist[0]
+	return sig, nil
 }
 
 // touch compiles an op's access hint, {ARG: ROWS, ...}, into its kernels'

@@ -1,6 +1,8 @@
 // Package config loads a model config (YAML, written for people) and
 // interprets it as an orchestration: a new model is a new YAML file, no Go
-// code. See models/dsv4_flash_decode.yaml for a complete example.
+// code. See models/dsv4_flash_decode.yaml and models/qwen3_14b_decode.yaml
+// for complete examples. A file is one YAML document, without anchors or
+// aliases (repetition is said with blocks, loops and let).
 //
 // # Schema
 //
@@ -17,6 +19,7 @@
 //	    params: [p, ...]                  # integer construction values
 //	    variants: [v0, v1, ...]           # optional kernel/tag columns; a call picks one
 //	    tensors: [t, ...]                 # tensor params, bound by the call
+//	    tasks: [p, ...]                   # task params: tasks the caller made that the body may wait on
 //	    boundary:                         # slot order = Graph boundary order
 //	      - {name, tag, view, dtype, shape}   # view is evaluated in the caller (default: name)
 //	    boundary: auto                    # or: the union of the body's calls' boundaries
@@ -35,25 +38,45 @@
 //
 //	body:
 //	  - alloc: ["NAME DTYPE[d0, d1] [manual_dep]", ...]    # one alloc task
+//	  - alloc: ["h[0] fp32[16]", "h[1] fp32[16]"]           # a tensor list h (elements 0..n-1)
+//	  - let: {NAME: VIEW, LIST: [VIEW, ...]}               # named views, a tensor list
+//	  - tasks: {LIST: SIZE}                                # a task list, every element unset
+//	  - set: {"LIST[i]": TASK}                             # store tasks into a task list
 //	  - {k: KERNEL, bn: N, args: ["TAG VIEW", ...], scalars: [EXPR, ...],
-//	     deps: [ID, ID*], pred: "T[i, j] > 0", touch: {ARG: ROWS}, id: ID, if: EXPR}
+//	     deps: [TASK, ...], pred: "T[i, j] > 0", touch: {ARG: ROWS}, id: ID, if: EXPR}
+//	  - {k: "[K0, K1, ...][EXPR]", ...}     # the kernel is chosen by expression
+//	  - {id: "LIST[i]", ...}                # the task is stored into a task list
 //	  - {mix: BASE, ...}                   # MIX task: BASE_aic + BASE_aiv
 //	  - {dummy: true, deps: [...]}
 //	  - scope: auto|manual
 //	    body: [...]
-//	  - loop: {var: e, from: 0, to: 32}
+//	  - loop: {var: e, from: 0, to: 32, step: 1}
 //	    body: [...]
 //	  - if: EXPR
 //	    body: [...]
 //	  - call: BLOCK
-//	    with: {param: EXPR, variant: NAME, tensor: VIEW}  # unbound tensors: same name in the caller
+//	    with: {param: EXPR, variant: NAME, tensor: VIEW, task: TASK or [TASK, ...]}
+//	                                       # unbound tensors and tasks: same name in the caller
 //	  - read: ENTRY_TENSOR                 # a host read of device data
 //
 // TAG is in, out, inout, out_existing or no_dep ("out NAME DTYPE[dims]"
 // creates a runtime-allocated output). In a block with variants, "a|b" gives
 // the kernel or tag per variant, and a key named after a variant overrides
-// fields for it. "ID" depends on the latest task submitted under that id in
-// the current block call, "ID*" on every one (of a loop).
+// fields for it.
+//
+// # Task values
+//
+// A task (in deps, set, and a call's task params) is one of the block's
+// task names: an op id ("ID": the latest task submitted under it in the
+// current block call, "ID*": every one of the current run of its loop), a
+// task list ("LIST[i]", "LIST[start:+n]", or "LIST": every element, in
+// order) or a task param (likewise). A task list is upstream's PTO2TaskId
+// array: declared with its size by a tasks op, filled by ops with
+// id: LIST[i] (or LIST[start:+n], which stores the task into each element)
+// and by set; reading an element no op stored is an error. deps keep their
+// order and repeats. A block's task params are bound by each call; when the
+// call is a Graph, they are its external dependencies (GraphCall.ExtDeps,
+// in order), which a replay takes from its call site.
 //
 // touch is an access hint, for the device's timing only: the task's argument
 // ARG (named by its tensor) is read only in part, ROWS being ARG[start:+N]
@@ -68,9 +91,18 @@
 //
 // A VIEW is NAME, NAME[row] (drops dim 0), NAME[start:+rows], NAME @ offset
 // (elements), each optionally followed by "as [d0, ...]"; it must stay inside
-// its base. Expressions are integers over constants, params, loop vars and
-// boundary scalars with + - * / %, comparisons, && || !, parentheses and
-// c ? a : b.
+// its base. NAME is a tensor, or LIST[i]: element i of a tensor list (an
+// alloc's NAME[k] items, or a let with a list value). A let names a view
+// where it runs (loop vars as they are then); the name is then usable
+// wherever a tensor is, and a later let may rebind a name the block
+// allocates or let (as upstream reassigns cur = next_hidden), but not a
+// boundary slot, tensor param or entry tensor. Two roots of one name in one
+// alloc are an error: make them a tensor list.
+//
+// Expressions are integers over constants, params, loop vars and boundary
+// scalars with + - * / %, comparisons, && || !, parentheses, c ? a : b,
+// min(a, b) and max(a, b). Arithmetic is checked: a value that overflows
+// int64 is an error, never a wrapped number.
 //
 // # Graphs
 //

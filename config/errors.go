@@ -22,11 +22,11 @@ func (e *Error) Error() string {
 	if e.Key != "" {
 		b.WriteString(e.Key)
 		if e.Value != "" {
-			fmt.Fprintf(&b, " %q", e.Value)
+			fmt.Fprintf(&b, " %q", shorten(e.Value))
 		}
 		b.WriteString(": ")
 	} else if e.Value != "" {
-		fmt.Fprintf(&b, "%q: ", e.Value)
+		fmt.Fprintf(&b, "%q: ", shorten(e.Value))
 	}
 	b.WriteString(e.Msg)
 	return b.String()

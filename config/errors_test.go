@@ -108,6 +108,22 @@ func TestConfigErrors(t *testing.T) {
 		{name: "unknown block", old: "call: layer", new: "call: layr", at: "call: layr", want: []string{`call "layr"`, "unknown block"}},
 		{name: "missing call parameter", old: "with: {l: i, h: hid}", new: "with: {h: hid}", at: "call: layer", want: []string{`"l"`, "missing parameter"}},
 		{name: "bad tag", old: `"inout h"`, new: `"inoot h"`, at: `"inoot h"`, want: []string{`unknown tag "inoot"`}},
+		// the language of task values, let and lists (issue 9)
+		{name: "duplicate name in one alloc", old: `["tmp fp32[2, 16]"]`, new: `["tmp fp32[2, 16]", "tmp fp32[4]"]`, at: `"tmp fp32[4]"`, want: []string{`alloc "tmp fp32[4]"`, "duplicate name tmp in one alloc"}},
+		{name: "YAML anchor", old: "constants: {N: 4}", new: "constants: &c {N: 4}", at: "&c", want: []string{`constants "&c"`, "anchors are not supported"}},
+		{name: "YAML alias", old: "    body:\n      - scope: auto", new: "    body: &b\n      - scope: auto", at: "body: &b", want: []string{`body "&b"`, "anchors are not supported"}},
+		{name: "second document", old: "      layer: {key: layer}\n", new: "      layer: {key: layer}\n---\nmodel: second\n", at: "model: second", want: []string{`--- "second document"`, "one YAML document"}},
+		{name: "unknown task", old: "deps: [first]", new: "deps: [frist]", at: "deps: [frist]", want: []string{`deps "frist"`, `unknown task "frist"`}},
+		{name: "op id indexed", old: "deps: [first]", new: `deps: ["first[0]"]`, at: `deps: ["first[0]"]`, want: []string{`deps "first[0]"`, "is an op id"}},
+		{name: "unknown task list", old: "{id: second,", new: `{id: "second[e]",`, at: `"second[e]"`, want: []string{`id "second[e]"`, `unknown task list "second"`}},
+		{name: "task list named like an op id", old: `          - alloc: ["tmp fp32[2, 16]"]`, new: "          - tasks: {first: 2}\n          - alloc: [\"tmp fp32[2, 16]\"]", at: "{first: 2}", want: []string{`tasks "first"`, "duplicate name"}},
+		{name: "tensor list missing an element", old: `["tmp fp32[2, 16]"]`, new: `["tmp fp32[2, 16]", "p[1] fp32[4]"]`, at: `"p[1] fp32[4]"`, want: []string{`alloc "p"`, "has no element 0"}},
+		{name: "let rebinds a boundary slot", old: `          - alloc: ["tmp fp32[2, 16]"]`, new: "          - alloc: [\"tmp fp32[2, 16]\"]\n          - let: {h: \"tmp[0]\"}", at: `let: {h:`, want: []string{`let "h"`, "duplicate name"}},
+		{name: "tensor list used without an index", old: `          - alloc: ["tmp fp32[2, 16]"]`, new: "          - alloc: [\"tmp fp32[2, 16]\"]\n          - let: {p: [tmp]}\n          - {k: act, args: [\"in p\"]}", at: `args: ["in p"]`, want: []string{`args "in p"`, "p is a tensor list"}},
+		{name: "kernel list of two core types", old: "k: act,", new: `k: "[act, mm][e]",`, at: `"[act, mm][e]"`, want: []string{`k "mm"`, "one core type"}},
+		{name: "missing task parameter", old: "    tensors: [h]\n", new: "    tensors: [h]\n    tasks: [before]\n", at: "call: layer", want: []string{`call layer "before"`, "missing task parameter"}},
+		{name: "loop step not positive", old: "{var: e, to: 2}", new: "{var: e, to: 2, step: 0}", at: "step: 0", want: []string{`loop.step "0"`, "must be positive"}},
+		{name: "min with one argument", old: `value: "l + 1"`, new: `value: "min(l)"`, at: `"min(l)"`, want: []string{`"min(l)"`, "two arguments"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if !strings.Contains(tinyModel, tc.old) {

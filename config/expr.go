@@ -2,14 +2,17 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
 
 // The expression language: integers, names (constants, block params, loop
-// vars, boundary scalars), + - * / %, comparisons, && || !, parentheses and
-// c ? a : b. Names are resolved when a template is compiled, so evaluating an
-// expression on the hot path is a walk over a small tree with no lookups.
+// vars, boundary scalars), + - * / %, comparisons, && || !, parentheses,
+// c ? a : b, min(a, b) and max(a, b). Names are resolved when a template is
+// compiled, so evaluating an expression on the hot path is a walk over a
+// small tree with no lookups. Arithmetic is int64 and checked: a value that
+// does not fit is an error, never a wrapped number.
 
 type exprKind uint8
 
@@ -45,25 +48,46 @@ type affine struct {
 	coefs []int64
 }
 
-func (a *affine) eval(env []int64) int64 {
-	v := a.c0
+// eval is the affine form's value; ok is false when a step overflows
+// int64 (the caller then walks the tree, which says where).
+func (a *affine) eval(env []int64) (v int64, ok bool) {
+	v = a.c0
 	for i, s := range a.slots {
-		v += a.coefs[i] * env[s]
+		p, ok := mulOK(a.coefs[i], env[s])
+		if !ok {
+			return 0, false
+		}
+		if v, ok = addOK(v, p); !ok {
+			return 0, false
+		}
 	}
-	return v
+	return v, true
 }
 
+// scaled is k·a, or nil when a coefficient overflows.
 func (a *affine) scaled(k int64) *affine {
-	out := &affine{c0: a.c0 * k, slots: a.slots, coefs: make([]int64, len(a.coefs))}
+	c0, ok := mulOK(a.c0, k)
+	if !ok {
+		return nil
+	}
+	out := &affine{c0: c0, slots: a.slots, coefs: make([]int64, len(a.coefs))}
 	for i, c := range a.coefs {
-		out.coefs[i] = c * k
+		if out.coefs[i], ok = mulOK(c, k); !ok {
+			return nil
+		}
 	}
 	return out
 }
 
-// sum is a + k·b, merging terms of the same slot.
+// sum is a + k·b, merging terms of the same slot, or nil when a coefficient
+// overflows.
 func (a *affine) sum(b *affine, k int64) *affine {
-	out := &affine{c0: a.c0 + k*b.c0, slots: append([]int(nil), a.slots...), coefs: append([]int64(nil), a.coefs...)}
+	kb, ok1 := mulOK(k, b.c0)
+	c0, ok2 := addOK(a.c0, kb)
+	if !ok1 || !ok2 {
+		return nil
+	}
+	out := &affine{c0: c0, slots: append([]int(nil), a.slots...), coefs: append([]int64(nil), a.coefs...)}
 	for i, s := range b.slots {
 		j := 0
 		for j < len(out.slots) && out.slots[j] != s {
@@ -73,9 +97,35 @@ func (a *affine) sum(b *affine, k int64) *affine {
 			out.slots = append(out.slots, s)
 			out.coefs = append(out.coefs, 0)
 		}
-		out.coefs[j] += k * b.coefs[i]
+		kc, ok1 := mulOK(k, b.coefs[i])
+		c, ok2 := addOK(out.coefs[j], kc)
+		if !ok1 || !ok2 {
+			return nil
+		}
+		out.coefs[j] = c
 	}
 	return out
+}
+
+func addOK(x, y int64) (int64, bool) {
+	s := x + y
+	return s, (x^s)&(y^s) >= 0
+}
+
+func subOK(x, y int64) (int64, bool) {
+	d := x - y
+	return d, (x^y)&(x^d) >= 0
+}
+
+func mulOK(x, y int64) (int64, bool) {
+	if x == 0 || y == 0 {
+		return 0, true
+	}
+	p := x * y
+	if p/y != x || x == -1 && y == math.MinInt64 || y == -1 && x == math.MinInt64 {
+		return p, false
+	}
+	return p, true
 }
 
 // affineOf is e's affine form, or nil when it has none.
@@ -87,7 +137,10 @@ func affineOf(e *expr) *affine {
 		return &affine{slots: []int{e.slot}, coefs: []int64{1}}
 	case exNeg:
 		if e.a.aff != nil || e.a.kind == exConst || e.a.kind == exVar {
-			return affineOf(e.a).scaled(-1)
+			if a := affineOf(e.a); a != nil {
+				return a.scaled(-1)
+			}
+			return nil
 		}
 	case exBin:
 		x, y := affineOf(e.a), affineOf(e.b)
@@ -98,7 +151,10 @@ func affineOf(e *expr) *affine {
 		case "+":
 			return x.sum(y, 1)
 		case "-":
-			return x.sum(y, -1)
+			if y = y.scaled(-1); y == nil {
+				return nil
+			}
+			return x.sum(y, 1)
 		case "*":
 			if len(x.slots) == 0 {
 				return y.scaled(x.c0)
@@ -114,21 +170,36 @@ func affineOf(e *expr) *affine {
 	return nil
 }
 
-// evalErr records the first runtime error of an evaluation (division by zero)
-// without an error return on every node.
+// evalErr records the first runtime error of an evaluation (division by
+// zero, overflow) without an error return on every node.
 type evalErr struct{ err error }
 
+func (ee *evalErr) set(format string, a ...any) {
+	if ee != nil && ee.err == nil {
+		ee.err = fmt.Errorf(format, a...)
+	}
+}
+
 func (e *expr) eval(env []int64, ee *evalErr) int64 {
+	if e.aff != nil {
+		// The affine form is exact when it does not overflow; when it does,
+		// the tree decides (a step of it may still fit).
+		if v, ok := e.aff.eval(env); ok {
+			return v
+		}
+	}
 	switch e.kind {
 	case exConst:
 		return e.val
 	case exVar:
 		return env[e.slot]
 	case exNeg:
-		if e.aff != nil {
-			return e.aff.eval(env)
+		x := e.a.eval(env, ee)
+		if x == math.MinInt64 {
+			ee.set("%q overflows int64 (-(%d))", shorten(e.src), x)
+			return 0
 		}
-		return -e.a.eval(env, ee)
+		return -x
 	case exNot:
 		if e.a.eval(env, ee) == 0 {
 			return 1
@@ -139,9 +210,6 @@ func (e *expr) eval(env []int64, ee *evalErr) int64 {
 			return e.a.eval(env, ee)
 		}
 		return e.b.eval(env, ee)
-	}
-	if e.aff != nil {
-		return e.aff.eval(env)
 	}
 	x := e.a.eval(env, ee)
 	if e.op == "&&" {
@@ -161,24 +229,31 @@ func (e *expr) eval(env []int64, ee *evalErr) int64 {
 }
 
 func binop(op string, x, y int64, ee *evalErr, src string) int64 {
+	var v int64
+	ok := true
 	switch op {
 	case "+":
-		return x + y
+		v, ok = addOK(x, y)
 	case "-":
-		return x - y
+		v, ok = subOK(x, y)
 	case "*":
-		return x * y
+		v, ok = mulOK(x, y)
 	case "/", "%":
 		if y == 0 {
-			if ee != nil && ee.err == nil {
-				ee.err = fmt.Errorf("division by zero in %q", src)
-			}
+			ee.set("division by zero in %q", shorten(src))
 			return 0
 		}
-		if op == "/" {
-			return x / y
+		if op == "%" {
+			if y == -1 {
+				return 0 // MinInt64 % -1 is 0; Go agrees, and says so here
+			}
+			return x % y
 		}
-		return x % y
+		v, ok = x/y, !(x == math.MinInt64 && y == -1)
+	case "min":
+		return min(x, y)
+	case "max":
+		return max(x, y)
 	case "&&":
 		return b2i(x != 0 && y != 0)
 	case "||":
@@ -195,8 +270,14 @@ func binop(op string, x, y int64, ee *evalErr, src string) int64 {
 		return b2i(x > y)
 	case ">=":
 		return b2i(x >= y)
+	default:
+		panic("config: unknown operator " + op)
 	}
-	panic("config: unknown operator " + op)
+	if !ok {
+		ee.set("%q overflows int64 (%d %s %d)", shorten(src), x, op, y)
+		return 0
+	}
+	return v
 }
 
 func b2i(b bool) int64 {
@@ -292,7 +373,19 @@ func (p *exprParser) peek() token { return p.toks[p.i] }
 func (p *exprParser) next() token { t := p.toks[p.i]; p.i++; return t }
 
 func (p *exprParser) errf(t token, format string, a ...any) error {
-	return fmt.Errorf("%s (at column %d of %q)", fmt.Sprintf(format, a...), t.pos+1, p.src)
+	return fmt.Errorf("%s (at column %d of %q)", fmt.Sprintf(format, a...), t.pos+1, shorten(p.src))
+}
+
+// maxShown bounds the source text an error message quotes.
+const maxShown = 80
+
+// shorten keeps a message readable when the text it quotes is long (a
+// generated expression, say): the head and the tail, with the middle elided.
+func shorten(s string) string {
+	if len(s) <= maxShown {
+		return s
+	}
+	return s[:maxShown-20] + " … " + s[len(s)-16:]
 }
 
 var precedence = map[string]int{"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 4, "<=": 4, ">": 4, ">=": 4, "+": 5, "-": 5, "*": 6, "/": 6, "%": 6}
@@ -352,7 +445,10 @@ func (p *exprParser) parseBin(minPrec, depth int) (*expr, error) {
 			var ee evalErr
 			v := binop(t.s, lhs.val, rhs.val, &ee, t.s)
 			if ee.err != nil {
-				return nil, p.errf(t, "division by zero")
+				if rhs.val == 0 && (t.s == "/" || t.s == "%") {
+					return nil, p.errf(t, "division by zero")
+				}
+				return nil, p.errf(t, "%d %s %d overflows int64", lhs.val, t.s, rhs.val)
 			}
 			lhs = &expr{kind: exConst, val: v, bscal: -1}
 			continue
@@ -370,6 +466,26 @@ func (p *exprParser) parseUnary(depth int) (*expr, error) {
 	switch {
 	case t.kind == tInt:
 		return &expr{kind: exConst, val: t.v, bscal: -1}, nil
+	case t.kind == tIdent && (t.s == "min" || t.s == "max") && p.peek().kind == tOp && p.peek().s == "(":
+		p.next()
+		a, err := p.parseExpr(depth + 1)
+		if err != nil {
+			return nil, err
+		}
+		if c := p.next(); c.kind != tOp || c.s != "," {
+			return nil, p.errf(c, "%s takes two arguments: %s(a, b)", t.s, t.s)
+		}
+		b, err := p.parseExpr(depth + 1)
+		if err != nil {
+			return nil, err
+		}
+		if c := p.next(); c.kind != tOp || c.s != ")" {
+			return nil, p.errf(c, "expected ')' closing %s(a, b)", t.s)
+		}
+		if a.isConst() && b.isConst() {
+			return &expr{kind: exConst, val: binop(t.s, a.val, b.val, nil, t.s), bscal: -1}, nil
+		}
+		return &expr{kind: exBin, op: t.s, a: a, b: b, deps: a.deps | b.deps, bscal: -1}, nil
 	case t.kind == tIdent:
 		if p.res == nil {
 			return nil, p.errf(t, "undefined name %q", t.s)
@@ -405,6 +521,9 @@ func (p *exprParser) parseUnary(depth int) (*expr, error) {
 		}
 		if a.isConst() {
 			if t.s == "-" {
+				if a.val == math.MinInt64 {
+					return nil, p.errf(t, "-(%d) overflows int64", a.val)
+				}
 				return &expr{kind: exConst, val: -a.val, bscal: -1}, nil
 			}
 			return &expr{kind: exConst, val: b2i(a.val == 0), bscal: -1}, nil

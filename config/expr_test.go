@@ -3,6 +3,10 @@ package config
 import (
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/hbg-dev/hbg/stages"
 )
 
 // testRes knows three env slots (a, b, c), a boundary scalar s and a constant K.
@@ -88,6 +92,9 @@ func FuzzExpr(f *testing.F) {
 		"a && b || !c", "1_000", "((((a))))", "a == b != c", "s", "16*e", "c ? 1 : 2 ? 3 : 4",
 		"9223372036854775807 + 1", "-9223372036854775807 - 1", "a / 0", "(a", "a)", "a ? : b",
 		"24*a + 3*(b - a) - -c", "-(a*4) + 2*(3*b) - a", "(a+b)*(c+1)",
+		"min(a, b)", "max(a, min(b, c)) * 2", "min(a)", "max(,)", "min(a, b, c)", "min + 1",
+		"a * 4611686018427387904", "a * 9223372036854775807 - b", "-9223372036854775807 - 1 - a", "(a + 9223372036854775807) - 9223372036854775807",
+		"a / -1", "c % -1",
 	} {
 		f.Add(s, int64(3), int64(-2), int64(0))
 	}
@@ -111,9 +118,11 @@ func FuzzExpr(f *testing.F) {
 			t.Fatalf("%q = %d (%v), parenthesized %d (%v)", src, v1, ee1.err, v2, ee2.err)
 		}
 		// The affine fast path must agree with the tree walk.
+		// Both are exact when they do not overflow; the affine form may
+		// succeed where a step of the tree overflows.
 		var ee3 evalErr
-		if v3 := stripAffine(e).eval(env, &ee3); v3 != v1 {
-			t.Fatalf("%q = %d by its affine form, %d by the tree", src, v1, v3)
+		if v3 := stripAffine(e).eval(env, &ee3); ee3.err == nil && (v3 != v1 || ee1.err != nil) {
+			t.Fatalf("%q = %d (%v) by its affine form, %d by the tree", src, v1, ee1.err, v3)
 		}
 	})
 }
@@ -129,16 +138,69 @@ func stripAffine(e *expr) *expr {
 	return &c
 }
 
-// FuzzView checks the view and argument grammar never panics.
+// FuzzView checks that the view grammar (boundary views; in a body, tensor
+// lists and let names too), task expressions, task list targets and kernel
+// lists never panic, at compile time or when evaluated.
 func FuzzView(f *testing.F) {
-	for _, s := range []string{"w", "w[2*l:+2]", "w[1]", "w @ 16*l as [4, 4]", "w[l] as [2, 8]", "w[:+2]", "w[1:2]", "w as []", "w @", "[", "w[1]]"} {
-		f.Add(s)
+	for _, s := range []string{"w", "w[2*l:+2]", "w[1]", "w @ 16*l as [4, 4]", "w[l] as [2, 8]", "w[:+2]", "w[1:2]", "w as []", "w @", "[", "w[1]]",
+		"h[l]", "h[l % 2][1:+1]", "h", "h[5]", "a @ 4 as [2, 2]", "a[min(l, 3)]", "h[max(l, -1)] as [16]",
+		"gate[l]", "gate[0:+3]", "gate*", "gate[*]", "first", "first*", "first[0]", "prev", "prev[l:+1]", "gate[-1:+2]",
+		"[mm, mm][l]", "[mm][0]", "[mm, act][l]", "[mm,][", "[][l]"} {
+		f.Add(s, int64(1))
 	}
 	b := &block{name: "t", params: []string{"l"}, tensors: []string{}, vslot: -1}
-	l := &loader{file: "fuzz", m: &Model{consts: map[string]int64{}}}
+	l := &loader{file: "fuzz", m: &Model{consts: map[string]int64{}, kernelIdx: map[string]stages.KernelID{"mm": 0, "act": 1},
+		kernels: []stages.Kernel{{Name: "mm", Core: stages.KindAIC}, {Name: "act", Core: stages.KindAIV}}}}
 	l.m.entry = []entryTensor{{name: "w"}}
-	f.Fuzz(func(t *testing.T, src string) {
+	// A body with a tensor w (16 x 16), a let view a, a tensor list h of
+	// two, a task list gate, an op id first and a task param prev.
+	body := &block{name: "body", params: []string{"l"}, vslot: -1, nvals: 1, structural: make([]int, 64),
+		tnames: []string{"w", "a", "h[0]", "h[1]"}, nfixed: 1, lists: []tensorList{{name: "h", slots: []int{2, 3}}},
+		tlists: []string{"gate"}, labels: []string{"first"}, tparams: []string{"prev"}}
+	w := stages.NewView(0, 0, stages.FP32, 16, 16)
+	fr := newFrame(body)
+	f.Fuzz(func(t *testing.T, src string, lv int64) {
 		sc := &scope{l: l, b: b, boundary: true}
 		_, _ = sc.view(src, 1)
+		bs := &scope{l: l, b: body, vals: map[string]int{"l": 0}, labelDef: map[string]bool{"first": true}, allIDs: map[string]bool{"first": true}}
+		r := &runner{m: l.m, f: &form{name: "fuzz"}}
+		fr.vals[0] = lv
+		fr.tens = []stages.View{w, stages.NewView(0, 16, stages.FP32, 4, 4), w, w}
+		fr.tl = [][]stages.TaskID{{3, stages.NoTask, 5}}
+		fr.labels = [][]stages.TaskID{{7}}
+		fr.tp = [][]stages.TaskID{{1, 2}}
+		if v, err := bs.view(src, 1); err == nil {
+			var out stages.View
+			r.view(fr, v, &out)
+		}
+		nd := &yaml.Node{Kind: yaml.ScalarNode, Value: src, Line: 1}
+		if ref, err := bs.taskRef(nd, "deps"); err == nil {
+			r.taskSeq(nil, fr, ref, 1)
+		}
+		if tt, err := bs.taskTarget(nd, "id", src); err == nil {
+			r.store(fr, tt, []stages.TaskID{9}, 1)
+		}
+		if strings.HasPrefix(src, "[") {
+			_, _ = bs.kernelList(&taskOp{kernel: [3]stages.KernelID{-1, -1, -1}}, nd)
+		}
 	})
+}
+
+// TestNoAliases: an alias node (which yaml.v3 only makes after its anchor,
+// itself refused first) is refused with its line and key.
+func TestNoAliases(t *testing.T) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte("a: &x [1]\nb: *x\n"), &doc); err != nil {
+		t.Fatal(err)
+	}
+	root := doc.Content[0]
+	err := noAliases("f.yaml", root, "model config")
+	if err == nil || !strings.Contains(err.Error(), `f.yaml:1: a "&x": YAML anchors are not supported`) {
+		t.Fatalf("anchor: %v", err)
+	}
+	root.Content[1].Anchor = ""
+	err = noAliases("f.yaml", root, "model config")
+	if err == nil || !strings.Contains(err.Error(), `f.yaml:2: b "*x": YAML aliases are not supported`) {
+		t.Fatalf("alias: %v", err)
+	}
 }

@@ -1,8 +1,10 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strconv"
@@ -24,12 +26,27 @@ func Load(path string) (*Model, error) {
 
 // Parse compiles a model config; name is used in error positions.
 func Parse(name string, data []byte) (*Model, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
 		return nil, &Error{File: name, Line: yamlErrLine(err), Msg: "malformed YAML: " + strings.TrimPrefix(err.Error(), "yaml: "), Err: err}
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 {
 		return nil, &Error{File: name, Line: 1, Msg: "empty document (want a mapping with model, entry, kernels, blocks, program, forms)"}
+	}
+	// A second document would be silently ignored: a model is one document.
+	var next yaml.Node
+	if err := dec.Decode(&next); err == nil {
+		line := next.Line
+		if len(next.Content) > 0 {
+			line = next.Content[0].Line
+		}
+		return nil, &Error{File: name, Line: line, Key: "---", Value: "second document", Msg: "a model file holds one YAML document (remove the \"---\" and what follows, or move it to its own file)"}
+	} else if !errors.Is(err, io.EOF) {
+		return nil, &Error{File: name, Line: yamlErrLine(err), Msg: "malformed YAML: " + strings.TrimPrefix(err.Error(), "yaml: "), Err: err}
+	}
+	if err := noAliases(name, doc.Content[0], "model config"); err != nil {
+		return nil, err
 	}
 	l := &loader{file: name, m: &Model{file: name, consts: map[string]int64{}, kernelIdx: map[string]stages.KernelID{}, blockIdx: map[string]*block{}, formIdx: map[string]*form{}}}
 	if err := l.model(doc.Content[0]); err != nil {
@@ -37,6 +54,29 @@ func Parse(name string, data []byte) (*Model, error) {
 	}
 	l.m.GraphChecks() // marks the Graph specs that pass as complete
 	return l.m, nil
+}
+
+// noAliases rejects YAML anchors and aliases: the loader reads the node
+// tree, where an alias is a reference the schema does not expect (it used to
+// surface as "want a list"), and a model's repetition is said with loops,
+// blocks and let, which the checks understand.
+func noAliases(file string, n *yaml.Node, key string) error {
+	if n.Kind == yaml.AliasNode {
+		return &Error{File: file, Line: n.Line, Key: key, Value: "*" + n.Value, Msg: "YAML aliases are not supported (write the value out, or use a block, a loop or let)"}
+	}
+	if n.Anchor != "" {
+		return &Error{File: file, Line: n.Line, Key: key, Value: "&" + n.Anchor, Msg: "YAML anchors are not supported (write the value out, or use a block, a loop or let)"}
+	}
+	for i, c := range n.Content {
+		k := key
+		if n.Kind == yaml.MappingNode && i%2 == 1 {
+			k = n.Content[i-1].Value
+		}
+		if err := noAliases(file, c, k); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // yamlErrLine digs the line out of a yaml.v3 error ("yaml: line 3: ...").
@@ -435,7 +475,7 @@ func (l *loader) kernelTable(n *yaml.Node) error {
 // ---- blocks
 
 func (l *loader) blockHeader(b *block, n *yaml.Node) (*yaml.Node, error) {
-	f, _, err := l.fields(n, "block "+b.name, "params", "variants", "tensors", "boundary", "scalars", "body")
+	f, _, err := l.fields(n, "block "+b.name, "params", "variants", "tensors", "tasks", "boundary", "scalars", "body")
 	if err != nil {
 		return nil, err
 	}
@@ -487,6 +527,16 @@ func (l *loader) blockHeader(b *block, n *yaml.Node) (*yaml.Node, error) {
 			return nil, err
 		}
 		for i, s := range b.tensors {
+			if err := dup(t.Content[i], s); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if t := f["tasks"]; t != nil {
+		if b.tparams, err = l.strList(t, "tasks"); err != nil {
+			return nil, err
+		}
+		for i, s := range b.tparams {
 			if err := dup(t.Content[i], s); err != nil {
 				return nil, err
 			}

@@ -63,6 +63,24 @@ type block struct {
 	structural []int
 	baked      []bakedUse
 	isProgram  bool
+	// Task values: tparams are the block's task params (bound by each call
+	// to tasks the caller made: a Graph call's external dependencies),
+	// tlists its task lists (declared by a tasks op, filled by ids like
+	// out[i]), in declaration order.
+	tparams []string
+	tlists  []string
+	// lists are the tensor lists (alloc NAME[k] items, let NAME: [...]),
+	// newest last; nonLocal marks let slots that view a tensor the block
+	// does not allocate (a boundary slot, say).
+	lists    []tensorList
+	nonLocal map[int]bool
+}
+
+// tensorList is a named list of tensor slots, indexed by expression.
+type tensorList struct {
+	name  string
+	slots []int
+	line  int
 }
 
 type bakedUse struct {
@@ -96,6 +114,9 @@ const (
 	opIf
 	opCall
 	opRead
+	opLet
+	opTasks
+	opSet
 )
 
 type op struct {
@@ -106,16 +127,28 @@ type op struct {
 	mode       stages.ScopeMode
 	loopSlot   int
 	from, to   *expr
+	step       *expr // nil: 1
 	loopLabels []int
 	allocs     []allocItem
 	task       []*taskOp // per variant; one entry when no variant differs
 	call       *callOp
 	readRoot   int
+	lets       []letItem
+	tdecls     []taskDecl
+	sets       []setItem
+}
+
+// letItem binds a name (or each element of a tensor list) to a view
+// evaluated when the op runs.
+type letItem struct {
+	slots []int
+	views []*viewExpr
 }
 
 type allocItem struct {
 	slot   int
 	name   string
+	elem   int // element index of a tensor list (NAME[k]), or -1
 	dtype  stages.DType
 	shape  []*expr
 	mdep   bool
@@ -126,12 +159,15 @@ type allocItem struct {
 type taskOp struct {
 	kind    stages.Kind
 	kernel  [3]stages.KernelID
+	klist   [][3]stages.KernelID // k: "[a, b, c][EXPR]": kernels by index
+	kindex  *expr
 	name    string
 	bn      int32
 	args    []argOp
 	scalars []*expr
-	deps    []depOp
+	deps    []*taskRef
 	label   int
+	store   *taskTarget // id: NAME[i] or NAME[i:+n]
 	pred    *predOp
 	hasOut  bool
 }
@@ -140,11 +176,6 @@ type argOp struct {
 	tag  stages.Tag
 	view *viewExpr
 	out  *allocItem // runtime-allocated output (tag out)
-}
-
-type depOp struct {
-	label int
-	all   bool
 }
 
 type predOp struct {
@@ -159,6 +190,7 @@ type callOp struct {
 	params  []*expr
 	variant int
 	targs   []*viewExpr
+	tasks   [][]*taskRef // per callee task param: the task values it is bound to
 	line    int
 	index   int // position among the caller's top-level calls
 	// localSlot[s]: callee boundary slot s resolves to a tensor the caller

@@ -71,13 +71,18 @@ func loadModel(t testing.TB) *config.Model {
 }
 
 // rootIdentity names a root independently of RootID numbering: an entry
-// root by its name, a runtime root by the task that created it.
+// root by its name, a runtime root by the task that created it and its
+// position among that task's outputs (one alloc may create two roots of one
+// name: Qwen3's next_hidden pair).
 func rootIdentities(tasks []refEvent) func(a refArg) string {
-	creator := map[int]int{}
+	type birth struct{ task, pos int }
+	creator := map[int]birth{}
 	for _, e := range tasks {
+		pos := 0
 		for _, a := range e.Args {
 			if a.Tag == "o" {
-				creator[a.RID] = e.ID
+				creator[a.RID] = birth{e.ID, pos}
+				pos++
 			}
 		}
 	}
@@ -85,7 +90,11 @@ func rootIdentities(tasks []refEvent) func(a refArg) string {
 		if a.RKind == "ext" {
 			return "ext:" + a.Root
 		}
-		return fmt.Sprintf("%s@task%d", a.RKind, creator[a.RID])
+		b, ok := creator[a.RID]
+		if !ok {
+			return fmt.Sprintf("%s:unborn%d", a.RKind, a.RID)
+		}
+		return fmt.Sprintf("%s@task%d#%d", a.RKind, b.task, b.pos)
 	}
 }
 
@@ -145,10 +154,33 @@ func TestFullMatchesReference(t *testing.T) {
 	got, want := reftrace.Tasks(gotEv), reftrace.Tasks(wantEv)
 	compareTasks(t, got, want, 44413)
 	compareEvents(t, gotEv, wantEv)
+	compareGraphCalls(t, gotEv, wantEv, 86, 8)
+	ordinary := 0
+	for i := range want {
+		if got[i].Graph == nil {
+			ordinary++
+		}
+		for j := range want[i].Args {
+			if j < len(got[i].Args) && got[i].Args[j].BSlot != want[i].Args[j].BSlot {
+				t.Errorf("task %d arg %d: boundary slot %d, want %d", i, j, got[i].Args[j].BSlot, want[i].Args[j].BSlot)
+			}
+		}
+	}
+	if ordinary != 43 {
+		t.Errorf("%d ordinary tasks, want 43", ordinary)
+	}
+}
+
+// compareGraphCalls checks every Graph call (key, instance, Definition,
+// boundary slot by slot, scalars), the number of distinct keys, and that
+// every task belongs to the same Graph call as the reference's.
+func compareGraphCalls(t *testing.T, gotEv, wantEv []refEvent, calls, nkeys int) {
+	t.Helper()
+	got, want := reftrace.Tasks(gotEv), reftrace.Tasks(wantEv)
 	gid, wid := rootIdentities(got), rootIdentities(want)
 	gg, wg := graphCalls(gotEv), graphCalls(wantEv)
-	if len(gg) != 86 || len(wg) != 86 {
-		t.Fatalf("%d Graph calls, reference %d, want 86", len(gg), len(wg))
+	if len(gg) != calls || len(wg) != calls {
+		t.Fatalf("%d Graph calls, reference %d, want %d", len(gg), len(wg), calls)
 	}
 	keys := map[string]bool{}
 	for i := range wg {
@@ -171,25 +203,13 @@ func TestFullMatchesReference(t *testing.T) {
 			t.Errorf("Graph call %d (%s): scalars %v, want %v", i, w.Key, g.Scalars, w.Scalars)
 		}
 	}
-	if len(keys) != 8 {
-		t.Errorf("%d distinct keys, want 8", len(keys))
+	if len(keys) != nkeys {
+		t.Errorf("%d distinct keys, want %d", len(keys), nkeys)
 	}
-	ordinary := 0
 	for i := range want {
 		if (got[i].Graph == nil) != (want[i].Graph == nil) || got[i].Graph != nil && *got[i].Graph != *want[i].Graph {
 			t.Fatalf("task %d: graph %+v, want %+v", i, got[i].Graph, want[i].Graph)
 		}
-		if got[i].Graph == nil {
-			ordinary++
-		}
-		for j := range want[i].Args {
-			if j < len(got[i].Args) && got[i].Args[j].BSlot != want[i].Args[j].BSlot {
-				t.Errorf("task %d arg %d: boundary slot %d, want %d", i, j, got[i].Args[j].BSlot, want[i].Args[j].BSlot)
-			}
-		}
-	}
-	if ordinary != 43 {
-		t.Errorf("%d ordinary tasks, want 43", ordinary)
 	}
 }
 

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -57,6 +58,7 @@ type runner struct {
 	frames []*frame
 	task   stages.Task
 	specs  []stages.RootSpec
+	tbuf   []stages.TaskID
 	ee     evalErr
 	err    error
 }
@@ -87,6 +89,8 @@ type frame struct {
 	targ    []stages.View
 	scal    []stages.Scalar
 	labels  [][]stages.TaskID
+	tl      [][]stages.TaskID // task lists (NoTask: not set)
+	tp      [][]stages.TaskID // task params, as the call bound them
 	inGraph bool
 	// An auto block run as a Graph body maps each call's boundary slots and
 	// scalars to its own boundary: autoT[call][slot], -1 = a local tensor.
@@ -124,6 +128,8 @@ func newFrame(b *block) *frame {
 		targ:   make([]stages.View, len(b.tensors)),
 		scal:   make([]stages.Scalar, len(b.scalars)),
 		labels: make([][]stages.TaskID, len(b.labels)),
+		tl:     make([][]stages.TaskID, len(b.tlists)),
+		tp:     make([][]stages.TaskID, len(b.tparams)),
 		bargs:  make([]stages.Arg, len(b.bound)),
 		bsc:    make([]uint64, len(b.scalars)),
 	}
@@ -140,6 +146,9 @@ func (r *runner) frame(b *block) *frame {
 func (f *frame) resetLabels() {
 	for i := range f.labels {
 		f.labels[i] = f.labels[i][:0]
+	}
+	for i := range f.tl {
+		f.tl[i] = f.tl[i][:0]
 	}
 }
 
@@ -184,15 +193,30 @@ func (r *runner) body(o stages.Orchestrator, fr *frame, ops []*op) {
 			for _, l := range op.loopLabels {
 				fr.labels[l] = fr.labels[l][:0]
 			}
-			from, to := r.eval(op.from, fr, op.line), r.eval(op.to, fr, op.line)
-			for v := from; v < to && r.err == nil; v++ {
+			from, to, step := r.eval(op.from, fr, op.line), r.eval(op.to, fr, op.line), int64(1)
+			if op.step != nil {
+				if step = r.eval(op.step, fr, op.line); step <= 0 && r.err == nil {
+					r.fail(op.line, "loop step %d (want a positive step)", step)
+				}
+			}
+			for v := from; v < to && r.err == nil; {
 				fr.vals[op.loopSlot] = v
 				r.body(o, fr, op.body)
+				if v > math.MaxInt64-step {
+					break
+				}
+				v += step
 			}
 		case opIf:
 			r.body(o, fr, op.body)
 		case opCall:
 			r.call(o, fr, op.call)
+		case opLet:
+			r.runLet(fr, op)
+		case opTasks:
+			r.declareTasks(fr, op)
+		case opSet:
+			r.setTasks(fr, op)
 		case opRead:
 			if tr, ok := o.(TensorReader); ok {
 				tr.ReadTensor(stages.RootID(op.readRoot), r.m.entry[op.readRoot].value)
@@ -242,6 +266,17 @@ func (r *runner) view(fr *frame, v *viewExpr, out *stages.View) bool {
 	var base *stages.View
 	switch v.kind {
 	case baseSlot:
+		if v.list != nil {
+			i := r.eval(v.lindex, fr, v.line)
+			if i < 0 || i >= int64(len(v.list)) {
+				if r.err == nil {
+					r.fail(v.line, "view %q: element %d of a tensor list of %d", shorten(v.src), i, len(v.list))
+				}
+				return false
+			}
+			base = &fr.tens[v.list[i]]
+			break
+		}
 		base = &fr.tens[v.idx]
 	case baseEntry:
 		base = &r.m.entryViews[v.idx]
@@ -305,6 +340,16 @@ func (r *runner) view(fr *frame, v *viewExpr, out *stages.View) bool {
 func (r *runner) submit(o stages.Orchestrator, fr *frame, t *taskOp, line int) {
 	tk := &r.task
 	tk.Kind, tk.Kernel, tk.BlockNum = t.kind, t.kernel, t.bn
+	if t.klist != nil {
+		i := r.eval(t.kindex, fr, line)
+		if i < 0 || i >= int64(len(t.klist)) {
+			if r.err == nil {
+				r.fail(line, "kernel %d of a list of %d (%s...)", i, len(t.klist), t.name)
+			}
+			return
+		}
+		tk.Kernel = t.klist[i]
+	}
 	tk.Args, tk.Scalars, tk.Deps = tk.Args[:0], tk.Scalars[:0], tk.Deps[:0]
 	tk.Pred = stages.Predicate{}
 	for i := range t.args {
@@ -325,15 +370,9 @@ func (r *runner) submit(o stages.Orchestrator, fr *frame, t *taskOp, line int) {
 		}
 	}
 	for _, d := range t.deps {
-		ts := fr.labels[d.label]
-		if len(ts) == 0 {
-			r.fail(line, "explicit dependency on %q: that op has not been submitted in this block call", fr.b.labels[d.label])
+		var ok bool
+		if tk.Deps, ok = r.taskSeq(tk.Deps, fr, d, line); !ok {
 			return
-		}
-		if d.all {
-			tk.Deps = append(tk.Deps, ts...)
-		} else {
-			tk.Deps = append(tk.Deps, ts[len(ts)-1])
 		}
 	}
 	if p := t.pred; p != nil {
@@ -379,6 +418,10 @@ func (r *runner) submit(o stages.Orchestrator, fr *frame, t *taskOp, line int) {
 	if t.label >= 0 {
 		fr.labels[t.label] = append(fr.labels[t.label], id)
 	}
+	if t.store != nil {
+		r.tbuf = append(r.tbuf[:0], id)
+		r.store(fr, t.store, r.tbuf, line)
+	}
 	if t.hasOut {
 		n := 0
 		for i := range t.args {
@@ -420,6 +463,19 @@ func (r *runner) prepare(caller, cf *frame, c *callOp, ahead bool) {
 	for i, s := range cf.b.scalars {
 		cf.vals[cf.b.sbase+i] = r.eval(s.value, cf, s.line)
 		cf.bsc[i] = uint64(cf.vals[cf.b.sbase+i])
+	}
+	if ahead {
+		return // the tasks a call waits on do not change a boundary
+	}
+	for i, refs := range c.tasks {
+		seq := cf.tp[i][:0]
+		for _, ref := range refs {
+			var ok bool
+			if seq, ok = r.taskSeq(seq, caller, ref, c.line); !ok {
+				return
+			}
+		}
+		cf.tp[i] = seq
 	}
 }
 
@@ -522,6 +578,12 @@ func (r *runner) call(o stages.Orchestrator, caller *frame, c *callOp) {
 	for _, s := range g.config {
 		gc.Config = append(gc.Config, uint64(cf.vals[s]))
 	}
+	// The tasks the body may wait on are the call's task params, in order:
+	// a replay takes them from here.
+	gc.ExtDeps = gc.ExtDeps[:0]
+	for _, seq := range cf.tp {
+		gc.ExtDeps = append(gc.ExtDeps, seq...)
+	}
 	cf.gAutoT, cf.gAutoS = autoT, autoS
 	o.Graph(gc)
 	cf.gAutoT, cf.gAutoS = nil, nil
@@ -534,11 +596,12 @@ func (r *runner) graphBody(cf *frame) {
 	m, cb := r.m, cf.b
 	// The form is read when the body runs (Body) or is detached (Detach),
 	// not when the closures are made: a pooled runner serves every form.
-	run := func(f *form, key string, vals []int64, targ []stages.View, autoT, autoS [][]int32, bo stages.Orchestrator, b *stages.Boundary) {
+	run := func(f *form, key string, vals []int64, targ []stages.View, tp [][]stages.TaskID, autoT, autoS [][]int32, bo stages.Orchestrator, b *stages.Boundary) {
 		br := m.newRunner(f)
 		bf := newFrame(cb)
 		copy(bf.vals, vals)
 		copy(bf.targ, targ)
+		copy(bf.tp, tp)
 		br.runBody(bo, bf, b, true, autoT, autoS)
 		if br.err != nil {
 			// A body has no error return: it fails loudly, and whoever runs
@@ -547,14 +610,18 @@ func (r *runner) graphBody(cf *frame) {
 		}
 	}
 	cf.gcall.Body = func(bo stages.Orchestrator, b *stages.Boundary) {
-		run(r.f, cf.gcall.Key, cf.vals, cf.targ, cf.gAutoT, cf.gAutoS, bo, b)
+		run(r.f, cf.gcall.Key, cf.vals, cf.targ, cf.tp, cf.gAutoT, cf.gAutoS, bo, b)
 	}
 	cf.gcall.Detach = func() func(stages.Orchestrator, *stages.Boundary) {
 		f, key := r.f, cf.gcall.Key
 		vals := append([]int64(nil), cf.vals...)
 		targ := append([]stages.View(nil), cf.targ...)
+		tp := make([][]stages.TaskID, len(cf.tp))
+		for i := range cf.tp {
+			tp[i] = append([]stages.TaskID(nil), cf.tp[i]...)
+		}
 		autoT, autoS := clone2(cf.gAutoT), clone2(cf.gAutoS)
-		return func(bo stages.Orchestrator, b *stages.Boundary) { run(f, key, vals, targ, autoT, autoS, bo, b) }
+		return func(bo stages.Orchestrator, b *stages.Boundary) { run(f, key, vals, targ, tp, autoT, autoS, bo, b) }
 	}
 }
 

@@ -249,7 +249,7 @@ func spanSlice(s sdktrace.ReadOnlySpan) Slice {
 		sl.Track = actor
 	case rank != "":
 		sl.Track = rank
-	case sl.Name == SpanRecord || sl.Name == SpanBuild || sl.Name == SpanUpload:
+	case sl.Name == SpanRecord || sl.Name == SpanBuild || sl.Name == SpanUpload || sl.Name == SpanStoreLoad:
 		sl.Track = sl.Name
 	}
 	return sl

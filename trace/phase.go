@@ -78,12 +78,13 @@ const (
 	OpRecordNode                // one node recorded into a Definition
 	OpGraphSubmit               // a replay: patch the boundary, emit the GraphSubmission
 	OpBuildDefinition           // building one Definition's flat image
+	OpStoreLoad                 // loading and verifying one Definition from the store on disk
 
 	// NumOps sizes per-op arrays.
 	NumOps
 )
 
-var opNames = [NumOps]string{"submit_task", "alloc_tensors", "record_node", "graph_submit", "build_definition"}
+var opNames = [NumOps]string{"submit_task", "alloc_tensors", "record_node", "graph_submit", "build_definition", "store_load"}
 
 // String is the operation's upstream name.
 func (o Op) String() string {
@@ -100,7 +101,7 @@ func ParseOp(s string) (Op, error) {
 			return Op(i), nil
 		}
 	}
-	return NumOps, fmt.Errorf("trace: unknown op %q (want submit_task, alloc_tensors, record_node, graph_submit or build_definition)", s)
+	return NumOps, fmt.Errorf("trace: unknown op %q (want submit_task, alloc_tensors, record_node, graph_submit, build_definition or store_load)", s)
 }
 
 // epoch is the origin of Now. Capturing it once gives every figure in a
@@ -178,6 +179,13 @@ type Pass struct {
 	// UploadedDefinitionBytes is the Definition image bytes uploaded in this
 	// pass (the run image is not counted: it goes with arena_h2d).
 	UploadedDefinitionBytes int64
+	// LoadedDefinitions and LoadedBytes count the Definitions this pass
+	// loaded from the store on disk instead of recording them, and their
+	// image bytes; StoreRejected the entries found bad there (moved aside
+	// and recorded again).
+	LoadedDefinitions int
+	LoadedBytes       int64
+	StoreRejected     int
 	// SimulationNs is the real (host) time the device simulation took; the
 	// simulated figure is Phases[PhaseDeviceWall].
 	SimulationNs int64

@@ -88,6 +88,12 @@ type Counts struct {
 	// BoundaryMismatches is replays refused because the boundary broke its
 	// contract (each also a warning).
 	BoundaryMismatches int64 `json:"boundary_mismatches"`
+	// LoadedDefinitions and LoadedBytes count Definitions loaded from the
+	// store on disk instead of recorded; StoreRejected the entries found
+	// bad there (moved aside, recorded again, each also a warning).
+	LoadedDefinitions int64 `json:"loaded_definitions"`
+	LoadedBytes       int64 `json:"loaded_bytes"`
+	StoreRejected     int64 `json:"store_rejected"`
 }
 
 // Digest is a 64-bit output digest. It is JSON text (16 hex digits), since
@@ -204,6 +210,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		c.DeviceTasks, c.HostSubmissions, c.OrdinaryTasks, c.GraphSubmissions)
 	fmt.Fprintf(&b, "counts (whole run): definitions %d, recorded_definitions %d, recorded_nodes %d, demoted %d, boundary_mismatches %d\n",
 		c.Definitions, c.RecordedDefinitions, c.RecordedNodes, c.Demoted, c.BoundaryMismatches)
+	fmt.Fprintf(&b, "counts (whole run): loaded_definitions %d (%d bytes), store_rejected %d\n", c.LoadedDefinitions, c.LoadedBytes, c.StoreRejected)
 	switch g := r.Golden; {
 	case g == nil:
 		fmt.Fprintf(&b, "golden: not checked (device %s)\n", r.Device)
@@ -282,11 +289,12 @@ type opsJSON struct {
 	RecordNode      OpTotal `json:"record_node"`
 	GraphSubmit     OpTotal `json:"graph_submit"`
 	BuildDefinition OpTotal `json:"build_definition"`
+	StoreLoad       OpTotal `json:"store_load"`
 }
 
 // MarshalJSON gives {<op>: {count, total_ns}, …}.
 func (o Ops) MarshalJSON() ([]byte, error) {
-	return json.Marshal(opsJSON{o[OpSubmitTask], o[OpAllocTensors], o[OpRecordNode], o[OpGraphSubmit], o[OpBuildDefinition]})
+	return json.Marshal(opsJSON{o[OpSubmitTask], o[OpAllocTensors], o[OpRecordNode], o[OpGraphSubmit], o[OpBuildDefinition], o[OpStoreLoad]})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -295,7 +303,7 @@ func (o *Ops) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	*o = Ops{j.SubmitTask, j.AllocTensors, j.RecordNode, j.GraphSubmit, j.BuildDefinition}
+	*o = Ops{j.SubmitTask, j.AllocTensors, j.RecordNode, j.GraphSubmit, j.BuildDefinition, j.StoreLoad}
 	return nil
 }
 
@@ -320,6 +328,9 @@ type passJSON struct {
 	RecordedNodes           int         `json:"recorded_nodes"`
 	BuiltDefinitions        int         `json:"built_definitions"`
 	UploadedDefinitionBytes int64       `json:"uploaded_definition_bytes"`
+	LoadedDefinitions       int         `json:"loaded_definitions"`
+	LoadedBytes             int64       `json:"loaded_bytes"`
+	StoreRejected           int         `json:"store_rejected"`
 	SimulationNs            int64       `json:"simulation_ns"`
 	Ops                     Ops         `json:"ops"`
 }
@@ -330,6 +341,7 @@ func (p Pass) MarshalJSON() ([]byte, error) {
 		Rank: p.Rank, Round: p.Round, Cold: p.Cold,
 		RecordedNodes: p.RecordedNodes, BuiltDefinitions: p.BuiltDefinitions,
 		UploadedDefinitionBytes: p.UploadedDefinitionBytes, SimulationNs: p.SimulationNs,
+		LoadedDefinitions: p.LoadedDefinitions, LoadedBytes: p.LoadedBytes, StoreRejected: p.StoreRejected,
 		Ops: p.Ops,
 	}
 	f := j.Phases.fields()
@@ -352,6 +364,7 @@ func (p *Pass) UnmarshalJSON(b []byte) error {
 		Rank: j.Rank, Round: j.Round, Cold: j.Cold,
 		RecordedNodes: j.RecordedNodes, BuiltDefinitions: j.BuiltDefinitions,
 		UploadedDefinitionBytes: j.UploadedDefinitionBytes, SimulationNs: j.SimulationNs,
+		LoadedDefinitions: j.LoadedDefinitions, LoadedBytes: j.LoadedBytes, StoreRejected: j.StoreRejected,
 		Ops: j.Ops,
 	}
 	for ph, v := range j.Phases.fields() {

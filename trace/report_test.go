@@ -49,7 +49,7 @@ func TestReportJSONContract(t *testing.T) {
 	}
 	assert.Subset(t, keys(doc), []string{"model", "form", "rounds", "ranks", "device", "counts", "phases", "cold_phases", "ops", "golden", "passes"})
 	assert.Equal(t, "sim", doc["device"])
-	assert.Equal(t, []string{"boundary_mismatches", "definitions", "demoted", "device_tasks", "graph_submissions", "host_submissions", "ordinary_tasks", "recorded_definitions", "recorded_nodes"}, keys(doc["counts"]))
+	assert.Equal(t, []string{"boundary_mismatches", "definitions", "demoted", "device_tasks", "graph_submissions", "host_submissions", "loaded_bytes", "loaded_definitions", "ordinary_tasks", "recorded_definitions", "recorded_nodes", "store_rejected"}, keys(doc["counts"]))
 	phases := []string{"arena_h2d", "args", "control_plane", "device_wall", "graph_upload", "host_orch"}
 	stat := []string{"max_ns", "median_ns", "min_ns", "n"}
 	for _, table := range []string{"phases", "cold_phases"} {
@@ -58,14 +58,14 @@ func TestReportJSONContract(t *testing.T) {
 			assert.Equal(t, stat, keys(doc[table].(map[string]any)[ph]), "%s.%s", table, ph)
 		}
 	}
-	assert.Equal(t, []string{"alloc_tensors", "build_definition", "graph_submit", "record_node", "submit_task"}, keys(doc["ops"]))
+	assert.Equal(t, []string{"alloc_tensors", "build_definition", "graph_submit", "record_node", "store_load", "submit_task"}, keys(doc["ops"]))
 	assert.Equal(t, []string{"count", "total_ns"}, keys(doc["ops"].(map[string]any)["submit_task"]))
 	assert.Equal(t, []string{"digest", "eager_digest", "match"}, keys(doc["golden"]))
 	assert.Equal(t, "0123456789abcdef", doc["golden"].(map[string]any)["digest"])
 
 	passes := doc["passes"].([]any)
 	require.Len(t, passes, 10)
-	assert.Subset(t, keys(passes[0]), []string{"rank", "round", "cold", "phases", "recorded_nodes", "built_definitions", "uploaded_definition_bytes"})
+	assert.Subset(t, keys(passes[0]), []string{"rank", "round", "cold", "phases", "recorded_nodes", "built_definitions", "uploaded_definition_bytes", "loaded_definitions", "loaded_bytes", "store_rejected"})
 	assert.Equal(t, []string{"arena_h2d", "args", "device_wall", "graph_upload", "host_orch"}, keys(passes[0].(map[string]any)["phases"]))
 	assert.Equal(t, true, passes[0].(map[string]any)["cold"])
 	assert.Equal(t, 9_000_000.0, passes[0].(map[string]any)["phases"].(map[string]any)["host_orch"])

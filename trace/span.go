@@ -24,6 +24,9 @@ const (
 	SpanBuild = "build_definition"
 	// SpanUpload is uploading one Definition to a device.
 	SpanUpload = "upload"
+	// SpanStoreLoad is loading and verifying one Definition from the store
+	// on disk, in place of its recording (a child of host_orch).
+	SpanStoreLoad = "store_load"
 )
 
 // Attribute keys. They are a contract: the Jaeger end-to-end test and any
@@ -303,6 +306,33 @@ func (t *Tracer) StartUpload(ctx context.Context, info UploadInfo) (context.Cont
 // Finish ends the upload with the device object it made.
 func (s UploadSpan) Finish(objectID uint64, err error) {
 	s.s.SetAttributes(KeyObjectID.Int64(int64(objectID)))
+	s.Fail(err)
+	s.s.End()
+}
+
+// StoreLoadInfo describes a load from the store on disk.
+type StoreLoadInfo struct {
+	Key     string
+	FullKey uint64
+	Actor   string
+}
+
+// StoreLoadSpan is a running load.
+type StoreLoadSpan struct{ Span }
+
+// StartStoreLoad starts a load (SpanStoreLoad). ctx should carry the
+// host_orch phase span of the pass that asked for the Definition.
+func (t *Tracer) StartStoreLoad(ctx context.Context, info StoreLoadInfo) (context.Context, StoreLoadSpan) {
+	ctx, s := t.t.Start(ctx, SpanStoreLoad, oteltrace.WithAttributes(
+		KeyGraphKey.String(info.Key), KeyFullKey.String(hex16(info.FullKey)),
+	), actorAttr(info.Actor))
+	return ctx, StoreLoadSpan{Span{s}}
+}
+
+// Finish ends the load with the image's size (0 on a miss). A non-nil err
+// marks it failed: what was on disk was rejected.
+func (s StoreLoadSpan) Finish(imageBytes int64, err error) {
+	s.s.SetAttributes(KeyImageBytes.Int64(imageBytes))
 	s.Fail(err)
 	s.s.End()
 }

@@ -218,6 +218,9 @@ func buildReport(info trace.RunInfo, passes []*actors.PassResult) *trace.Report 
 		c.RecordedNodes += int64(p.Pass.RecordedNodes)
 		c.Demoted += int64(p.Counts.Demoted)
 		c.BoundaryMismatches += int64(p.Counts.BoundaryMismatches)
+		c.LoadedDefinitions += int64(p.Pass.LoadedDefinitions)
+		c.LoadedBytes += p.Pass.LoadedBytes
+		c.StoreRejected += int64(p.Pass.StoreRejected)
 		for _, w := range p.Warnings {
 			if !slices.Contains(rep.Warnings, w) {
 				rep.Warnings = append(rep.Warnings, w)

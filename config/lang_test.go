@@ -1,0 +1,348 @@
+package config_test
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/hbg-dev/hbg/config"
+	"github.com/hbg-dev/hbg/internal/reftrace"
+	"github.com/hbg-dev/hbg/stages"
+)
+
+// langHeader is the entry and kernel table of the language tests' models.
+const langHeader = `model: lang
+constants: {N: 4}
+entry:
+  tensors:
+    - {name: w, dtype: fp32, shape: [8, 16]}
+    - {name: x, dtype: fp32, shape: [16]}
+kernels:
+  - {name: mm, core: aic, sig: iix}
+  - {name: mm_0, core: aic, sig: iix}
+  - {name: mm_1, core: aic, sig: iix}
+  - {name: act, core: aiv}
+`
+
+// langTask is what a case checks of one task: its kernel name, its
+// explicit deps (task ids), and its arguments as "tag root@offset[shape]".
+type langTask struct {
+	name string
+	deps []int
+	args []string
+}
+
+func summarize(evs []refEvent) []langTask {
+	var out []langTask
+	for _, e := range reftrace.Tasks(evs) {
+		lt := langTask{name: e.Name, deps: nzi(e.Deps)}
+		for _, a := range e.Args {
+			lt.args = append(lt.args, fmt.Sprintf("%s %s#%d@%d%v", a.Tag, a.Root, a.RID, a.Off, a.Shape))
+		}
+		out = append(out, lt)
+	}
+	return out
+}
+
+// TestLanguage runs one small model per construct and checks the tasks it
+// submits.
+func TestLanguage(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		src   string // blocks: and program: (after the header)
+		form  string
+		check func(t *testing.T, tasks []langTask, evs []refEvent)
+	}{
+		{
+			name: "task list indexed by expression",
+			src: `program:
+  body:
+    - tasks: {gate: 3}
+    - loop: {var: i, to: 3}
+      body:
+        - {id: "gate[i]", k: act, args: ["inout x"]}
+    - {k: act, args: ["in x"], deps: ["gate[1]", "gate[0:+2]", gate]}
+forms: {eager: {}}
+`,
+			check: func(t *testing.T, tasks []langTask, _ []refEvent) {
+				if got := tasks[3].deps; !reflect.DeepEqual(got, []int{1, 0, 1, 0, 1, 2}) {
+					t.Errorf("deps %v, want [1 0 1 0 1 2] (gate[1], gate[0:+2], all of gate)", got)
+				}
+			},
+		},
+		{
+			name: "set and a slice id fill a task list",
+			src: `program:
+  body:
+    - tasks: {out: 6}
+    - {id: "out[0:+4]", k: act, args: ["inout x"]}
+    - {id: last, k: act, args: ["inout x"]}
+    - loop: {var: j, from: 4, to: 6}
+      body:
+        - set: {"out[j]": last}
+    - {k: act, args: ["in x"], deps: [out]}
+forms: {eager: {}}
+`,
+			check: func(t *testing.T, tasks []langTask, _ []refEvent) {
+				if got := tasks[2].deps; !reflect.DeepEqual(got, []int{0, 0, 0, 0, 1, 1}) {
+					t.Errorf("deps %v, want [0 0 0 0 1 1]", got)
+				}
+			},
+		},
+		{
+			name: "a block depends on a task its caller made",
+			src: `blocks:
+  layer:
+    params: [l]
+    tensors: [h]
+    tasks: [before]
+    boundary:
+      - {name: h, tag: inout}
+    body:
+      - {id: first, k: act, args: ["inout h"], deps: [before]}
+      - {k: act, args: ["inout h"], deps: [first, before]}
+program:
+  body:
+    - tasks: {seed: 2}
+    - {id: "seed[0]", k: act, args: ["inout x"]}
+    - {id: "seed[1]", k: act, args: ["inout x"]}
+    - loop: {var: i, to: 2}
+      body:
+        - call: layer
+          with: {l: i, h: x, before: ["seed[1]", "seed[0]"]}
+forms:
+  graph: {graphs: {layer: {key: layer}}}
+`,
+			form: "graph",
+			check: func(t *testing.T, tasks []langTask, _ []refEvent) {
+				if got := tasks[2].deps; !reflect.DeepEqual(got, []int{1, 0}) {
+					t.Errorf("first body task: deps %v, want [1 0]", got)
+				}
+				if got := tasks[5].deps; !reflect.DeepEqual(got, []int{4, 1, 0}) {
+					t.Errorf("second call's second task: deps %v, want [4 1 0]", got)
+				}
+			},
+		},
+		{
+			name: "tensor list chosen by a loop var",
+			src: `program:
+  body:
+    - alloc: ["h[1] fp32[16]", "g fp32[16]", "h[0] fp32[16]"]
+    - loop: {var: i, to: 3}
+      body:
+        - {k: act, args: ["inout h[i % 2]"]}
+forms: {eager: {}}
+`,
+			check: func(t *testing.T, tasks []langTask, evs []refEvent) {
+				// The alloc makes h[1] first: RootIDs 2 (h[1]), 3 (g), 4 (h[0]).
+				for i, want := range []string{"x h#4@0[16]", "x h#2@0[16]", "x h#4@0[16]"} {
+					if got := tasks[1+i].args[0]; got != want {
+						t.Errorf("task %d: %s, want %s", 1+i, got, want)
+					}
+				}
+			},
+		},
+		{
+			name: "let names a view and rebinds a name",
+			src: `program:
+  body:
+    - alloc: ["arena fp32[64]", "cur fp32[16]"]
+    - let:
+        a: "arena @ 16 as [4, 4]"
+        b: "a[1:+2]"
+    - {k: act, args: ["inout a", "in b", "in cur"]}
+    - let: {cur: "arena @ 32 as [16]"}
+    - {k: act, args: ["in cur"]}
+forms: {eager: {}}
+`,
+			check: func(t *testing.T, tasks []langTask, _ []refEvent) {
+				want := []string{"x arena#2@16[4 4]", "i arena#2@20[2 4]", "i cur#3@0[16]"}
+				if !reflect.DeepEqual(tasks[1].args, want) {
+					t.Errorf("args %v, want %v", tasks[1].args, want)
+				}
+				if got := tasks[2].args[0]; got != "i arena#2@32[16]" {
+					t.Errorf("rebound cur: %s, want i arena#2@32[16]", got)
+				}
+			},
+		},
+		{
+			name: "let list indexed by expression",
+			src: `program:
+  body:
+    - let: {rows: ["w[0:+2]", "w[4:+2]"]}
+    - loop: {var: i, to: 2}
+      body:
+        - {k: act, args: ["in rows[1 - i]"]}
+forms: {eager: {}}
+`,
+			check: func(t *testing.T, tasks []langTask, _ []refEvent) {
+				if tasks[0].args[0] != "i w#0@64[2 16]" || tasks[1].args[0] != "i w#0@0[2 16]" {
+					t.Errorf("args %v %v, want rows 4 then 0", tasks[0].args, tasks[1].args)
+				}
+			},
+		},
+		{
+			name: "kernel chosen by expression",
+			src: `program:
+  body:
+    - alloc: ["acc fp32[16]"]
+    - loop: {var: k, to: 3}
+      body:
+        - {k: "[mm, mm_0, mm_1][k]", args: ["in w", "in x", "inout acc"]}
+forms: {eager: {}}
+`,
+			check: func(t *testing.T, tasks []langTask, _ []refEvent) {
+				var got []string
+				for _, tk := range tasks[1:] {
+					got = append(got, tk.name)
+				}
+				if !reflect.DeepEqual(got, []string{"mm", "mm_0", "mm_1"}) {
+					t.Errorf("kernels %v, want mm, mm_0, mm_1", got)
+				}
+			},
+		},
+		{
+			name: "loop step and min",
+			src: `program:
+  body:
+    - loop: {var: i, from: 1, to: 16, step: 5}
+      body:
+        - {k: act, args: ["in w[min(i, 7)]"]}
+forms: {eager: {}}
+`,
+			check: func(t *testing.T, tasks []langTask, _ []refEvent) {
+				var got []string
+				for _, tk := range tasks {
+					got = append(got, tk.args[0])
+				}
+				want := []string{"i w#0@16[16]", "i w#0@96[16]", "i w#0@112[16]"}
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("args %v, want %v (rows 1, 6, min(11, 7))", got, want)
+				}
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := config.Parse("lang.yaml", []byte(langHeader+tc.src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			form := tc.form
+			if form == "" {
+				form = "eager"
+			}
+			evs := expand(t, m, form)
+			tc.check(t, summarize(evs), evs)
+		})
+	}
+}
+
+// extDepOrch records the Graph calls' external dependencies.
+type extDepOrch struct {
+	nopOrch
+	ext [][]stages.TaskID
+}
+
+func (o *extDepOrch) Graph(c *stages.GraphCall) stages.TaskID {
+	o.ext = append(o.ext, append([]stages.TaskID(nil), c.ExtDeps...))
+	return o.nopOrch.Graph(c)
+}
+
+// TestGraphCallExtDeps: a Graph call's external dependencies are its task
+// params' tasks, in order, so that a replay can take them from its call
+// site.
+func TestGraphCallExtDeps(t *testing.T) {
+	src := langHeader + `blocks:
+  layer:
+    params: [l]
+    tensors: [h]
+    tasks: [a, b]
+    boundary:
+      - {name: h, tag: inout}
+    body:
+      - {k: act, args: ["inout h"], deps: [b, a]}
+program:
+  body:
+    - tasks: {seed: 3}
+    - loop: {var: i, to: 3}
+      body:
+        - {id: "seed[i]", k: act, args: ["inout x"]}
+    - loop: {var: i, to: 2}
+      body:
+        - call: layer
+          with: {l: i, h: x, a: "seed[i]", b: "seed[1:+2]"}
+forms:
+  graph: {graphs: {layer: {key: layer}}}
+`
+	m, err := config.Parse("ext.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &extDepOrch{}
+	if err := m.Run(o, "graph"); err != nil {
+		t.Fatal(err)
+	}
+	want := [][]stages.TaskID{{0, 1, 2}, {1, 1, 2}}
+	if !reflect.DeepEqual(o.ext, want) {
+		t.Fatalf("ExtDeps %v, want %v", o.ext, want)
+	}
+}
+
+// TestLanguageRunTimeErrors: an index a task list or tensor list does not
+// have, or a task list element no op stored, is an error naming the line.
+func TestLanguageRunTimeErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, src, at string
+		want          []string
+	}{
+		{name: "unset task list element", at: `deps: ["gate[2]"]`, want: []string{"element 2 of task list gate is not set"}, src: `program:
+  body:
+    - tasks: {gate: 3}
+    - {id: "gate[0]", k: act, args: ["inout x"]}
+    - {k: act, args: ["in x"], deps: ["gate[2]"]}
+forms: {eager: {}}
+`},
+		{name: "task list index out of range", at: `id: "gate[i]"`, want: []string{"elements [3, 4) of task list gate, which has 3"}, src: `program:
+  body:
+    - tasks: {gate: 3}
+    - loop: {var: i, to: 4}
+      body:
+        - {id: "gate[i]", k: act, args: ["inout x"]}
+forms: {eager: {}}
+`},
+		{name: "tensor list index out of range", at: `"inout h[i]"`, want: []string{`"h[i]"`, "element 2 of a tensor list of 2"}, src: `program:
+  body:
+    - alloc: ["h[0] fp32[16]", "h[1] fp32[16]"]
+    - loop: {var: i, to: 3}
+      body:
+        - {k: act, args: ["inout h[i]"]}
+forms: {eager: {}}
+`},
+		{name: "kernel list index out of range", at: `k: "[mm, mm_0][k]"`, want: []string{"kernel 2 of a list of 2"}, src: `program:
+  body:
+    - alloc: ["acc fp32[16]"]
+    - loop: {var: k, to: 3}
+      body:
+        - {k: "[mm, mm_0][k]", args: ["in w", "in x", "inout acc"]}
+forms: {eager: {}}
+`},
+		{name: "zero loop step", at: `step: "1 - N / 4 + p"`, want: []string{"loop step 0"}, src: `program:
+  params: {p: 0}
+  body:
+    - loop: {var: i, to: 3, step: "1 - N / 4 + p"}
+      body:
+        - {k: act, args: ["in x"]}
+forms: {eager: {}}
+`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := langHeader + tc.src
+			m, err := config.Parse("lang.yaml", []byte(src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = m.Run(&nopOrch{}, "eager")
+			wantConfigError(t, err, "lang.yaml", lineOf(src, tc.at), tc.want)
+		})
+	}
+}

@@ -1,0 +1,400 @@
+package config
+
+import (
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/hbg-dev/hbg/stages"
+)
+
+// Task values. Upstream's orchestrations keep task ids in variables and
+// arrays (out_tids[50], gate_tids[85]) and make later tasks depend on
+// element i of one; a block receives the task of a boundary tensor's writer
+// from its caller. The language says the same with three names a block can
+// hold, all resolved when the block is compiled:
+//
+//   - an op id (id: NAME): the tasks submitted under it in this block call,
+//     NAME the latest and NAME* every one of the current run of its loop;
+//   - a task list (declared by the op tasks: {NAME: SIZE}, filled by ops
+//     with id: NAME[i] or NAME[i:+n] and by set:), indexed by expression;
+//   - a task param (the block's tasks: [NAME]), bound by each call.
+//
+// A task expression is NAME, NAME*, NAME[*], NAME[i] or NAME[start:+n]; a
+// list or param named alone is every element, in order.
+
+type refKind uint8
+
+const (
+	refLabel refKind = iota
+	refParam
+	refList
+)
+
+// taskRef is a compiled task expression.
+type taskRef struct {
+	kind         refKind
+	idx          int
+	all          bool
+	index        *expr
+	start, count *expr
+	src          string
+}
+
+// taskTarget is where an op's task (or a set op's value) is stored: an
+// element or a run of elements of a task list.
+type taskTarget struct {
+	list         int
+	index        *expr
+	start, count *expr
+	src          string
+}
+
+// taskDecl declares (and clears) a task list of size elements.
+type taskDecl struct {
+	list int
+	size *expr
+}
+
+// setItem stores a task expression's tasks into a list: one task fills
+// every element of the target, n tasks fill a target of n elements.
+type setItem struct {
+	target *taskTarget
+	value  []*taskRef
+	line   int
+}
+
+// taskName resolves a name among the block's op ids, task lists and task
+// params.
+func (sc *scope) taskName(name string) (refKind, int, bool) {
+	for i, x := range sc.b.tlists {
+		if x == name {
+			return refList, i, true
+		}
+	}
+	for i, x := range sc.b.tparams {
+		if x == name {
+			return refParam, i, true
+		}
+	}
+	for i, x := range sc.b.labels {
+		if x == name {
+			return refLabel, i, true
+		}
+	}
+	return 0, 0, false
+}
+
+func (sc *scope) taskNames() string {
+	return "an earlier op id, a task list or a task param of " + sc.b.name
+}
+
+// taskRef parses a task expression.
+func (sc *scope) taskRef(nd *yaml.Node, key string) (*taskRef, error) {
+	l := sc.l
+	src := strings.TrimSpace(nd.Value)
+	if nd.Kind != yaml.ScalarNode || src == "" {
+		return nil, l.errf(nd, key, nd.Value, "want a task: NAME, NAME*, NAME[i] or NAME[start:+n]")
+	}
+	toks, err := tokenize(src)
+	if err != nil {
+		return nil, l.errf(nd, key, src, "%v", err)
+	}
+	p := &exprParser{src: src, toks: toks, res: sc.intRes}
+	t := p.next()
+	if t.kind != tIdent {
+		return nil, l.errf(nd, key, src, "want a task: NAME, NAME*, NAME[i] or NAME[start:+n]")
+	}
+	kind, idx, ok := sc.taskName(t.s)
+	if !ok || kind == refLabel && !sc.labelDef[t.s] {
+		if sc.allIDs[t.s] {
+			return nil, l.errf(nd, key, src, "cycle in explicit dependencies: %s is this task itself or comes later (want the id of an earlier op)", t.s)
+		}
+		return nil, l.errf(nd, key, src, "unknown task %q (want %s)", t.s, sc.taskNames())
+	}
+	r := &taskRef{kind: kind, idx: idx, src: src, all: kind != refLabel}
+	switch nx := p.peek(); {
+	case nx.kind == tOp && nx.s == "*":
+		p.next()
+		r.all = true
+	case nx.kind == tOp && nx.s == "[":
+		p.next()
+		if st := p.peek(); st.kind == tOp && st.s == "*" {
+			p.next()
+			r.all = true
+		} else {
+			if kind == refLabel {
+				return nil, l.errf(nd, key, src, "%s is an op id: it names the latest task (or all, %s*); to index tasks, keep them in a task list (tasks: {%s: N}, id: %s[i])", t.s, t.s, t.s, t.s)
+			}
+			if r.index, r.start, r.count, err = sc.indexOrSlice(p); err != nil {
+				return nil, l.errf(nd, key, src, "%v", err)
+			}
+			r.all = false
+			sc.use(r.index.depsOr(r.start, r.count), nd.Line)
+		}
+		if c := p.next(); c.kind != tOp || c.s != "]" {
+			return nil, l.errf(nd, key, src, "%v", p.errf(c, "expected ']'"))
+		}
+	}
+	if c := p.peek(); c.kind != tEOF {
+		return nil, l.errf(nd, key, src, "%v", p.errf(c, "unexpected %q after the task", c.s))
+	}
+	return r, nil
+}
+
+// taskRefs parses a task expression or a list of them.
+func (sc *scope) taskRefs(nd *yaml.Node, key string) ([]*taskRef, error) {
+	items := []*yaml.Node{nd}
+	if nd.Kind == yaml.SequenceNode {
+		items = nd.Content
+	}
+	out := make([]*taskRef, 0, len(items))
+	for _, it := range items {
+		r, err := sc.taskRef(it, key)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// indexOrSlice parses "i" or "start:+n" (after '[').
+func (sc *scope) indexOrSlice(p *exprParser) (index, start, count *expr, err error) {
+	e, err := p.parseExpr(0)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if t := p.peek(); t.kind == tOp && t.s == ":" {
+		p.next()
+		if t := p.next(); t.kind != tOp || t.s != "+" {
+			return nil, nil, nil, p.errf(t, "want [start:+n]")
+		}
+		c, err := p.parseExpr(0)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return nil, e, c, nil
+	}
+	return e, nil, nil, nil
+}
+
+// depsOr is the env slots read by whichever of e, a and b are set.
+func (e *expr) depsOr(a, b *expr) uint64 {
+	var d uint64
+	for _, x := range []*expr{e, a, b} {
+		if x != nil {
+			d |= x.deps
+		}
+	}
+	return d
+}
+
+// taskTarget parses NAME[i] or NAME[start:+n] naming a declared task list.
+func (sc *scope) taskTarget(nd *yaml.Node, key, src string) (*taskTarget, error) {
+	l := sc.l
+	toks, err := tokenize(src)
+	if err != nil {
+		return nil, l.errf(nd, key, src, "%v", err)
+	}
+	p := &exprParser{src: src, toks: toks, res: sc.intRes}
+	t := p.next()
+	if t.kind != tIdent {
+		return nil, l.errf(nd, key, src, "want LIST[i] or LIST[start:+n]")
+	}
+	kind, idx, ok := sc.taskName(t.s)
+	if !ok || kind != refList {
+		return nil, l.errf(nd, key, src, "unknown task list %q (declare it first: tasks: {%s: SIZE})", t.s, t.s)
+	}
+	if o := p.next(); o.kind != tOp || o.s != "[" {
+		return nil, l.errf(nd, key, src, "want %s[i] or %s[start:+n]", t.s, t.s)
+	}
+	tt := &taskTarget{list: idx, src: src}
+	if tt.index, tt.start, tt.count, err = sc.indexOrSlice(p); err != nil {
+		return nil, l.errf(nd, key, src, "%v", err)
+	}
+	if c := p.next(); c.kind != tOp || c.s != "]" {
+		return nil, l.errf(nd, key, src, "%v", p.errf(c, "expected ']'"))
+	}
+	if c := p.peek(); c.kind != tEOF {
+		return nil, l.errf(nd, key, src, "%v", p.errf(c, "unexpected %q", c.s))
+	}
+	sc.use(tt.index.depsOr(tt.start, tt.count), nd.Line)
+	return tt, nil
+}
+
+// tasksOp compiles tasks: {NAME: SIZE, ...}.
+func (sc *scope) tasksOp(o *op, n *yaml.Node) error {
+	l := sc.l
+	o.kind = opTasks
+	f, order, err := l.fields(n, "tasks")
+	if err != nil {
+		return err
+	}
+	for _, name := range order {
+		kn := keyNode(n, name)
+		if !isIdent(name) {
+			return l.errf(kn, "tasks", name, "a task list name must be an identifier")
+		}
+		if _, _, ok := sc.taskName(name); ok || sc.allIDs[name] {
+			return l.errf(kn, "tasks", name, "duplicate name: an op id, task list or task param of %s has this name", sc.b.name)
+		}
+		size, err := sc.expr(f[name].Value)
+		if err != nil {
+			return l.errf(f[name], "tasks."+name, f[name].Value, "bad expression: %v", err)
+		}
+		if size.isConst() && size.val <= 0 {
+			return l.errf(f[name], "tasks."+name, f[name].Value, "a task list needs a positive size")
+		}
+		sc.use(size.deps, f[name].Line)
+		o.tdecls = append(o.tdecls, taskDecl{list: len(sc.b.tlists), size: size})
+		sc.b.tlists = append(sc.b.tlists, name)
+	}
+	return nil
+}
+
+// setOp compiles set: {LIST[i]: TASK, ...}.
+func (sc *scope) setOp(o *op, n *yaml.Node) error {
+	l := sc.l
+	o.kind = opSet
+	f, order, err := l.fields(n, "set")
+	if err != nil {
+		return err
+	}
+	for _, k := range order {
+		tt, err := sc.taskTarget(keyNode(n, k), "set", k)
+		if err != nil {
+			return err
+		}
+		v, err := sc.taskRefs(f[k], "set."+k)
+		if err != nil {
+			return err
+		}
+		o.sets = append(o.sets, setItem{target: tt, value: v, line: f[k].Line})
+	}
+	return nil
+}
+
+// keyNode is the key node of a mapping entry, for error positions.
+func keyNode(n *yaml.Node, key string) *yaml.Node {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i]
+		}
+	}
+	return n
+}
+
+// ---- run time
+
+// taskSeq returns the tasks of a task expression in fr (appended to dst),
+// or false after r.fail.
+func (r *runner) taskSeq(dst []stages.TaskID, fr *frame, ref *taskRef, line int) ([]stages.TaskID, bool) {
+	var seq []stages.TaskID
+	var what string
+	switch ref.kind {
+	case refLabel:
+		ts := fr.labels[ref.idx]
+		if len(ts) == 0 {
+			r.fail(line, "explicit dependency on %q: that op has not been submitted in this block call", fr.b.labels[ref.idx])
+			return dst, false
+		}
+		if ref.all {
+			return append(dst, ts...), true
+		}
+		return append(dst, ts[len(ts)-1]), true
+	case refParam:
+		seq, what = fr.tp[ref.idx], "task param "+fr.b.tparams[ref.idx]
+	case refList:
+		seq, what = fr.tl[ref.idx], "task list "+fr.b.tlists[ref.idx]
+	}
+	lo, hi := int64(0), int64(len(seq))
+	switch {
+	case ref.index != nil:
+		lo = r.eval(ref.index, fr, line)
+		hi = lo + 1
+	case ref.start != nil:
+		lo = r.eval(ref.start, fr, line)
+		hi = lo + r.eval(ref.count, fr, line)
+	}
+	if r.err != nil {
+		return dst, false
+	}
+	if lo < 0 || hi > int64(len(seq)) || lo > hi {
+		r.fail(line, "task %q: elements [%d, %d) of %s, which has %d", shorten(ref.src), lo, hi, what, len(seq))
+		return dst, false
+	}
+	for i := lo; i < hi; i++ {
+		if seq[i] == stages.NoTask {
+			r.fail(line, "task %q: element %d of %s is not set (no op stored a task there)", shorten(ref.src), i, what)
+			return dst, false
+		}
+	}
+	return append(dst, seq[lo:hi]...), true
+}
+
+// store writes tasks into a list target: one task fills it, n fill n.
+func (r *runner) store(fr *frame, tt *taskTarget, ids []stages.TaskID, line int) {
+	seq := fr.tl[tt.list]
+	lo, n := int64(0), int64(1)
+	if tt.index != nil {
+		lo = r.eval(tt.index, fr, line)
+	} else {
+		lo, n = r.eval(tt.start, fr, line), r.eval(tt.count, fr, line)
+	}
+	if r.err != nil {
+		return
+	}
+	if lo < 0 || n < 0 || lo+n > int64(len(seq)) {
+		r.fail(line, "%s: elements [%d, %d) of task list %s, which has %d", shorten(tt.src), lo, lo+n, fr.b.tlists[tt.list], len(seq))
+		return
+	}
+	if len(ids) != 1 && int64(len(ids)) != n {
+		r.fail(line, "%s: %d tasks for %d elements (want one task, or one per element)", shorten(tt.src), len(ids), n)
+		return
+	}
+	for i := int64(0); i < n; i++ {
+		if len(ids) == 1 {
+			seq[lo+i] = ids[0]
+		} else {
+			seq[lo+i] = ids[i]
+		}
+	}
+}
+
+func (r *runner) declareTasks(fr *frame, op *op) {
+	for _, d := range op.tdecls {
+		n := r.eval(d.size, fr, op.line)
+		if r.err != nil {
+			return
+		}
+		if n <= 0 || n > maxTaskList {
+			r.fail(op.line, "task list %s: size %d (want 1 to %d)", fr.b.tlists[d.list], n, maxTaskList)
+			return
+		}
+		s := fr.tl[d.list][:0]
+		for range n {
+			s = append(s, stages.NoTask)
+		}
+		fr.tl[d.list] = s
+	}
+}
+
+// maxTaskList bounds a task list, so that a typo in its size cannot take
+// the host's memory.
+const maxTaskList = 1 << 24
+
+func (r *runner) setTasks(fr *frame, op *op) {
+	for i := range op.sets {
+		s := &op.sets[i]
+		buf := r.tbuf[:0]
+		var ok bool
+		for _, ref := range s.value {
+			if buf, ok = r.taskSeq(buf, fr, ref, s.line); !ok {
+				return
+			}
+		}
+		r.tbuf = buf
+		r.store(fr, s.target, buf, s.line)
+	}
+}
