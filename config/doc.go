@@ -84,7 +84,10 @@
 // dim0[start:+N] or dim0[row] (rows of the argument's own dim 0, after its
 // row index or reshape). N is a constant; where the rows are does not
 // matter. The routed-expert matmuls get all 32 experts' weights and read the
-// one a scalar selects: touch: {routed_w1: "routed_w1[e:+1]"}. A hint is
+// one a scalar selects: touch: {routed_w1: "routed_w1[e:+1]"}. A 2-D tile
+// is ARG[ROWS, COLS] (or dim0[ROWS, COLS]): COLS is start:+N or col over the
+// argument's last dim, and either part may be ":" for all of it; a K-split
+// N-tile matmul reads touch: {wq: "wq[k*1024:+1024, n*512:+512]"}. A hint is
 // its kernel's (stages.Kernel.Touch), so one op's hint holds at every op of
 // that kernel, and two ops declaring different hints for one kernel are an
 // error.
