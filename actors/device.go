@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -8,6 +9,7 @@ import (
 	"github.com/hbg-dev/hbg/mailbox"
 	"github.com/hbg-dev/hbg/npu"
 	"github.com/hbg-dev/hbg/stages"
+	"github.com/hbg-dev/hbg/trace"
 )
 
 // Device is the actor that owns one rank's simulated a2a3 die. It is thin:
@@ -47,23 +49,49 @@ type (
 		kernels []stages.Kernel
 	}
 	deviceUpload struct{ image []byte }
-	deviceCopy   struct{ image []byte }
-	deviceLaunch struct{ timeline bool }
-	deviceReply  struct {
+	deviceCopy   struct {
+		image []byte
+		phase devicePhase
+	}
+	deviceLaunch struct {
+		timeline bool
+		phase    devicePhase
+	}
+	deviceReply struct {
 		object uint64
 		result *npu.Result
 		err    error
+		// ns is the phase's duration (arena_h2d, or device_wall's real
+		// wall), startNs when it began on trace.Now's clock.
+		ns, startNs int64
 	}
 )
+
+// devicePhase is the pass a copy or a launch belongs to: the device spans
+// arena_h2d and device_wall itself, so a phase covers its own work and not
+// the wait behind the previous pass's launch in the device's queue.
+type devicePhase struct {
+	tracer      *trace.Tracer
+	run         trace.Carrier
+	rank, round int
+}
+
+// noTracer spans requests that name no pass.
+var noTracer = trace.NewTracer(nil)
+
+func (d devicePhase) start(ph trace.Phase) trace.PhaseSpan {
+	if d.tracer == nil {
+		d.tracer = noTracer
+	}
+	_, span := d.tracer.StartPhase(d.run.Context(context.Background()), ph, d.rank, d.round)
+	return span
+}
 
 // sendDevice sends a request to the device actor; the answer comes back to
 // the sender as a message.
 func sendDevice(ctx actor.SenderContext, device *actor.PID, msg any) {
 	ctx.Request(device, msg)
 }
-
-// sendDevice sends to this rank's device during the submission's turn.
-func (s *submission) sendDevice(msg any) { sendDevice(s.ctx, s.device, msg) }
 
 // Receive serves one request.
 func (a *Device) Receive(ctx actor.Context) {
@@ -95,12 +123,22 @@ func (a *Device) Receive(ctx actor.Context) {
 		err := a.safe(func() (err error) { id, err = a.dev.Upload(m.image); return err })
 		reply(ctx, nil, &deviceReply{object: uint64(id), err: err})
 	case *deviceCopy:
+		ph := m.phase.start(trace.PhaseArenaH2D)
 		err := a.safe(func() error { return a.dev.CopyRun(m.image) })
-		reply(ctx, nil, &deviceReply{err: err})
+		ph.Fail(err)
+		reply(ctx, nil, &deviceReply{err: err, startNs: ph.StartNs(), ns: ph.Finish()})
 	case *deviceLaunch:
+		ph := m.phase.start(trace.PhaseDeviceWall)
 		var res *npu.Result
 		err := a.safe(func() (err error) { res, err = a.launch(m.timeline); return err })
-		reply(ctx, nil, &deviceReply{result: res, err: err})
+		r := &deviceReply{result: res, err: err, startNs: ph.StartNs()}
+		if err != nil {
+			ph.Fail(err)
+			r.ns = ph.Finish()
+		} else {
+			_, r.ns = ph.FinishDevice(res.SimNs)
+		}
+		reply(ctx, nil, r)
 	}
 }
 

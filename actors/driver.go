@@ -24,7 +24,9 @@ type RunSpec struct {
 // Run runs every rank concurrently, each its rounds in order, and returns
 // the passes rank by rank, round by round. Each rank has its own submission
 // actor and device; the Definition store and the recorders are shared, so a
-// key recorded for one rank is replayed by the others.
+// key recorded for one rank is replayed by the others. A rank keeps
+// Config.InFlight passes asked for, so its host orchestrates round r+1
+// while its device runs round r.
 func (rt *Runtime) Run(ctx context.Context, spec RunSpec) ([]*PassResult, error) {
 	if spec.Rounds < 1 || spec.Ranks < 1 {
 		return nil, fmt.Errorf("rounds %d and ranks %d: want at least 1 of each", spec.Rounds, spec.Ranks)
@@ -36,8 +38,29 @@ func (rt *Runtime) Run(ctx context.Context, spec RunSpec) ([]*PassResult, error)
 			rctx, span := rt.tracer.StartRun(gctx, spec.Info, rank)
 			defer span.End()
 			parent := trace.Inject(rctx)
+			var window []*call
+			// On the way out, wait for what is still asked for, so no pass
+			// outlives Run.
+			defer func() {
+				for _, c := range window {
+					rt.sys.Root.Send(c.sub, &cancelPass{id: c.req.id, err: context.Canceled})
+					<-c.req.reply
+				}
+			}()
+			asked := 0
 			for round := 0; round < spec.Rounds; round++ {
-				res, err := rt.Pass(gctx, spec.Orch, rank, round, parent)
+				for asked < spec.Rounds && len(window) < rt.cfg.InFlight {
+					c, err := rt.submit(spec.Orch, rank, asked, parent)
+					if err != nil {
+						span.Fail(err)
+						return err
+					}
+					window = append(window, c)
+					asked++
+				}
+				c := window[0]
+				window = window[1:]
+				res, err := rt.wait(gctx, c)
 				if res != nil {
 					out[rank*spec.Rounds+round] = res
 					if spec.OnPass != nil {

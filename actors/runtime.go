@@ -14,6 +14,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/hbg-dev/hbg/diskstore"
 	"github.com/hbg-dev/hbg/mailbox"
 	"github.com/hbg-dev/hbg/npu"
 	"github.com/hbg-dev/hbg/stages"
@@ -47,6 +48,10 @@ type Config struct {
 	Tracer *trace.Tracer
 	// PassTimeout bounds one pass (default 10 minutes).
 	PassTimeout time.Duration
+	// InFlight bounds the passes of one rank handed to its replay and not
+	// yet answered (default 2): the submission orchestrates pass N+1 while
+	// pass N is copied and run. 1 makes host and device take turns.
+	InFlight int
 	// StoreDir is the Definition store on disk (package diskstore) that
 	// Definitions outlive the process in, shared by every process that
 	// names it; "" or "off" keeps them in memory only. hbgrun's default is
@@ -66,19 +71,7 @@ type Orchestration struct {
 }
 
 // Counts describe one pass.
-type Counts struct {
-	// GraphCalls is every Graph call the orchestration made.
-	GraphCalls          int
-	HostSubmissions     int
-	OrdinaryTasks       int
-	GraphSubmissions    int
-	Definitions         int
-	Demoted             int
-	BoundaryMismatches  int
-	FallbackCalls       int
-	Verified            int
-	ExpectedDeviceTasks int
-}
+type Counts = stages.PassCounts
 
 // PassResult is one pass of one rank.
 type PassResult struct {
@@ -101,6 +94,11 @@ type Stats struct {
 	RecordedNodes atomic.Int64
 	Restarts      atomic.Int64
 	MaxQueued     atomic.Int64
+	// Loaded, StoreRejected and StoreWritten count Definitions loaded from
+	// the store on disk, entries rejected there, and Definitions written.
+	Loaded        atomic.Int64
+	StoreRejected atomic.Int64
+	StoreWritten  atomic.Int64
 }
 
 // Runtime is hbg running inside an actor system.
@@ -110,8 +108,12 @@ type Runtime struct {
 	tracer     *trace.Tracer
 	supervisor *actor.PID
 	store      *actor.PID
+	disk       *diskstore.Store // nil without a store on disk
+	diskWriter *actor.PID
+	diskErrs   diskErrors
 	Stats      Stats
 	Mailboxes  mailbox.Registry
+	nextCall   atomic.Uint64
 	// recorderHook injects faults in tests; imageHook tampers with a run
 	// image before it is copied (the golden check's own test).
 	recorderHook func(*mailbox.RecordJob)
@@ -135,9 +137,18 @@ func start(sys *actor.ActorSystem, cfg Config, hook func(*mailbox.RecordJob)) (*
 	if cfg.PassTimeout == 0 {
 		cfg.PassTimeout = 10 * time.Minute
 	}
+	if cfg.InFlight == 0 {
+		cfg.InFlight = 2
+	}
+	if cfg.InFlight < 0 {
+		return nil, fmt.Errorf("passes in flight per rank %d: want at least 1", cfg.InFlight)
+	}
 	rt := &Runtime{sys: sys, cfg: cfg, tracer: cfg.Tracer, recorderHook: hook}
 	if rt.tracer == nil {
 		rt.tracer = trace.NewTracer(nil)
+	}
+	if err := rt.openDisk(); err != nil {
+		return nil, err
 	}
 	// A crashed child is restarted in place, its mailbox intact; ten
 	// crashes within a second mean something is wrong beyond one body.
@@ -153,27 +164,56 @@ func start(sys *actor.ActorSystem, cfg Config, hook func(*mailbox.RecordJob)) (*
 
 // Stop stops every actor of the runtime.
 func (rt *Runtime) Stop() {
+	rt.flushDisk()
 	_ = rt.sys.Root.StopFuture(rt.supervisor).Wait()
+	rt.closeDisk()
 }
 
 // Pass runs one pass of orch on a rank and waits for its result. Passes of
-// different ranks may run concurrently; passes of one rank are serialized
-// by its submission actor. parent is the rank's run span.
+// different ranks run concurrently; passes of one rank overlap up to
+// Config.InFlight (the next is orchestrated while the previous is copied and
+// run), and callers beyond that wait in the rank's queue. parent is the
+// rank's run span.
 func (rt *Runtime) Pass(ctx context.Context, orch *Orchestration, rank, round int, parent trace.Carrier) (*PassResult, error) {
+	c, err := rt.submit(orch, rank, round, parent)
+	if err != nil {
+		return nil, err
+	}
+	return rt.wait(ctx, c)
+}
+
+// call is a pass asked for and not yet waited for.
+type call struct {
+	req  *passReq
+	sub  *actor.PID
+	rank int
+}
+
+func (rt *Runtime) submit(orch *Orchestration, rank, round int, parent trace.Carrier) (*call, error) {
 	sub, err := rt.rankActor(rank)
 	if err != nil {
 		return nil, err
 	}
+	req := &passReq{id: rt.nextCall.Add(1), orch: orch, round: round, run: parent, reply: make(chan *PassResult, 1)}
+	rt.sys.Root.Send(sub, req)
+	return &call{req: req, sub: sub, rank: rank}, nil
+}
+
+func (rt *Runtime) wait(ctx context.Context, c *call) (*PassResult, error) {
 	timeout := rt.cfg.PassTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
-	res, err := rt.sys.Root.RequestFuture(sub, &startPass{orch: orch, round: round, run: parent}, timeout).Result()
-	if err != nil {
-		return nil, fmt.Errorf("rank %d round %d: %w", rank, round, err)
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case res := <-c.req.reply:
+		return res, res.Err
+	case <-t.C:
+		err := fmt.Errorf("rank %d round %d: no result after %v", c.rank, c.req.round, timeout)
+		rt.sys.Root.Send(c.sub, &cancelPass{id: c.req.id, err: err})
+		return nil, err
 	}
-	pr := res.(*PassResult)
-	return pr, pr.Err
 }
 
 func (rt *Runtime) rankActor(rank int) (*actor.PID, error) {
@@ -198,7 +238,8 @@ func (s *supervisor) Receive(ctx actor.Context) {
 	rt := s.rt
 	switch m := ctx.Message().(type) {
 	case *spawnCore:
-		rt.store = ctx.Spawn(rt.Mailboxes.Props("store", 0, func() actor.Actor { return newStore(&rt.Stats) }))
+		rt.spawnDisk(ctx)
+		rt.store = ctx.Spawn(rt.Mailboxes.Props("store", 0, func() actor.Actor { return newStore(rt) }))
 		b := ctx.Spawn(rt.Mailboxes.Props("builder", 0, func() actor.Actor { return &builder{store: rt.store, tracer: rt.tracer} }))
 		recs := make([]*actor.PID, rt.cfg.Recorders)
 		for i := range recs {
@@ -218,14 +259,27 @@ func (s *supervisor) Receive(ctx actor.Context) {
 			return
 		}
 		dev := ctx.Spawn(newDeviceProps(rt, m.rank))
+		rp := ctx.Spawn(rt.Mailboxes.Props(fmt.Sprintf("replay-%d", m.rank), 0, func() actor.Actor {
+			return &replayActor{rt: rt, rank: m.rank, device: dev}
+		}))
 		up := ctx.Spawn(rt.Mailboxes.Props(fmt.Sprintf("uploader-%d", m.rank), 0, func() actor.Actor {
-			return &uploader{rank: m.rank, device: dev, tracer: rt.tracer}
+			return &uploader{rank: m.rank, device: dev, replay: rp, tracer: rt.tracer, noRetain: rt.cfg.NoRetain, disk: rt.disk}
 		}))
 		sub := ctx.Spawn(rt.Mailboxes.Props(fmt.Sprintf("submission-%d", m.rank), 0, func() actor.Actor {
-			return &submission{rt: rt, rank: m.rank, uploader: up, device: dev}
+			return &submission{rt: rt, rank: m.rank, uploader: up, device: dev, replay: rp}
 		}))
+		// Before any pass can reach the submission, so before any handoff.
+		ctx.Send(rp, &replayWire{submission: sub})
 		s.ranks[m.rank] = sub
 		ctx.Respond(sub)
+	}
+}
+
+// passConfig is the part of the configuration a pass's logic reads.
+func (rt *Runtime) passConfig() stages.PassConfig {
+	return stages.PassConfig{
+		NoRetain: rt.cfg.NoRetain, DefectsAsWarnings: rt.cfg.DefectsAsWarnings,
+		StrictRecording: rt.cfg.StrictRecording, SkipDevice: rt.cfg.SkipDevice, CountKernels: rt.cfg.CountKernels,
 	}
 }
 

@@ -22,15 +22,17 @@ type store struct {
 	// verifies wait here while their key's first recording is in flight.
 	verifies map[uint64][]*mailbox.RecordJob
 	stats    *Stats
+	disk     storeDisk
 }
 
-func newStore(stats *Stats) *store {
+func newStore(rt *Runtime) *store {
 	return &store{
 		defs:     map[uint64]*mailbox.Definition{},
 		inflight: map[uint64][]*mailbox.RecordJob{},
 		verified: map[uint64]bool{},
 		verifies: map[uint64][]*mailbox.RecordJob{},
-		stats:    stats,
+		stats:    &rt.Stats,
+		disk:     storeDisk{disk: rt.disk, writer: rt.diskWriter, tracer: rt.tracer, rejected: map[uint64][]string{}},
 	}
 }
 
@@ -69,7 +71,7 @@ func (s *store) request(ctx actor.Context, job *mailbox.RecordJob) {
 		case s.verified[job.StoreKey] || s.defs[job.StoreKey] == nil:
 			// Verified before, or nothing to verify against (the first
 			// recording failed, and that failure is reported already).
-			ctx.Send(job.ReplyTo, &mailbox.DefinitionReady{StoreKey: job.StoreKey, Verify: true, Def: s.defs[job.StoreKey]})
+			ctx.Send(job.ReplyTo, &mailbox.DefinitionReady{Pass: job.Pass, StoreKey: job.StoreKey, Verify: true, Def: s.defs[job.StoreKey], Trace: job.Trace})
 		default:
 			s.verified[job.StoreKey] = true
 			s.enqueue(ctx, job)
@@ -77,12 +79,17 @@ func (s *store) request(ctx actor.Context, job *mailbox.RecordJob) {
 		return
 	}
 	if d, ok := s.defs[job.StoreKey]; ok {
-		ctx.Send(job.ReplyTo, &mailbox.DefinitionReady{StoreKey: job.StoreKey, Def: d})
+		ctx.Send(job.ReplyTo, &mailbox.DefinitionReady{Pass: job.Pass, StoreKey: job.StoreKey, Def: d, Trace: job.Trace})
 		return
 	}
 	if w, ok := s.inflight[job.StoreKey]; ok {
 		// Recording now for another requester: wait for that one.
 		s.inflight[job.StoreKey] = append(w, job)
+		return
+	}
+	if d, load := s.disk.load(job, s.stats); d != nil {
+		s.defs[job.StoreKey] = d
+		ctx.Send(job.ReplyTo, &mailbox.DefinitionReady{Pass: job.Pass, StoreKey: job.StoreKey, Def: d, Trace: job.Trace, Store: load})
 		return
 	}
 	s.inflight[job.StoreKey] = []*mailbox.RecordJob{job}
@@ -112,7 +119,7 @@ func (s *store) built(ctx actor.Context, b *mailbox.Built) {
 	rec := b.Recorded
 	job := rec.Job
 	ready := &mailbox.DefinitionReady{
-		StoreKey: job.StoreKey, Defects: rec.Defects, Verify: job.Verify,
+		Pass: job.Pass, Trace: job.Trace, StoreKey: job.StoreKey, Defects: rec.Defects, Verify: job.Verify,
 		RecordedNodes: rec.Nodes, RecordNs: rec.RecordNs, BuildNs: b.BuildNs,
 		Err: rec.Err, Panicked: rec.Panicked,
 	}
@@ -126,13 +133,18 @@ func (s *store) built(ctx actor.Context, b *mailbox.Built) {
 		ready.Def = d
 		s.stats.Recorded.Add(1)
 		s.stats.RecordedNodes.Add(int64(rec.Nodes))
+		s.disk.store(ctx, job, d)
 	}
+	rejected := s.disk.takeRejected(job.StoreKey)
 	waiters := s.inflight[job.StoreKey]
 	delete(s.inflight, job.StoreKey)
 	for i, w := range waiters {
 		r := *ready
+		r.Pass, r.Trace = w.Pass, w.Trace
 		r.Recorded = i == 0
-		if i > 0 {
+		if i == 0 {
+			r.Store.Rejected = rejected
+		} else {
 			r.RecordedNodes, r.RecordNs, r.BuildNs = 0, 0, 0
 		}
 		ctx.Send(w.ReplyTo, &r)

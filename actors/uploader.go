@@ -6,103 +6,100 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/hbg-dev/hbg/diskstore"
 	"github.com/hbg-dev/hbg/mailbox"
+	"github.com/hbg-dev/hbg/stages"
 	"github.com/hbg-dev/hbg/trace"
 )
 
 // uploader makes Definitions device objects on one rank's device, each at
-// most once: it remembers what the device holds across passes, so a warm pass
-// uploads nothing. Requests may overlap (a Definition is uploaded as soon as
-// it is built, while the pass still records others); they are answered in
-// the order they came, each once every Definition it names is on the device.
-// It waits for the device's answers by message; the device answers in order.
+// most once: it alone knows what the device holds, across passes. It takes
+// the store's answers for this rank as they come (during or after the host_orch
+// that asked), uploads what the device lacks, and passes each answer on to
+// the rank's replay once its Definition is a device object. It waits for the
+// device by message; the device answers in order.
 type uploader struct {
 	rank     int
 	device   *actor.PID
+	replay   *actor.PID
 	tracer   *trace.Tracer
+	noRetain bool
+	disk     *diskstore.Store  // unpins what it loaded once uploaded
 	uploaded map[uint64]uint64 // content hash -> device object
 	sent     []sentUpload      // uploads the device has not answered yet, in order
-	reqs     []*uploadReq      // requests not answered yet, in order
-	ctx      actor.Context
 }
 
 type sentUpload struct {
 	def  *mailbox.Definition
 	span trace.UploadSpan
-	req  *uploadReq // the request that sent it (its bytes count there)
-}
-
-type uploadReq struct {
-	m       *mailbox.UploadRequest
-	pending int // its own uploads not yet answered
-	done    mailbox.UploadDone
+	// waiting is the answers to pass on once it is on the device; the
+	// first one's pass paid for the upload.
+	waiting []stages.Outcome
 }
 
 func (u *uploader) Receive(ctx actor.Context) {
-	u.ctx = ctx
 	switch m := ctx.Message().(type) {
-	case *mailbox.UploadRequest:
-		u.start(m)
+	case *mailbox.DefinitionReady:
+		u.ready(ctx, m)
 	case *deviceReply:
-		u.replied(m)
+		u.replied(ctx, m)
 	}
 }
 
-func (u *uploader) start(m *mailbox.UploadRequest) {
-	if u.uploaded == nil || m.Fresh {
-		u.uploaded = map[uint64]uint64{}
+func (u *uploader) ready(ctx actor.Context, m *mailbox.DefinitionReady) {
+	o := stages.Outcome{
+		Pass: m.Pass, StoreKey: m.StoreKey, Verify: m.Verify, Def: m.Def,
+		Err: m.Err, Panicked: m.Panicked, Defects: m.Defects,
+		Recorded: m.Recorded, RecordedNodes: m.RecordedNodes, RecordNs: m.RecordNs, BuildNs: m.BuildNs,
+		Store: m.Store,
 	}
-	r := &uploadReq{m: m}
-	u.reqs = append(u.reqs, r)
-	for _, d := range m.Defs {
-		if _, ok := u.uploaded[d.Hash]; ok || u.inFlight(d.Hash) {
-			// On the device, or on its way there for an earlier request,
-			// which is answered first.
-			continue
-		}
-		_, span := u.tracer.StartUpload(m.Trace.Context(context.Background()), trace.UploadInfo{
-			Key: d.Def.Key, FullKey: d.Def.FullKey, Bytes: int64(len(d.Image)), Actor: fmt.Sprintf("uploader-%d", u.rank),
-		})
-		u.sent = append(u.sent, sentUpload{def: d, span: span, req: r})
-		r.pending++
-		// The device actor owns the queue: uploads are executed in order.
-		sendDevice(u.ctx, u.device, &deviceUpload{image: d.Image})
+	if m.Verify || m.Err != nil || m.Def == nil {
+		ctx.Send(u.replay, &mailbox.DefinitionUploaded{Outcome: o})
+		return
 	}
-	u.answer()
-}
-
-func (u *uploader) inFlight(hash uint64) bool {
-	for _, s := range u.sent {
-		if s.def.Hash == hash {
-			return true
+	d := m.Def
+	if _, ok := u.uploaded[d.Hash]; ok && !u.noRetain {
+		ctx.Send(u.replay, &mailbox.DefinitionUploaded{Outcome: o})
+		return
+	}
+	for i := range u.sent {
+		if u.sent[i].def.Hash == d.Hash {
+			// On its way to the device for another request.
+			u.sent[i].waiting = append(u.sent[i].waiting, o)
+			return
 		}
 	}
-	return false
+	_, span := u.tracer.StartUpload(m.Trace.Context(context.Background()), trace.UploadInfo{
+		Key: d.Def.Key, FullKey: d.Def.FullKey, Bytes: int64(len(d.Image)), Actor: fmt.Sprintf("uploader-%d", u.rank),
+	})
+	u.sent = append(u.sent, sentUpload{def: d, span: span, waiting: []stages.Outcome{o}})
+	// The device actor owns the queue: uploads are executed in order.
+	sendDevice(ctx, u.device, &deviceUpload{image: d.Image})
 }
 
-func (u *uploader) replied(m *deviceReply) {
+func (u *uploader) replied(ctx actor.Context, m *deviceReply) {
 	s := u.sent[0]
+	u.sent[0] = sentUpload{}
 	u.sent = u.sent[1:]
 	s.span.Finish(m.object, m.err)
-	r := s.req
-	r.pending--
-	switch {
-	case m.err != nil && r.done.Err == nil:
-		r.done.Err = fmt.Errorf("uploading Definition %q: %w", s.def.Def.Key, m.err)
-	case m.err == nil:
+	if m.err == nil {
+		if u.uploaded == nil {
+			u.uploaded = map[uint64]uint64{}
+		}
 		u.uploaded[s.def.Hash] = m.object
-		r.done.Uploaded++
-		r.done.Bytes += int64(len(s.def.Image))
 	}
-	u.answer()
-}
-
-// answer replies to the requests at the front whose uploads are all done.
-func (u *uploader) answer() {
-	for len(u.reqs) > 0 && u.reqs[0].pending == 0 {
-		r := u.reqs[0]
-		u.reqs = u.reqs[1:]
-		done := r.done
-		u.ctx.Send(r.m.ReplyTo, &done)
+	for i, o := range s.waiting {
+		if o.Store.Loaded > 0 && u.disk != nil {
+			// Loaded from disk and now uploaded (or failed): eviction
+			// may take it again.
+			u.disk.Unpin(s.def.Def.FullKey)
+		}
+		if i == 0 && m.err == nil {
+			o.UploadedBytes = int64(len(s.def.Image))
+		}
+		if m.err != nil {
+			o.UploadErr = fmt.Errorf("uploading Definition %q: %w", s.def.Def.Key, m.err)
+		}
+		ctx.Send(u.replay, &mailbox.DefinitionUploaded{Outcome: o})
 	}
 }

@@ -166,6 +166,9 @@ func (sc *scope) view(src string, line int) (*viewExpr, error) {
 		return nil, p.errf(t, "unexpected %q after the view", t.s)
 	}
 	v.src = src
+	for _, e := range append([]*expr{v.index, v.start, v.count, v.at, v.lindex}, v.as...) {
+		setSrc(e, src)
+	}
 	return v, nil
 }
 
@@ -322,6 +325,9 @@ func (sc *scope) allocItem(src string, nd *yaml.Node) (allocItem, error) {
 	if t := p.peek(); t.kind != tEOF {
 		return allocItem{}, l.errf(nd, "alloc", src, "unexpected %q (want \"NAME DTYPE[d0, d1, ...] [manual_dep]\")", t.s)
 	}
+	for _, d := range it.shape {
+		setSrc(d, src)
+	}
 	cs := make([]int64, len(it.shape))
 	constant := true
 	for i, d := range it.shape {
@@ -336,6 +342,9 @@ func (sc *scope) allocItem(src string, nd *yaml.Node) (allocItem, error) {
 		cs[i] = d.val
 	}
 	if constant {
+		if !shapeOK(cs, it.dtype) {
+			return allocItem{}, l.errf(nd, "alloc", src, "the shape %v of %s overflows int64 bytes", cs, it.dtype)
+		}
 		it.cshape = cs
 		it.tmpl = stages.NewView(0, 0, it.dtype, cs...)
 	}
@@ -870,8 +879,8 @@ func (sc *scope) taskVariant(f map[string]*yaml.Node, n *yaml.Node, v int, per b
 	}
 	if b := f["bn"]; b != nil {
 		e, err := sc.expr(b.Value)
-		if err != nil || !e.isConst() || e.val <= 0 {
-			return nil, l.errf(b, "bn", b.Value, "want a positive constant block_num")
+		if err != nil || !e.isConst() || e.val <= 0 || e.val > maxBlockNum {
+			return nil, l.errf(b, "bn", b.Value, "want a constant block_num from 1 to %d (block_num x cores per block fits upstream's int16)", maxBlockNum)
 		}
 		t.bn = int32(e.val)
 	}
@@ -1029,6 +1038,7 @@ func (sc *scope) kernelList(t *taskOp, kn *yaml.Node) (string, error) {
 	if t.kindex.isConst() && (t.kindex.val < 0 || t.kindex.val >= int64(len(t.klist))) {
 		return "", l.errf(kn, "k", src, "index %d of a list of %d kernels", t.kindex.val, len(t.klist))
 	}
+	setSrc(t.kindex, src)
 	sc.use(t.kindex.deps, kn.Line)
 	t.kernel = t.klist[0]
 	return sig, nil
@@ -1378,6 +1388,9 @@ func (sc *scope) pred(nd *yaml.Node) (*predOp, error) {
 	}
 	if t := p.peek(); t.kind != tEOF {
 		return nil, l.errf(nd, "pred", src, "unexpected %q", t.s)
+	}
+	for _, e := range append(pr.idx, pr.target) {
+		setSrc(e, src)
 	}
 	for _, e := range pr.idx {
 		sc.use(e.deps, nd.Line)

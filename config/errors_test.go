@@ -123,6 +123,19 @@ func TestConfigErrors(t *testing.T) {
 		{name: "kernel list of two core types", old: "k: act,", new: `k: "[act, mm][e]",`, at: `"[act, mm][e]"`, want: []string{`k "mm"`, "one core type"}},
 		{name: "missing task parameter", old: "    tensors: [h]\n", new: "    tensors: [h]\n    tasks: [before]\n", at: "call: layer", want: []string{`call layer "before"`, "missing task parameter"}},
 		{name: "loop step not positive", old: "{var: e, to: 2}", new: "{var: e, to: 2, step: 0}", at: "step: 0", want: []string{`loop.step "0"`, "must be positive"}},
+		// bad input that used to get through (issue 11)
+		{name: "a pass past max_tasks", old: "{var: i, to: N}", new: "{var: i, to: 1000000000}", at: "to: 1000000000", atRunTime: true, want: []string{`loop.to "1000000000"`, "a loop of 1000000000 iterations", "more than 4194304 tasks", "--max-tasks"}},
+		{name: "a pass past max_tasks, body varying", old: "{var: i, to: N}\n      body:\n        - call: layer\n          with: {l: i, h: hid}", new: "{var: i, to: 1000000000}\n      body:\n        - loop: {var: j, to: i}\n          body:\n            - call: layer\n              with: {l: j, h: hid}", at: "to: 1000000000", atRunTime: true, want: []string{`loop.to "1000000000"`, "more than 4194304 tasks"}},
+		{name: "max_tasks of the model", old: "constants: {N: 4}", new: "constants: {N: 4}\nmax_tasks: 10", at: "{var: i, to: N}", atRunTime: true, want: []string{`loop.to "N"`, "a loop of 4 iterations", "more than 10 tasks", "bounded by max_tasks: 10"}},
+		{name: "entry shape overflows", old: "shape: [8, 16]}", new: "shape: [4611686018427387904, 4]}", at: "[4611686018427387904, 4]", want: []string{`shape "[4611686018427387904 4]"`, "overflows int64"}},
+		{name: "alloc shape overflows", old: `"tmp fp32[2, 16]"`, new: `"tmp fp32[2305843009213693952, 2]"`, at: "tmp fp32[2305843009213693952", want: []string{`alloc "tmp fp32[2305843009213693952, 2]"`, "overflows int64"}},
+		{name: "reshape overflows", old: `"in h as [1, 16]"`, new: `"in h as [4611686018427387904, 4]"`, at: "h as [4611686018427387904", atRunTime: true, want: []string{`"h as [4611686018427387904, 4]"`, "overflows int64"}},
+		{name: "block_num 32768", old: "bn: 4,", new: "bn: 32768,", at: "bn: 32768", want: []string{`bn "32768"`, "from 1 to 32767"}},
+		{name: "block_num 4294967297", old: "bn: 4,", new: "bn: 4294967297,", at: "bn: 4294967297", want: []string{`bn "4294967297"`, "from 1 to 32767"}},
+		{name: "constant expression overflows", old: `value: "l + 1"`, new: `value: "l + 9223372036854775807 * 2"`, at: "9223372036854775807 * 2", want: []string{`"l + 9223372036854775807 * 2"`, "overflows int64"}},
+		{name: "expression overflows at run time", old: `"in tmp[e]"`, new: `"in tmp[e + l * 4611686018427387904 * 4]"`, at: "4611686018427387904 * 4", atRunTime: true, want: []string{`expression "tmp[e + l * 4611686018427387904 * 4]"`, "overflows int64"}},
+		{name: "loop bound overflows", old: "{var: e, to: 2}", new: "{var: e, to: 2 + l * 4611686018427387904 * 4}", at: "to: 2 + l", atRunTime: true, want: []string{`loop.to "2 + l * 4611686018427387904 * 4"`, "overflows int64"}},
+		{name: "long expression shortened", old: `value: "l + 1"`, new: `value: "l + ` + strings.Repeat("l * 2 + ", 40) + `"`, at: "l * 2 + l * 2", want: []string{" … ", "expression ends early"}},
 		{name: "min with one argument", old: `value: "l + 1"`, new: `value: "min(l)"`, at: `"min(l)"`, want: []string{`"min(l)"`, "two arguments"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

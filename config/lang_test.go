@@ -3,6 +3,7 @@ package config_test
 import (
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/hbg-dev/hbg/config"
@@ -344,5 +345,47 @@ forms: {eager: {}}
 			err = m.Run(&nopOrch{}, "eager")
 			wantConfigError(t, err, "lang.yaml", lineOf(src, tc.at), tc.want)
 		})
+	}
+}
+
+// TestSizeMatchesRun: a pass's size, computed without running it, is the
+// number of device tasks the run submits, for every form of both models.
+func TestSizeMatchesRun(t *testing.T) {
+	for _, m := range []*config.Model{loadModel(t), loadQwen3(t)} {
+		sum, err := config.Validate(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range sum.Forms {
+			n, err := m.Size(f.Name, config.DefaultMaxTasks)
+			if err != nil || n != int64(f.Tasks) {
+				t.Errorf("%s/%s: size %d (%v), the run submits %d", m.Name, f.Name, n, err, f.Tasks)
+			}
+		}
+	}
+}
+
+// TestMaxTasksBound: the model's bound, SetMaxTasks and the process-wide
+// override (the command's --max-tasks) each decide whether a pass runs.
+func TestMaxTasksBound(t *testing.T) {
+	m, err := config.Parse("tiny.yaml", []byte(tinyModel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func() error { return m.Run(&nopOrch{}, "eager") }
+	if err := run(); err != nil {
+		t.Fatal(err)
+	}
+	m.SetMaxTasks(16)
+	if err := run(); err == nil || !strings.Contains(err.Error(), "more than 16 tasks") {
+		t.Fatalf("17 tasks under a bound of 16: %v", err)
+	}
+	config.MaxTasksOverride = 17
+	defer func() { config.MaxTasksOverride = 0 }()
+	if err := run(); err != nil {
+		t.Fatalf("the override raises the model's bound: %v", err)
+	}
+	if m.MaxTasks() != 17 {
+		t.Fatalf("MaxTasks %d, want 17", m.MaxTasks())
 	}
 }

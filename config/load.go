@@ -208,7 +208,7 @@ func isIdent(s string) bool {
 // ---- the document
 
 func (l *loader) model(n *yaml.Node) error {
-	f, _, err := l.fields(n, "model config", "model", "source", "constants", "entry", "kernels", "blocks", "program", "forms")
+	f, _, err := l.fields(n, "model config", "model", "source", "max_tasks", "constants", "entry", "kernels", "blocks", "program", "forms")
 	if err != nil {
 		return err
 	}
@@ -223,6 +223,14 @@ func (l *loader) model(n *yaml.Node) error {
 	if c := f["constants"]; c != nil {
 		if err := l.constants(c); err != nil {
 			return err
+		}
+	}
+	if mt := f["max_tasks"]; mt != nil {
+		if l.m.maxTasks, err = l.constInt(mt, "max_tasks"); err != nil {
+			return err
+		}
+		if l.m.maxTasks <= 0 {
+			return l.errf(mt, "max_tasks", mt.Value, "want a positive number of tasks per pass")
 		}
 	}
 	if err := l.entry(f["entry"]); err != nil {
@@ -312,6 +320,9 @@ func (l *loader) shapeConst(n *yaml.Node, key string) ([]int64, error) {
 			return nil, l.errf(it, key, it.Value, "a dimension must be positive")
 		}
 	}
+	if !shapeOK(out, stages.DTypeInvalid) {
+		return nil, l.errf(n, key, fmt.Sprint(out), "the shape's product overflows int64")
+	}
 	return out, nil
 }
 
@@ -351,6 +362,9 @@ func (l *loader) entry(n *yaml.Node) error {
 		}
 		if e.shape, err = l.shapeConst(tf["shape"], "shape"); err != nil {
 			return err
+		}
+		if !shapeOK(e.shape, e.dtype) {
+			return l.errf(tf["shape"], "shape", fmt.Sprint(e.shape), "%s bytes overflow int64", e.dtype)
 		}
 		if r := tf["role"]; r != nil {
 			e.role = r.Value

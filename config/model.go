@@ -25,6 +25,11 @@ type Model struct {
 	forms      []*form
 	formIdx    map[string]*form
 	runners    sync.Pool
+	// maxTasks is the model's own bound on a pass (max_tasks:), sizes the
+	// forms checked against a bound.
+	maxTasks int64
+	sizeMu   sync.Mutex
+	sizes    map[string]sizeCheck
 }
 
 type entryTensor struct {

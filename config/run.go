@@ -30,6 +30,9 @@ func (m *Model) Run(o stages.Orchestrator, form string) (err error) {
 	if f == nil {
 		return fmt.Errorf("config: model %s has no form %q (want one of %s)", m.Name, form, strings.Join(m.Forms(), ", "))
 	}
+	if err := m.checkSize(f); err != nil {
+		return err
+	}
 	r := m.getRunner(f)
 	defer func() {
 		if p := recover(); p != nil {
@@ -161,7 +164,7 @@ func (r *runner) fail(line int, format string, a ...any) {
 func (r *runner) eval(e *expr, fr *frame, line int) int64 {
 	v := e.eval(fr.vals, &r.ee)
 	if r.ee.err != nil && r.err == nil {
-		r.fail(line, "%v", r.ee.err)
+		r.err = &Error{File: r.m.file, Line: line, Key: "expression", Value: e.src, Msg: r.ee.err.Error()}
 	}
 	return v
 }
@@ -235,6 +238,9 @@ func (r *runner) shape(fr *frame, it *allocItem, line int) []int64 {
 			r.fail(line, "alloc %s: dimension %d is %d (want a positive size)", it.name, i, s[i])
 		}
 	}
+	if r.err == nil && !shapeOK(s, it.dtype) {
+		r.fail(line, "alloc %s: the shape %v of %s overflows int64 bytes", it.name, s, it.dtype)
+	}
 	return s
 }
 
@@ -298,8 +304,8 @@ func (r *runner) view(fr *frame, v *viewExpr, out *stages.View) bool {
 		} else {
 			start, count = r.eval(v.start, fr, v.line), r.eval(v.count, fr, v.line)
 		}
-		if start < 0 || count <= 0 || start+count > base.Shape[0] {
-			r.fail(v.line, "view %q outside its root: rows [%d, %d) of a tensor with %d rows", v.src, start, start+count, base.Shape[0])
+		if start < 0 || count <= 0 || start > base.Shape[0] || count > base.Shape[0]-start {
+			r.fail(v.line, "view %q outside its root: rows [%d, %d) of a tensor with %d rows", shorten(v.src), start, start+count, base.Shape[0])
 			return false
 		}
 		out.Offset += start * base.Strides[0]
@@ -318,20 +324,30 @@ func (r *runner) view(fr *frame, v *viewExpr, out *stages.View) bool {
 		}
 	}
 	if v.at != nil {
-		out.Offset += r.eval(v.at, fr, v.line)
+		at := r.eval(v.at, fr, v.line)
+		var ok bool
+		if out.Offset, ok = addOK(out.Offset, at); !ok {
+			r.fail(v.line, "view %q outside its root: offset %d from a base covering [%d, %d)", shorten(v.src), at, base.Offset, base.End())
+			return false
+		}
 	}
 	if v.as != nil {
 		var shape [stages.MaxDims]int64
 		for i, d := range v.as {
 			if shape[i] = r.eval(d, fr, v.line); shape[i] <= 0 {
-				r.fail(v.line, "view %q: dimension %d is %d (want a positive size)", v.src, i, shape[i])
+				r.fail(v.line, "view %q: dimension %d is %d (want a positive size)", shorten(v.src), i, shape[i])
 				return false
 			}
 		}
+		if !shapeOK(shape[:len(v.as)], out.DType) {
+			// A copy, so that shape stays on the stack on the good path.
+			r.fail(v.line, "view %q: the shape %v overflows int64 bytes", shorten(v.src), append([]int64(nil), shape[:len(v.as)]...))
+			return false
+		}
 		*out = stages.NewView(out.Root, out.Offset, out.DType, shape[:len(v.as)]...)
 	}
-	if out.Offset < base.Offset || out.End() > base.End() {
-		r.fail(v.line, "view %q outside its root: elements [%d, %d) of a base covering [%d, %d)", v.src, out.Offset, out.End(), base.Offset, base.End())
+	if _, ok := addOK(out.Offset, out.Elems()); !ok || out.Offset < base.Offset || out.End() > base.End() {
+		r.fail(v.line, "view %q outside its root: elements [%d, %d) of a base covering [%d, %d)", shorten(v.src), out.Offset, out.End(), base.Offset, base.End())
 		return false
 	}
 	return true

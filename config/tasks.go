@@ -139,6 +139,9 @@ func (sc *scope) taskRef(nd *yaml.Node, key string) (*taskRef, error) {
 	if c := p.peek(); c.kind != tEOF {
 		return nil, l.errf(nd, key, src, "%v", p.errf(c, "unexpected %q after the task", c.s))
 	}
+	for _, e := range []*expr{r.index, r.start, r.count} {
+		setSrc(e, src)
+	}
 	return r, nil
 }
 
@@ -220,6 +223,9 @@ func (sc *scope) taskTarget(nd *yaml.Node, key, src string) (*taskTarget, error)
 		return nil, l.errf(nd, key, src, "%v", p.errf(c, "unexpected %q", c.s))
 	}
 	sc.use(tt.index.depsOr(tt.start, tt.count), nd.Line)
+	for _, e := range []*expr{tt.index, tt.start, tt.count} {
+		setSrc(e, src)
+	}
 	return tt, nil
 }
 

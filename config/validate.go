@@ -25,11 +25,16 @@ type FormSummary struct {
 // each form and every Graph check error, joined.
 func Validate(m *Model) (*Summary, error) {
 	var errs []error
+	seen := map[string]bool{}
 	s := &Summary{}
 	for _, f := range m.forms {
 		c := &counter{o: stages.NewOrch(m.EntryRoots())}
 		if err := m.Run(c, f.name); err != nil {
-			errs = append(errs, err)
+			// A mistake outside any Graph fails every form alike: say it once.
+			if !seen[err.Error()] {
+				errs = append(errs, err)
+			}
+			seen[err.Error()] = true
 			continue
 		}
 		s.Forms = append(s.Forms, FormSummary{Name: f.name, Tasks: c.tasks, HostSubmits: c.ordinary + c.graphs, GraphCalls: c.graphs})

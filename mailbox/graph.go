@@ -10,23 +10,16 @@ import (
 // RecordJob asks for one Graph body to be recorded. The submission sends it
 // to the Definition store, which hands it to a free recorder; its slices are
 // the job's own (snapshotted from the call), never shared with the caller.
+// Its answer goes down the pipeline, never back to the submission:
+// store -> ReplyTo (the rank's uploader) -> the rank's replay.
 type RecordJob struct {
-	// StoreKey is the store's key: full_key, salted per pass when
-	// Definitions are not retained.
-	StoreKey uint64
-	FullKey  uint64
-	Key      string
-	Boundary []stages.Arg
-	Roots    []stages.BoundaryRoot
-	Scalars  []uint64
-	ExtDeps  []stages.TaskID // the call's external dependencies
-	Body     func(stages.Orchestrator, *stages.Boundary)
-	// Verify re-records a later call of a key already recorded: the store
-	// compares the two Definitions to catch what the first one baked in.
-	Verify bool
-	// ReplyTo is the submission that waits for DefinitionReady.
+	stages.RecordRequest
+	// Model is the orchestration identity, for the store on disk's index.
+	Model string
+	// ReplyTo is the rank's uploader, which takes DefinitionReady.
 	ReplyTo *actor.PID
-	Trace   trace.Carrier
+	// Trace is the host_orch span of the pass that asked.
+	Trace trace.Carrier
 }
 
 // Recorded is a recorder's result, sent to the Definition builder.
@@ -59,16 +52,14 @@ type RecorderIdle struct {
 }
 
 // Definition is a published Definition as the store keeps it: immutable once
-// published, shared by every submission that replays it.
-type Definition struct {
-	Def     *stages.Definition
-	Image   []byte
-	Hash    uint64
-	Written []int32 // boundary slots the body writes
-}
+// published, shared by every rank that replays it.
+type Definition = stages.Published
 
-// DefinitionReady answers a RecordJob: the Definition, or why there is none.
+// DefinitionReady answers a RecordJob, from the store to the rank's
+// uploader: the Definition, or why there is none.
 type DefinitionReady struct {
+	// Pass is the pass that asked (stages.RecordRequest.Pass).
+	Pass     uint64
 	StoreKey uint64
 	Def      *Definition
 	Err      error
@@ -81,21 +72,15 @@ type DefinitionReady struct {
 	RecordedNodes int
 	RecordNs      int64
 	BuildNs       int64
+	// Store is what the store on disk did for this request.
+	Store stages.StoreLoad
+	// Trace is the asking pass's host_orch span: the upload is its child.
+	Trace trace.Carrier
 }
 
-// UploadRequest asks a rank's uploader to make every Definition in Defs a
-// device object; each is uploaded at most once per device.
-type UploadRequest struct {
-	Defs []*Definition
-	// Fresh forgets earlier uploads first (no retention across runs).
-	Fresh   bool
-	ReplyTo *actor.PID
-	Trace   trace.Carrier
-}
-
-// UploadDone answers an UploadRequest.
-type UploadDone struct {
-	Uploaded int
-	Bytes    int64
-	Err      error
+// DefinitionUploaded is a DefinitionReady once the rank's uploader has made
+// its Definition a device object (or knew it was one), from the uploader to
+// the rank's replay.
+type DefinitionUploaded struct {
+	stages.Outcome
 }

@@ -245,3 +245,30 @@ func (o *Orch) FinalizeGraph(task TaskID, defHash uint64, heapBytes int64) {
 	g.HeapBase = uint64(o.heapTop)
 	o.heapTop += alignUp(heapBytes)
 }
+
+// TakeImage hands over the run image built so far and starts the next on
+// spare's storage (nil: fresh). The taken image then belongs to the caller:
+// a pass takes its image to the replay while the next pass is orchestrated.
+func (o *Orch) TakeImage(spare *RunImage) *RunImage {
+	img := new(RunImage)
+	*img = *o.Image()
+	if spare == nil {
+		spare = &RunImage{}
+	}
+	o.img = *spare
+	o.Reset()
+	return img
+}
+
+// FinalizeGraph patches a shell submitted while its key was still
+// recording, once the Definition exists: its hash, and its heap block at
+// the top of the image's heap.
+func (img *RunImage) FinalizeGraph(task TaskID, defHash uint64, heapBytes int64) {
+	g := &img.Graphs[img.Tasks[task].Graph]
+	g.DefHash = defHash
+	g.HeapBase = uint64(img.HeapBytes)
+	img.HeapBytes += alignUp(heapBytes)
+}
+
+// NumGraphs is the number of Graph submissions so far.
+func (o *Orch) NumGraphs() int { return len(o.img.Graphs) }

@@ -1,15 +1,26 @@
 package tests
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/hbg-dev/hbg/trace"
 )
@@ -197,7 +208,7 @@ func TestTraceOut(t *testing.T) {
 	}
 	cores, recorders := 0, 0
 	for k := range tracks {
-		if strings.HasPrefix(k, "rank 0 device (simulated)/") {
+		if strings.HasPrefix(k, "rank 0 device (simulated) round 0/") {
 			cores++
 		}
 		if strings.HasPrefix(k, "host/recorder-") {
@@ -209,6 +220,32 @@ func TestTraceOut(t *testing.T) {
 	}
 	if cores < 24 {
 		t.Errorf("%d device core tracks", cores)
+	}
+	// Each pass's simulated timeline starts under its own device_wall.
+	type window struct{ lo, hi float64 }
+	walls := map[int]window{}
+	first := map[int]float64{}
+	for _, e := range readChromeTrace(t, path).TraceEvents {
+		if e.Ph != "X" {
+			continue
+		}
+		round, _ := e.Args["hbg.round"].(float64)
+		if e.Name == "device_wall" {
+			walls[int(round)] = window{e.Ts, e.Ts + e.Dur}
+		}
+		if r, ok := e.Args["round"].(float64); ok && strings.HasPrefix(procs[e.Pid], "rank 0 device") {
+			if f, seen := first[int(r)]; !seen || e.Ts < f {
+				first[int(r)] = e.Ts
+			}
+		}
+	}
+	if len(walls) != 2 || len(first) != 2 {
+		t.Fatalf("device_wall of rounds %v, device slices of rounds %v; want 2 of each", walls, first)
+	}
+	for r, w := range walls {
+		if f := first[r]; f < w.lo || f > w.hi {
+			t.Errorf("round %d: first device slice at %.3f µs, outside its device_wall [%.3f, %.3f]", r, f, w.lo, w.hi)
+		}
 	}
 }
 
@@ -287,4 +324,251 @@ func TestRunEmbeddedDefault(t *testing.T) {
 	if rep.Model != "dsv4_flash_decode" || rep.Form != "full" || rep.Counts.HostSubmissions != 129 {
 		t.Fatalf("model %q form %q, %d host submissions", rep.Model, rep.Form, rep.Counts.HostSubmissions)
 	}
+}
+
+// TestUsageErrors: every user's mistake exits 2 with one line naming it,
+// before any work, cobra's own errors (flags, commands, argument counts)
+// included; an unwritable output path is one.
+func TestUsageErrors(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-such-dir", "out.json")
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+		{[]string{"run", "--bogus"}, "unknown flag: --bogus"},
+		{[]string{"run", "--rounds", "1e9"}, `invalid argument "1e9" for "--rounds"`},
+		{[]string{"run", dsv4, dsv4}, "accepts at most 1 arg(s), received 2"},
+		{[]string{"validate"}, "accepts 1 arg(s), received 0"},
+		{[]string{"expand"}, "accepts 1 arg(s), received 0"},
+		{[]string{"version", "x"}, `unknown command "x"`},
+		{[]string{"run", dsv4, "--trace-out", missing}, "--trace-out: open " + missing},
+		{[]string{"compare", dsv4, "--trace-out", missing}, "--trace-out: open " + missing},
+		{[]string{"expand", dsv4, "--form", "eager", "--out", missing}, "--out: open " + missing},
+		{[]string{"run", dsv4, "--otlp", "http://127.0.0.1:0"}, `port "0"`},
+		{[]string{"run", dsv4, "--otlp", "127.0.0.1:4317"}, "want grpc://host:port"},
+	}
+	for _, tc := range cases {
+		out, stderr, code := runCLI(t, tc.args...)
+		if code != 2 || !strings.Contains(stderr, tc.want) || strings.Count(stderr, "\n") != 1 || out != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and one line naming %q", tc.args, code, out, stderr, tc.want)
+		}
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s: %v", missing, err)
+	}
+}
+
+// TestVersion: `version` and `--version` print the build's version, which
+// names the Go toolchain that built it.
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		out, stderr, code := runCLI(t, args...)
+		if code != 0 || !strings.HasPrefix(out, "hbgrun ") || !strings.Contains(out, runtime.Version()) {
+			t.Errorf("%v: exit %d, %q %q", args, code, out, stderr)
+		}
+	}
+}
+
+// otlpReceiver is an OTLP/HTTP collector that keeps the resource attributes
+// and counts the spans it was sent.
+type otlpReceiver struct {
+	mu        sync.Mutex
+	spans     int
+	resources []map[string]string
+}
+
+func (r *otlpReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var msg coltracepb.ExportTraceServiceRequest
+	if err := proto.Unmarshal(body, &msg); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	r.mu.Lock()
+	for _, rs := range msg.GetResourceSpans() {
+		attrs := map[string]string{}
+		for _, a := range rs.GetResource().GetAttributes() {
+			attrs[a.GetKey()] = a.GetValue().GetStringValue()
+		}
+		r.resources = append(r.resources, attrs)
+		for _, ss := range rs.GetScopeSpans() {
+			r.spans += len(ss.GetSpans())
+		}
+	}
+	r.mu.Unlock()
+	resp, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	_, _ = w.Write(resp)
+}
+
+// TestOTLPExport: spans reach a collector with the build's service.version
+// and the report names it; with nothing listening, the run says how many
+// spans were lost, exits 1, and its report names no destination.
+func TestOTLPExport(t *testing.T) {
+	recv := &otlpReceiver{}
+	srv := httptest.NewServer(recv)
+	defer srv.Close()
+	ver, _, _ := runCLI(t, "version")
+	out, stderr, code := runCLI(t, "run", dsv4, "--rounds", "1", "--skip-device", "--json", "--otlp", srv.URL)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var rep trace.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	recv.mu.Lock()
+	if recv.spans == 0 || len(recv.resources) == 0 {
+		t.Errorf("collector got %d spans", recv.spans)
+	}
+	for _, res := range recv.resources {
+		if want := strings.TrimSpace(strings.TrimPrefix(ver, "hbgrun ")); res["service.version"] != want {
+			t.Errorf("service.version %q, want %q", res["service.version"], want)
+		}
+	}
+	recv.mu.Unlock()
+	if !strings.Contains(rep.Exporter, srv.Listener.Addr().String()) {
+		t.Errorf("report exporter %q", rep.Exporter)
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	out, stderr, code = runCLI(t, "run", dsv4, "--rounds", "1", "--skip-device", "--json", "--otlp", "http://"+closed)
+	if code != 1 || !strings.Contains(stderr, "no span could be exported to otlp/http http://"+closed) || strings.Count(stderr, "\n") != 1 {
+		t.Fatalf("nothing listening: exit %d, stderr %q", code, stderr)
+	}
+	rep = trace.Report{}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Exporter != "" {
+		t.Errorf("report names exporter %q, where no span arrived", rep.Exporter)
+	}
+}
+
+// TestInterrupt: SIGINT in the middle of a run stops it, reports the passes
+// that ended, writes the trace with its root span, and exits 130.
+func TestInterrupt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "run.json")
+	cmd := exec.Command(hbgrun(t), "run", dsv4, "--rounds", "1000000", "--skip-device", "--json", "-v", "--trace-out", path)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		// Signal once the first pass has ended, then keep draining stderr.
+		sc := bufio.NewScanner(stderr)
+		signalled := false
+		var rest strings.Builder
+		for sc.Scan() {
+			if !signalled && strings.Contains(sc.Text(), "pass ended") {
+				signalled = true
+				if err := cmd.Process.Signal(os.Interrupt); err != nil {
+					done <- err
+					return
+				}
+			}
+			if !strings.Contains(sc.Text(), "pass ended") {
+				rest.WriteString(sc.Text() + "\n")
+			}
+		}
+		err := cmd.Wait()
+		if rest.String() != "hbgrun: interrupted\n" {
+			err = errors.Join(err, fmt.Errorf("stderr %q", rest.String()))
+		}
+		done <- err
+	}()
+	select {
+	case err = <-done:
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("hbgrun did not stop within 60 s of SIGINT")
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("exit: %v, want 130", err)
+	}
+	var rep trace.Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("no report: %v: %q", err, out.String())
+	}
+	if len(rep.Passes) == 0 || len(rep.Warnings) == 0 || !strings.HasPrefix(rep.Warnings[len(rep.Warnings)-1], "interrupted: ") {
+		t.Errorf("%d passes, warnings %q", len(rep.Passes), rep.Warnings)
+	}
+	doc := readChromeTrace(t, path)
+	roots := 0
+	for _, e := range doc.TraceEvents {
+		if e.Ph == "X" && e.Name == trace.SpanCommand {
+			roots++
+		}
+	}
+	if roots != 1 {
+		t.Errorf("%d %q root spans in the trace, want 1", roots, trace.SpanCommand)
+	}
+}
+
+// TestCompareTraceOut: compare writes a trace too, a device process per
+// form, rank and round; form i's rank r is runtime rank i*ranks+r, as on
+// its host track.
+func TestCompareTraceOut(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "compare.json")
+	if _, stderr, code := runCLI(t, "compare", dsv4, "--forms", "eager,full", "--rounds", "1", "--trace-out", path); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	procs := map[string]bool{}
+	names := map[int]string{}
+	for _, e := range readChromeTrace(t, path).TraceEvents {
+		switch {
+		case e.Ph == "M" && e.Name == "process_name":
+			names[e.Pid] = e.Args["name"].(string)
+			procs[names[e.Pid]] = true
+		case e.Ph == "M" && e.Name == "thread_name":
+			procs[names[e.Pid]+"/"+e.Args["name"].(string)] = true
+		}
+	}
+	for _, want := range []string{"host", "eager rank 0 device (simulated) round 0", "full rank 1 device (simulated) round 0", "host/rank 1"} {
+		if !procs[want] {
+			t.Errorf("no process %q in %v", want, procs)
+		}
+	}
+}
+
+type chromeTrace struct {
+	TraceEvents []struct {
+		Name string         `json:"name"`
+		Ph   string         `json:"ph"`
+		Ts   float64        `json:"ts"`
+		Dur  float64        `json:"dur"`
+		Pid  int            `json:"pid"`
+		Tid  int            `json:"tid"`
+		Args map[string]any `json:"args"`
+	} `json:"traceEvents"`
+}
+
+func readChromeTrace(t *testing.T, path string) *chromeTrace {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc chromeTrace
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("%s: not trace-event JSON: %v", path, err)
+	}
+	return &doc
 }

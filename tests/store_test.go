@@ -1,8 +1,21 @@
 package tests
 
 import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
 	"testing"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/hbg-dev/hbg/stages"
+	"github.com/hbg-dev/hbg/trace"
 )
 
 // TestMain keeps every hbgrun these tests start out of the user's cache:
@@ -10,4 +23,225 @@ import (
 func TestMain(m *testing.M) {
 	os.Setenv("HBG_STORE", "off")
 	os.Exit(m.Run())
+}
+
+// runStored runs DSv4 full for two rounds with the given store and returns
+// its report.
+func runStored(t *testing.T, store string) *trace.Report {
+	t.Helper()
+	out, stderr, code := runCLI(t, "run", dsv4, "--form", "full", "--rounds", "2", "--store", store, "--json")
+	if code != 0 {
+		t.Fatalf("run --store %s: exit %d: %s", store, code, stderr)
+	}
+	var rep trace.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Golden == nil || !rep.Golden.Match {
+		t.Fatalf("run --store %s: golden %+v, want eager's digest", store, rep.Golden)
+	}
+	return &rep
+}
+
+// cold checks the first pass: recorded and loaded Definitions, rejections.
+func cold(t *testing.T, rep *trace.Report, built, loaded, rejected int) {
+	t.Helper()
+	p := rep.Passes[0]
+	if p.BuiltDefinitions != built || p.LoadedDefinitions != loaded || p.StoreRejected != rejected {
+		t.Fatalf("first pass: built %d, loaded %d, rejected %d; want %d, %d, %d (warnings %q)",
+			p.BuiltDefinitions, p.LoadedDefinitions, p.StoreRejected, built, loaded, rejected, rep.Warnings)
+	}
+	if built == 0 && p.RecordedNodes != 0 {
+		t.Fatalf("first pass recorded %d nodes, want 0", p.RecordedNodes)
+	}
+	if loaded > 0 && p.LoadedBytes <= 0 {
+		t.Fatalf("loaded %d Definitions of %d bytes", loaded, p.LoadedBytes)
+	}
+	for _, w := range rep.Passes[1:] {
+		if w.BuiltDefinitions+w.LoadedDefinitions+w.StoreRejected != 0 {
+			t.Fatalf("a warm pass built %d, loaded %d, rejected %d", w.BuiltDefinitions, w.LoadedDefinitions, w.StoreRejected)
+		}
+	}
+}
+
+// TestStoreFreshProcess: a second process with the store the first one
+// filled records nothing: it loads DSv4 full's 8 Definitions, and ends with
+// eager's digest. With the store off it records all 8 again.
+func TestStoreFreshProcess(t *testing.T) {
+	dir := t.TempDir()
+	cold(t, runStored(t, dir), 8, 0, 0)
+	cold(t, runStored(t, dir), 0, 8, 0)
+	cold(t, runStored(t, "off"), 8, 0, 0)
+
+	out, stderr, code := runCLI(t, "store", "ls", "--store", dir)
+	if code != 0 || strings.Count(out, "dsv4_flash_decode/full@") != 8 {
+		t.Fatalf("store ls: exit %d, %s%s", code, out, stderr)
+	}
+	verifyClean(t, dir)
+}
+
+func verifyClean(t *testing.T, dir string) string {
+	t.Helper()
+	out, stderr, code := runCLI(t, "store", "verify", "--store", dir)
+	if code != 0 || !strings.Contains(out, ": 0 bad;") {
+		t.Fatalf("store verify: exit %d: %s%s", code, out, stderr)
+	}
+	return out
+}
+
+// storeFiles names one entry of a store: its index file and its image.
+func storeFiles(t *testing.T, dir string) (idx, obj string) {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(dir, "index", "*.json"))
+	if err != nil || len(names) == 0 {
+		t.Fatalf("no index entry in %s: %v", dir, err)
+	}
+	sort.Strings(names)
+	var e struct{ Hash string }
+	if err := json.Unmarshal(readFile(t, names[0]), &e); err != nil {
+		t.Fatal(err)
+	}
+	return names[0], filepath.Join(dir, "objects", e.Hash+".hbgd")
+}
+
+func readFile(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func copyDir(t *testing.T, from, to string) {
+	t.Helper()
+	if out, err := exec.Command("cp", "-a", from+"/.", to).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
+	}
+}
+
+// TestStoreCorruption: each way the disk can lie, on one of the 8 entries,
+// is detected, moved aside, recorded again and counted; the other 7 load;
+// the digest is eager's. A missing index entry is a miss: recorded again,
+// not counted as a rejection (nothing on disk says it was ever there).
+func TestStoreCorruption(t *testing.T) {
+	filled := t.TempDir()
+	cold(t, runStored(t, filled), 8, 0, 0)
+	cases := []struct {
+		name     string
+		damage   func(t *testing.T, idx, obj string)
+		rejected int
+	}{
+		{"flipped byte", func(t *testing.T, idx, obj string) {
+			b := readFile(t, obj)
+			b[len(b)/3] ^= 0x01
+			writeFile(t, obj, b)
+		}, 1},
+		{"truncated", func(t *testing.T, idx, obj string) {
+			writeFile(t, obj, readFile(t, obj)[:100])
+		}, 1},
+		{"another format version", func(t *testing.T, idx, obj string) {
+			b := readFile(t, obj)
+			binary.LittleEndian.PutUint16(b[4:], stages.DefinitionVersion+1)
+			binary.LittleEndian.PutUint64(b[16:], 0)
+			binary.LittleEndian.PutUint64(b[16:], xxhash.Sum64(b))
+			writeFile(t, obj, b)
+		}, 1},
+		{"another model's image under the right name", func(t *testing.T, idx, obj string) {
+			// Another entry's image is another key's Definition: as good
+			// as another model's, and well formed.
+			others, _ := filepath.Glob(filepath.Join(filepath.Dir(obj), "*.hbgd"))
+			for _, o := range others {
+				if o != obj {
+					writeFile(t, obj, readFile(t, o))
+					return
+				}
+			}
+			t.Fatal("no other image")
+		}, 1},
+		{"missing index entry", func(t *testing.T, idx, obj string) {
+			if err := os.Remove(idx); err != nil {
+				t.Fatal(err)
+			}
+		}, 0},
+		{"index pointing to a missing image", func(t *testing.T, idx, obj string) {
+			if err := os.Remove(obj); err != nil {
+				t.Fatal(err)
+			}
+		}, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			copyDir(t, filled, dir)
+			idx, obj := storeFiles(t, dir)
+			c.damage(t, idx, obj)
+			rep := runStored(t, dir)
+			cold(t, rep, 1, 7, c.rejected)
+			if c.rejected > 0 {
+				found := false
+				for _, w := range rep.Warnings {
+					found = found || strings.Contains(w, "rejected")
+				}
+				if !found {
+					t.Fatalf("no warning of the rejection: %q", rep.Warnings)
+				}
+				if q, _ := os.ReadDir(filepath.Join(dir, "quarantine")); len(q) == 0 {
+					t.Fatal("nothing moved aside into quarantine/")
+				}
+			}
+			// Recorded again and stored: the next process loads all 8.
+			cold(t, runStored(t, dir), 0, 8, 0)
+			verifyClean(t, dir)
+		})
+	}
+}
+
+func writeFile(t *testing.T, p string, b []byte) {
+	t.Helper()
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStoreConcurrentProcesses: 4 processes start at once on an empty
+// store with the same model: every pass is right, and each Definition ends
+// on disk once and valid.
+func TestStoreConcurrentProcesses(t *testing.T) {
+	dir := t.TempDir()
+	bin := hbgrun(t)
+	var wg sync.WaitGroup
+	errs := make([]string, 4)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := exec.Command(bin, "run", dsv4, "--form", "full", "--rounds", "2", "--store", dir, "--json")
+			var out, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &stderr
+			if err := cmd.Run(); err != nil {
+				errs[i] = err.Error() + ": " + stderr.String()
+				return
+			}
+			var rep trace.Report
+			if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+				errs[i] = err.Error()
+				return
+			}
+			if rep.Golden == nil || !rep.Golden.Match || rep.Counts.StoreRejected != 0 {
+				errs[i] = "golden or store_rejected wrong: " + strings.Join(rep.Warnings, "; ")
+			}
+		}()
+	}
+	wg.Wait()
+	for i, e := range errs {
+		if e != "" {
+			t.Errorf("process %d: %s", i, e)
+		}
+	}
+	out := verifyClean(t, dir)
+	if !strings.HasPrefix(out, "8 entries, 8 images,") || !strings.Contains(out, " 0 orphan images, 0 temporary files, 0 quarantined") {
+		t.Fatalf("store verify: %s; want 8 entries and 8 images, nothing else", out)
+	}
+	cold(t, runStored(t, dir), 0, 8, 0)
 }

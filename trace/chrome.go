@@ -128,10 +128,12 @@ func WriteChromeTrace(w io.Writer, slices []Slice) error {
 
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
+	// No displayTimeUnit: ts and dur are in µs, the format's only unit (the
+	// fractions carry the ns), and a display unit of "ns" was read as the
+	// timestamps' unit.
 	doc := struct {
-		TraceEvents     []traceEvent `json:"traceEvents"`
-		DisplayTimeUnit string       `json:"displayTimeUnit"`
-	}{events, "ns"}
+		TraceEvents []traceEvent `json:"traceEvents"`
+	}{events}
 	if err := enc.Encode(&doc); err != nil {
 		return fmt.Errorf("trace: encode chrome trace: %w", err)
 	}

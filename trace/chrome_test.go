@@ -137,7 +137,7 @@ func TestChromeTraceGolden(t *testing.T) {
 func TestChromeTraceEmpty(t *testing.T) {
 	var buf bytes.Buffer
 	require.NoError(t, WriteChromeTrace(&buf, nil))
-	assert.JSONEq(t, `{"traceEvents":[],"displayTimeUnit":"ns"}`, buf.String())
+	assert.JSONEq(t, `{"traceEvents":[]}`, buf.String(), "no displayTimeUnit: timestamps are µs")
 }
 
 func TestNaturalCompare(t *testing.T) {

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
+	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
@@ -19,6 +22,14 @@ import (
 
 // DefaultServiceName is the service every hbg span is filed under.
 const DefaultServiceName = "hbgrun"
+
+// The OTLP default ports (OpenTelemetry protocol specification), used when
+// an endpoint names none: a URL's own default (443 for https) is not where
+// a collector listens.
+const (
+	DefaultGRPCPort = "4317"
+	DefaultHTTPPort = "4318"
+)
 
 // Config says where spans go. The zero value exports nothing and opens no
 // connection, unless the standard OTEL_EXPORTER_OTLP_* variables ask for an
@@ -42,6 +53,10 @@ type Config struct {
 
 	// ServiceName defaults to OTEL_SERVICE_NAME, then to "hbgrun".
 	ServiceName string
+
+	// ServiceVersion, when set, is the resource's service.version (the
+	// command's build).
+	ServiceVersion string
 
 	// Attributes are added to the resource (every span of the process),
 	// e.g. the command line or the commit.
@@ -68,6 +83,25 @@ type Provider struct {
 	oteltrace.TracerProvider
 	dest     string
 	timeline *timelineProcessor
+	counter  *countingExporter
+}
+
+// ExportStats is what became of the spans handed to the exporter: how many
+// it sent, how many it could not send, and the last reason it gave. Read it
+// after shutdown, when every span has been tried.
+type ExportStats struct {
+	Exported int64
+	Failed   int64
+	Err      error
+}
+
+// Exported reports what became of the spans so far (zero when nothing is
+// exported).
+func (p *Provider) Exported() ExportStats {
+	if p.counter == nil {
+		return ExportStats{}
+	}
+	return p.counter.stats()
 }
 
 // Tracer returns hbg's span helpers over this provider.
@@ -121,6 +155,8 @@ func Setup(ctx context.Context, cfg Config) (*Provider, func(context.Context) er
 		opts = append(opts, sdktrace.WithSpanProcessor(p.timeline))
 	}
 	if exp != nil {
+		p.counter = &countingExporter{SpanExporter: exp}
+		exp = p.counter
 		if cfg.Sync {
 			opts = append(opts, sdktrace.WithSyncer(exp))
 		} else {
@@ -153,10 +189,14 @@ func newResource(ctx context.Context, cfg Config) (*resource.Resource, error) {
 	if name == "" {
 		name = DefaultServiceName
 	}
-	attrs := append([]attribute.KeyValue{
+	attrs := []attribute.KeyValue{
 		attribute.String("service.name", name),
 		attribute.Int("process.pid", os.Getpid()),
-	}, cfg.Attributes...)
+	}
+	if cfg.ServiceVersion != "" {
+		attrs = append(attrs, attribute.String("service.version", cfg.ServiceVersion))
+	}
+	attrs = append(attrs, cfg.Attributes...)
 	// Detectors apply in order, later ones winning: OTEL_RESOURCE_ATTRIBUTES
 	// may add attributes but the service name is the one decided above.
 	// resource.Default is avoided on purpose: it reads the environment once
@@ -188,8 +228,20 @@ func newExporter(ctx context.Context, cfg Config) (sdktrace.SpanExporter, string
 
 func exporterForEndpoint(ctx context.Context, endpoint string) (sdktrace.SpanExporter, string, error) {
 	u, err := url.Parse(endpoint)
-	if err != nil || u.Host == "" || u.Opaque != "" {
+	if err != nil || u.Hostname() == "" || u.Opaque != "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
 		return nil, "", fmt.Errorf("trace: --otlp %q: want grpc://host:port, grpcs://host:port, http://host:port or https://host:port[/path]", endpoint)
+	}
+	def := DefaultHTTPPort
+	if u.Scheme == "grpc" || u.Scheme == "grpcs" {
+		def = DefaultGRPCPort
+	}
+	switch port := u.Port(); {
+	case port == "" && !strings.HasSuffix(u.Host, ":"):
+		u.Host = net.JoinHostPort(u.Hostname(), def)
+	default:
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return nil, "", fmt.Errorf("trace: --otlp %q: port %q: want 1 to 65535 (or none, for the OTLP default %s)", endpoint, port, def)
+		}
 	}
 	switch u.Scheme {
 	case "grpc", "grpcs":
@@ -261,4 +313,33 @@ func firstEnv(names ...string) string {
 		}
 	}
 	return ""
+}
+
+// countingExporter counts the spans its exporter sent and could not send,
+// so that a run can say so instead of leaving it to a log line.
+type countingExporter struct {
+	sdktrace.SpanExporter
+	mu       sync.Mutex
+	exported int64
+	failed   int64
+	err      error
+}
+
+func (c *countingExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	err := c.SpanExporter.ExportSpans(ctx, spans)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		c.failed += int64(len(spans))
+		c.err = err
+	} else {
+		c.exported += int64(len(spans))
+	}
+	return err
+}
+
+func (c *countingExporter) stats() ExportStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return ExportStats{Exported: c.exported, Failed: c.failed, Err: c.err}
 }

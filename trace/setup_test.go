@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace/noop"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
@@ -293,4 +294,76 @@ func TestSetupErrors(t *testing.T) {
 		_, _, err := Setup(context.Background(), Config{})
 		assert.ErrorContains(t, err, `OTEL_EXPORTER_OTLP_PROTOCOL "thrift"`)
 	})
+}
+
+// An endpoint without a port gets the OTLP default of its protocol, not
+// the URL scheme's (443 for https); a bad port is refused.
+func TestEndpointDefaultPorts(t *testing.T) {
+	for _, tt := range []struct{ endpoint, dest string }{
+		{"grpc://collector.example", "otlp/grpc collector.example:4317"},
+		{"grpcs://collector.example", "otlp/grpcs collector.example:4317"},
+		{"http://collector.example", "otlp/http http://collector.example:4318/v1/traces"},
+		{"https://collector.example/otlp", "otlp/https https://collector.example:4318/otlp"},
+		{"grpc://[::1]", "otlp/grpc [::1]:4317"},
+		{"http://collector.example:9999", "otlp/http http://collector.example:9999/v1/traces"},
+	} {
+		t.Run(tt.endpoint, func(t *testing.T) {
+			clearOTELEnv(t)
+			p, shutdown, err := Setup(context.Background(), Config{Endpoint: tt.endpoint})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = shutdown(context.Background()) })
+			assert.Equal(t, tt.dest, p.Destination())
+		})
+	}
+	for _, bad := range []string{"http://collector.example:", "grpc://collector.example:0", "http://collector.example:65536", "http://user@collector.example"} {
+		t.Run(bad, func(t *testing.T) {
+			clearOTELEnv(t)
+			_, _, err := Setup(context.Background(), Config{Endpoint: bad})
+			assert.Error(t, err)
+		})
+	}
+}
+
+// Spans that could not be exported are counted, with the reason, so that a
+// run can report them rather than a log line.
+func TestExportFailuresCounted(t *testing.T) {
+	clearOTELEnv(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens there now
+	t.Setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "2000")
+	p, shutdown, err := Setup(context.Background(), Config{Endpoint: "http://" + addr, Sync: true})
+	require.NoError(t, err)
+	tr := p.Tracer()
+	for range 3 {
+		_, s := tr.StartRun(context.Background(), RunInfo{}, 0)
+		s.End()
+	}
+	_ = shutdown(context.Background())
+	st := p.Exported()
+	assert.Equal(t, int64(0), st.Exported)
+	assert.Equal(t, int64(3), st.Failed)
+	assert.Error(t, st.Err)
+
+	sink, good := httpSink(t)
+	p, shutdown, err = Setup(context.Background(), Config{Endpoint: "http://" + good})
+	require.NoError(t, err)
+	emitSome(t, p, shutdown)
+	sink.check(t, "/v1/traces")
+	assert.Equal(t, ExportStats{Exported: 4}, p.Exported())
+}
+
+// ServiceVersion becomes every span's resource service.version.
+func TestServiceVersion(t *testing.T) {
+	clearOTELEnv(t)
+	exp := tracetest.NewInMemoryExporter()
+	p, shutdown, err := Setup(context.Background(), Config{Exporter: exp, Sync: true, ServiceVersion: "v1.2.3 abc go1.26"})
+	require.NoError(t, err)
+	_, s := p.Tracer().StartRun(context.Background(), RunInfo{}, 0)
+	s.End()
+	spans := exp.GetSpans() // shutdown clears them
+	require.NoError(t, shutdown(context.Background()))
+	require.Len(t, spans, 1)
+	assert.Equal(t, "v1.2.3 abc go1.26", attrMap(spans[0].Resource.Attributes())["service.version"])
 }

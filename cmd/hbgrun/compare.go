@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -29,7 +30,7 @@ func init() {
 			for i := range list {
 				list[i] = strings.TrimSpace(list[i])
 			}
-			return compareCmd(c.Context(), c.OutOrStdout(), modelArg(args), list, &f)
+			return compareCmd(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), modelArg(args), list, &f)
 		},
 	}
 	f.register(c, false)
@@ -37,7 +38,7 @@ func init() {
 	commands = append(commands, c)
 }
 
-func compareCmd(ctx context.Context, out io.Writer, path string, forms []string, f *runFlags) error {
+func compareCmd(ctx context.Context, out, stderr io.Writer, path string, forms []string, f *runFlags) error {
 	model, err := loadModel(path)
 	if err != nil {
 		return err
@@ -48,59 +49,114 @@ func compareCmd(ctx context.Context, out io.Writer, path string, forms []string,
 			return err
 		}
 	}
-	return withSession(ctx, f, func(s *session) error {
-		reports, err := compareForms(ctx, s, f, model.Name, forms, orchs)
-		if err != nil {
-			return err
+	traceOut, err := createOutput("--trace-out", f.traceOut)
+	if err != nil {
+		return err
+	}
+	s, err := newSession(ctx, f, stderr)
+	if err != nil {
+		traceOut.discard()
+		return err
+	}
+	info := trace.RunInfo{Model: modelName(model), Form: strings.Join(forms, ","), Rounds: f.rounds, Ranks: f.ranks}
+	cctx, cmdSpan := s.tracer.StartCommand(ctx, info)
+	reports, passes, err := compareForms(cctx, s, f, model.Name, forms, orchs)
+	if err != nil {
+		cmdSpan.Fail(err)
+	}
+	traceID := ""
+	if sc := cmdSpan.OTel().SpanContext(); sc.IsValid() {
+		traceID = sc.TraceID().String()
+	}
+	cmdSpan.End()
+	if err == nil {
+		err = traceOut.write(func(w io.Writer) error {
+			return writeChromeTrace(w, s.provider, passes, forms, orchs[0].Kernels)
+		})
+	} else {
+		traceOut.discard()
+	}
+	dest, ferr := s.finish()
+	if err != nil {
+		return errors.Join(err, ferr)
+	}
+	for _, r := range reports {
+		r.TraceID, r.Exporter = traceID, dest
+	}
+	if f.json {
+		doc := compareJSON{Baseline: forms[0], Forms: reports, MedianRatios: make([]trace.PhaseRatios, len(reports))}
+		for i, r := range reports {
+			doc.MedianRatios[i] = trace.MedianRatios(r, reports[0])
 		}
-		if f.json {
-			enc := json.NewEncoder(out)
-			enc.SetIndent("", "  ")
-			return enc.Encode(struct {
-				Forms []*trace.Report `json:"forms"`
-			}{reports})
-		}
-		return writeCompare(out, reports)
-	})
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return errors.Join(ferr, enc.Encode(doc))
+	}
+	return errors.Join(ferr, writeCompare(out, reports))
+}
+
+// compareJSON is `compare --json`: every form's report, and each form's
+// warm medians over the baseline's (the first form), as the text table's
+// ratios.
+type compareJSON struct {
+	Baseline     string              `json:"baseline"`
+	Forms        []*trace.Report     `json:"forms"`
+	MedianRatios []trace.PhaseRatios `json:"median_ratios"`
 }
 
 // compareForms runs the forms with their passes interleaved: round r runs
 // every form before round r+1, so machine load drifts over all forms alike.
 // Each form runs on ranks of its own (form i uses ranks i*R .. i*R+R-1), so
-// its devices and submission state are its own.
-func compareForms(ctx context.Context, s *session, f *runFlags, model string, forms []string, orchs []*actors.Orchestration) ([]*trace.Report, error) {
+// its devices and submission state are its own. The passes keep their
+// runtime rank (the host spans' rank); the reports number ranks per form.
+func compareForms(ctx context.Context, s *session, f *runFlags, model string, forms []string, orchs []*actors.Orchestration) ([]*trace.Report, [][]*actors.PassResult, error) {
 	rt, err := actors.Start(s.sys, f.config(s.tracer, f.skipDevice))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer rt.Stop()
+	st := &stopper{rt: rt}
+	defer st.stop()
 	passes := make([][]*actors.PassResult, len(forms))
 	bar := trace.NewProgress(f.rounds*f.ranks*len(forms), "compare")
+	defer bar.Finish()
 	for round := 0; round < f.rounds; round++ {
 		for i, o := range orchs {
 			for rank := 0; rank < f.ranks; rank++ {
+				if interrupted(ctx) {
+					return nil, nil, errInterrupted
+				}
 				res, err := rt.Pass(ctx, o, i*f.ranks+rank, round, trace.Carrier{})
 				if err != nil {
-					return nil, fmt.Errorf("form %s: %w", forms[i], err)
+					if interrupted(ctx) {
+						return nil, nil, errInterrupted
+					}
+					return nil, nil, fmt.Errorf("form %s: %w", forms[i], err)
 				}
-				res.Pass.Rank = rank
 				passes[i] = append(passes[i], res)
 				bar.Add(1)
+				if f.verbose {
+					fmt.Fprintf(s.stderr, "hbgrun: pass ended: form %s rank %d round %d\n", forms[i], rank, round)
+				}
 			}
 		}
 	}
-	bar.Finish()
 	reports := make([]*trace.Report, len(forms))
 	for i := range forms {
 		info := trace.RunInfo{Model: model, Form: forms[i], Rounds: f.rounds, Ranks: f.ranks}
-		reports[i] = buildReport(info, passes[i])
+		own := make([]*actors.PassResult, len(passes[i]))
+		for k, p := range passes[i] {
+			c := *p
+			c.Pass.Rank -= i * f.ranks
+			own[k] = &c
+		}
+		reports[i] = buildReport(info, own)
 		if !f.skipDevice {
 			eager, d := passes[0][0].Device, passes[i][0].Device
 			match := d.Digest == eager.Digest && d.Tasks-d.Allocs == eager.Tasks-eager.Allocs
 			reports[i].Golden = &trace.Golden{Digest: trace.Digest(d.Digest), EagerDigest: trace.Digest(eager.Digest), Match: match && forms[0] == "eager"}
 		}
 	}
-	return reports, nil
+	return reports, passes, nil
 }
 
 func writeCompare(out io.Writer, reports []*trace.Report) error {

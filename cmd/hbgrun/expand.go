@@ -51,7 +51,7 @@ func writeExpansion(m *config.Model, form, out string, stdout io.Writer) (err er
 	if out != "" {
 		f, err := os.Create(out)
 		if err != nil {
-			return err
+			return usageError{fmt.Errorf("--out: %w", err)}
 		}
 		defer func() {
 			if cerr := f.Close(); err == nil {

@@ -4,37 +4,178 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/hbg-dev/hbg/config"
 )
 
-// usageError marks a user's mistake (bad flag, bad model): exit code 2, no
-// stack trace.
+// Exit codes: a failed run exits 1, a user's mistake 2 and a run stopped by
+// SIGINT or SIGTERM 130, as a shell reports a command killed by SIGINT.
+const (
+	exitFailed      = 1
+	exitUsage       = 2
+	exitInterrupted = 130
+)
+
+// usageError marks a user's mistake (bad flag, bad model, unwritable output
+// path): exit code 2, no stack trace.
 type usageError struct{ err error }
 
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
+// runError marks an error a command's RunE returned (a failed run). Every
+// other error out of cobra is cobra's own (unknown command or flag, a flag's
+// bad value, a wrong argument count), and so a usage error.
+type runError struct{ err error }
+
+func (e runError) Error() string { return e.err.Error() }
+func (e runError) Unwrap() error { return e.err }
+
+// errInterrupted is returned by a command stopped by a signal once it has
+// reported what it measured.
+var errInterrupted = errors.New("interrupted")
+
 func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := execute(ctx, os.Args[1:], os.Stdout, os.Stderr, stop)
+	stop()
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+// execute runs the command line. unnotify, called on the first signal,
+// restores the default action, so a second Ctrl-C kills at once.
+func execute(ctx context.Context, args []string, stdout, stderr io.Writer, unnotify func()) error {
+	root := newRoot()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	go func() {
+		<-ctx.Done()
+		unnotify()
+	}()
+	return root.ExecuteContext(ctx)
+}
+
+// exitCode reports err on stderr, once, and gives the exit code.
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil {
+		return 0
+	}
+	if errors.Is(err, errInterrupted) {
+		fmt.Fprintln(stderr, "hbgrun: interrupted")
+		return exitInterrupted
+	}
+	fmt.Fprintln(stderr, "hbgrun:", err)
+	var ue usageError
+	var re runError
+	switch {
+	case errors.As(err, &ue):
+		return exitUsage
+	case errors.As(err, &re):
+		return exitFailed
+	}
+	return exitUsage
+}
+
+func newRoot() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "hbgrun",
 		Short:         "Run a model config on hbg's Graph-recording task runtime",
+		Version:       version(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// No MODEL or command: the help. Anything else is not a command.
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("unknown command %q (run hbgrun --help for the commands)", args[0])
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
-	root.AddCommand(commands...)
-	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "hbgrun:", err)
-		var ue usageError
-		if errors.As(err, &ue) {
-			os.Exit(2)
+	root.PersistentFlags().Int64Var(&config.MaxTasksOverride, "max-tasks", 0, "refuse a pass of more device tasks than this (default: the model's max_tasks, else 4194304)")
+	root.SetVersionTemplate("hbgrun {{.Version}}\n")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageError{fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
+	})
+	for _, c := range commands {
+		if args := c.Args; args != nil {
+			c.Args = func(c *cobra.Command, a []string) error {
+				if err := args(c, a); err != nil {
+					return usageError{fmt.Errorf("%s: %w (usage: %s)", strings.TrimPrefix(c.CommandPath(), "hbgrun "), err, c.UseLine())}
+				}
+				return nil
+			}
 		}
-		os.Exit(1)
+		if run := c.RunE; run != nil {
+			c.RunE = func(c *cobra.Command, args []string) error {
+				err := run(c, args)
+				var ue usageError
+				if err == nil || errors.As(err, &ue) || errors.Is(err, errInterrupted) {
+					return err
+				}
+				return runError{err}
+			}
+		}
+		root.AddCommand(c)
 	}
+	return root
 }
 
 // commands is filled by each subcommand's file in its init.
 var commands []*cobra.Command
+
+func init() {
+	commands = append(commands, &cobra.Command{
+		Use:   "version",
+		Short: "Print hbgrun's version (module version, commit, Go version)",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintln(c.OutOrStdout(), "hbgrun", version())
+			return err
+		},
+	})
+}
+
+// version is the build's: the module version (a tagged `go install` gives
+// v1.2.3; a build in the work tree gives (devel)), then the VCS revision and
+// whether the tree was modified, when the build recorded them.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown (no build info)"
+	}
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = "-dirty"
+			}
+		}
+	}
+	if rev != "" {
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		v += " " + rev + modified
+	}
+	return v + " " + bi.GoVersion
+}

@@ -1,13 +1,15 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
+	"sync"
+	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/spf13/cobra"
 
 	"github.com/hbg-dev/hbg/actors"
@@ -28,6 +30,8 @@ type runFlags struct {
 	traceOut   string
 	defects    string
 	strict     bool
+	verbose    bool
+	inFlight   int
 	store      storeFlags
 }
 
@@ -45,7 +49,9 @@ func (f *runFlags) register(c *cobra.Command, withForm bool) {
 	fl.StringVar(&f.otlp, "otlp", "", "export spans over OTLP to ENDPOINT (grpc://host:4317 or http://host:4318); default: the OTEL_EXPORTER_OTLP_* variables, else nowhere")
 	fl.StringVar(&f.traceOut, "trace-out", "", "write a Chrome trace-event file (open it in Perfetto)")
 	fl.StringVar(&f.defects, "defects", "error", "what a detected body defect does: error or warn")
+	fl.IntVar(&f.inFlight, "in-flight", 2, "passes of one rank in flight: the host orchestrates the next while the device runs the previous (1: they take turns)")
 	fl.BoolVar(&f.strict, "strict", false, "fail a pass when a body records something unsupported, instead of running that key on the ordinary path")
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print a line on stderr as each pass ends")
 	f.store.register(fl)
 }
 
@@ -57,6 +63,8 @@ func (f *runFlags) check() error {
 		return usageError{fmt.Errorf("--ranks %d: want at least 1", f.ranks)}
 	case f.recorders < 1:
 		return usageError{fmt.Errorf("--recorders %d: want at least 1", f.recorders)}
+	case f.inFlight < 1:
+		return usageError{fmt.Errorf("--in-flight %d: want at least 1", f.inFlight)}
 	case f.defects != "error" && f.defects != "warn":
 		return usageError{fmt.Errorf("--defects %q: want error or warn", f.defects)}
 	}
@@ -70,6 +78,7 @@ func (f *runFlags) config(tr *trace.Tracer, skipDevice bool) actors.Config {
 		SkipDevice:        skipDevice,
 		DefectsAsWarnings: f.defects == "warn",
 		StrictRecording:   f.strict,
+		InFlight:          f.inFlight,
 		Timeline:          f.traceOut != "",
 		Tracer:            tr,
 		StoreDir:          f.store.dir,
@@ -92,50 +101,14 @@ Without MODEL it runs the embedded default, config/models/dsv4_flash_decode.yaml
 			if err := f.check(); err != nil {
 				return err
 			}
-			return runCmd(c.Context(), c.OutOrStdout(), modelArg(args), &f)
+			return runCmd(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), modelArg(args), &f)
 		},
 	}
 	f.register(c, true)
 	commands = append(commands, c)
 }
 
-// session is one invocation's tracing and actor system.
-type session struct {
-	sys      *actor.ActorSystem
-	provider *trace.Provider
-	shutdown func(context.Context) error
-	tracer   *trace.Tracer
-}
-
-func newSession(ctx context.Context, f *runFlags) (*session, error) {
-	p, shutdown, err := trace.Setup(ctx, trace.Config{Endpoint: f.otlp, Timeline: f.traceOut != ""})
-	if err != nil {
-		return nil, usageError{fmt.Errorf("tracing: %w", err)}
-	}
-	return &session{sys: actors.NewActorSystem(nil), provider: p, shutdown: shutdown, tracer: p.Tracer()}, nil
-}
-
-func (s *session) close(ctx context.Context) error {
-	s.sys.Shutdown()
-	return s.shutdown(ctx)
-}
-
-// withSession runs f in a session and flushes its spans afterwards; a
-// failed flush is reported only when f itself succeeded.
-func withSession(ctx context.Context, f *runFlags, fn func(s *session) error) (err error) {
-	s, err := newSession(ctx, f)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := s.close(context.Background()); err == nil && cerr != nil {
-			err = fmt.Errorf("flushing spans: %w", cerr)
-		}
-	}()
-	return fn(s)
-}
-
-func runCmd(ctx context.Context, out io.Writer, path string, f *runFlags) error {
+func runCmd(ctx context.Context, out, stderr io.Writer, path string, f *runFlags) error {
 	model, err := loadModel(path)
 	if err != nil {
 		return err
@@ -144,55 +117,118 @@ func runCmd(ctx context.Context, out io.Writer, path string, f *runFlags) error 
 	if err != nil {
 		return err
 	}
-	return withSession(ctx, f, func(s *session) error {
-		info := trace.RunInfo{Model: modelName(model), Form: f.form, Rounds: f.rounds, Ranks: f.ranks}
-		cctx, cmdSpan := s.tracer.StartCommand(ctx, info)
-		defer cmdSpan.End()
-		rep, passes, err := runForm(cctx, s, f, orch, info)
-		if err != nil {
-			cmdSpan.Fail(err)
-			return err
-		}
-		if !f.skipDevice {
-			if err := golden(cctx, s, f, model, rep, passes); err != nil {
-				return err
-			}
-		}
-		if sc := cmdSpan.OTel().SpanContext(); sc.IsValid() {
-			rep.TraceID = sc.TraceID().String()
-		}
-		rep.Exporter = s.provider.Destination()
-		if f.traceOut != "" {
-			if err := writeTraceOut(f.traceOut, s.provider, passes, orch.Kernels); err != nil {
-				return err
-			}
-		}
-		if f.json {
-			return rep.WriteJSON(out)
-		}
-		return rep.WriteText(out)
-	})
+	traceOut, err := createOutput("--trace-out", f.traceOut)
+	if err != nil {
+		return err
+	}
+	s, err := newSession(ctx, f, stderr)
+	if err != nil {
+		traceOut.discard()
+		return err
+	}
+	info := trace.RunInfo{Model: modelName(model), Form: f.form, Rounds: f.rounds, Ranks: f.ranks}
+	cctx, cmdSpan := s.tracer.StartCommand(ctx, info)
+	rep, passes, err := runForm(cctx, s, f, orch, info)
+	if err == nil && !f.skipDevice {
+		err = golden(cctx, s, f, model, rep, passes)
+	}
+	if err != nil && !errors.Is(err, errInterrupted) {
+		cmdSpan.Fail(err)
+	}
+	if sc := cmdSpan.OTel().SpanContext(); rep != nil && sc.IsValid() {
+		rep.TraceID = sc.TraceID().String()
+	}
+	// The root span ends before the flush, so that an interrupted run's
+	// trace has it too.
+	cmdSpan.End()
+	if rep != nil {
+		err = errors.Join(err, traceOut.write(func(w io.Writer) error {
+			return writeChromeTrace(w, s.provider, [][]*actors.PassResult{passes}, []string{""}, orch.Kernels)
+		}))
+	} else {
+		traceOut.discard()
+	}
+	dest, ferr := s.finish()
+	if rep == nil {
+		return errors.Join(err, ferr)
+	}
+	rep.Exporter = dest
+	var werr error
+	if f.json {
+		werr = rep.WriteJSON(out)
+	} else {
+		werr = rep.WriteText(out)
+	}
+	return errors.Join(err, ferr, werr)
 }
 
-// runForm runs one form for f.rounds on f.ranks and builds its report.
+// runForm runs one form for f.rounds on f.ranks and builds its report. When
+// the command is interrupted it stops the runtime and reports the passes
+// that ended, with errInterrupted; it reports none (nil) when none ended.
 func runForm(ctx context.Context, s *session, f *runFlags, orch *actors.Orchestration, info trace.RunInfo) (*trace.Report, []*actors.PassResult, error) {
 	rt, err := actors.Start(s.sys, f.config(s.tracer, f.skipDevice))
 	if err != nil {
 		return nil, nil, err
 	}
-	defer rt.Stop()
+	st := &stopper{rt: rt}
+	defer st.stop()
 	bar := trace.NewProgress(f.rounds*f.ranks, fmt.Sprintf("%s %s", info.Model, info.Form))
-	passes, err := rt.Run(ctx, actors.RunSpec{Orch: orch, Rounds: f.rounds, Ranks: f.ranks, Info: info,
-		OnPass: func(*actors.PassResult) { bar.Add(1) }})
-	bar.Finish()
-	if err != nil {
-		return nil, passes, err
+	var mu sync.Mutex
+	var ended []*actors.PassResult
+	type result struct {
+		passes []*actors.PassResult
+		err    error
 	}
-	rep := buildReport(info, passes)
+	ran := make(chan result, 1)
+	go func() {
+		passes, err := rt.Run(ctx, actors.RunSpec{Orch: orch, Rounds: f.rounds, Ranks: f.ranks, Info: info,
+			OnPass: func(p *actors.PassResult) {
+				bar.Add(1)
+				mu.Lock()
+				defer mu.Unlock()
+				ended = append(ended, p)
+				if f.verbose {
+					fmt.Fprintf(s.stderr, "hbgrun: pass ended: rank %d round %d\n", p.Pass.Rank, p.Pass.Round)
+				}
+			}})
+		ran <- result{passes, err}
+	}()
+	var r result
+	select {
+	case r = <-ran:
+	case <-ctx.Done():
+		st.stop()
+		select {
+		case r = <-ran:
+		case <-time.After(stopGrace):
+		}
+	}
+	bar.Finish()
+	if interrupted(ctx) {
+		mu.Lock()
+		passes := slices.Clone(ended)
+		mu.Unlock()
+		if len(passes) == 0 {
+			return nil, nil, errInterrupted
+		}
+		slices.SortFunc(passes, func(a, b *actors.PassResult) int {
+			return cmp.Or(cmp.Compare(a.Pass.Rank, b.Pass.Rank), cmp.Compare(a.Pass.Round, b.Pass.Round))
+		})
+		rep := buildReport(info, passes)
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("interrupted: %d of %d passes ended; golden not checked", len(passes), f.rounds*f.ranks))
+		return rep, passes, errInterrupted
+	}
+	if r.err != nil {
+		return nil, r.passes, r.err
+	}
+	rep := buildReport(info, r.passes)
+	for _, err := range rt.FlushStore() {
+		rep.Warnings = append(rep.Warnings, err.Error())
+	}
 	for _, m := range rt.Mailboxes.Snapshots() {
 		rep.Mailboxes = append(rep.Mailboxes, trace.MailboxStat(m))
 	}
-	return rep, passes, nil
+	return rep, r.passes, nil
 }
 
 // buildReport computes the report from the passes: every figure in it comes
@@ -272,39 +308,32 @@ func golden(ctx context.Context, s *session, f *runFlags, model *modelT, rep *tr
 	return nil
 }
 
-func writeTraceOut(path string, p *trace.Provider, passes []*actors.PassResult, kernels []stages.Kernel) error {
+// writeChromeTrace writes the run's spans and every pass's simulated device
+// timeline. forms[i] names passes[i]'s form in the device processes ("" for
+// a run of one form).
+func writeChromeTrace(w io.Writer, p *trace.Provider, passes [][]*actors.PassResult, forms []string, kernels []stages.Kernel) error {
 	all := p.Slices()
-	next := map[int]int64{} // per rank: where the next pass's device time starts
-	for _, r := range passes {
-		if r.Device == nil {
-			continue
+	for i, ps := range passes {
+		for _, r := range ps {
+			if r != nil && r.Device != nil {
+				all = append(all, deviceSlices(r, forms[i], kernels)...)
+			}
 		}
-		// Simulated time is its own clock and can outlast the real wall of
-		// the simulation, so a rank's passes are laid end to end on it,
-		// starting under the first device_wall.
-		at, ok := next[r.Pass.Rank]
-		if !ok {
-			at = r.DeviceStartNs
-		}
-		all = append(all, deviceSlices(r, kernels, at)...)
-		next[r.Pass.Rank] = at + r.Device.SimNs
 	}
-	fh, err := os.Create(path)
-	if err != nil {
-		return usageError{fmt.Errorf("--trace-out: %w", err)}
-	}
-	if err := trace.WriteChromeTrace(fh, all); err != nil {
-		fh.Close()
-		return err
-	}
-	return fh.Close()
+	return trace.WriteChromeTrace(w, all)
 }
 
 // deviceSlices turns a pass's simulated per-core timeline into trace
-// slices: one process per rank, one track per core that did work, the
-// pass's simulated time starting at at.
-func deviceSlices(r *actors.PassResult, kernels []stages.Kernel, at int64) []trace.Slice {
-	proc := fmt.Sprintf("rank %d device (simulated)", r.Pass.Rank)
+// slices: one process per pass (rank and round), one track per core that
+// did work, starting where the pass's device_wall span starts. Simulated
+// time is its own clock and can outlast the real wall of the simulation,
+// so a pass gets a process of its own rather than sharing one with the
+// rank's next pass, which may start before its simulated time ends.
+func deviceSlices(r *actors.PassResult, form string, kernels []stages.Kernel) []trace.Slice {
+	proc := fmt.Sprintf("rank %d device (simulated) round %d", r.Pass.Rank, r.Pass.Round)
+	if form != "" {
+		proc = form + " " + proc
+	}
 	out := make([]trace.Slice, 0, len(r.Device.Timeline))
 	for _, s := range r.Device.Timeline {
 		core := fmt.Sprintf("aic %d", s.Core)
@@ -315,8 +344,8 @@ func deviceSlices(r *actors.PassResult, kernels []stages.Kernel, at int64) []tra
 		if int(s.Kernel) >= 0 && int(s.Kernel) < len(kernels) {
 			name = kernels[s.Kernel].Name
 		}
-		out = append(out, trace.Slice{Process: proc, Track: core, Name: name, StartNs: at + s.Start, DurNs: s.Dur,
-			Args: map[string]any{"task": s.Task, "node": s.Node, "block": s.Block, "round": r.Pass.Round}})
+		out = append(out, trace.Slice{Process: proc, Track: core, Name: name, StartNs: r.DeviceStartNs + s.Start, DurNs: s.Dur,
+			Args: map[string]any{"task": s.Task, "node": s.Node, "block": s.Block, "rank": r.Pass.Rank, "round": r.Pass.Round}})
 	}
 	return out
 }

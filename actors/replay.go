@@ -1,0 +1,142 @@
+package actors
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/hbg-dev/hbg/mailbox"
+	"github.com/hbg-dev/hbg/stages"
+	"github.com/hbg-dev/hbg/trace"
+)
+
+// replayActor is one rank's Replay (stages.Replay): it takes each pass at
+// the end of its host_orch, finalizes its shells as their Definitions arrive
+// from the uploader, ships its run image (arena_h2d) and launches it, and
+// answers the caller. The submission meanwhile orchestrates the next pass.
+type replayActor struct {
+	rt         *Runtime
+	rank       int
+	device     *actor.PID
+	submission *actor.PID
+	rp         *stages.Replay
+	runs       map[uint64]*passRun // by stages.Pass.ID, until the device owes them nothing
+	free       [][]byte            // run image buffers the device has read
+}
+
+func (r *replayActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		r.rp = stages.NewReplay()
+		r.runs = map[uint64]*passRun{}
+	case *replayWire:
+		r.submission = m.submission
+	case *handoff:
+		r.runs[m.run.pass.ID] = m.run
+		r.rp.Handoff(m.run.pass)
+	case *mailbox.DefinitionUploaded:
+		r.rp.Defined(m.Outcome)
+	case *deviceReply:
+		r.deviceReplied(m)
+	case *cancelPass:
+		for id, run := range r.runs {
+			if run.req.id == m.id && !run.pass.Done() {
+				r.rp.Cancel(id, m.err)
+			}
+		}
+	}
+	r.act(ctx)
+}
+
+// replayWire tells a rank's replay its submission (spawned after it).
+type replayWire struct{ submission *actor.PID }
+
+func (r *replayActor) deviceReplied(m *deviceReply) {
+	p, launched, over := r.rp.DeviceReplied(m.err)
+	run := r.runs[p.ID]
+	if !p.AtDevice() {
+		r.free = append(r.free, run.image[:0])
+		run.image = nil
+		if over {
+			delete(r.runs, p.ID)
+		}
+	}
+	if over {
+		return
+	}
+	res := run.res
+	if !launched {
+		res.Pass.Set(trace.PhaseArenaH2D, m.ns)
+		return
+	}
+	res.DeviceStartNs = m.startNs
+	if m.err == nil {
+		res.Pass.Set(trace.PhaseDeviceWall, m.result.SimNs)
+		res.Pass.SimulationNs = m.ns
+		res.Device = m.result
+	}
+}
+
+// act does what the Replay asks.
+func (r *replayActor) act(ctx actor.Context) {
+	for _, a := range r.rp.Actions() {
+		run := r.runs[a.Pass.ID]
+		switch a.Kind {
+		case stages.ActLearn:
+			ctx.Send(r.submission, &learned{ls: a.Learned})
+		case stages.ActRerun:
+			delete(r.runs, a.Pass.ID)
+			ctx.Send(r.submission, &rerun{run: run, ls: a.Learned})
+		case stages.ActShip:
+			r.ship(ctx, run)
+		case stages.ActReply:
+			r.reply(ctx, run)
+		}
+	}
+}
+
+// ship closes graph_upload and sends the run image's one copy and the
+// launch together: the device serves them in order, with no round trip
+// between.
+func (r *replayActor) ship(ctx actor.Context, run *passRun) {
+	run.finishPhase() // graph_upload
+	img := run.pass.Image
+	if r.rt.imageHook != nil {
+		r.rt.imageHook(img)
+	}
+	var buf []byte
+	if n := len(r.free); n > 0 {
+		buf, r.free = r.free[n-1], r.free[:n-1]
+	}
+	run.image = stages.AppendRunImage(buf, img)
+	ph := devicePhase{tracer: r.rt.tracer, run: run.req.run, rank: r.rank, round: run.req.round}
+	sendDevice(ctx, r.device, &deviceCopy{image: run.image, phase: ph})
+	if !r.rt.cfg.SkipDevice {
+		sendDevice(ctx, r.device, &deviceLaunch{timeline: r.rt.cfg.Timeline, phase: ph})
+	}
+}
+
+// reply answers the caller and frees the pass's slot on the rank.
+func (r *replayActor) reply(ctx actor.Context, run *passRun) {
+	p := run.pass
+	if run.open {
+		run.finishPhase() // graph_upload, of a pass that failed before shipping
+	}
+	res := run.res
+	res.Counts = p.Counts
+	res.Warnings = p.Warnings
+	res.Defects = p.Defects
+	res.KernelTasks = p.KernelTasks
+	res.Err = p.Err
+	res.Pass.RecordedNodes = p.RecordedNodes
+	res.Pass.BuiltDefinitions = p.BuiltDefinitions
+	res.Pass.UploadedDefinitionBytes = p.UploadedBytes
+	run.ops.Add(trace.OpRecordNode, int64(p.RecordNodeOps), p.RecordNs)
+	run.ops.Add(trace.OpBuildDefinition, int64(p.BuiltDefinitions), p.BuildNs)
+	run.ops.Add(trace.OpStoreLoad, int64(p.Store.Loaded), p.Store.Ns)
+	res.Pass.LoadedDefinitions, res.Pass.LoadedBytes, res.Pass.StoreRejected = p.Store.Loaded, p.Store.Bytes, len(p.Store.Rejected)
+	res.Pass.Ops = run.ops
+	if !p.AtDevice() {
+		delete(r.runs, p.ID)
+	}
+	run.req.reply <- res
+	ctx.Send(r.submission, &passDone{run: run})
+}

@@ -1,0 +1,293 @@
+package stages
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/datadriven"
+)
+
+// TestPassScripts drives a rank's Host and Replay from the scripts in
+// testdata/pass: Graph calls, the end of host_orch, outcomes from the
+// pipeline and device replies in, actions out. Rewrite the expected output
+// with -rewrite, and commit only diffs you understand.
+//
+// Commands:
+//
+//	host [no-retain] [strict] [warn] [skip-device]  a fresh rank
+//	begin [round=N]                                 a pass starts host_orch
+//	call key=K [row=N] [rows=N] [scalar=N]          one Graph call
+//	end [err=TEXT]                                  host_orch ends: handoff
+//	defined pass=N key=K [verify] [fail=unsupported|panic] [defect=TEXT]
+//	        [nodes=N] [bytes=N] [upload-err=TEXT]   an outcome reaches the replay
+//	device [err=TEXT]                               the device's next reply
+//	cancel pass=N                                   the caller gave up
+//	rerun                                           the Host reruns the pass the replay gave back
+func TestPassScripts(t *testing.T) {
+	datadriven.Walk(t, "testdata/pass", func(t *testing.T, path string) {
+		var env *passEnv
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			if d.Cmd == "host" {
+				env = newPassEnv(d)
+				return ""
+			}
+			if env == nil {
+				d.Fatalf(t, "host first")
+			}
+			return env.handle(t, d)
+		})
+	})
+}
+
+type passEnv struct {
+	host   *Host
+	replay *Replay
+	names  map[uint64]string // store key -> graph key
+	orch   Orchestrator
+	rerun  *Pass
+	out    strings.Builder
+}
+
+const scriptRows = 64
+
+var scriptEntry = []Root{
+	{Name: "x", Kind: RootEntry, DType: FP32, Shape: []int64{scriptRows, 16}, Elems: scriptRows * 16},
+	{Name: "y", Kind: RootEntryOutput, DType: FP32, Shape: []int64{scriptRows, 16}, Elems: scriptRows * 16},
+}
+
+func newPassEnv(d *datadriven.TestData) *passEnv {
+	var cfg PassConfig
+	cfg.NoRetain = d.HasArg("no-retain")
+	cfg.StrictRecording = d.HasArg("strict")
+	cfg.DefectsAsWarnings = d.HasArg("warn")
+	cfg.SkipDevice = d.HasArg("skip-device")
+	e := &passEnv{host: NewHost(0, cfg), replay: NewReplay(), names: map[uint64]string{}}
+	e.orch = scriptOrch{e}
+	return e
+}
+
+// scriptOrch is the orchestrator a body falling back runs on: ordinary
+// calls on the Host's Orch, Graph calls back through the Host.
+type scriptOrch struct{ e *passEnv }
+
+func (o scriptOrch) Alloc(s []RootSpec) (TaskID, RootID) { return o.e.host.Orch().Alloc(s) }
+func (o scriptOrch) Submit(t *Task) TaskID               { return o.e.host.Orch().Submit(t) }
+func (o scriptOrch) ScopeBegin(m ScopeMode)              { o.e.host.Orch().ScopeBegin(m) }
+func (o scriptOrch) ScopeEnd()                           { o.e.host.Orch().ScopeEnd() }
+func (o scriptOrch) Graph(c *GraphCall) TaskID           { return o.e.host.Graph(c, o) }
+func scriptBody(o Orchestrator, b *Boundary)             { o.Submit(scriptTask(b)) }
+func scriptTask(b *Boundary) *Task {
+	return &Task{Kind: KindAIV, Kernel: [3]KernelID{-1, 0, -1}, BlockNum: 1,
+		Args: []Arg{b.Tensors[0], b.Tensors[1]}, Scalars: []Scalar{b.Scalars[0]}}
+}
+
+func intArg(t *testing.T, d *datadriven.TestData, key string, def int) int {
+	if !d.HasArg(key) {
+		return def
+	}
+	var v int
+	d.ScanArgs(t, key, &v)
+	return v
+}
+
+func strArg(t *testing.T, d *datadriven.TestData, key string) string {
+	if !d.HasArg(key) {
+		return ""
+	}
+	var v string
+	d.ScanArgs(t, key, &v)
+	return v
+}
+
+func (e *passEnv) printf(format string, a ...any) { fmt.Fprintf(&e.out, format, a...) }
+
+func (e *passEnv) handle(t *testing.T, d *datadriven.TestData) string {
+	e.out.Reset()
+	switch d.Cmd {
+	case "begin":
+		p := e.host.Begin("script", scriptEntry, 1, intArg(t, d, "round", 0))
+		e.printf("pass %d: host_orch\n", p.ID)
+	case "call":
+		e.call(t, d)
+	case "end":
+		var err error
+		if s := strArg(t, d, "err"); s != "" {
+			err = errors.New(s)
+		}
+		p := e.host.End(err)
+		c := p.Counts
+		e.printf("pass %d: handoff: %d tasks (%d Graph), waiting for %s\n", p.ID, c.HostSubmissions, c.GraphSubmissions, e.keyList(p.Waiting()))
+		e.replay.Handoff(p)
+	case "defined":
+		e.replay.Defined(e.outcome(t, d))
+	case "device":
+		var err error
+		if s := strArg(t, d, "err"); s != "" {
+			err = errors.New(s)
+		}
+		p, launched, over := e.replay.DeviceReplied(err)
+		switch {
+		case over:
+			e.printf("device reply absorbed (its pass is over)\n")
+		case launched:
+			e.printf("pass %d: launched\n", p.ID)
+		default:
+			e.printf("pass %d: copied\n", p.ID)
+		}
+	case "cancel":
+		e.replay.Cancel(uint64(intArg(t, d, "pass", 0)), errors.New("context canceled"))
+	case "rerun":
+		if e.rerun == nil {
+			d.Fatalf(t, "no pass to rerun")
+		}
+		p := e.host.Rerun(e.rerun)
+		e.rerun = nil
+		e.printf("pass %d: host_orch (rerun)\n", p.ID)
+	default:
+		d.Fatalf(t, "unknown command %q", d.Cmd)
+	}
+	e.actions()
+	return e.out.String()
+}
+
+func (e *passEnv) call(t *testing.T, d *datadriven.TestData) {
+	key := strArg(t, d, "key")
+	row := int64(intArg(t, d, "row", 0))
+	rows := int64(intArg(t, d, "rows", 4))
+	call := &GraphCall{
+		Key: key,
+		Boundary: []Arg{
+			{Tag: TagInput, View: NewView(0, row*16, FP32, rows, 16)},
+			{Tag: TagInOut, View: NewView(1, row*16, FP32, rows, 16)},
+		},
+		Scalars: []uint64{uint64(intArg(t, d, "scalar", 0))},
+		Body:    scriptBody,
+	}
+	p := e.host.p
+	before := p.Counts
+	shells, warnings := len(p.shells), len(p.Warnings)
+	id := e.host.Graph(call, e.orch)
+	c := p.Counts
+	what := "replay"
+	switch {
+	case c.BoundaryMismatches > before.BoundaryMismatches:
+		what = "mismatch, ordinary path"
+	case c.FallbackCalls > before.FallbackCalls:
+		what = "failed key, ordinary path"
+	case len(p.shells) > shells:
+		what = "shell"
+	}
+	e.printf("t%d: %s\n", id, what)
+	for _, j := range e.host.TakeJobs() {
+		e.names[j.StoreKey] = j.Key
+		verb := "record"
+		if j.Verify {
+			verb = "verify"
+		}
+		e.printf("  %s %s (row %d, scalar %d)\n", verb, j.Key, j.Boundary[0].View.Offset/16, j.Scalars[0])
+	}
+	for _, w := range p.Warnings[warnings:] {
+		e.printf("  warning: %s\n", w)
+	}
+}
+
+func (e *passEnv) outcome(t *testing.T, d *datadriven.TestData) Outcome {
+	key := strArg(t, d, "key")
+	var sk uint64
+	for k, n := range e.names {
+		if n == key {
+			sk = k
+		}
+	}
+	if sk == 0 {
+		d.Fatalf(t, "no record request for key %q", key)
+	}
+	o := Outcome{Pass: uint64(intArg(t, d, "pass", 0)), StoreKey: sk, Verify: d.HasArg("verify")}
+	switch strArg(t, d, "fail") {
+	case "":
+		nodes := intArg(t, d, "nodes", 3)
+		def := &Definition{Key: key, Nodes: make([]NodeDesc, nodes), HeapBytes: 1024}
+		o.Def = &Published{Def: def, Hash: sk ^ 0xdef, Image: make([]byte, 100)}
+		if !o.Verify {
+			o.Recorded = true
+			o.RecordedNodes = nodes
+			o.UploadedBytes = int64(intArg(t, d, "bytes", 100))
+		}
+	case "unsupported":
+		o.Err = fmt.Errorf("graph %q: %w: nested Graph", key, ErrUnsupported)
+	case "panic":
+		o.Err, o.Panicked = fmt.Errorf("graph %q: body panicked while recording: boom", key), true
+	default:
+		d.Fatalf(t, "fail=unsupported or fail=panic")
+	}
+	if s := strArg(t, d, "defect"); s != "" {
+		o.Defects = []Defect{{Key: key, Kind: DefectBakedScalar, Slot: -1, Node: 0, Msg: s}}
+	}
+	if s := strArg(t, d, "upload-err"); s != "" {
+		o.UploadErr = errors.New(s)
+	}
+	return o
+}
+
+func (e *passEnv) keyList(sks []uint64) string {
+	if len(sks) == 0 {
+		return "nothing"
+	}
+	names := make([]string, len(sks))
+	for i, k := range sks {
+		names[i] = e.names[k]
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
+
+// actions prints the Replay's actions and does what the actors do with the
+// ones that concern the Host.
+func (e *passEnv) actions() {
+	for _, a := range e.replay.Actions() {
+		p := a.Pass
+		switch a.Kind {
+		case ActLearn, ActRerun:
+			e.printf("%s pass %d:", a.Kind, p.ID)
+			for _, l := range a.Learned {
+				switch {
+				case l.Forget:
+					e.printf(" %s=forget", e.names[l.StoreKey])
+				case l.Failed != nil:
+					e.printf(" %s=failed", e.names[l.StoreKey])
+				default:
+					e.printf(" %s=defined", e.names[l.StoreKey])
+				}
+			}
+			e.printf("\n")
+			e.host.Learn(a.Learned)
+			if a.Kind == ActRerun {
+				e.rerun = p
+			}
+		case ActShip:
+			img := p.Image
+			var heap []string
+			for _, g := range img.Graphs {
+				heap = append(heap, fmt.Sprintf("%d", g.HeapBase))
+			}
+			e.printf("ship pass %d: %d tasks, %d Graph (heap bases %s, top %d), %d Definitions, %d device tasks expected\n",
+				p.ID, len(img.Tasks), len(img.Graphs), strings.Join(heap, " "), img.HeapBytes, p.Counts.Definitions, p.Counts.ExpectedDeviceTasks)
+		case ActReply:
+			c := p.Counts
+			if p.Err != nil {
+				e.printf("reply pass %d: error: %v\n", p.ID, p.Err)
+			} else {
+				e.printf("reply pass %d: ok\n", p.ID)
+			}
+			e.printf("  calls %d, graph %d, mismatches %d, fallback %d, verified %d, demoted %d; built %d, nodes %d, uploaded %d bytes\n",
+				c.GraphCalls, c.GraphSubmissions, c.BoundaryMismatches, c.FallbackCalls, c.Verified, c.Demoted, p.BuiltDefinitions, p.RecordedNodes, p.UploadedBytes)
+			for _, w := range p.Warnings {
+				e.printf("  warning: %s\n", w)
+			}
+			e.host.Recycle(p.Image)
+		}
+	}
+}

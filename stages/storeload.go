@@ -1,0 +1,20 @@
+package stages
+
+// StoreLoad is what the Definition store on disk did for a pass: the
+// Definitions it loaded in place of recordings, and the entries it found bad
+// there (each moved aside, then recorded again).
+type StoreLoad struct {
+	Loaded int
+	Bytes  int64
+	Ns     int64
+	// Rejected is the bad entries found, each with why.
+	Rejected []string
+}
+
+// Add sums another request's StoreLoad into s.
+func (s *StoreLoad) Add(o StoreLoad) {
+	s.Loaded += o.Loaded
+	s.Bytes += o.Bytes
+	s.Ns += o.Ns
+	s.Rejected = append(s.Rejected, o.Rejected...)
+}

@@ -1,0 +1,99 @@
+package tests
+
+import (
+	"context"
+	"testing"
+
+	"github.com/hbg-dev/hbg/actors"
+	"github.com/hbg-dev/hbg/diskstore"
+	"github.com/hbg-dev/hbg/stages"
+	"github.com/hbg-dev/hbg/trace"
+)
+
+// BenchmarkPassColdStore is DSv4 full's first pass on a fresh runtime, as
+// a fresh process runs it: with an empty store on disk (it records, builds
+// and uploads every Definition; the writes to disk go on behind it) and
+// with a store an earlier runtime filled (it loads, verifies and uploads
+// them).
+func BenchmarkPassColdStore(b *testing.B) {
+	m := loadDSv4(b)
+	orch := orchestration(m, "full")
+	populated := b.TempDir()
+	fill := startRuntime(b, actors.Config{SkipDevice: true, StoreDir: populated})
+	if res, err := fill.Pass(context.Background(), orch, 0, 0, trace.Carrier{}); err != nil || res.Pass.BuiltDefinitions != 8 {
+		b.Fatalf("filling the store: %v", err)
+	}
+	fill.Stop() // flushes the writes
+	for _, c := range []struct {
+		name string
+		dir  func() string
+	}{
+		{"empty", func() string { return b.TempDir() }},
+		{"populated", func() string { return populated }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var passes []trace.Pass
+			for b.Loop() {
+				b.StopTimer()
+				sys := actors.NewActorSystem(nil)
+				rt, err := actors.Start(sys, actors.Config{SkipDevice: true, StoreDir: c.dir()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				res, err := rt.Pass(context.Background(), orch, 0, 0, trace.Carrier{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				if c.name == "populated" && (res.Pass.LoadedDefinitions != 8 || res.Pass.BuiltDefinitions != 0) {
+					b.Fatalf("loaded %d, built %d; want 8 and 0", res.Pass.LoadedDefinitions, res.Pass.BuiltDefinitions)
+				}
+				passes = append(passes, res.Pass)
+				rt.Stop()
+				sys.Shutdown()
+				b.StartTimer()
+			}
+			reportPhases(b, passes)
+		})
+	}
+}
+
+// BenchmarkStoreLoad loads DSv4 full's 8 Definitions from a store on disk
+// (page cache warm): read, check the entry, decode and verify the image.
+// MB/s is image bytes; ns/B, the load cost per Definition byte.
+func BenchmarkStoreLoad(b *testing.B) {
+	m := loadDSv4(b)
+	images := definitionsOf(b, m, "full")
+	s, err := diskstore.Open(b.TempDir(), 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	var keys []uint64
+	total := 0
+	for _, img := range images {
+		d, err := stages.DecodeDefinition(img)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Put(d, img, "dsv4/full"); err != nil {
+			b.Fatal(err)
+		}
+		keys = append(keys, d.FullKey)
+		total += len(img)
+	}
+	b.SetBytes(int64(total))
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, k := range keys {
+			l, err := s.Load(k, "dsv4/full")
+			if err != nil || l == nil {
+				b.Fatal(err)
+			}
+			s.Unpin(k)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(total), "ns/B")
+	b.ReportMetric(float64(total), "image-bytes")
+}
