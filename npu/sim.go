@@ -429,12 +429,19 @@ func (s *sim) claim(c int, ti int32, k stages.KernelID, b int32, start, dur int6
 // blockDur is the cost model: per-dispatch overhead + max(bytes / bandwidth
 // share, ops / core throughput), bytes being the task's touched bytes split
 // across its blocks, the share being HBM bandwidth over the cores running
-// now (capped per core). Explicit float64 conversions keep the compiler
-// from fusing multiply-adds, so the result is the same on every platform.
+// now (capped per core). A MIX block's three cores read its bytes together,
+// so it draws three cores' shares (and caps): one share would charge the
+// block's whole traffic to a third of the bandwidth it holds. Explicit
+// float64 conversions keep the compiler from fusing multiply-adds, so the
+// result is the same on every platform.
 func (s *sim) blockDur(t *dtask, sh int) int64 {
 	bytes := float64(t.bytes / float64(t.bn))
-	share := float64(s.cfg.HBMBytesPerSec / float64(max(s.running, 1)))
-	share = min(share, s.cfg.CoreBytesPerSec)
+	cores := 1.0
+	if sh == shapeMIX {
+		cores = 3
+	}
+	share := float64(s.cfg.HBMBytesPerSec * cores / float64(max(s.running, 1)))
+	share = min(share, float64(s.cfg.CoreBytesPerSec*cores))
 	k := t.kern[0]
 	ops := s.cfg.AICOpsPerSec
 	if sh == shapeAIV {
