@@ -7,6 +7,7 @@
 // # Schema
 //
 //	model: NAME
+//	max_tasks: N                          # bound on a pass's device tasks (default 4194304)
 //	constants: {NAME: INT, ...}          # usable in every expression
 //	entry:
 //	  tensors:                            # RootIDs 0..N-1, in this order

@@ -233,6 +233,28 @@ func TestGraphChecks(t *testing.T) {
 			},
 		},
 		{
+			name: "kernel chosen by a param not in the key",
+			old:  `- {id: second, k: act,`, new: `- {id: second, k: "[act, act][l % 2]",`, at: `k: "[act, act][l % 2]"`,
+			check: func(err error) string {
+				var se *config.StructureError
+				if !errors.As(err, &se) || se.Param != "l" {
+					return fmt.Sprintf("%v, want a StructureError on l", err)
+				}
+				return ""
+			},
+		},
+		{
+			name: "dependency chosen by a param not in the key",
+			old:  `          - alloc: ["tmp fp32[2, 16]"]`, new: "          - tasks: {ts: 2}\n          - alloc: [\"tmp fp32[2, 16]\"]\n          - {id: \"ts[0]\", k: act, args: [\"inout h\"]}\n          - {id: \"ts[1]\", k: act, args: [\"inout h\"], deps: [\"ts[l % 2]\"]}", at: `deps: ["ts[l % 2]"]`,
+			check: func(err error) string {
+				var se *config.StructureError
+				if !errors.As(err, &se) || se.Param != "l" {
+					return fmt.Sprintf("%v, want a StructureError on l", err)
+				}
+				return ""
+			},
+		},
+		{
 			name: "scalar baked from a param",
 			old:  "scalars: [epoch]", new: "scalars: [l]", at: "scalars: [l]",
 			check: func(err error) string {

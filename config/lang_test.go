@@ -296,14 +296,14 @@ func TestLanguageRunTimeErrors(t *testing.T) {
 		name, src, at string
 		want          []string
 	}{
-		{name: "unset task list element", at: `deps: ["gate[2]"]`, want: []string{"element 2 of task list gate is not set"}, src: `program:
+		{name: "unset task list element", at: `deps: ["gate[2]"]`, want: []string{`deps "gate[2]"`, "element 2 of task list gate is not set"}, src: `program:
   body:
     - tasks: {gate: 3}
     - {id: "gate[0]", k: act, args: ["inout x"]}
     - {k: act, args: ["in x"], deps: ["gate[2]"]}
 forms: {eager: {}}
 `},
-		{name: "task list index out of range", at: `id: "gate[i]"`, want: []string{"elements [3, 4) of task list gate, which has 3"}, src: `program:
+		{name: "task list index out of range", at: `id: "gate[i]"`, want: []string{`id "gate[i]"`, "elements [3, 4) of task list gate, which has 3"}, src: `program:
   body:
     - tasks: {gate: 3}
     - loop: {var: i, to: 4}
@@ -311,7 +311,7 @@ forms: {eager: {}}
         - {id: "gate[i]", k: act, args: ["inout x"]}
 forms: {eager: {}}
 `},
-		{name: "tensor list index out of range", at: `"inout h[i]"`, want: []string{`"h[i]"`, "element 2 of a tensor list of 2"}, src: `program:
+		{name: "tensor list index out of range", at: `"inout h[i]"`, want: []string{`view "h[i]"`, "element 2 of a tensor list of 2"}, src: `program:
   body:
     - alloc: ["h[0] fp32[16]", "h[1] fp32[16]"]
     - loop: {var: i, to: 3}
@@ -319,7 +319,7 @@ forms: {eager: {}}
         - {k: act, args: ["inout h[i]"]}
 forms: {eager: {}}
 `},
-		{name: "kernel list index out of range", at: `k: "[mm, mm_0][k]"`, want: []string{"kernel 2 of a list of 2"}, src: `program:
+		{name: "kernel list index out of range", at: `k: "[mm, mm_0][k]"`, want: []string{`k "[mm, mm_0][k]"`, "kernel 2 of a list of 2"}, src: `program:
   body:
     - alloc: ["acc fp32[16]"]
     - loop: {var: k, to: 3}
@@ -327,7 +327,7 @@ forms: {eager: {}}
         - {k: "[mm, mm_0][k]", args: ["in w", "in x", "inout acc"]}
 forms: {eager: {}}
 `},
-		{name: "zero loop step", at: `step: "1 - N / 4 + p"`, want: []string{"loop step 0"}, src: `program:
+		{name: "zero loop step", at: `step: "1 - N / 4 + p"`, want: []string{`loop.step "1 - N / 4 + p"`, "loop step 0"}, src: `program:
   params: {p: 0}
   body:
     - loop: {var: i, to: 3, step: "1 - N / 4 + p"}
@@ -388,4 +388,47 @@ func TestMaxTasksBound(t *testing.T) {
 	if m.MaxTasks() != 17 {
 		t.Fatalf("MaxTasks %d, want 17", m.MaxTasks())
 	}
+}
+
+// FuzzParse checks that no model text makes the loader, the size
+// computation or the interpreter panic; seeds are the small models of the
+// tests above.
+func FuzzParse(f *testing.F) {
+	f.Add(tinyModel)
+	f.Add(langHeader + `blocks:
+  layer:
+    params: [l]
+    tensors: [h]
+    tasks: [before]
+    boundary:
+      - {name: h, tag: inout}
+    body:
+      - let: {a: "h @ 0 as [4, 4]", r: ["h @ 0 as [8]", "h @ 8 as [8]"]}
+      - tasks: {t: 2}
+      - {id: "t[0]", k: act, args: ["inout a", "in r[l % 2]"], deps: [before]}
+      - {id: "t[1]", k: "[mm, mm_0][l % 2]", args: ["in w", "in x", "inout h"], deps: ["t[0:+1]"]}
+      - set: {"t[0]": "t[1]"}
+program:
+  body:
+    - alloc: ["h[0] fp32[16]", "h[1] fp32[16]"]
+    - tasks: {seed: 1}
+    - {id: "seed[0]", k: act, args: ["inout x"]}
+    - loop: {var: i, to: 3, step: 2}
+      body:
+        - call: layer
+          with: {l: "min(i, 1)", h: "h[i % 2]", before: "seed[0]"}
+forms:
+  eager: {}
+  graph: {graphs: {layer: {key: layer}}}
+`)
+	f.Fuzz(func(t *testing.T, src string) {
+		m, err := config.Parse("fuzz.yaml", []byte(src))
+		if err != nil {
+			return
+		}
+		m.SetMaxTasks(4096)
+		for _, form := range m.Forms() {
+			_ = m.Run(&nopOrch{}, form)
+		}
+	})
 }

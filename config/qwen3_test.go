@@ -2,6 +2,8 @@ package config_test
 
 import (
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/hbg-dev/hbg/config"
@@ -74,6 +76,35 @@ func TestQwen3Validates(t *testing.T) {
 	for i, w := range want {
 		if sum.Forms[i] != w {
 			t.Errorf("form %d: %+v, want %+v", i, sum.Forms[i], w)
+		}
+	}
+}
+
+// TestQwen3FileIsTheSizeOfTheProblem: the model file is at most 300 lines,
+// and no run of more than four ops differs only in a number (a loop says
+// it, as upstream's source does).
+func TestQwen3FileIsTheSizeOfTheProblem(t *testing.T) {
+	lines := strings.Split(readFile(t, qwen3Path), "\n")
+	if len(lines) > 300 {
+		t.Errorf("%d lines, want at most 300", len(lines))
+	}
+	digits := regexp.MustCompile(`[0-9]+`)
+	inOps := false
+	run, prev := 0, ""
+	for i, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "blocks:") || strings.HasPrefix(l, "program:"):
+			inOps = true
+		case strings.HasPrefix(l, "forms:") || strings.HasPrefix(l, "kernels:"):
+			inOps = false
+		}
+		n := digits.ReplaceAllString(strings.TrimSpace(l), "#")
+		if !inOps || !strings.HasPrefix(n, "- ") || n != prev {
+			run, prev = 1, n
+			continue
+		}
+		if run++; run > 4 {
+			t.Errorf("line %d: %d ops in a row that differ only in a number: %s", i+1, run, strings.TrimSpace(l))
 		}
 	}
 }

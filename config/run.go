@@ -156,8 +156,13 @@ func (f *frame) resetLabels() {
 }
 
 func (r *runner) fail(line int, format string, a ...any) {
+	r.failAt(line, "", "", format, a...)
+}
+
+// failAt records the run's first error with the key and value it is about.
+func (r *runner) failAt(line int, key, value, format string, a ...any) {
 	if r.err == nil {
-		r.err = &Error{File: r.m.file, Line: line, Msg: fmt.Sprintf(format, a...)}
+		r.err = &Error{File: r.m.file, Line: line, Key: key, Value: value, Msg: fmt.Sprintf(format, a...)}
 	}
 }
 
@@ -199,7 +204,7 @@ func (r *runner) body(o stages.Orchestrator, fr *frame, ops []*op) {
 			from, to, step := r.eval(op.from, fr, op.line), r.eval(op.to, fr, op.line), int64(1)
 			if op.step != nil {
 				if step = r.eval(op.step, fr, op.line); step <= 0 && r.err == nil {
-					r.fail(op.line, "loop step %d (want a positive step)", step)
+					r.failAt(op.line, "loop.step", op.step.src, "loop step %d (want a positive step)", step)
 				}
 			}
 			for v := from; v < to && r.err == nil; {
@@ -235,11 +240,11 @@ func (r *runner) shape(fr *frame, it *allocItem, line int) []int64 {
 	s := make([]int64, len(it.shape))
 	for i, d := range it.shape {
 		if s[i] = r.eval(d, fr, line); s[i] <= 0 {
-			r.fail(line, "alloc %s: dimension %d is %d (want a positive size)", it.name, i, s[i])
+			r.failAt(line, "alloc", it.name, "alloc %s: dimension %d is %d (want a positive size)", it.name, i, s[i])
 		}
 	}
 	if r.err == nil && !shapeOK(s, it.dtype) {
-		r.fail(line, "alloc %s: the shape %v of %s overflows int64 bytes", it.name, s, it.dtype)
+		r.failAt(line, "alloc", it.name, "alloc %s: the shape %v of %s overflows int64 bytes", it.name, s, it.dtype)
 	}
 	return s
 }
@@ -276,7 +281,7 @@ func (r *runner) view(fr *frame, v *viewExpr, out *stages.View) bool {
 			i := r.eval(v.lindex, fr, v.line)
 			if i < 0 || i >= int64(len(v.list)) {
 				if r.err == nil {
-					r.fail(v.line, "view %q: element %d of a tensor list of %d", shorten(v.src), i, len(v.list))
+					r.failAt(v.line, "view", v.src, "view %q: element %d of a tensor list of %d", shorten(v.src), i, len(v.list))
 				}
 				return false
 			}
@@ -295,7 +300,7 @@ func (r *runner) view(fr *frame, v *viewExpr, out *stages.View) bool {
 	}
 	if v.index != nil || v.start != nil {
 		if base.NDims == 0 {
-			r.fail(v.line, "view %q: cannot index a rank-0 tensor", v.src)
+			r.failAt(v.line, "view", v.src, "view %q: cannot index a rank-0 tensor", v.src)
 			return false
 		}
 		var start, count int64
@@ -305,7 +310,7 @@ func (r *runner) view(fr *frame, v *viewExpr, out *stages.View) bool {
 			start, count = r.eval(v.start, fr, v.line), r.eval(v.count, fr, v.line)
 		}
 		if start < 0 || count <= 0 || start > base.Shape[0] || count > base.Shape[0]-start {
-			r.fail(v.line, "view %q outside its root: rows [%d, %d) of a tensor with %d rows", shorten(v.src), start, start+count, base.Shape[0])
+			r.failAt(v.line, "view", v.src, "view %q outside its root: rows [%d, %d) of a tensor with %d rows", shorten(v.src), start, start+count, base.Shape[0])
 			return false
 		}
 		out.Offset += start * base.Strides[0]
@@ -327,7 +332,7 @@ func (r *runner) view(fr *frame, v *viewExpr, out *stages.View) bool {
 		at := r.eval(v.at, fr, v.line)
 		var ok bool
 		if out.Offset, ok = addOK(out.Offset, at); !ok {
-			r.fail(v.line, "view %q outside its root: offset %d from a base covering [%d, %d)", shorten(v.src), at, base.Offset, base.End())
+			r.failAt(v.line, "view", v.src, "view %q outside its root: offset %d from a base covering [%d, %d)", shorten(v.src), at, base.Offset, base.End())
 			return false
 		}
 	}
@@ -335,19 +340,19 @@ func (r *runner) view(fr *frame, v *viewExpr, out *stages.View) bool {
 		var shape [stages.MaxDims]int64
 		for i, d := range v.as {
 			if shape[i] = r.eval(d, fr, v.line); shape[i] <= 0 {
-				r.fail(v.line, "view %q: dimension %d is %d (want a positive size)", shorten(v.src), i, shape[i])
+				r.failAt(v.line, "view", v.src, "view %q: dimension %d is %d (want a positive size)", shorten(v.src), i, shape[i])
 				return false
 			}
 		}
 		if !shapeOK(shape[:len(v.as)], out.DType) {
 			// A copy, so that shape stays on the stack on the good path.
-			r.fail(v.line, "view %q: the shape %v overflows int64 bytes", shorten(v.src), append([]int64(nil), shape[:len(v.as)]...))
+			r.failAt(v.line, "view", v.src, "view %q: the shape %v overflows int64 bytes", shorten(v.src), append([]int64(nil), shape[:len(v.as)]...))
 			return false
 		}
 		*out = stages.NewView(out.Root, out.Offset, out.DType, shape[:len(v.as)]...)
 	}
 	if _, ok := addOK(out.Offset, out.Elems()); !ok || out.Offset < base.Offset || out.End() > base.End() {
-		r.fail(v.line, "view %q outside its root: elements [%d, %d) of a base covering [%d, %d)", shorten(v.src), out.Offset, out.End(), base.Offset, base.End())
+		r.failAt(v.line, "view", v.src, "view %q outside its root: elements [%d, %d) of a base covering [%d, %d)", shorten(v.src), out.Offset, out.End(), base.Offset, base.End())
 		return false
 	}
 	return true
@@ -360,7 +365,7 @@ func (r *runner) submit(o stages.Orchestrator, fr *frame, t *taskOp, line int) {
 		i := r.eval(t.kindex, fr, line)
 		if i < 0 || i >= int64(len(t.klist)) {
 			if r.err == nil {
-				r.fail(line, "kernel %d of a list of %d (%s...)", i, len(t.klist), t.name)
+				r.failAt(line, "k", t.kindex.src, "kernel %d of a list of %d (%s...)", i, len(t.klist), t.name)
 			}
 			return
 		}

@@ -53,7 +53,7 @@ func (m *Model) Size(form string, limit int64) (int64, error) {
 	env := make([]int64, m.program.nvals)
 	copy(env, f.params)
 	n := s.ops(m.program, env, m.program.body)
-	return n, s.err
+	return n.tasks, s.err
 }
 
 // checkSize refuses a form whose pass is larger than the model's bound,
@@ -85,17 +85,23 @@ type sizeCheck struct {
 }
 
 // sizer counts a pass's tasks by walking the ops with their env, as the
-// runner does, without tensors.
+// runner does, without tensors. It counts the runner's work too (loop
+// iterations, task list elements declared or set), so that a pass of few
+// tasks but 10^12 empty iterations is refused as well.
 type sizer struct {
 	m     *Model
 	limit int64
 	total int64 // tasks counted so far, for the limit
+	work  int64 // work counted so far, bounded by workPerTask × limit
 	err   error
-	work  int64 // loop iterations walked, bounded like the tasks
 	// isOver: err is the limit, not a bad expression; each enclosing loop
 	// then names itself, so the error points at the outermost loop.
 	isOver bool
 }
+
+// workPerTask is how much interpreter work (iterations, task list
+// elements) a pass may do per task it is allowed.
+const workPerTask = 16
 
 func (s *sizer) eval(e *expr, env []int64, line int, key string) int64 {
 	var ee evalErr
@@ -114,19 +120,34 @@ func (s *sizer) over(line int, key, value, what string) {
 	}
 }
 
-func (s *sizer) add(n int64, line int, key, value, what string) {
-	if t, ok := addOK(s.total, n); !ok || t > s.limit {
+// count adds tasks and work to the pass's totals.
+func (s *sizer) count(c cost, line int, key, value, what string) {
+	t, ok1 := addOK(s.total, c.tasks)
+	w, ok2 := addOK(s.work, c.work)
+	if !ok1 || !ok2 || t > s.limit || w > workPerTask*s.limit {
 		s.total = s.limit + 1
 		s.over(line, key, value, what)
 		return
 	}
-	s.total += n
+	s.total, s.work = t, w
 }
 
-// ops counts the tasks of an op list run in env (which it may change:
-// loop vars).
-func (s *sizer) ops(b *block, env []int64, ops []*op) int64 {
-	var n int64
+// cost is what an op list submits (tasks) and how much the interpreter
+// does to submit it (work).
+type cost struct{ tasks, work int64 }
+
+func (c *cost) add(d cost) {
+	var ok1, ok2 bool
+	c.tasks, ok1 = addOK(c.tasks, d.tasks)
+	c.work, ok2 = addOK(c.work, d.work)
+	if !ok1 || !ok2 {
+		c.tasks, c.work = math.MaxInt64, math.MaxInt64
+	}
+}
+
+// ops counts an op list run in env (which it may change: loop vars).
+func (s *sizer) ops(b *block, env []int64, ops []*op) cost {
+	var n cost
 	for _, o := range ops {
 		if s.err != nil {
 			return n
@@ -134,68 +155,88 @@ func (s *sizer) ops(b *block, env []int64, ops []*op) int64 {
 		if o.cond != nil && s.eval(o.cond, env, o.line, "if") == 0 {
 			continue
 		}
+		var c cost
 		switch o.kind {
 		case opAlloc, opTask:
-			n++
-			s.add(1, o.line, "op", "", "this op")
+			c = cost{tasks: 1, work: 1}
+		case opTasks:
+			for _, d := range o.tdecls {
+				c.add(cost{work: max(s.eval(d.size, env, o.line, "tasks"), 0)})
+			}
+		case opSet:
+			for _, st := range o.sets {
+				if st.target.count != nil {
+					c.add(cost{work: max(s.eval(st.target.count, env, st.line, "set"), 0)})
+				}
+			}
 		case opScope, opIf:
-			n += s.ops(b, env, o.body)
+			n.add(s.ops(b, env, o.body))
+			continue
 		case opLoop:
-			n += s.loop(b, env, o)
+			n.add(s.loop(b, env, o))
+			continue
 		case opCall:
-			n += s.call(b, env, o.call)
+			n.add(s.call(b, env, o.call))
+			continue
 		}
+		n.add(c)
+		s.count(c, o.line, "op", "", "this op")
 	}
 	return n
 }
 
-func (s *sizer) loop(b *block, env []int64, o *op) int64 {
+func (s *sizer) loop(b *block, env []int64, o *op) cost {
 	from, to, step := s.eval(o.from, env, o.line, "loop.from"), s.eval(o.to, env, o.line, "loop.to"), int64(1)
 	if o.step != nil {
 		step = s.eval(o.step, env, o.line, "loop.step")
 	}
 	if s.err != nil || from >= to {
-		return 0
+		return cost{}
 	}
 	if step <= 0 {
 		s.err = &Error{File: s.m.file, Line: o.line, Key: "loop.step", Value: o.step.src, Msg: fmt.Sprintf("loop step %d (want a positive step)", step)}
-		return 0
+		return cost{}
 	}
 	iters := (to-from-1)/step + 1
 	if to-from-1 < 0 { // to - from overflowed
 		iters = math.MaxInt64
 	}
+	what := fmt.Sprintf("a loop of %d iterations", iters)
 	if !bodyVaries(o.body, o.loopSlot) {
-		// Every iteration submits as many tasks as the first.
+		// Every iteration costs what the first does.
 		env[o.loopSlot] = from
-		before := s.total
+		t0, w0 := s.total, s.work
 		per := s.ops(b, env, o.body)
-		s.total = before
-		total, ok := mulOK(per, iters)
-		if !ok {
-			total = math.MaxInt64
-		}
+		s.total, s.work = t0, w0
 		if s.isOver {
-			s.over(o.line, "loop.to", o.to.src, fmt.Sprintf("a loop of %d iterations", iters))
-			return total
+			s.over(o.line, "loop.to", o.to.src, what)
+			return per
 		}
-		s.add(total, o.line, "loop.to", o.to.src, fmt.Sprintf("a loop of %d iterations of %d tasks", iters, per))
+		per.work++
+		var total cost
+		var ok1, ok2 bool
+		if total.tasks, ok1 = mulOK(per.tasks, iters); !ok1 {
+			total.tasks = math.MaxInt64
+		}
+		if total.work, ok2 = mulOK(per.work, iters); !ok2 {
+			total.work = math.MaxInt64
+		}
+		s.count(total, o.line, "loop.to", o.to.src, fmt.Sprintf("%s of %d tasks", what, per.tasks))
 		return total
 	}
-	var n int64
+	var n cost
 	for v := from; v < to && s.err == nil; {
 		env[o.loopSlot] = v
-		n += s.ops(b, env, o.body)
-		if s.work++; s.work > s.limit {
-			s.over(o.line, "loop.to", o.to.src, "loop iterations")
-		}
+		n.add(s.ops(b, env, o.body))
+		n.add(cost{work: 1})
+		s.count(cost{work: 1}, o.line, "loop.to", o.to.src, what)
 		if v > math.MaxInt64-step {
 			break
 		}
 		v += step
 	}
 	if s.isOver {
-		s.over(o.line, "loop.to", o.to.src, fmt.Sprintf("a loop of %d iterations", iters))
+		s.over(o.line, "loop.to", o.to.src, what)
 	}
 	return n
 }
@@ -226,7 +267,7 @@ func bodyVaries(ops []*op, slot int) bool {
 	return false
 }
 
-func (s *sizer) call(caller *block, env []int64, c *callOp) int64 {
+func (s *sizer) call(caller *block, env []int64, c *callOp) cost {
 	cb := c.callee
 	cenv := make([]int64, cb.nvals)
 	for i, e := range c.params {
@@ -239,7 +280,7 @@ func (s *sizer) call(caller *block, env []int64, c *callOp) int64 {
 		cenv[cb.sbase+i] = s.eval(sc.value, cenv, sc.line, "scalars."+sc.name)
 	}
 	if s.err != nil {
-		return 0
+		return cost{}
 	}
 	return s.ops(cb, cenv, cb.body)
 }

@@ -39,6 +39,7 @@ type taskRef struct {
 	index        *expr
 	start, count *expr
 	src          string
+	key          string // where it is written (deps, set.T, with.P), for messages
 }
 
 // taskTarget is where an op's task (or a set op's value) is stored: an
@@ -48,6 +49,7 @@ type taskTarget struct {
 	index        *expr
 	start, count *expr
 	src          string
+	key          string
 }
 
 // taskDecl declares (and clears) a task list of size elements.
@@ -112,7 +114,7 @@ func (sc *scope) taskRef(nd *yaml.Node, key string) (*taskRef, error) {
 		}
 		return nil, l.errf(nd, key, src, "unknown task %q (want %s)", t.s, sc.taskNames())
 	}
-	r := &taskRef{kind: kind, idx: idx, src: src, all: kind != refLabel}
+	r := &taskRef{kind: kind, idx: idx, src: src, key: key, all: kind != refLabel}
 	switch nx := p.peek(); {
 	case nx.kind == tOp && nx.s == "*":
 		p.next()
@@ -212,7 +214,7 @@ func (sc *scope) taskTarget(nd *yaml.Node, key, src string) (*taskTarget, error)
 	if o := p.next(); o.kind != tOp || o.s != "[" {
 		return nil, l.errf(nd, key, src, "want %s[i] or %s[start:+n]", t.s, t.s)
 	}
-	tt := &taskTarget{list: idx, src: src}
+	tt := &taskTarget{list: idx, src: src, key: key}
 	if tt.index, tt.start, tt.count, err = sc.indexOrSlice(p); err != nil {
 		return nil, l.errf(nd, key, src, "%v", err)
 	}
@@ -302,7 +304,7 @@ func (r *runner) taskSeq(dst []stages.TaskID, fr *frame, ref *taskRef, line int)
 	case refLabel:
 		ts := fr.labels[ref.idx]
 		if len(ts) == 0 {
-			r.fail(line, "explicit dependency on %q: that op has not been submitted in this block call", fr.b.labels[ref.idx])
+			r.failAt(line, ref.key, ref.src, "explicit dependency on %q: that op has not been submitted in this block call", fr.b.labels[ref.idx])
 			return dst, false
 		}
 		if ref.all {
@@ -327,12 +329,12 @@ func (r *runner) taskSeq(dst []stages.TaskID, fr *frame, ref *taskRef, line int)
 		return dst, false
 	}
 	if lo < 0 || hi > int64(len(seq)) || lo > hi {
-		r.fail(line, "task %q: elements [%d, %d) of %s, which has %d", shorten(ref.src), lo, hi, what, len(seq))
+		r.failAt(line, ref.key, ref.src, "elements [%d, %d) of %s, which has %d", lo, hi, what, len(seq))
 		return dst, false
 	}
 	for i := lo; i < hi; i++ {
 		if seq[i] == stages.NoTask {
-			r.fail(line, "task %q: element %d of %s is not set (no op stored a task there)", shorten(ref.src), i, what)
+			r.failAt(line, ref.key, ref.src, "element %d of %s is not set (no op stored a task there)", i, what)
 			return dst, false
 		}
 	}
@@ -352,11 +354,11 @@ func (r *runner) store(fr *frame, tt *taskTarget, ids []stages.TaskID, line int)
 		return
 	}
 	if lo < 0 || n < 0 || lo+n > int64(len(seq)) {
-		r.fail(line, "%s: elements [%d, %d) of task list %s, which has %d", shorten(tt.src), lo, lo+n, fr.b.tlists[tt.list], len(seq))
+		r.failAt(line, tt.key, tt.src, "elements [%d, %d) of task list %s, which has %d", lo, lo+n, fr.b.tlists[tt.list], len(seq))
 		return
 	}
 	if len(ids) != 1 && int64(len(ids)) != n {
-		r.fail(line, "%s: %d tasks for %d elements (want one task, or one per element)", shorten(tt.src), len(ids), n)
+		r.failAt(line, tt.key, tt.src, "%d tasks for %d elements (want one task, or one per element)", len(ids), n)
 		return
 	}
 	for i := int64(0); i < n; i++ {
@@ -375,7 +377,7 @@ func (r *runner) declareTasks(fr *frame, op *op) {
 			return
 		}
 		if n <= 0 || n > maxTaskList {
-			r.fail(op.line, "task list %s: size %d (want 1 to %d)", fr.b.tlists[d.list], n, maxTaskList)
+			r.failAt(op.line, "tasks."+fr.b.tlists[d.list], d.size.src, "task list %s: size %d (want 1 to %d)", fr.b.tlists[d.list], n, maxTaskList)
 			return
 		}
 		s := fr.tl[d.list][:0]
@@ -388,7 +390,7 @@ func (r *runner) declareTasks(fr *frame, op *op) {
 
 // maxTaskList bounds a task list, so that a typo in its size cannot take
 // the host's memory.
-const maxTaskList = 1 << 24
+const maxTaskList = 1 << 20
 
 func (r *runner) setTasks(fr *frame, op *op) {
 	for i := range op.sets {

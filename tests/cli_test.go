@@ -290,10 +290,27 @@ func TestCompare(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	var doc struct {
-		Forms []trace.Report `json:"forms"`
+		Baseline     string              `json:"baseline"`
+		Forms        []trace.Report      `json:"forms"`
+		MedianRatios []trace.PhaseRatios `json:"median_ratios"`
 	}
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatal(err)
+	}
+	// The ratios are the text table's: each form's warm median over eager's.
+	if doc.Baseline != "eager" || len(doc.MedianRatios) != 2 {
+		t.Fatalf("baseline %q, %d ratio rows", doc.Baseline, len(doc.MedianRatios))
+	}
+	for i, r := range doc.MedianRatios {
+		for ph := trace.Phase(0); ph < trace.NumPhases; ph++ {
+			got, want := r.Phase(ph), trace.Ratio(doc.Forms[i].Phases.Phases[ph], doc.Forms[0].Phases.Phases[ph])
+			if (got == nil) != (want == nil) || got != nil && *got != *want {
+				t.Errorf("%s %s ratio %v, medians give %v", doc.Forms[i].Form, ph, got, want)
+			}
+		}
+	}
+	if r := doc.MedianRatios[0].HostOrch; r == nil || *r != 1 {
+		t.Errorf("eager over itself: host_orch ratio %v", r)
 	}
 	if len(doc.Forms) != 2 || doc.Forms[0].Form != "eager" || doc.Forms[1].Form != "full" {
 		t.Fatalf("forms %+v", doc.Forms)

@@ -11,7 +11,10 @@ import (
 // ReportSchema is the version of the Report's JSON shape. It changes only
 // when a field is renamed or removed or its meaning changes; adding a field
 // keeps it.
-const ReportSchema = 1
+//
+// 2: counts split into per_pass and per_run; a pass's phases named with
+// their unit (host_orch_ns); sim.core_busy names each core.
+const ReportSchema = 2
 
 // Device values of Report.Device.
 const (
@@ -62,12 +65,18 @@ type Report struct {
 	Passes []Pass `json:"passes"`
 }
 
-// Counts are exact counters of a run: noise-free signals, unlike times.
-// The per-pass figures (device_tasks … graph_submissions) are those of one
-// pass of one rank: every pass of a form submits the same work, and every
-// form of a model must match its eager form's device_tasks. The others add up
-// over the whole run, all ranks and rounds.
+// Counts are exact counters of a run: noise-free signals, unlike times. In
+// JSON they are split by what they count: "per_pass" (PassCounts, one pass
+// of one rank) and "per_run" (RunCounts, summed over every rank and round).
+// The Go fields are promoted, so c.DeviceTasks reads as before.
 type Counts struct {
+	PassCounts `json:"per_pass"`
+	RunCounts  `json:"per_run"`
+}
+
+// PassCounts are one pass of one rank: every pass of a form submits the same
+// work, and every form of a model must match its eager form's device_tasks.
+type PassCounts struct {
 	// DeviceTasks is the tasks the device ran in one pass, GRAPH tasks
 	// expanded into their nodes (DSv4 eager: 15971).
 	DeviceTasks int64 `json:"device_tasks"`
@@ -76,6 +85,11 @@ type Counts struct {
 	HostSubmissions  int64 `json:"host_submissions"`
 	OrdinaryTasks    int64 `json:"ordinary_tasks"`
 	GraphSubmissions int64 `json:"graph_submissions"`
+}
+
+// RunCounts add up over the whole run, all ranks and rounds (Definitions:
+// at its end).
+type RunCounts struct {
 	// Definitions is the distinct Definitions in the store at the end.
 	Definitions int64 `json:"definitions"`
 	// RecordedDefinitions and RecordedNodes count recordings over the run
@@ -139,9 +153,58 @@ type SimDevice struct {
 	Kernels        int   `json:"kernels"`
 	// Skipped is predicated tasks whose predicate was false on the device.
 	Skipped int `json:"skipped"`
-	// CoreBusyNs is each core's busy time: AIC cores first, then AIV.
-	CoreBusyNs []int64 `json:"core_busy_ns"`
+	// CoreBusyNs is each core's busy time: AIC cores first, then AIV. In
+	// JSON it is "core_busy", each core named ("aic 0", "aiv 47") as on
+	// the Chrome trace's tracks.
+	CoreBusyNs []int64 `json:"-"`
 	AICCores   int     `json:"aic_cores"`
+}
+
+// CoreBusy is one core's busy time over a simulated device run.
+type CoreBusy struct {
+	Core   string `json:"core"`
+	BusyNs int64  `json:"busy_ns"`
+}
+
+// CoreName names core i of a device whose first aicCores cores are AIC:
+// "aic 3", then "aiv 0" onward.
+func CoreName(i, aicCores int) string {
+	if i < aicCores {
+		return "aic " + strconv.Itoa(i)
+	}
+	return "aiv " + strconv.Itoa(i-aicCores)
+}
+
+type simDevicePlain SimDevice
+
+type simDeviceJSON struct {
+	simDevicePlain
+	CoreBusy []CoreBusy `json:"core_busy"`
+}
+
+// MarshalJSON labels each core's busy time with the core's name.
+func (d SimDevice) MarshalJSON() ([]byte, error) {
+	j := simDeviceJSON{simDevicePlain: simDevicePlain(d), CoreBusy: make([]CoreBusy, len(d.CoreBusyNs))}
+	for i, b := range d.CoreBusyNs {
+		j.CoreBusy[i] = CoreBusy{Core: CoreName(i, d.AICCores), BusyNs: b}
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes; the cores are in order.
+func (d *SimDevice) UnmarshalJSON(b []byte) error {
+	var j simDeviceJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*d = SimDevice(j.simDevicePlain)
+	if j.CoreBusy != nil {
+		d.CoreBusyNs = make([]int64, len(j.CoreBusy))
+		for i, c := range j.CoreBusy {
+			d.CoreBusyNs[i] = c.BusyNs
+		}
+	}
+	return nil
 }
 
 // busy is the mean utilisation of cores [lo, hi) over the wall.
@@ -307,13 +370,14 @@ func (o *Ops) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// phaseNsJSON holds one pass's measured phases; unmeasured ones are absent.
+// phaseNsJSON holds one pass's measured phases in ns (device_wall in
+// simulated ns); unmeasured ones are absent.
 type phaseNsJSON struct {
-	Args        *int64 `json:"args,omitempty"`
-	HostOrch    *int64 `json:"host_orch,omitempty"`
-	GraphUpload *int64 `json:"graph_upload,omitempty"`
-	ArenaH2D    *int64 `json:"arena_h2d,omitempty"`
-	DeviceWall  *int64 `json:"device_wall,omitempty"`
+	Args        *int64 `json:"args_ns,omitempty"`
+	HostOrch    *int64 `json:"host_orch_ns,omitempty"`
+	GraphUpload *int64 `json:"graph_upload_ns,omitempty"`
+	ArenaH2D    *int64 `json:"arena_h2d_ns,omitempty"`
+	DeviceWall  *int64 `json:"device_wall_ns,omitempty"`
 }
 
 func (j *phaseNsJSON) fields() [NumPhases]**int64 {

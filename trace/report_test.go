@@ -13,9 +13,11 @@ import (
 func sampleReport() *Report {
 	r := NewReport(RunInfo{Model: "dsv4_flash_decode", Form: "blocks", Rounds: 5, Ranks: 2}, fivePassesTwoRanks())
 	r.Counts = Counts{
-		DeviceTasks: 15971, HostSubmissions: 1131, OrdinaryTasks: 1111, GraphSubmissions: 20,
-		Definitions: 7, RecordedDefinitions: 14, RecordedNodes: 1400,
+		PassCounts{DeviceTasks: 15971, HostSubmissions: 1131, OrdinaryTasks: 1111, GraphSubmissions: 20},
+		RunCounts{Definitions: 7, RecordedDefinitions: 14, RecordedNodes: 1400},
 	}
+	r.Sim = &SimDevice{WallNs: 53_306_000, CriticalPathNs: 36_063_000, Tasks: 15971, Kernels: 7845, Skipped: 4128,
+		CoreBusyNs: []int64{30e6, 20e6, 1e6, 2e6, 3e6, 4e6}, AICCores: 2}
 	r.Golden = &Golden{Digest: 0x0123456789abcdef, EagerDigest: 0x0123456789abcdef, Match: true}
 	r.TraceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 	r.Exporter = "otlp/http http://localhost:4318/v1/traces"
@@ -49,7 +51,18 @@ func TestReportJSONContract(t *testing.T) {
 	}
 	assert.Subset(t, keys(doc), []string{"model", "form", "rounds", "ranks", "device", "counts", "phases", "cold_phases", "ops", "golden", "passes"})
 	assert.Equal(t, "sim", doc["device"])
-	assert.Equal(t, []string{"boundary_mismatches", "definitions", "demoted", "device_tasks", "graph_submissions", "host_submissions", "loaded_bytes", "loaded_definitions", "ordinary_tasks", "recorded_definitions", "recorded_nodes", "store_rejected"}, keys(doc["counts"]))
+	assert.Equal(t, 2.0, doc["schema"])
+	counts := doc["counts"].(map[string]any)
+	assert.Equal(t, []string{"per_pass", "per_run"}, keys(counts))
+	assert.Equal(t, []string{"device_tasks", "graph_submissions", "host_submissions", "ordinary_tasks"}, keys(counts["per_pass"]))
+	assert.Equal(t, []string{"boundary_mismatches", "definitions", "demoted", "loaded_bytes", "loaded_definitions", "recorded_definitions", "recorded_nodes", "store_rejected"}, keys(counts["per_run"]))
+	sim := doc["sim"].(map[string]any)
+	assert.Equal(t, []string{"aic_cores", "core_busy", "critical_path_ns", "kernels", "skipped", "tasks", "wall_ns"}, keys(sim))
+	busy := sim["core_busy"].([]any)
+	require.Len(t, busy, 6)
+	assert.Equal(t, map[string]any{"core": "aic 1", "busy_ns": 20e6}, busy[1])
+	assert.Equal(t, map[string]any{"core": "aiv 0", "busy_ns": 1e6}, busy[2])
+	assert.Equal(t, map[string]any{"core": "aiv 3", "busy_ns": 4e6}, busy[5])
 	phases := []string{"arena_h2d", "args", "control_plane", "device_wall", "graph_upload", "host_orch"}
 	stat := []string{"max_ns", "median_ns", "min_ns", "n"}
 	for _, table := range []string{"phases", "cold_phases"} {
@@ -66,9 +79,9 @@ func TestReportJSONContract(t *testing.T) {
 	passes := doc["passes"].([]any)
 	require.Len(t, passes, 10)
 	assert.Subset(t, keys(passes[0]), []string{"rank", "round", "cold", "phases", "recorded_nodes", "built_definitions", "uploaded_definition_bytes", "loaded_definitions", "loaded_bytes", "store_rejected"})
-	assert.Equal(t, []string{"arena_h2d", "args", "device_wall", "graph_upload", "host_orch"}, keys(passes[0].(map[string]any)["phases"]))
+	assert.Equal(t, []string{"arena_h2d_ns", "args_ns", "device_wall_ns", "graph_upload_ns", "host_orch_ns"}, keys(passes[0].(map[string]any)["phases"]))
 	assert.Equal(t, true, passes[0].(map[string]any)["cold"])
-	assert.Equal(t, 9_000_000.0, passes[0].(map[string]any)["phases"].(map[string]any)["host_orch"])
+	assert.Equal(t, 9_000_000.0, passes[0].(map[string]any)["phases"].(map[string]any)["host_orch_ns"])
 }
 
 func TestReportJSONRoundTrip(t *testing.T) {
@@ -90,7 +103,7 @@ func TestReportDeviceSkippedAndGoldenNull(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(b), `"golden":null`)
 	assert.Contains(t, string(b), `"warnings":[]`)
-	assert.Contains(t, string(b), `"phases":{"host_orch":1}`, "a pass lists only what it measured")
+	assert.Contains(t, string(b), `"phases":{"host_orch_ns":1}`, "a pass lists only what it measured")
 
 	var buf bytes.Buffer
 	require.NoError(t, r.WriteText(&buf))

@@ -336,10 +336,7 @@ func deviceSlices(r *actors.PassResult, form string, kernels []stages.Kernel) []
 	}
 	out := make([]trace.Slice, 0, len(r.Device.Timeline))
 	for _, s := range r.Device.Timeline {
-		core := fmt.Sprintf("aic %d", s.Core)
-		if s.Core >= 24 {
-			core = fmt.Sprintf("aiv %d", s.Core-24)
-		}
+		core := trace.CoreName(int(s.Core), len(r.Device.CoreBusyNs)/3)
 		name := "task"
 		if int(s.Kernel) >= 0 && int(s.Kernel) < len(kernels) {
 			name = kernels[s.Kernel].Name
