@@ -1,16 +1,20 @@
 package tests
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -244,4 +248,40 @@ func TestStoreConcurrentProcesses(t *testing.T) {
 		t.Fatalf("store verify: %s; want 8 entries and 8 images, nothing else", out)
 	}
 	cold(t, runStored(t, dir), 0, 8, 0)
+}
+
+// TestStoreKilledRuns: hbgrun runs killed with SIGKILL at random points
+// (seeded), most of them while the writer is storing Definitions, leave a
+// store that verifies clean and serves the next run.
+func TestStoreKilledRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and kills hbgrun 6 times")
+	}
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(7, 0))
+	for i := 0; i < 6; i++ {
+		cmd := exec.Command(hbgrun(t), "run", dsv4, "--form", "full", "--rounds", "1", "--skip-device", "--store", dir, "--json", "--verbose")
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// The 8 writes, fsynced, run from the first build to a while
+		// after the pass ends (tens of ms each here): kill in there.
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() && !strings.Contains(sc.Text(), "pass ended") {
+		}
+		time.Sleep(time.Duration(rng.IntN(150)) * time.Millisecond)
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+	}
+	out := verifyClean(t, dir)
+	t.Log(strings.TrimSpace(out))
+	rep := runStored(t, dir)
+	p := rep.Passes[0]
+	if p.BuiltDefinitions+p.LoadedDefinitions != 8 || p.StoreRejected != 0 {
+		t.Fatalf("after the kills: built %d, loaded %d, rejected %d; want 8 in all and none rejected", p.BuiltDefinitions, p.LoadedDefinitions, p.StoreRejected)
+	}
 }

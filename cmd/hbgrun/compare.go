@@ -166,23 +166,25 @@ func writeCompare(out io.Writer, reports []*trace.Report) error {
 		fmt.Fprintf(tw, "%s\t", r.Form)
 	}
 	fmt.Fprintln(tw)
-	row := func(name string, get func(r *trace.Report) int64) {
+	ratios := make([]trace.PhaseRatios, len(reports))
+	for i, r := range reports {
+		ratios[i] = trace.MedianRatios(r, reports[0])
+	}
+	row := func(name string, get func(r *trace.Report) int64, ratio func(pr *trace.PhaseRatios) *float64) {
 		fmt.Fprintf(tw, "%s\t", name)
-		base := get(reports[0])
-		for _, r := range reports {
-			v := get(r)
-			ratio := "-"
-			if base > 0 {
-				ratio = fmt.Sprintf("%.2fx", float64(v)/float64(base))
+		for i, r := range reports {
+			x := "-"
+			if v := ratio(&ratios[i]); v != nil {
+				x = fmt.Sprintf("%.3gx", *v)
 			}
-			fmt.Fprintf(tw, "%.3f (%s)\t", float64(v)/1e6, ratio)
+			fmt.Fprintf(tw, "%.3f (%s)\t", float64(get(r))/1e6, x)
 		}
 		fmt.Fprintln(tw)
 	}
 	for ph := trace.Phase(0); ph < trace.NumPhases; ph++ {
-		row(ph.String(), func(r *trace.Report) int64 { return r.Phases.Phases[ph].MedianNs })
+		row(ph.String(), func(r *trace.Report) int64 { return r.Phases.Phases[ph].MedianNs }, func(pr *trace.PhaseRatios) *float64 { return pr.Phase(ph) })
 	}
-	row("control_plane", func(r *trace.Report) int64 { return r.Phases.ControlPlane.MedianNs })
+	row("control_plane", func(r *trace.Report) int64 { return r.Phases.ControlPlane.MedianNs }, func(pr *trace.PhaseRatios) *float64 { return pr.ControlPlane })
 	fmt.Fprintf(tw, "host_submissions\t")
 	for _, r := range reports {
 		fmt.Fprintf(tw, "%d\t", r.Counts.HostSubmissions)

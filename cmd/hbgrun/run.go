@@ -130,7 +130,13 @@ func runCmd(ctx context.Context, out, stderr io.Writer, path string, f *runFlags
 	cctx, cmdSpan := s.tracer.StartCommand(ctx, info)
 	rep, passes, err := runForm(cctx, s, f, orch, info)
 	if err == nil && !f.skipDevice {
-		err = golden(cctx, s, f, model, rep, passes)
+		if err = golden(cctx, s, f, model, rep, passes); err != nil && interrupted(ctx) {
+			// Stopped in the golden check's eager pass: the form's passes
+			// all ended and are reported, unchecked.
+			rep.Golden = nil
+			rep.Warnings = append(rep.Warnings, "interrupted in the golden check; golden not checked")
+			err = errInterrupted
+		}
 	}
 	if err != nil && !errors.Is(err, errInterrupted) {
 		cmdSpan.Fail(err)
