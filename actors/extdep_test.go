@@ -50,7 +50,7 @@ func (m extDepModel) orchestration(name string) *Orchestration {
 						{Tag: stages.TagInput, View: stages.NewView(2, 0, stages.FP32, 16)},
 					},
 					ExtDeps: deps,
-					Body: func(o stages.Orchestrator, b *stages.Boundary) {
+					Body: func(o stages.Orchestrator, b *stages.Boundary) error {
 						// The first node waits on nothing inside the body:
 						// only the outer task's fanin holds it back.
 						_, tmp := o.Alloc([]stages.RootSpec{{Name: "tmp", DType: stages.FP32, Shape: []int64{rowsPerCall, 16}}})
@@ -59,6 +59,7 @@ func (m extDepModel) orchestration(name string) *Orchestration {
 								{Tag: stages.TagOutputExisting, View: stages.NewView(tmp, 0, stages.FP32, rowsPerCall, 16)}}})
 						o.Submit(&stages.Task{Kind: stages.KindAIV, Kernel: aiv, BlockNum: 1, Deps: []stages.TaskID{k, deps[0]},
 							Args: []stages.Arg{{Tag: stages.TagInput, View: stages.NewView(tmp, 0, stages.FP32, rowsPerCall, 16)}, {Tag: stages.TagInOut, View: b.Tensors[1].View}}})
+						return nil
 					},
 				})
 			}

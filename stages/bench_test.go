@@ -18,7 +18,7 @@ func wideCall(width, nodes int) (*GraphCall, []Root) {
 	for i := 0; i < width; i++ {
 		call.Boundary = append(call.Boundary, Arg{Tag: TagInput, View: NewView(RootID(i%nroots), int64(i/nroots)*4096, BF16, 64, 64)})
 	}
-	call.Body = func(o Orchestrator, b *Boundary) {
+	call.Body = func(o Orchestrator, b *Boundary) error {
 		_, tmp := o.Alloc([]RootSpec{{Name: "tmp", DType: FP32, Shape: []int64{int64(nodes), 64}}})
 		t := Task{Kind: KindAIV, Kernel: [3]KernelID{-1, 3, -1}, BlockNum: 4, Args: make([]Arg, 3), Scalars: []Scalar{b.Scalars[0], Static(9)}}
 		for n := 1; n < nodes; n++ {
@@ -27,6 +27,7 @@ func wideCall(width, nodes int) (*GraphCall, []Root) {
 			t.Args[2] = Arg{Tag: TagInOut, View: NewView(tmp, int64(n-1)*64, FP32, 64)}
 			o.Submit(&t)
 		}
+		return nil
 	}
 	return call, roots
 }

@@ -86,15 +86,17 @@ type GraphCall struct {
 	// listed here is unsupported (the call runs on the ordinary path).
 	ExtDeps []TaskID
 	// Body submits the block's tasks. It must only reference the boundary
-	// tensors and roots it allocates itself.
-	Body func(o Orchestrator, b *Boundary)
+	// tensors and roots it allocates itself. A body that cannot go on
+	// returns an error: the pass fails with it, naming the key (a panic is
+	// a bug, reported the same way).
+	Body BodyFunc
 	// Detach, if set, returns a body that owns its environment: the
 	// runtime calls it when it keeps the body past the Graph call, to record
 	// it on another actor. Without Detach, Body itself must stay valid after
 	// Graph returns. Either way the runtime reads Boundary, Scalars and
 	// Config only during the call, so a caller may reuse them (and the
 	// GraphCall) for its next call: a replay allocates nothing.
-	Detach func() func(o Orchestrator, b *Boundary)
+	Detach func() BodyFunc
 	// KeyComplete says the caller has proven (by a static check of the
 	// body, as the model config does) that the body's structure depends on
 	// nothing outside Config and bakes no value derived from a boundary
@@ -103,8 +105,11 @@ type GraphCall struct {
 	KeyComplete bool
 }
 
+// BodyFunc is a Graph body.
+type BodyFunc func(o Orchestrator, b *Boundary) error
+
 // KeptBody is the body to keep past the call: Detach's, or Body.
-func (c *GraphCall) KeptBody() func(o Orchestrator, b *Boundary) {
+func (c *GraphCall) KeptBody() BodyFunc {
 	if c.Detach != nil {
 		return c.Detach()
 	}

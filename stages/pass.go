@@ -55,7 +55,7 @@ type RecordRequest struct {
 	Roots    []BoundaryRoot
 	Scalars  []uint64
 	ExtDeps  []TaskID // the call's external dependencies
-	Body     func(Orchestrator, *Boundary)
+	Body     BodyFunc
 	// Verify re-records a later call of a key already recorded, to catch
 	// what the first recording baked in.
 	Verify bool
@@ -386,7 +386,9 @@ func differs(e *keyState, call *GraphCall) bool {
 }
 
 func (h *Host) inline(call *GraphCall, o Orchestrator) TaskID {
-	call.Body(o, call.NewBoundary())
+	if err := call.Body(o, call.NewBoundary()); err != nil {
+		h.p.errs = append(h.p.errs, fmt.Errorf("graph %q on the ordinary path: %w", call.Key, err))
+	}
 	return TaskID(h.orch.NumTasks() - 1)
 }
 
@@ -585,7 +587,8 @@ func (r *Replay) apply(p *Pass, o Outcome) {
 	case o.Err == nil:
 		p.defs[o.StoreKey] = o.Def
 		p.learned = append(p.learned, Learned{StoreKey: o.StoreKey, Def: o.Def})
-	case o.Panicked || p.cfg.StrictRecording:
+	case !errors.Is(o.Err, ErrUnsupported) || p.cfg.StrictRecording:
+		// A panic, a body's own error, or strict: the pass fails.
 		p.errs = append(p.errs, o.Err)
 		p.learned = append(p.learned, Learned{StoreKey: o.StoreKey, Failed: o.Err})
 	default:

@@ -149,15 +149,18 @@ func (r *Recorder) Reserve(nodes int) {
 }
 
 // Record records one body: Reset, the body run against its boundary (each
-// boundary scalar carrying its slot as provenance), and Build. The body may
-// panic; the caller decides what a panic means.
-func (r *Recorder) Record(key string, fullKey uint64, boundary []Arg, roots []BoundaryRoot, scalars []uint64, extDeps []TaskID, body func(Orchestrator, *Boundary)) (*Definition, error) {
+// boundary scalar carrying its slot as provenance), and Build. A body's
+// error fails the recording; the body may also panic, and the caller decides
+// what a panic means.
+func (r *Recorder) Record(key string, fullKey uint64, boundary []Arg, roots []BoundaryRoot, scalars []uint64, extDeps []TaskID, body BodyFunc) (*Definition, error) {
 	r.Reset(key, fullKey, boundary, roots, len(scalars), extDeps)
 	b := &Boundary{Tensors: boundary, Scalars: make([]Scalar, len(scalars))}
 	for i, v := range scalars {
 		b.Scalars[i] = Scalar{Value: v, Src: int32(i)}
 	}
-	body(r, b)
+	if err := body(r, b); err != nil {
+		return nil, fmt.Errorf("graph %q: body failed while recording: %w", key, err)
+	}
 	return r.Build()
 }
 

@@ -10,7 +10,7 @@ import (
 
 // smallBody is a two-node body: a kernel reads slot 0 and writes an internal
 // buffer, a second reads it and writes slot 1 at a view offset.
-func smallBody(o Orchestrator, b *Boundary) {
+func smallBody(o Orchestrator, b *Boundary) error {
 	_, buf := o.Alloc([]RootSpec{{Name: "tmp", DType: FP32, Shape: []int64{4, 8}}})
 	k1 := Task{Kind: KindAIV, Kernel: [3]KernelID{-1, 1, -1}, BlockNum: 1,
 		Args:    []Arg{{Tag: TagInput, View: b.Tensors[0].View}, {Tag: TagOutputExisting, View: NewView(buf, 0, FP32, 4, 8)}},
@@ -22,6 +22,7 @@ func smallBody(o Orchestrator, b *Boundary) {
 	k2 := Task{Kind: KindAIC, Kernel: [3]KernelID{2, -1, -1}, BlockNum: 2,
 		Args: []Arg{{Tag: TagInput, View: NewView(buf, 8, FP32, 8)}, {Tag: TagInOut, View: out}}}
 	o.Submit(&k2)
+	return nil
 }
 
 func smallCall(in, out RootID) *GraphCall {
@@ -81,13 +82,15 @@ func TestRecordClassifiesSources(t *testing.T) {
 }
 
 func TestRecordUnsupported(t *testing.T) {
-	cases := map[string]func(o Orchestrator, b *Boundary){
-		"nested": func(o Orchestrator, b *Boundary) { o.Graph(smallCall(0, 1)) },
-		"unclassifiable": func(o Orchestrator, b *Boundary) {
+	cases := map[string]BodyFunc{
+		"nested": func(o Orchestrator, b *Boundary) error { o.Graph(smallCall(0, 1)); return nil },
+		"unclassifiable": func(o Orchestrator, b *Boundary) error {
 			o.Submit(&Task{Kind: KindAIV, Args: []Arg{{Tag: TagInput, View: NewView(5, 0, FP32, 1)}}})
+			return nil
 		},
-		"cross-boundary dep": func(o Orchestrator, b *Boundary) {
+		"cross-boundary dep": func(o Orchestrator, b *Boundary) error {
 			o.Submit(&Task{Kind: KindAIV, Deps: []TaskID{3}})
+			return nil
 		},
 	}
 	for name, body := range cases {
@@ -157,12 +160,13 @@ func TestMatchBoundary(t *testing.T) {
 
 // extBody waits on the call's external dependencies: node 1 on slot 0,
 // node 2 on slots 0 and 1 (passed as the caller's task ids).
-func extBody(deps []TaskID) func(o Orchestrator, b *Boundary) {
-	return func(o Orchestrator, b *Boundary) {
+func extBody(deps []TaskID) BodyFunc {
+	return func(o Orchestrator, b *Boundary) error {
 		k1 := o.Submit(&Task{Kind: KindAIV, Kernel: [3]KernelID{-1, 1, -1}, BlockNum: 1, Deps: []TaskID{deps[0], NoTask},
 			Args: []Arg{{Tag: TagInput, View: b.Tensors[0].View}}})
 		o.Submit(&Task{Kind: KindAIV, Kernel: [3]KernelID{-1, 1, -1}, BlockNum: 1, Deps: []TaskID{k1, deps[1], deps[0]},
 			Args: []Arg{{Tag: TagInOut, View: b.Tensors[1].View}}})
+		return nil
 	}
 }
 

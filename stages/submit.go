@@ -35,6 +35,8 @@ type Orch struct {
 	img     RunImage
 	scopes  scopeStack
 	heapTop int64
+	// bodyErr is the first error of a body run inline by Graph.
+	bodyErr error
 }
 
 // NewOrch starts a run over the model's entry roots, which take RootIDs
@@ -48,8 +50,13 @@ func NewOrch(entry []Root) *Orch {
 	return o
 }
 
+// Err is the first error a Graph body run inline returned (Graph has no
+// error return of its own).
+func (o *Orch) Err() error { return o.bodyErr }
+
 // Reset starts the next run, keeping every buffer's storage.
 func (o *Orch) Reset() {
+	o.bodyErr = nil
 	o.roots = o.roots[:o.nEntry]
 	o.tm.Reset()
 	o.img.Tasks = o.img.Tasks[:0]
@@ -189,7 +196,9 @@ func (o *Orch) Submit(t *Task) TaskID {
 
 // Graph runs the body inline on the ordinary path.
 func (o *Orch) Graph(call *GraphCall) TaskID {
-	call.Body(o, call.NewBoundary())
+	if err := call.Body(o, call.NewBoundary()); err != nil && o.bodyErr == nil {
+		o.bodyErr = fmt.Errorf("graph %q: %w", call.Key, err)
+	}
 	return TaskID(len(o.img.Tasks) - 1)
 }
 
