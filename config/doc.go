@@ -115,7 +115,11 @@
 // full_key. The body refers to boundary tensors through the Boundary it is
 // handed and passes boundary scalars straight through (Src kept). Two static
 // checks guard the replay: a body whose structure depends on a param outside
-// the key (*StructureError, upstream #1939), and a scalar computed from a
-// boundary scalar (*BakedScalarError). Model.GraphChecks returns them typed,
-// so the runtime can make them errors or warnings.
+// the key (*StructureError, upstream #1939; a kernel, a dependency, a task
+// list size or a tensor list element chosen by a param is structure too),
+// and a scalar computed from a boundary scalar (*BakedScalarError).
+// Model.GraphChecks returns them typed, so the runtime can make them errors
+// or warnings. In a block with boundary: auto, a let must view a tensor the
+// block allocates (the boundary is computed from the calls before any let
+// runs).
 package config
