@@ -24,7 +24,7 @@
 //	    boundary:                         # slot order = Graph boundary order
 //	      - {name, tag, view, dtype, shape}   # view is evaluated in the caller (default: name)
 //	    boundary: auto                    # or: the union of the body's calls' boundaries
-//	    scalars: [{name, value}]          # boundary scalars (value evaluated in the caller)
+//	    scalars: [{name, value}, NAME]    # boundary scalars (value evaluated in the caller; NAME: the caller's NAME)
 //	    body: [OP, ...]
 //	program:
 //	  params: {NAME: INT}                 # defaults; forms override
