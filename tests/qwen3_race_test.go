@@ -11,8 +11,6 @@ import (
 	"github.com/hbg-dev/hbg/stages"
 )
 
-const qwen3 = "../config/models/qwen3_14b_decode.yaml"
-
 // raceClass names a race by its kind and both sides' kernels (without
 // upstream's copy numbers) and arguments.
 func raceClass(r *npu.Race, ks []stages.Kernel) string {
@@ -96,7 +94,8 @@ func TestQwen3Races(t *testing.T) {
 }
 
 // TestQwen3GraphMatchesTwin: the graph form, replayed, ends with its
-// inline twin's digests and task count.
+// inline twin's digests and task count and races as the twin does (its
+// tiles), not as the eager form, whose digest differs.
 func TestQwen3GraphMatchesTwin(t *testing.T) {
 	m, err := config.Load(qwen3)
 	if err != nil {
@@ -111,4 +110,8 @@ func TestQwen3GraphMatchesTwin(t *testing.T) {
 	if !g.Match {
 		t.Errorf("digest %016x, twin %016x; tasks %d, twin %d; %v", g.Digest, g.ReferenceDigest, g.Tasks, g.ReferenceTasks, g.Diff)
 	}
+	if g.RaceCount != g.ReferenceRaceCount || g.Eager.Match || g.Eager.RaceCount <= g.RaceCount || g.Verdict != actors.VerdictRacy {
+		t.Errorf("verdict %s; races %d, twin %d, eager %d; eager digest equal: %v", g.Verdict, g.RaceCount, g.ReferenceRaceCount, g.Eager.RaceCount, g.Eager.Match)
+	}
+	t.Logf("graph form: %d races (twin %d, eager form %d); eager first differs: %v", g.RaceCount, g.ReferenceRaceCount, g.Eager.RaceCount, g.Eager.Diff)
 }
