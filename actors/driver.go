@@ -37,20 +37,22 @@ func (rt *Runtime) Run(ctx context.Context, spec RunSpec) ([]*PassResult, error)
 		g.Go(func() error {
 			rctx, span := rt.tracer.StartRun(gctx, spec.Info, rank)
 			defer span.End()
-			parent := trace.Inject(rctx)
 			var window []*call
 			// On the way out, wait for what is still asked for, so no pass
 			// outlives Run.
 			defer func() {
 				for _, c := range window {
 					rt.sys.Root.Send(c.sub, &cancelPass{id: c.req.id, err: context.Canceled})
-					<-c.req.reply
+					select {
+					case <-c.req.reply:
+					case <-rt.stopped:
+					}
 				}
 			}()
 			asked := 0
 			for round := 0; round < spec.Rounds; round++ {
 				for asked < spec.Rounds && len(window) < rt.cfg.InFlight {
-					c, err := rt.submit(spec.Orch, rank, asked, parent)
+					c, err := rt.submit(rctx, spec.Orch, rank, asked)
 					if err != nil {
 						span.Fail(err)
 						return err

@@ -6,7 +6,6 @@ import (
 
 	"github.com/hbg-dev/hbg/actors"
 	"github.com/hbg-dev/hbg/stages"
-	"github.com/hbg-dev/hbg/trace"
 )
 
 // A four-layer model written in Go, run inside an actor system the host
@@ -19,7 +18,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	defer rt.Stop()
+	defer rt.Stop(context.Background())
 
 	const layers, d = 4, 64
 	entry := []stages.Root{
@@ -32,13 +31,14 @@ func Example() {
 	}
 	// The body sees only its boundary: the layer's weights, the hidden state
 	// and the layer index as a boundary scalar, patched at every replay.
-	body := func(o stages.Orchestrator, b *stages.Boundary) {
+	body := func(o stages.Orchestrator, b *stages.Boundary) error {
 		_, tmp := o.Alloc([]stages.RootSpec{{Name: "tmp", DType: stages.FP32, Shape: []int64{8, d}}})
 		o.Submit(&stages.Task{Kind: stages.KindAIC, Kernel: [3]stages.KernelID{0, -1, -1}, BlockNum: 4,
 			Args: []stages.Arg{b.Tensors[0], {Tag: stages.TagInput, View: b.Tensors[1].View}, {Tag: stages.TagOutputExisting, View: stages.NewView(tmp, 0, stages.FP32, 8, d)}}})
 		o.Submit(&stages.Task{Kind: stages.KindAIV, Kernel: [3]stages.KernelID{-1, 1, -1}, BlockNum: 1,
 			Args:    []stages.Arg{{Tag: stages.TagInput, View: stages.NewView(tmp, 0, stages.FP32, 8, d)}, b.Tensors[1]},
 			Scalars: []stages.Scalar{b.Scalars[0]}})
+		return nil
 	}
 	orch := &actors.Orchestration{
 		Name: "example/decode", Entry: entry, Kernels: kernels,
@@ -58,7 +58,7 @@ func Example() {
 		},
 	}
 	for round := 0; round < 2; round++ {
-		res, err := rt.Pass(context.Background(), orch, 0, round, trace.Carrier{})
+		res, err := rt.Pass(context.Background(), orch, 0, round)
 		if err != nil {
 			panic(err)
 		}

@@ -10,14 +10,13 @@ import (
 
 	"github.com/hbg-dev/hbg/mailbox"
 	"github.com/hbg-dev/hbg/stages"
-	"github.com/hbg-dev/hbg/trace"
 )
 
 // keysModel is a Go orchestration with n distinct Graph keys submitted back
 // to back, each called calls times on different slices of its own rows.
 type keysModel struct {
 	keys, calls int
-	body        func(o stages.Orchestrator, b *stages.Boundary)
+	body        stages.BodyFunc
 	inputTag    stages.Tag // tag of the written slot (TagInOut normally)
 	config      func(k, c int) []uint64
 	// first, if set, receives the id of the dummy task the orchestration
@@ -79,13 +78,14 @@ func (m keysModel) orchestration(name string) *Orchestration {
 
 // rowBody: an internal buffer, a vector kernel scaled by the boundary scalar,
 // a cube kernel into the output slot.
-func rowBody(o stages.Orchestrator, b *stages.Boundary) {
+func rowBody(o stages.Orchestrator, b *stages.Boundary) error {
 	_, tmp := o.Alloc([]stages.RootSpec{{Name: "tmp", DType: stages.FP32, Shape: []int64{rowsPerCall, 16}}})
 	o.Submit(&stages.Task{Kind: stages.KindAIV, Kernel: [3]stages.KernelID{-1, 0, -1}, BlockNum: 2,
 		Args:    []stages.Arg{{Tag: stages.TagInput, View: b.Tensors[0].View}, {Tag: stages.TagOutputExisting, View: stages.NewView(tmp, 0, stages.FP32, rowsPerCall, 16)}},
 		Scalars: []stages.Scalar{b.Scalars[0]}})
 	o.Submit(&stages.Task{Kind: stages.KindAIC, Kernel: [3]stages.KernelID{1, -1, -1}, BlockNum: 1,
 		Args: []stages.Arg{{Tag: stages.TagInput, View: stages.NewView(tmp, 0, stages.FP32, rowsPerCall, 16)}, {Tag: stages.TagInOut, View: b.Tensors[1].View}}})
+	return nil
 }
 
 func newRuntime(t *testing.T, cfg Config, hook func(*mailbox.RecordJob)) *Runtime {
@@ -95,7 +95,7 @@ func newRuntime(t *testing.T, cfg Config, hook func(*mailbox.RecordJob)) *Runtim
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { rt.Stop(); sys.Shutdown() })
+	t.Cleanup(func() { rt.Stop(context.Background()); sys.Shutdown() })
 	return rt
 }
 
@@ -103,7 +103,7 @@ func runPass(t *testing.T, rt *Runtime, orch *Orchestration, round int) *PassRes
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	res, err := rt.Pass(ctx, orch, 0, round, trace.Carrier{})
+	res, err := rt.Pass(ctx, orch, 0, round)
 	if err != nil {
 		t.Fatalf("round %d: %v", round, err)
 	}
@@ -196,22 +196,24 @@ func TestReplayTamperChangesDigest(t *testing.T) {
 }
 
 func TestRecordingFailures(t *testing.T) {
-	panicky := func(o stages.Orchestrator, b *stages.Boundary) {
+	panicky := func(o stages.Orchestrator, b *stages.Boundary) error {
 		if b.Scalars[0].Value == 0 {
 			panic("kernel table out of range")
 		}
 		rowBody(o, b)
+		return nil
 	}
-	nested := func(o stages.Orchestrator, b *stages.Boundary) {
+	nested := func(o stages.Orchestrator, b *stages.Boundary) error {
 		rowBody(o, b)
 		if b.Scalars[0].Value == 1 {
 			o.Graph(&stages.GraphCall{Key: "inner", Boundary: b.Tensors, Scalars: []uint64{7}, Body: rowBody})
 		}
+		return nil
 	}
 	t.Run("panic fails the pass and the recorder restarts", func(t *testing.T) {
 		orch := keysModel{keys: 2, calls: 1, body: panicky}.orchestration("panic")
 		rt := newRuntime(t, Config{Recorders: 1}, nil)
-		_, err := rt.Pass(context.Background(), orch, 0, 0, trace.Carrier{})
+		_, err := rt.Pass(context.Background(), orch, 0, 0)
 		if err == nil || !strings.Contains(err.Error(), `graph "key-0"`) || !strings.Contains(err.Error(), "kernel table out of range") {
 			t.Fatalf("want the key and the cause, got %v", err)
 		}
@@ -245,15 +247,17 @@ func TestRecordingFailures(t *testing.T) {
 	})
 	t.Run("an unclassifiable tensor or a dependency across the boundary falls back", func(t *testing.T) {
 		var first stages.TaskID
-		for name, body := range map[string]func(o stages.Orchestrator, b *stages.Boundary){
-			"unclassifiable": func(o stages.Orchestrator, b *stages.Boundary) {
+		for name, body := range map[string]stages.BodyFunc{
+			"unclassifiable": func(o stages.Orchestrator, b *stages.Boundary) error {
 				rowBody(o, b)
 				o.Submit(&stages.Task{Kind: stages.KindAIV, Kernel: [3]stages.KernelID{-1, 0, -1}, BlockNum: 1,
 					Args: []stages.Arg{{Tag: stages.TagInput, View: stages.NewView(2, 0, stages.FP32, 16)}, {Tag: stages.TagInOut, View: b.Tensors[1].View}}})
+				return nil
 			},
-			"cross-boundary dependency": func(o stages.Orchestrator, b *stages.Boundary) {
+			"cross-boundary dependency": func(o stages.Orchestrator, b *stages.Boundary) error {
 				o.Submit(&stages.Task{Kind: stages.KindDummy, Kernel: [3]stages.KernelID{-1, -1, -1}, BlockNum: -1, Deps: []stages.TaskID{first}})
 				rowBody(o, b)
+				return nil
 			},
 		} {
 			orch := keysModel{keys: 1, calls: 2, body: body, first: &first}.orchestration(name)
@@ -271,7 +275,7 @@ func TestRecordingFailures(t *testing.T) {
 	t.Run("unsupported is an error with StrictRecording", func(t *testing.T) {
 		orch := keysModel{keys: 2, calls: 1, body: nested}.orchestration("nested-strict")
 		rt := newRuntime(t, Config{StrictRecording: true}, nil)
-		_, err := rt.Pass(context.Background(), orch, 0, 0, trace.Carrier{})
+		_, err := rt.Pass(context.Background(), orch, 0, 0)
 		if !errors.Is(err, stages.ErrUnsupported) {
 			t.Fatalf("got %v", err)
 		}
@@ -280,7 +284,7 @@ func TestRecordingFailures(t *testing.T) {
 
 // TestDefectsDetected: each defect fires on a small model written to have it.
 func TestDefectsDetected(t *testing.T) {
-	baked := func(o stages.Orchestrator, b *stages.Boundary) {
+	baked := func(o stages.Orchestrator, b *stages.Boundary) error {
 		_, tmp := o.Alloc([]stages.RootSpec{{Name: "tmp", DType: stages.FP32, Shape: []int64{rowsPerCall, 16}}})
 		epoch := stages.Static(b.Scalars[0].Value + 1) // derived: loses its provenance
 		o.Submit(&stages.Task{Kind: stages.KindAIV, Kernel: [3]stages.KernelID{-1, 0, -1}, BlockNum: 1,
@@ -288,12 +292,14 @@ func TestDefectsDetected(t *testing.T) {
 			Scalars: []stages.Scalar{epoch}})
 		o.Submit(&stages.Task{Kind: stages.KindAIC, Kernel: [3]stages.KernelID{1, -1, -1}, BlockNum: 1,
 			Args: []stages.Arg{{Tag: stages.TagInput, View: stages.NewView(tmp, 0, stages.FP32, rowsPerCall, 16)}, {Tag: stages.TagInOut, View: b.Tensors[1].View}}})
+		return nil
 	}
-	structural := func(o stages.Orchestrator, b *stages.Boundary) {
+	structural := func(o stages.Orchestrator, b *stages.Boundary) error {
 		rowBody(o, b)
 		if b.Scalars[0].Value >= 1000 { // a host-side if on a value outside the key (#1939)
 			rowBody(o, b)
 		}
+		return nil
 	}
 	cases := []struct {
 		name string
@@ -308,7 +314,7 @@ func TestDefectsDetected(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			orch := tc.m.orchestration(tc.name)
 			rt := newRuntime(t, Config{}, nil)
-			_, err := rt.Pass(context.Background(), orch, 0, 0, trace.Carrier{})
+			_, err := rt.Pass(context.Background(), orch, 0, 0)
 			var d stages.Defect
 			if !errors.As(err, &d) || d.Kind != tc.kind {
 				t.Fatalf("want a %v defect, got %v", tc.kind, err)

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -52,6 +53,10 @@ type Config struct {
 	// yet answered (default 2): the submission orchestrates pass N+1 while
 	// pass N is copied and run. 1 makes host and device take turns.
 	InFlight int
+	// QueueDepth bounds the passes of one rank waiting to start beyond
+	// InFlight (default 1024); a pass past it fails at once with a
+	// *RankBusyError. The queue is first come, first served.
+	QueueDepth int
 	// StoreDir is the Definition store on disk (package diskstore) that
 	// Definitions outlive the process in, shared by every process that
 	// names it; "" or "off" keeps them in memory only. hbgrun's default is
@@ -62,13 +67,9 @@ type Config struct {
 }
 
 // Orchestration is a program of tasks: a Go function or a model config
-// interpreted as one. Name is its identity, hashed into every full_key.
-type Orchestration struct {
-	Name    string
-	Entry   []stages.Root
-	Kernels []stages.Kernel
-	Run     func(o stages.Orchestrator) error
-}
+// interpreted as one (config.Model.Orchestration). Name is its identity,
+// hashed into every full_key.
+type Orchestration = stages.Orchestration
 
 // Counts describe one pass.
 type Counts = stages.PassCounts
@@ -86,6 +87,18 @@ type PassResult struct {
 	// KernelTasks counts device tasks per KernelID (with CountKernels).
 	KernelTasks []int
 	Err         error
+}
+
+// Phase is how long phase ph took in this pass (device_wall: the simulated
+// wall) and whether the pass measured it.
+func (r *PassResult) Phase(ph trace.Phase) (time.Duration, bool) {
+	return time.Duration(r.Pass.Phases[ph]), r.Pass.Has(ph)
+}
+
+// ControlPlane is the pass's host_orch + graph_upload + arena_h2d.
+func (r *PassResult) ControlPlane() time.Duration {
+	ns, _ := r.Pass.ControlPlaneNs()
+	return time.Duration(ns)
 }
 
 // Stats are the runtime's lifetime counters.
@@ -114,6 +127,12 @@ type Runtime struct {
 	Stats      Stats
 	Mailboxes  mailbox.Registry
 	nextCall   atomic.Uint64
+	// stopped is closed when Stop begins: every waiting caller wakes with
+	// ErrStopped at once.
+	stopped  chan struct{}
+	stopOnce sync.Once
+	mu       sync.Mutex
+	ranks    map[int]*actor.PID // submission actors, cached from the supervisor
 	// recorderHook injects faults in tests; imageHook tampers with a run
 	// image before it is copied (the golden check's own test).
 	recorderHook func(*mailbox.RecordJob)
@@ -143,16 +162,24 @@ func start(sys *actor.ActorSystem, cfg Config, hook func(*mailbox.RecordJob)) (*
 	if cfg.InFlight < 0 {
 		return nil, fmt.Errorf("passes in flight per rank %d: want at least 1", cfg.InFlight)
 	}
-	rt := &Runtime{sys: sys, cfg: cfg, tracer: cfg.Tracer, recorderHook: hook}
+	if cfg.QueueDepth == 0 {
+		cfg.QueueDepth = 1024
+	}
+	if cfg.QueueDepth < 0 {
+		return nil, fmt.Errorf("queue depth per rank %d: want at least 1", cfg.QueueDepth)
+	}
+	rt := &Runtime{sys: sys, cfg: cfg, tracer: cfg.Tracer, recorderHook: hook, stopped: make(chan struct{}), ranks: map[int]*actor.PID{}}
 	if rt.tracer == nil {
 		rt.tracer = trace.NewTracer(nil)
 	}
 	if err := rt.openDisk(); err != nil {
 		return nil, err
 	}
-	// A crashed child is restarted in place, its mailbox intact; ten
-	// crashes within a second mean something is wrong beyond one body.
-	strategy := actor.NewOneForOneStrategy(10, time.Second, func(any) actor.Directive { return actor.RestartDirective })
+	// A crashed child is restarted in place, its mailbox intact, every
+	// time: a budget of restarts would stop a recorder for good after a run
+	// of panicking bodies and strand the jobs queued to it. A body's own
+	// failure is a value (stages.BodyFunc), so a restart means a panic.
+	strategy := actor.NewRestartingStrategy()
 	props := rt.Mailboxes.Props("supervisor", 0, func() actor.Actor { return &supervisor{rt: rt} }, actor.WithSupervisor(strategy))
 	rt.supervisor = sys.Root.Spawn(props)
 	f := sys.Root.RequestFuture(rt.supervisor, &spawnCore{}, 30*time.Second)
@@ -162,20 +189,44 @@ func start(sys *actor.ActorSystem, cfg Config, hook func(*mailbox.RecordJob)) (*
 	return rt, nil
 }
 
-// Stop stops every actor of the runtime.
-func (rt *Runtime) Stop() {
-	rt.flushDisk()
-	_ = rt.sys.Root.StopFuture(rt.supervisor).Wait()
-	rt.closeDisk()
+// Stop fails every pass in flight or queued with ErrStopped at once, then
+// flushes the store to disk and stops every actor of the runtime, waiting
+// for them until ctx ends. Pass after Stop returns ErrStopped. Stop is safe
+// to call more than once.
+func (rt *Runtime) Stop(ctx context.Context) error {
+	first := false
+	rt.stopOnce.Do(func() { close(rt.stopped); first = true })
+	if !first {
+		return nil
+	}
+	done := make(chan error, 1)
+	go func() {
+		rt.flushDisk()
+		err := rt.sys.Root.StopFuture(rt.supervisor).Wait()
+		rt.closeDisk()
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("stopping the hbg runtime: %w", ctx.Err())
+	}
 }
 
 // Pass runs one pass of orch on a rank and waits for its result. Passes of
-// different ranks run concurrently; passes of one rank overlap up to
+// different ranks run concurrently. Passes of one rank overlap up to
 // Config.InFlight (the next is orchestrated while the previous is copied and
-// run), and callers beyond that wait in the rank's queue. parent is the
-// rank's run span.
-func (rt *Runtime) Pass(ctx context.Context, orch *Orchestration, rank, round int, parent trace.Carrier) (*PassResult, error) {
-	c, err := rt.submit(orch, rank, round, parent)
+// run); callers beyond that wait in the rank's queue, first come first
+// served, up to Config.QueueDepth (then *RankBusyError).
+//
+// The pass's spans are children of the span in ctx (the rank's run span, in
+// Run). ctx is honoured throughout: an ended ctx returns its error without
+// running anything; one that ends while the pass waits or runs returns
+// errors.Is(err, ctx.Err()) at once and frees the rank (work already at the
+// device finishes there, unreported). A pass's error is also res.Err.
+func (rt *Runtime) Pass(ctx context.Context, orch *Orchestration, rank, round int) (*PassResult, error) {
+	c, err := rt.submit(ctx, orch, rank, round)
 	if err != nil {
 		return nil, err
 	}
@@ -189,39 +240,67 @@ type call struct {
 	rank int
 }
 
-func (rt *Runtime) submit(orch *Orchestration, rank, round int, parent trace.Carrier) (*call, error) {
+func (rt *Runtime) submit(ctx context.Context, orch *Orchestration, rank, round int) (*call, error) {
+	switch {
+	case orch == nil:
+		return nil, fmt.Errorf("rank %d round %d: %w: nil orchestration", rank, round, ErrInvalidPass)
+	case orch.Run == nil:
+		return nil, fmt.Errorf("rank %d round %d: %w: orchestration %q has no Run function", rank, round, ErrInvalidPass, orch.Name)
+	case rank < 0:
+		return nil, fmt.Errorf("rank %d round %d: %w: negative rank", rank, round, ErrInvalidPass)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("rank %d round %d: %w", rank, round, err)
+	}
+	select {
+	case <-rt.stopped:
+		return nil, fmt.Errorf("rank %d round %d: %w", rank, round, ErrStopped)
+	default:
+	}
 	sub, err := rt.rankActor(rank)
 	if err != nil {
 		return nil, err
 	}
-	req := &passReq{id: rt.nextCall.Add(1), orch: orch, round: round, run: parent, reply: make(chan *PassResult, 1)}
+	req := &passReq{id: rt.nextCall.Add(1), orch: orch, round: round, run: trace.Inject(ctx), reply: make(chan *PassResult, 1)}
 	rt.sys.Root.Send(sub, req)
 	return &call{req: req, sub: sub, rank: rank}, nil
 }
 
 func (rt *Runtime) wait(ctx context.Context, c *call) (*PassResult, error) {
-	timeout := rt.cfg.PassTimeout
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = time.Until(dl)
-	}
-	t := time.NewTimer(timeout)
+	t := time.NewTimer(rt.cfg.PassTimeout)
 	defer t.Stop()
+	var err error
 	select {
 	case res := <-c.req.reply:
 		return res, res.Err
+	case <-ctx.Done():
+		err = fmt.Errorf("rank %d round %d: %w", c.rank, c.req.round, ctx.Err())
 	case <-t.C:
-		err := fmt.Errorf("rank %d round %d: no result after %v", c.rank, c.req.round, timeout)
-		rt.sys.Root.Send(c.sub, &cancelPass{id: c.req.id, err: err})
-		return nil, err
+		err = fmt.Errorf("rank %d round %d: no result after %v (Config.PassTimeout): %w", c.rank, c.req.round, rt.cfg.PassTimeout, context.DeadlineExceeded)
+	case <-rt.stopped:
+		return nil, fmt.Errorf("rank %d round %d: %w", c.rank, c.req.round, ErrStopped)
 	}
+	// Free the rank: the pass leaves its queue, or its replay answers it now.
+	rt.sys.Root.Send(c.sub, &cancelPass{id: c.req.id, err: err})
+	return nil, err
 }
 
 func (rt *Runtime) rankActor(rank int) (*actor.PID, error) {
+	rt.mu.Lock()
+	pid := rt.ranks[rank]
+	rt.mu.Unlock()
+	if pid != nil {
+		return pid, nil
+	}
 	res, err := rt.sys.Root.RequestFuture(rt.supervisor, &spawnRank{rank: rank}, 30*time.Second).Result()
 	if err != nil {
 		return nil, fmt.Errorf("starting rank %d: %w", rank, err)
 	}
-	return res.(*actor.PID), nil
+	pid = res.(*actor.PID)
+	rt.mu.Lock()
+	rt.ranks[rank] = pid
+	rt.mu.Unlock()
+	return pid, nil
 }
 
 type spawnCore struct{}

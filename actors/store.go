@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -14,7 +15,10 @@ import (
 // dispatches recording jobs to the recorder pool. The pool bounds how many
 // bodies record at once; jobs beyond it wait here, in order, never demoted.
 type store struct {
-	idle     []*actor.PID
+	idle []*actor.PID
+	// busy is the job each recorder was given and has not finished: a
+	// recorder that stops for good gives it back to the queue.
+	busy     map[string]*mailbox.RecordJob
 	queue    []*mailbox.RecordJob
 	defs     map[uint64]*mailbox.Definition
 	inflight map[uint64][]*mailbox.RecordJob // waiters per key, the first is recording
@@ -28,6 +32,7 @@ type store struct {
 func newStore(rt *Runtime) *store {
 	return &store{
 		defs:     map[uint64]*mailbox.Definition{},
+		busy:     map[string]*mailbox.RecordJob{},
 		inflight: map[uint64][]*mailbox.RecordJob{},
 		verified: map[uint64]bool{},
 		verifies: map[uint64][]*mailbox.RecordJob{},
@@ -46,11 +51,23 @@ type forgetDefinitions struct{ keys []uint64 }
 func (s *store) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *storeReady:
+		for _, r := range m.recorders {
+			ctx.Watch(r)
+		}
 		s.idle = append(s.idle, m.recorders...)
 		s.dispatch(ctx)
+	case *actor.Terminated:
+		// Only at shutdown (recorders restart without a budget), but a job
+		// is never left with an actor that is not there.
+		s.idle = slices.DeleteFunc(s.idle, func(p *actor.PID) bool { return p.Equal(m.Who) })
+		if job := s.busy[m.Who.Id]; job != nil {
+			delete(s.busy, m.Who.Id)
+			s.queue = append([]*mailbox.RecordJob{job}, s.queue...)
+		}
 	case *mailbox.RecordJob:
 		s.request(ctx, m)
 	case *mailbox.RecorderIdle:
+		delete(s.busy, m.Recorder.Id)
 		s.idle = append(s.idle, m.Recorder)
 		s.dispatch(ctx)
 	case *mailbox.Built:
@@ -111,6 +128,7 @@ func (s *store) dispatch(ctx actor.Context) {
 		job := s.queue[0]
 		s.queue[0] = nil
 		s.queue = s.queue[1:]
+		s.busy[r.Id] = job
 		ctx.Send(r, job)
 	}
 }

@@ -99,6 +99,11 @@ func (s *submission) Receive(ctx actor.Context) {
 	case *actor.Started:
 		s.host = stages.NewHost(s.rank, s.rt.passConfig())
 	case *passReq:
+		if len(s.queue) >= s.rt.cfg.QueueDepth {
+			err := &RankBusyError{Rank: s.rank, Round: m.round, Queued: len(s.queue)}
+			m.reply <- &PassResult{Pass: trace.NewPass(s.rank, m.round), Err: err}
+			return
+		}
 		s.queue = append(s.queue, m)
 	case *learned:
 		s.host.Learn(m.ls)

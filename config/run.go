@@ -34,17 +34,7 @@ func (m *Model) Run(o stages.Orchestrator, form string) (err error) {
 		return err
 	}
 	r := m.getRunner(f)
-	defer func() {
-		if p := recover(); p != nil {
-			be, ok := p.(*BodyError)
-			if !ok {
-				panic(p)
-			}
-			err = be.Err
-			return // the runner is abandoned mid-run, not reused
-		}
-		m.putRunner(r)
-	}()
+	defer m.putRunner(r)
 	fr := r.frame(m.program)
 	copy(fr.vals, f.params)
 	copy(fr.tens, m.entryViews)
@@ -617,7 +607,7 @@ func (r *runner) graphBody(cf *frame) {
 	m, cb := r.m, cf.b
 	// The form is read when the body runs (Body) or is detached (Detach),
 	// not when the closures are made: a pooled runner serves every form.
-	run := func(f *form, key string, vals []int64, targ []stages.View, tp [][]stages.TaskID, autoT, autoS [][]int32, bo stages.Orchestrator, b *stages.Boundary) {
+	run := func(f *form, key string, vals []int64, targ []stages.View, tp [][]stages.TaskID, autoT, autoS [][]int32, bo stages.Orchestrator, b *stages.Boundary) error {
 		br := m.newRunner(f)
 		bf := newFrame(cb)
 		copy(bf.vals, vals)
@@ -625,15 +615,20 @@ func (r *runner) graphBody(cf *frame) {
 		copy(bf.tp, tp)
 		br.runBody(bo, bf, b, true, autoT, autoS)
 		if br.err != nil {
-			// A body has no error return: it fails loudly, and whoever runs
-			// it (Run below, or a recorder) reports the panic with its key.
-			panic(&BodyError{Key: key, Err: br.err})
+			return &BodyError{Key: key, Err: br.err}
 		}
+		return nil
 	}
-	cf.gcall.Body = func(bo stages.Orchestrator, b *stages.Boundary) {
-		run(r.f, cf.gcall.Key, cf.vals, cf.targ, cf.tp, cf.gAutoT, cf.gAutoS, bo, b)
+	cf.gcall.Body = func(bo stages.Orchestrator, b *stages.Boundary) error {
+		err := run(r.f, cf.gcall.Key, cf.vals, cf.targ, cf.tp, cf.gAutoT, cf.gAutoS, bo, b)
+		if be, ok := err.(*BodyError); ok && r.err == nil {
+			// Run inline, during Run: the run fails with the body's error
+			// whatever the orchestrator does with it.
+			r.err = be.Err
+		}
+		return err
 	}
-	cf.gcall.Detach = func() func(stages.Orchestrator, *stages.Boundary) {
+	cf.gcall.Detach = func() stages.BodyFunc {
 		f, key := r.f, cf.gcall.Key
 		vals := append([]int64(nil), cf.vals...)
 		targ := append([]stages.View(nil), cf.targ...)
@@ -642,13 +637,14 @@ func (r *runner) graphBody(cf *frame) {
 			tp[i] = append([]stages.TaskID(nil), cf.tp[i]...)
 		}
 		autoT, autoS := clone2(cf.gAutoT), clone2(cf.gAutoS)
-		return func(bo stages.Orchestrator, b *stages.Boundary) { run(f, key, vals, targ, tp, autoT, autoS, bo, b) }
+		return func(bo stages.Orchestrator, b *stages.Boundary) error {
+			return run(f, key, vals, targ, tp, autoT, autoS, bo, b)
+		}
 	}
 }
 
-// BodyError is the panic value of a Graph body that fails (a view outside
-// its root, say): the body cannot return an error through stages.GraphCall.
-// Run recovers it when the body runs synchronously.
+// BodyError is the error of a Graph body that fails (a view outside its
+// root, say), naming the call's key.
 type BodyError struct {
 	Key string
 	Err error

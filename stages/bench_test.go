@@ -18,7 +18,7 @@ func wideCall(width, nodes int) (*GraphCall, []Root) {
 	for i := 0; i < width; i++ {
 		call.Boundary = append(call.Boundary, Arg{Tag: TagInput, View: NewView(RootID(i%nroots), int64(i/nroots)*4096, BF16, 64, 64)})
 	}
-	call.Body = func(o Orchestrator, b *Boundary) {
+	call.Body = func(o Orchestrator, b *Boundary) error {
 		_, tmp := o.Alloc([]RootSpec{{Name: "tmp", DType: FP32, Shape: []int64{int64(nodes), 64}}})
 		t := Task{Kind: KindAIV, Kernel: [3]KernelID{-1, 3, -1}, BlockNum: 4, Args: make([]Arg, 3), Scalars: []Scalar{b.Scalars[0], Static(9)}}
 		for n := 1; n < nodes; n++ {
@@ -27,12 +27,13 @@ func wideCall(width, nodes int) (*GraphCall, []Root) {
 			t.Args[2] = Arg{Tag: TagInOut, View: NewView(tmp, int64(n-1)*64, FP32, 64)}
 			o.Submit(&t)
 		}
+		return nil
 	}
 	return call, roots
 }
 
 func recordCall(r *Recorder, call *GraphCall, o *Orch) *Definition {
-	d, err := r.Record(call.Key, 1, call.Boundary, o.BoundaryRoots(call.Boundary), call.Scalars, call.Body)
+	d, err := r.Record(call.Key, 1, call.Boundary, o.BoundaryRoots(call.Boundary), call.Scalars, call.ExtDeps, call.Body)
 	if err != nil {
 		panic(err)
 	}
@@ -49,7 +50,7 @@ func BenchmarkRecordNode(b *testing.B) {
 	b.ReportAllocs()
 	broots := o.BoundaryRoots(call.Boundary)
 	for b.Loop() {
-		r.Reset(call.Key, 1, call.Boundary, broots, len(call.Scalars))
+		r.Reset(call.Key, 1, call.Boundary, broots, len(call.Scalars), call.ExtDeps)
 		call.Body(&r, call.NewBoundary())
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/291, "ns/node")
@@ -83,7 +84,7 @@ func BenchmarkMatchBoundary(b *testing.B) {
 			var m Matcher
 			b.ReportAllocs()
 			for b.Loop() {
-				if mm := m.Match(d, call.Boundary, len(call.Scalars), o); mm != nil {
+				if mm := m.Match(d, call, o); mm != nil {
 					b.Fatal(mm)
 				}
 			}
@@ -105,10 +106,10 @@ func BenchmarkReplay48(b *testing.B) {
 	run := func() {
 		o.Reset()
 		for i := 0; i < perRun; i++ {
-			if mm := m.Match(d, call.Boundary, len(call.Scalars), o); mm != nil {
+			if mm := m.Match(d, call, o); mm != nil {
 				b.Fatal(mm)
 			}
-			o.SubmitGraph(call.Boundary, call.Scalars, GraphSubmission{FullKey: d.FullKey, DefHash: d.ContentHash}, d.HeapBytes, written)
+			o.SubmitGraph(call, GraphSubmission{FullKey: d.FullKey, DefHash: d.ContentHash}, d.HeapBytes, written)
 		}
 	}
 	run()

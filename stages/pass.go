@@ -54,7 +54,8 @@ type RecordRequest struct {
 	Boundary []Arg
 	Roots    []BoundaryRoot
 	Scalars  []uint64
-	Body     func(Orchestrator, *Boundary)
+	ExtDeps  []TaskID // the call's external dependencies
+	Body     BodyFunc
 	// Verify re-records a later call of a key already recorded, to catch
 	// what the first recording baked in.
 	Verify bool
@@ -213,6 +214,7 @@ type keyState struct {
 	// to verify the Definition (verifyAsked).
 	sig         []BoundarySlot
 	nscalars    int
+	next        int // external dependency slots
 	first       []Arg
 	firstScalar []uint64
 	verifyAsked bool
@@ -313,7 +315,7 @@ func (h *Host) Graph(call *GraphCall, o Orchestrator) TaskID {
 	e := h.keys[sk]
 	switch {
 	case e == nil:
-		e = &keyState{nscalars: len(call.Scalars), sig: Signature(call.Boundary, h.orch), recording: true}
+		e = &keyState{nscalars: len(call.Scalars), next: len(call.ExtDeps), sig: Signature(call.Boundary, h.orch), recording: true}
 		job := h.job(call, fk, sk, false)
 		// The request's copies are read-only from here on: the key keeps
 		// the first call's values in them.
@@ -327,7 +329,7 @@ func (h *Host) Graph(call *GraphCall, o Orchestrator) TaskID {
 		p.Counts.FallbackCalls++
 		return h.inline(call, o)
 	}
-	if mm := h.matcher.MatchSignature(call.Key, e.sig, e.nscalars, call.Boundary, len(call.Scalars), h.orch); mm != nil {
+	if mm := h.matcher.MatchSignature(e.sig, e.nscalars, e.next, call, h.orch); mm != nil {
 		p.Counts.BoundaryMismatches++
 		p.warn("boundary mismatch, call runs on the ordinary path: %v", mm)
 		return h.inline(call, o)
@@ -340,12 +342,12 @@ func (h *Host) Graph(call *GraphCall, o Orchestrator) TaskID {
 	var id TaskID
 	if e.def != nil {
 		sub.DefHash = e.def.Hash
-		id = h.orch.SubmitGraph(call.Boundary, call.Scalars, sub, e.def.Def.HeapBytes, e.def.Written)
+		id = h.orch.SubmitGraph(call, sub, e.def.Def.HeapBytes, e.def.Written)
 		p.use(e.def)
 	} else {
 		// Recording: a shell now; its hash and heap block when the
 		// Definition reaches the Replay.
-		id = h.orch.SubmitGraph(call.Boundary, call.Scalars, sub, 0, nil)
+		id = h.orch.SubmitGraph(call, sub, 0, nil)
 		p.shells = append(p.shells, shell{task: id, sk: sk})
 	}
 	p.Counts.GraphSubmissions++
@@ -358,6 +360,7 @@ func (h *Host) job(call *GraphCall, fk, sk uint64, verify bool) *RecordRequest {
 		Boundary: append([]Arg(nil), call.Boundary...),
 		Roots:    h.orch.BoundaryRoots(call.Boundary),
 		Scalars:  append([]uint64(nil), call.Scalars...),
+		ExtDeps:  append([]TaskID(nil), call.ExtDeps...),
 		Body:     call.KeptBody(),
 		Verify:   verify,
 	})
@@ -383,7 +386,9 @@ func differs(e *keyState, call *GraphCall) bool {
 }
 
 func (h *Host) inline(call *GraphCall, o Orchestrator) TaskID {
-	call.Body(o, call.NewBoundary())
+	if err := call.Body(o, call.NewBoundary()); err != nil {
+		h.p.errs = append(h.p.errs, fmt.Errorf("graph %q on the ordinary path: %w", call.Key, err))
+	}
 	return TaskID(h.orch.NumTasks() - 1)
 }
 
@@ -582,7 +587,8 @@ func (r *Replay) apply(p *Pass, o Outcome) {
 	case o.Err == nil:
 		p.defs[o.StoreKey] = o.Def
 		p.learned = append(p.learned, Learned{StoreKey: o.StoreKey, Def: o.Def})
-	case o.Panicked || p.cfg.StrictRecording:
+	case !errors.Is(o.Err, ErrUnsupported) || p.cfg.StrictRecording:
+		// A panic, a body's own error, or strict: the pass fails.
 		p.errs = append(p.errs, o.Err)
 		p.learned = append(p.learned, Learned{StoreKey: o.StoreKey, Failed: o.Err})
 	default:

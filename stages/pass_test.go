@@ -78,7 +78,7 @@ func (o scriptOrch) Submit(t *Task) TaskID               { return o.e.host.Orch(
 func (o scriptOrch) ScopeBegin(m ScopeMode)              { o.e.host.Orch().ScopeBegin(m) }
 func (o scriptOrch) ScopeEnd()                           { o.e.host.Orch().ScopeEnd() }
 func (o scriptOrch) Graph(c *GraphCall) TaskID           { return o.e.host.Graph(c, o) }
-func scriptBody(o Orchestrator, b *Boundary)             { o.Submit(scriptTask(b)) }
+func scriptBody(o Orchestrator, b *Boundary) error       { o.Submit(scriptTask(b)); return nil }
 func scriptTask(b *Boundary) *Task {
 	return &Task{Kind: KindAIV, Kernel: [3]KernelID{-1, 0, -1}, BlockNum: 1,
 		Args: []Arg{b.Tensors[0], b.Tensors[1]}, Scalars: []Scalar{b.Scalars[0]}}

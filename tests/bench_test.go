@@ -20,14 +20,14 @@ func BenchmarkPassWarm(b *testing.B) {
 			rt := startRuntime(b, actors.Config{SkipDevice: true})
 			orch := orchestration(m, form)
 			ctx := context.Background()
-			if _, err := rt.Pass(ctx, orch, 0, 0, trace.Carrier{}); err != nil {
+			if _, err := rt.Pass(ctx, orch, 0, 0); err != nil {
 				b.Fatal(err)
 			}
 			var passes []trace.Pass
 			round := 1
 			b.ReportAllocs()
 			for b.Loop() {
-				res, err := rt.Pass(ctx, orch, 0, round, trace.Carrier{})
+				res, err := rt.Pass(ctx, orch, 0, round)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -55,13 +55,13 @@ func BenchmarkPassCold(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.StartTimer()
-				res, err := rt.Pass(context.Background(), orch, 0, 0, trace.Carrier{})
+				res, err := rt.Pass(context.Background(), orch, 0, 0)
 				if err != nil {
 					b.Fatal(err)
 				}
 				b.StopTimer()
 				passes = append(passes, res.Pass)
-				rt.Stop()
+				rt.Stop(context.Background())
 				sys.Shutdown()
 				b.StartTimer()
 			}

@@ -8,7 +8,6 @@ import (
 	"github.com/hbg-dev/hbg/actors"
 	"github.com/hbg-dev/hbg/config"
 	"github.com/hbg-dev/hbg/stages"
-	"github.com/hbg-dev/hbg/trace"
 )
 
 const dsv4 = "../config/models/dsv4_flash_decode.yaml"
@@ -23,10 +22,11 @@ func loadDSv4(t testing.TB) *config.Model {
 }
 
 func orchestration(m *config.Model, form string) *actors.Orchestration {
-	return &actors.Orchestration{
-		Name: m.Name + "/" + form, Entry: m.EntryRoots(), Kernels: m.Kernels(),
-		Run: func(o stages.Orchestrator) error { return m.Run(o, form) },
+	o, err := m.Orchestration(form)
+	if err != nil {
+		panic(err) // the tests name forms that exist
 	}
+	return o
 }
 
 func startRuntime(t testing.TB, cfg actors.Config) *actors.Runtime {
@@ -36,7 +36,7 @@ func startRuntime(t testing.TB, cfg actors.Config) *actors.Runtime {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { rt.Stop(); sys.Shutdown() })
+	t.Cleanup(func() { rt.Stop(context.Background()); sys.Shutdown() })
 	return rt
 }
 
@@ -46,7 +46,7 @@ func runPasses(t testing.TB, rt *actors.Runtime, orch *actors.Orchestration, rou
 	defer cancel()
 	var out []*actors.PassResult
 	for r := 0; r < rounds; r++ {
-		res, err := rt.Pass(ctx, orch, 0, r, trace.Carrier{})
+		res, err := rt.Pass(ctx, orch, 0, r)
 		if err != nil {
 			t.Fatalf("%s round %d: %v", orch.Name, r, err)
 		}
@@ -88,7 +88,7 @@ func (c *collector) Graph(call *stages.GraphCall) stages.TaskID {
 	fk := stages.FullKey(id, call.Key, call.Config)
 	if !c.seen[fk] {
 		c.seen[fk] = true
-		d, err := c.rec.Record(call.Key, fk, call.Boundary, c.BoundaryRoots(call.Boundary), call.Scalars, call.Body)
+		d, err := c.rec.Record(call.Key, fk, call.Boundary, c.BoundaryRoots(call.Boundary), call.Scalars, call.ExtDeps, call.Body)
 		if err != nil && c.err == nil {
 			c.err = err
 		}

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/hbg-dev/hbg/actors"
-	"github.com/hbg-dev/hbg/trace"
 )
 
 // TestFlatHeapAcrossRounds: 1000 rounds of DSv4's full form with
@@ -36,7 +35,7 @@ func flatHeap(t *testing.T, cfg actors.Config, rounds int) {
 	}
 	var at2 uint64
 	for r := 0; r < rounds; r++ {
-		res, err := rt.Pass(ctx, orch, 0, r, trace.Carrier{})
+		res, err := rt.Pass(ctx, orch, 0, r)
 		if err != nil {
 			t.Fatal(err)
 		}

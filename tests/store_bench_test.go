@@ -21,10 +21,10 @@ func BenchmarkPassColdStore(b *testing.B) {
 	orch := orchestration(m, "full")
 	populated := b.TempDir()
 	fill := startRuntime(b, actors.Config{SkipDevice: true, StoreDir: populated})
-	if res, err := fill.Pass(context.Background(), orch, 0, 0, trace.Carrier{}); err != nil || res.Pass.BuiltDefinitions != 8 {
+	if res, err := fill.Pass(context.Background(), orch, 0, 0); err != nil || res.Pass.BuiltDefinitions != 8 {
 		b.Fatalf("filling the store: %v", err)
 	}
-	fill.Stop() // flushes the writes
+	fill.Stop(context.Background()) // flushes the writes
 	for _, c := range []struct {
 		name string
 		dir  func() string
@@ -44,7 +44,7 @@ func BenchmarkPassColdStore(b *testing.B) {
 				}
 				b.StartTimer()
 				c0 := cpuNs()
-				res, err := rt.Pass(context.Background(), orch, 0, 0, trace.Carrier{})
+				res, err := rt.Pass(context.Background(), orch, 0, 0)
 				cpu += cpuNs() - c0
 				if err != nil {
 					b.Fatal(err)
@@ -54,7 +54,7 @@ func BenchmarkPassColdStore(b *testing.B) {
 					b.Fatalf("loaded %d, built %d; want 8 and 0", res.Pass.LoadedDefinitions, res.Pass.BuiltDefinitions)
 				}
 				passes = append(passes, res.Pass)
-				rt.Stop()
+				rt.Stop(context.Background())
 				sys.Shutdown()
 				b.StartTimer()
 			}

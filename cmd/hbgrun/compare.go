@@ -125,7 +125,7 @@ func compareForms(ctx context.Context, s *session, f *runFlags, model string, fo
 				if interrupted(ctx) {
 					return nil, nil, errInterrupted
 				}
-				res, err := rt.Pass(ctx, o, i*f.ranks+rank, round, trace.Carrier{})
+				res, err := rt.Pass(ctx, o, i*f.ranks+rank, round)
 				if err != nil {
 					if interrupted(ctx) {
 						return nil, nil, errInterrupted

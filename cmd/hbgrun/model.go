@@ -5,13 +5,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"slices"
-	"strings"
 
 	"github.com/hbg-dev/hbg/actors"
 	"github.com/hbg-dev/hbg/config"
 	"github.com/hbg-dev/hbg/config/models"
-	"github.com/hbg-dev/hbg/stages"
 )
 
 type modelT = config.Model
@@ -55,13 +52,10 @@ func modelName(m *config.Model) string { return m.Name }
 // (hashed into every full_key) is the model, the form and the model file's
 // content hash.
 func orchestrationFor(m *config.Model, form string) (*actors.Orchestration, error) {
-	if !slices.Contains(m.Forms(), form) {
-		return nil, usageError{fmt.Errorf("%s: no form %q (forms: %s)", m.File(), form, strings.Join(m.Forms(), ", "))}
+	o, err := m.Orchestration(form)
+	if err != nil {
+		return nil, usageError{err}
 	}
-	return &actors.Orchestration{
-		Name:    m.Name + "/" + form + "@" + modelHashes[m],
-		Entry:   m.EntryRoots(),
-		Kernels: m.Kernels(),
-		Run:     func(o stages.Orchestrator) error { return m.Run(o, form) },
-	}, nil
+	o.Name += "@" + modelHashes[m]
+	return o, nil
 }

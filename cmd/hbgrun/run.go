@@ -289,8 +289,8 @@ func golden(ctx context.Context, s *session, f *runFlags, model *modelT, rep *tr
 		if err != nil {
 			return err
 		}
-		defer rt.Stop()
-		res, err := rt.Pass(ctx, orch, 0, 0, trace.Carrier{})
+		defer rt.Stop(context.Background())
+		res, err := rt.Pass(ctx, orch, 0, 0)
 		if err != nil {
 			return fmt.Errorf("golden eager pass: %w", err)
 		}

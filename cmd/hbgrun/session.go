@@ -84,15 +84,9 @@ type stopper struct {
 
 func (s *stopper) stop() {
 	s.once.Do(func() {
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			s.rt.Stop()
-		}()
-		select {
-		case <-done:
-		case <-time.After(stopGrace):
-		}
+		ctx, cancel := context.WithTimeout(context.Background(), stopGrace)
+		defer cancel()
+		_ = s.rt.Stop(ctx)
 	})
 }
 

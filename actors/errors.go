@@ -1,0 +1,34 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrStopped is returned by Pass (and Run) once Stop has begun: for passes
+// in flight or queued at that moment, and for every later call.
+var ErrStopped = errors.New("hbg runtime stopped")
+
+// ErrInvalidPass marks a pass that cannot be asked for: a nil
+// orchestration, one without a Run function, or a negative rank. Pass returns
+// it at once, without sending anything.
+var ErrInvalidPass = errors.New("invalid pass request")
+
+// ErrRankBusy marks a pass refused because its rank's queue is full (see
+// Config.QueueDepth). The error is a *RankBusyError.
+var ErrRankBusy = errors.New("rank busy")
+
+// RankBusyError names the rank whose queue was full.
+type RankBusyError struct {
+	Rank  int
+	Round int
+	// Queued is the passes that were waiting (Config.QueueDepth).
+	Queued int
+}
+
+func (e *RankBusyError) Error() string {
+	return fmt.Sprintf("rank %d round %d: %d passes already queued on this rank (Config.QueueDepth)", e.Rank, e.Round, e.Queued)
+}
+
+// Is makes errors.Is(err, ErrRankBusy) hold.
+func (e *RankBusyError) Is(target error) bool { return target == ErrRankBusy }

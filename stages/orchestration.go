@@ -1,0 +1,12 @@
+package stages
+
+// Orchestration is a program of tasks: a Go function, or a model config
+// interpreted as one (config.Model.Orchestration). Name is its identity,
+// hashed into every full_key: two orchestrations that may record different
+// bodies under one graph key must have different names.
+type Orchestration struct {
+	Name    string
+	Entry   []Root   // RootID i is Entry[i]
+	Kernels []Kernel // KernelID i is Kernels[i]
+	Run     func(o Orchestrator) error
+}
