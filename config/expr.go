@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // The expression language: integers, names (constants, block params, loop
@@ -385,7 +386,14 @@ func shorten(s string) string {
 	if len(s) <= maxShown {
 		return s
 	}
-	return s[:maxShown-20] + " … " + s[len(s)-16:]
+	head, tail := maxShown-20, len(s)-16
+	for head > 0 && !utf8.RuneStart(s[head]) {
+		head--
+	}
+	for tail < len(s) && !utf8.RuneStart(s[tail]) {
+		tail++
+	}
+	return s[:head] + " … " + s[tail:]
 }
 
 var precedence = map[string]int{"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 4, "<=": 4, ">": 4, ">=": 4, "+": 5, "-": 5, "*": 6, "/": 6, "%": 6}

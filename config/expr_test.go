@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -202,5 +203,18 @@ func TestNoAliases(t *testing.T) {
 	err = noAliases("f.yaml", root, "model config")
 	if err == nil || !strings.Contains(err.Error(), `f.yaml:2: b "*x": YAML aliases are not supported`) {
 		t.Fatalf("alias: %v", err)
+	}
+}
+
+// TestShorten: a long text keeps its head and tail, cut on rune
+// boundaries; a short one is kept whole.
+func TestShorten(t *testing.T) {
+	if got := shorten("a + b"); got != "a + b" {
+		t.Errorf("short text changed: %q", got)
+	}
+	long := strings.Repeat("é", 100)
+	got := shorten(long)
+	if !utf8.ValidString(got) || !strings.Contains(got, " … ") || len(got) >= len(long) {
+		t.Errorf("shorten(%d bytes) = %q", len(long), got)
 	}
 }

@@ -9,7 +9,8 @@
 //	objects/<hash>.hbgd       an image, named by its content hash (16 hex)
 //	index/<full_key>-v<N>.json an entry: full_key, hash, bytes, model, key
 //	tmp/                      files being written
-//	quarantine/               files found bad, moved aside (never read again)
+//	quarantine/               files found bad, moved aside (never read again;
+//	                          gc, or an eviction, removes them)
 //
 // An entry is found by full_key and the image format version N, which
 // together cover everything a Definition depends on: full_key hashes the
