@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -207,4 +208,27 @@ func TestTouchTileErrors(t *testing.T) {
 			wantConfigError(t, err, "tiles.yaml", lineOf(src, at), tc.want)
 		})
 	}
+}
+
+// FuzzTouch: no touch value makes the loader panic, and one it accepts
+// compiles to non-negative counts on the argument it names.
+func FuzzTouch(f *testing.F) {
+	for _, s := range []string{"w[k*16:+16, n*32:+32]", "w[:, 8:+32]", "w[3, :]", "w[0:+1]", "w[:, :]", "w[min(1, 2), (3)]", "w[1, 2, 3]", "w[, ]", "w[1,", "dim0[0:+2, 0:+96]"} {
+		f.Add(s)
+	}
+	const site = `touch: {w: "w[k*16:+16, n*32:+32]"}`
+	f.Fuzz(func(t *testing.T, v string) {
+		src := strings.Replace(tileModel, site, "touch: {w: "+strconv.Quote(v)+"}", 1)
+		m, err := config.Parse("tiles.yaml", []byte(src))
+		if err != nil {
+			return
+		}
+		for _, k := range m.Kernels() {
+			for _, h := range k.Touch {
+				if h.Rows < 0 || h.Cols < 0 || h.Rows == 0 && h.Cols == 0 {
+					t.Fatalf("%q: kernel %s hint %+v", v, k.Name, h)
+				}
+			}
+		}
+	})
 }
