@@ -137,6 +137,8 @@ func (r *replayActor) reply(ctx actor.Context, run *passRun) {
 	if !p.AtDevice() {
 		delete(r.runs, p.ID)
 	}
-	run.req.reply <- res
+	// The slot first, so a caller that has its answer finds the rank's
+	// messages for this pass all posted.
 	ctx.Send(r.submission, &passDone{run: run})
+	run.req.reply <- res
 }
