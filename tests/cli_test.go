@@ -111,14 +111,16 @@ func TestRunTwoRanks(t *testing.T) {
 	if c.RecordedDefinitions != 8 {
 		t.Errorf("recorded %d Definitions, want 8", c.RecordedDefinitions)
 	}
-	// No per-task message: a rank's submission actor hears of a pass, of
-	// each new Definition and upload, and of the device; a warm pass is 3
-	// messages, 5 passes of 15972 tasks stay far below one per task.
+	// No per-task message: a rank's submission actor hears of a pass when
+	// it is asked for and when its slot frees (and once of what a cold pass
+	// learned); 5 passes of 15972 tasks stay far below one per task. The
+	// last pass's slot release may still be on its way when the report is
+	// made.
 	subs := 0
 	for _, m := range rep.Mailboxes {
 		if strings.HasPrefix(m.Name, "submission-") {
 			subs++
-			if m.Posted > 50 || m.Posted != m.Received {
+			if m.Posted > 50 || m.Posted-m.Received > 1 {
 				t.Errorf("%s: %d posted, %d received over 5 passes", m.Name, m.Posted, m.Received)
 			}
 		}

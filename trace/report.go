@@ -381,13 +381,14 @@ type phaseStatsJSON struct {
 	ArenaH2D     Stat `json:"arena_h2d"`
 	DeviceWall   Stat `json:"device_wall"`
 	ControlPlane Stat `json:"control_plane"`
+	DeviceIdle   Stat `json:"device_idle"`
 }
 
 // MarshalJSON gives {<phase>: stat, …, control_plane: stat}.
 func (s PhaseStats) MarshalJSON() ([]byte, error) {
 	return json.Marshal(phaseStatsJSON{
 		s.Phases[PhaseArgs], s.Phases[PhaseHostOrch], s.Phases[PhaseGraphUpload],
-		s.Phases[PhaseArenaH2D], s.Phases[PhaseDeviceWall], s.ControlPlane,
+		s.Phases[PhaseArenaH2D], s.Phases[PhaseDeviceWall], s.ControlPlane, s.DeviceIdle,
 	})
 }
 
@@ -399,7 +400,7 @@ func (s *PhaseStats) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	*s = PhaseStats{ControlPlane: j.ControlPlane}
+	*s = PhaseStats{ControlPlane: j.ControlPlane, DeviceIdle: j.DeviceIdle}
 	s.Phases = [NumPhases]Stat{j.Args, j.HostOrch, j.GraphUpload, j.ArenaH2D, j.DeviceWall}
 	for _, st := range s.Phases {
 		s.Passes = max(s.Passes, st.N)
@@ -457,6 +458,7 @@ type passJSON struct {
 	LoadedBytes             int64       `json:"loaded_bytes"`
 	StoreRejected           int         `json:"store_rejected"`
 	SimulationNs            int64       `json:"simulation_ns"`
+	DeviceIdleNs            *int64      `json:"device_idle_ns,omitempty"`
 	Ops                     Ops         `json:"ops"`
 }
 
@@ -468,6 +470,9 @@ func (p Pass) MarshalJSON() ([]byte, error) {
 		UploadedDefinitionBytes: p.UploadedDefinitionBytes, SimulationNs: p.SimulationNs,
 		LoadedDefinitions: p.LoadedDefinitions, LoadedBytes: p.LoadedBytes, StoreRejected: p.StoreRejected,
 		Ops: p.Ops,
+	}
+	if p.Has(PhaseDeviceWall) {
+		j.DeviceIdleNs = &p.DeviceIdleNs
 	}
 	f := j.Phases.fields()
 	for ph := Phase(0); ph < NumPhases; ph++ {
@@ -496,6 +501,9 @@ func (p *Pass) UnmarshalJSON(b []byte) error {
 		if *v != nil {
 			p.Set(Phase(ph), **v)
 		}
+	}
+	if j.DeviceIdleNs != nil {
+		p.DeviceIdleNs = *j.DeviceIdleNs
 	}
 	return nil
 }

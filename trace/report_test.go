@@ -64,7 +64,7 @@ func TestReportJSONContract(t *testing.T) {
 	assert.Equal(t, map[string]any{"core": "aic 1", "busy_ns": 20e6}, busy[1])
 	assert.Equal(t, map[string]any{"core": "aiv 0", "busy_ns": 1e6}, busy[2])
 	assert.Equal(t, map[string]any{"core": "aiv 3", "busy_ns": 4e6}, busy[5])
-	phases := []string{"arena_h2d", "args", "control_plane", "device_wall", "graph_upload", "host_orch"}
+	phases := []string{"arena_h2d", "args", "control_plane", "device_idle", "device_wall", "graph_upload", "host_orch"}
 	stat := []string{"max_ns", "median_ns", "min_ns", "n"}
 	for _, table := range []string{"phases", "cold_phases"} {
 		assert.Equal(t, phases, keys(doc[table]), table)
@@ -80,7 +80,7 @@ func TestReportJSONContract(t *testing.T) {
 
 	passes := doc["passes"].([]any)
 	require.Len(t, passes, 10)
-	assert.Subset(t, keys(passes[0]), []string{"rank", "round", "cold", "phases", "recorded_nodes", "built_definitions", "uploaded_definition_bytes", "loaded_definitions", "loaded_bytes", "store_rejected"})
+	assert.Subset(t, keys(passes[0]), []string{"rank", "round", "cold", "phases", "recorded_nodes", "built_definitions", "uploaded_definition_bytes", "loaded_definitions", "loaded_bytes", "store_rejected", "device_idle_ns"})
 	assert.Equal(t, []string{"arena_h2d_ns", "args_ns", "device_wall_ns", "graph_upload_ns", "host_orch_ns"}, keys(passes[0].(map[string]any)["phases"]))
 	assert.Equal(t, true, passes[0].(map[string]any)["cold"])
 	assert.Equal(t, 9_000_000.0, passes[0].(map[string]any)["phases"].(map[string]any)["host_orch_ns"])
