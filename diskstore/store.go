@@ -70,6 +70,10 @@ import (
 // DefaultMax is the default size limit of a store: 1 GiB.
 const DefaultMax = 1 << 30
 
+// touchEvery is how stale an entry's last use may be before a load
+// records it again: LRU eviction needs no finer order than this.
+const touchEvery = time.Minute
+
 // entryFormat is the version of an index entry's JSON shape.
 const entryFormat = 1
 
@@ -228,7 +232,8 @@ func (s *Store) Load(fullKey uint64, model string) (*Loaded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("definition store: %w", err)
 	}
-	if st, err := fl.Stat(); err == nil {
+	st, err := fl.Stat()
+	if err == nil {
 		if cur, err := os.Stat(idx); err != nil || !os.SameFile(st, cur) {
 			return nil, nil // replaced or removed since we pinned it
 		}
@@ -261,9 +266,15 @@ func (s *Store) Load(fullKey uint64, model string) (*Loaded, error) {
 	if reason != "" {
 		return nil, s.reject(fullKey, reason, idx, obj)
 	}
+	// Last use, for LRU eviction: touched when more than touchEvery
+	// old, so that loading a store that is in use writes nothing to it.
 	now := time.Now()
-	_ = os.Chtimes(idx, now, now) // last use, for LRU eviction
 	e.LastUse = now
+	if st == nil || now.Sub(st.ModTime()) > touchEvery {
+		_ = os.Chtimes(idx, now, now)
+	} else {
+		e.LastUse = st.ModTime()
+	}
 	s.mu.Lock()
 	p := s.pins[fullKey]
 	if p == nil {
