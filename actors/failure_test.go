@@ -147,7 +147,14 @@ func TestStop(t *testing.T) {
 	}
 	g.release() // let the blocked recorders finish, so the actors can stop
 	if err := <-stopped; err != nil {
-		t.Errorf("Stop: %v", err)
+		// The actors still registered say who did not stop.
+		var alive []string
+		for _, b := range sys.ProcessRegistry.LocalPIDs.LocalPIDs {
+			for k := range b.Items() {
+				alive = append(alive, k)
+			}
+		}
+		t.Errorf("Stop: %v; still alive: %v", err, alive)
 	}
 	if _, err := rt.Pass(context.Background(), orch, 0, 3); !errors.Is(err, ErrStopped) {
 		t.Errorf("Pass after Stop: %v, want ErrStopped", err)

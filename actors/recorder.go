@@ -64,7 +64,7 @@ func (r *recorder) record(ctx actor.Context, job *mailbox.RecordJob) {
 	if r.hook != nil {
 		r.hook(job)
 	}
-	def, err := r.rec.Record(job.Key, job.FullKey, job.Boundary, job.Roots, job.Scalars, job.Body)
+	def, err := r.rec.Record(job.Key, job.FullKey, job.Boundary, job.Roots, job.Scalars, job.ExtDeps, job.Body)
 	out := &mailbox.Recorded{Job: job, Def: def, Err: err, Nodes: r.rec.Nodes()}
 	out.Defects = append(out.Defects, r.rec.Defects...)
 	out.RecordNs = trace.Now() - t0

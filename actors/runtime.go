@@ -296,7 +296,10 @@ func (rt *Runtime) rankActor(rank int) (*actor.PID, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting rank %d: %w", rank, err)
 	}
-	pid = res.(*actor.PID)
+	pid, ok := res.(*actor.PID)
+	if !ok {
+		return nil, fmt.Errorf("starting rank %d: %w", rank, ErrStopped)
+	}
 	rt.mu.Lock()
 	rt.ranks[rank] = pid
 	rt.mu.Unlock()
@@ -336,6 +339,14 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		if pid, ok := s.ranks[m.rank]; ok {
 			ctx.Respond(pid)
 			return
+		}
+		select {
+		case <-rt.stopped:
+			// Stop has begun: a child spawned now would miss the stop of
+			// its siblings, and the supervisor would wait for it forever.
+			ctx.Respond(ErrStopped)
+			return
+		default:
 		}
 		dev := ctx.Spawn(newDeviceProps(rt, m.rank))
 		rp := ctx.Spawn(rt.Mailboxes.Props(fmt.Sprintf("replay-%d", m.rank), 0, func() actor.Actor {

@@ -133,6 +133,11 @@ func (s *submission) Receive(ctx actor.Context) {
 // passes handed off, and no key of this rank still recording (so only one
 // pass at a time waits for recordings, and a key is never a shell of two).
 func (s *submission) next() {
+	select {
+	case <-s.rt.stopped:
+		return // the callers have their ErrStopped; start nothing new
+	default:
+	}
 	for len(s.queue) > 0 && s.inFlight < s.rt.cfg.InFlight && !s.host.Recording() {
 		req := s.queue[0]
 		s.queue[0] = nil

@@ -24,7 +24,7 @@
 //	    boundary:                         # slot order = Graph boundary order
 //	      - {name, tag, view, dtype, shape}   # view is evaluated in the caller (default: name)
 //	    boundary: auto                    # or: the union of the body's calls' boundaries
-//	    scalars: [{name, value}]          # boundary scalars (value evaluated in the caller)
+//	    scalars: [{name, value}, NAME]    # boundary scalars (value evaluated in the caller; NAME: the caller's NAME)
 //	    body: [OP, ...]
 //	program:
 //	  params: {NAME: INT}                 # defaults; forms override
@@ -85,7 +85,10 @@
 // dim0[start:+N] or dim0[row] (rows of the argument's own dim 0, after its
 // row index or reshape). N is a constant; where the rows are does not
 // matter. The routed-expert matmuls get all 32 experts' weights and read the
-// one a scalar selects: touch: {routed_w1: "routed_w1[e:+1]"}. A hint is
+// one a scalar selects: touch: {routed_w1: "routed_w1[e:+1]"}. A 2-D tile
+// is ARG[ROWS, COLS] (or dim0[ROWS, COLS]): COLS is start:+N or col over the
+// argument's last dim, and either part may be ":" for all of it; a K-split
+// N-tile matmul reads touch: {wq: "wq[k*1024:+1024, n*512:+512]"}. A hint is
 // its kernel's (stages.Kernel.Touch), so one op's hint holds at every op of
 // that kernel, and two ops declaring different hints for one kernel are an
 // error.

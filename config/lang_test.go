@@ -203,6 +203,35 @@ forms: {eager: {}}
 			},
 		},
 		{
+			name: "boundary scalar named alone",
+			src: `blocks:
+  layer:
+    params: [l]
+    tensors: [h]
+    boundary:
+      - {name: h, tag: inout}
+    scalars: [N, {name: twice, value: "2 * N"}]
+    body:
+      - {k: act, args: ["inout h"], scalars: [N, twice]}
+program:
+  body:
+    - call: layer
+      with: {l: 0, h: x}
+forms:
+  graph: {graphs: {layer: {key: layer}}}
+`,
+			form: "graph",
+			check: func(t *testing.T, _ []langTask, evs []refEvent) {
+				g := graphCalls(evs)
+				if len(g) != 1 || !reflect.DeepEqual(g[0].Scalars, []uint64{4, 8}) {
+					t.Errorf("Graph call scalars %v, want [4 8]", g)
+				}
+				if tk := reftrace.Tasks(evs); len(tk) != 1 || !reflect.DeepEqual(tk[0].Scalars, []uint64{4, 8}) {
+					t.Errorf("task scalars %+v, want [4 8]", tk)
+				}
+			},
+		},
+		{
 			name: "loop step and min",
 			src: `program:
   body:

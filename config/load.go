@@ -565,12 +565,18 @@ func (l *loader) blockHeader(b *block, n *yaml.Node) (*yaml.Node, error) {
 			return nil, err
 		}
 		for _, it := range items {
+			if it.Kind == yaml.ScalarNode {
+				// A bare name passes the caller's value of that name.
+				it = &yaml.Node{Kind: yaml.MappingNode, Line: it.Line, Column: it.Column, Content: []*yaml.Node{
+					{Kind: yaml.ScalarNode, Value: "name", Line: it.Line}, {Kind: yaml.ScalarNode, Value: it.Value, Line: it.Line},
+					{Kind: yaml.ScalarNode, Value: "value", Line: it.Line}, {Kind: yaml.ScalarNode, Value: it.Value, Line: it.Line}}}
+			}
 			sf, _, err := l.fields(it, "boundary scalar", "name", "value")
 			if err != nil {
 				return nil, err
 			}
 			if sf["name"] == nil || sf["value"] == nil {
-				return nil, l.errf(it, "boundary scalar", "", "want name and value")
+				return nil, l.errf(it, "boundary scalar", "", "want name and value (or a bare name: the caller's value of that name)")
 			}
 			nm := sf["name"].Value
 			for _, o := range b.scalars {

@@ -18,7 +18,7 @@ type recordingOrch struct {
 func (o *recordingOrch) Graph(call *stages.GraphCall) stages.TaskID {
 	if _, ok := o.defs[call.Key]; !ok {
 		var r stages.Recorder
-		d, err := r.Record(call.Key, stages.FullKey("dsv4", call.Key, call.Config), call.Boundary, o.BoundaryRoots(call.Boundary), call.Scalars, call.Body)
+		d, err := r.Record(call.Key, stages.FullKey("dsv4", call.Key, call.Config), call.Boundary, o.BoundaryRoots(call.Boundary), call.Scalars, call.ExtDeps, call.Body)
 		if err != nil {
 			o.t.Fatalf("recording %s: %v", call.Key, err)
 		}

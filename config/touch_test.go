@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -125,4 +126,109 @@ func TestDSv4RoutedExpertHints(t *testing.T) {
 	if hinted != 5*len(want) {
 		t.Errorf("%d routed-expert kernels, want %d (5 copies of %d)", hinted, 5*len(want), len(want))
 	}
+}
+
+// tileModel reads 2-D tiles of a weight matrix: a K-split × N-tile matmul
+// (rows and columns), a column strip, and a tile of a reshaped argument.
+const tileModel = `model: tiles
+entry:
+  tensors:
+    - {name: w, dtype: bf16, shape: [64, 96]}
+    - {name: x, dtype: fp32, shape: [16, 64]}
+    - {name: y, dtype: fp32, shape: [16, 96]}
+kernels:
+  - {name: mm, core: aic, sig: iix}
+  - {name: strip, core: aic, sig: iix}
+  - {name: flat, core: aiv, sig: ix}
+program:
+  body:
+    - loop: {var: k, to: 4}
+      body:
+        - loop: {var: n, to: 3}
+          body:
+            - {k: mm, args: ["in x", "in w", "inout y"], scalars: [k, n], touch: {w: "w[k*16:+16, n*32:+32]"}}
+    - {k: strip, args: ["in x", "in w", "inout y"], touch: {w: "w[:, 8:+32]", x: "x[3, :]"}}
+    - {k: flat, args: ["in w as [2, 32, 96]", "inout y"], touch: {w: "dim0[1, min(2, 5)]"}}
+forms:
+  eager: {}
+`
+
+// TestTouchTileSyntax: ARG[ROWS, COLS] compiles to a hint of rows and
+// columns (":" for all of a dim; a single index is 1).
+func TestTouchTileSyntax(t *testing.T) {
+	m, err := config.Parse("tiles.yaml", []byte(tileModel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.Validate(m); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]stages.Touch{
+		"mm":    {{Arg: 1, Rows: 16, Cols: 32}},
+		"strip": {{Arg: 0, Rows: 1}, {Arg: 1, Cols: 32}},
+		"flat":  {{Arg: 0, Rows: 1, Cols: 1}},
+	}
+	for _, k := range m.Kernels() {
+		if !slices.Equal(k.Touch, want[k.Name]) {
+			t.Errorf("kernel %s: hints %+v, want %+v", k.Name, k.Touch, want[k.Name])
+		}
+	}
+}
+
+// TestTouchTileErrors: each mistake in a tile hint names file:line, the key
+// and the value.
+func TestTouchTileErrors(t *testing.T) {
+	const mm = `touch: {w: "w[k*16:+16, n*32:+32]"}`
+	for _, tc := range []struct {
+		name     string
+		old, new string
+		want     []string
+	}{
+		{"column count not a constant", mm, `touch: {w: "w[k*16:+16, n*32:+n]"}`, []string{`touch.w "w[k*16:+16, n*32:+n]"`, "column count must be a positive constant"}},
+		{"column count not positive", mm, `touch: {w: "w[k*16:+16, 0:+0]"}`, []string{`touch.w "w[k*16:+16, 0:+0]"`, "column count must be a positive constant"}},
+		{"columns undefined name", mm, `touch: {w: "w[k*16:+16, z:+4]"}`, []string{`touch.w "w[k*16:+16, z:+4]"`, "undefined name"}},
+		{"columns bad form", mm, `touch: {w: "w[k*16:+16, 0:4]"}`, []string{`touch.w "w[k*16:+16, 0:4]"`, "start:+COLS"}},
+		{"columns trailing", mm, `touch: {w: "w[k*16:+16, 0:+4 5]"}`, []string{`touch.w "w[k*16:+16, 0:+4 5]"`, "after the columns"}},
+		{"nothing narrowed", mm, `touch: {w: "w[:, :]"}`, []string{`touch.w "w[:, :]"`, "must narrow something"}},
+		{"rows part still checked", mm, `touch: {w: "w[0:+0, 0:+4]"}`, []string{`touch.w "w[0:+0, 0:+4]"`, "row count must be a positive constant"}},
+		{"more columns than a reshaped argument", `touch: {w: "dim0[1, min(2, 5)]"}`, `touch: {w: "dim0[1, 0:+97]"}`, []string{`touch.w "dim0[1, 0:+97]"`, "reads 97 columns of an argument whose last dim is 96"}},
+		{"two sites, different tiles", `- {k: strip,`, `- {k: mm, args: ["in x", "in w", "inout y"], touch: {w: "w[0:+16, 0:+64]"}}
+    - {k: strip,`, []string{`touch.w "w[0:+16, 0:+64]"`, "kernel mm: 16 rows × 64 columns of argument 1 here, 16 rows × 32 columns at line 17"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !strings.Contains(tileModel, tc.old) {
+				t.Fatalf("test case does not apply: %q not in the model", tc.old)
+			}
+			src := strings.Replace(tileModel, tc.old, tc.new, 1)
+			_, err := config.Parse("tiles.yaml", []byte(src))
+			at := tc.new
+			if i := strings.LastIndexByte(at, '\n'); i >= 0 {
+				at = at[:i]
+			}
+			wantConfigError(t, err, "tiles.yaml", lineOf(src, at), tc.want)
+		})
+	}
+}
+
+// FuzzTouch: no touch value makes the loader panic, and one it accepts
+// compiles to non-negative counts on the argument it names.
+func FuzzTouch(f *testing.F) {
+	for _, s := range []string{"w[k*16:+16, n*32:+32]", "w[:, 8:+32]", "w[3, :]", "w[0:+1]", "w[:, :]", "w[min(1, 2), (3)]", "w[1, 2, 3]", "w[, ]", "w[1,", "dim0[0:+2, 0:+96]"} {
+		f.Add(s)
+	}
+	const site = `touch: {w: "w[k*16:+16, n*32:+32]"}`
+	f.Fuzz(func(t *testing.T, v string) {
+		src := strings.Replace(tileModel, site, "touch: {w: "+strconv.Quote(v)+"}", 1)
+		m, err := config.Parse("tiles.yaml", []byte(src))
+		if err != nil {
+			return
+		}
+		for _, k := range m.Kernels() {
+			for _, h := range k.Touch {
+				if h.Rows < 0 || h.Cols < 0 || h.Rows == 0 && h.Cols == 0 {
+					t.Fatalf("%q: kernel %s hint %+v", v, k.Name, h)
+				}
+			}
+		}
+	})
 }

@@ -429,12 +429,19 @@ func (s *sim) claim(c int, ti int32, k stages.KernelID, b int32, start, dur int6
 // blockDur is the cost model: per-dispatch overhead + max(bytes / bandwidth
 // share, ops / core throughput), bytes being the task's touched bytes split
 // across its blocks, the share being HBM bandwidth over the cores running
-// now (capped per core). Explicit float64 conversions keep the compiler
-// from fusing multiply-adds, so the result is the same on every platform.
+// now (capped per core). A MIX block's three cores read its bytes together,
+// so it draws three cores' shares (and caps): one share would charge the
+// block's whole traffic to a third of the bandwidth it holds. Explicit
+// float64 conversions keep the compiler from fusing multiply-adds, so the
+// result is the same on every platform.
 func (s *sim) blockDur(t *dtask, sh int) int64 {
 	bytes := float64(t.bytes / float64(t.bn))
-	share := float64(s.cfg.HBMBytesPerSec / float64(max(s.running, 1)))
-	share = min(share, s.cfg.CoreBytesPerSec)
+	cores := 1.0
+	if sh == shapeMIX {
+		cores = 3
+	}
+	share := float64(s.cfg.HBMBytesPerSec * cores / float64(max(s.running, 1)))
+	share = min(share, float64(s.cfg.CoreBytesPerSec*cores))
 	k := t.kern[0]
 	ops := s.cfg.AICOpsPerSec
 	if sh == shapeAIV {
@@ -678,6 +685,7 @@ type rarg struct {
 	n    int64
 	esz  int64
 	rows int64 // the view's dim-0 extent (0 for rank 0), for Kernel.Touch
+	cols int64 // its last dim's extent (0 below rank 2), for Kernel.Touch
 	lh   uint64
 	kind stages.Kind
 }
@@ -691,7 +699,7 @@ func (s *sim) arg(t *dtask, i uint32) rarg {
 	if t.node < 0 {
 		ai := img.Tasks[t.src].Args.Off + i
 		a := &img.Args[ai]
-		return rarg{obj: p.rootObj[a.View.Root], tag: a.Tag, off: a.View.Offset, n: a.View.Elems(), esz: a.View.DType.Size(), rows: dim0(&a.View), lh: p.lh[ai]}
+		return rarg{obj: p.rootObj[a.View.Root], tag: a.Tag, off: a.View.Offset, n: a.View.Elems(), esz: a.View.DType.Size(), rows: dim0(&a.View), cols: dimLast(&a.View), lh: p.lh[ai]}
 	}
 	ip := &p.insts[t.inst]
 	def := ip.def.def
@@ -700,7 +708,7 @@ func (s *sim) arg(t *dtask, i uint32) rarg {
 }
 
 func (s *sim) ref(ip *instPlan, ref *stages.TensorRef, lh uint64) rarg {
-	r := rarg{tag: ref.Tag, off: ref.Delta, n: ref.Layout.Elems(), esz: ref.Layout.DType.Size(), rows: dim0(&ref.Layout), lh: lh}
+	r := rarg{tag: ref.Tag, off: ref.Delta, n: ref.Layout.Elems(), esz: ref.Layout.DType.Size(), rows: dim0(&ref.Layout), cols: dimLast(&ref.Layout), lh: lh}
 	switch ref.Src {
 	case stages.SrcBoundaryExact, stages.SrcBoundaryView:
 		g := &s.img.Graphs[ip.g]
@@ -722,6 +730,15 @@ func dim0(v *stages.View) int64 {
 		return 0
 	}
 	return v.Shape[0]
+}
+
+// dimLast is a view's last dim's extent, 0 below rank 2 (where the last
+// dim is dim 0, which Touch.Rows already narrows).
+func dimLast(v *stages.View) int64 {
+	if v.NDims < 2 {
+		return 0
+	}
+	return v.Shape[min(int(v.NDims), stages.MaxDims)-1]
 }
 
 func (s *sim) nargs(t *dtask) uint32 {
@@ -801,17 +818,21 @@ func (s *sim) readInputs(ti int32) {
 		}
 		h = mix(mix(h, uint64(i)), x)
 		// Only the bytes a kernel reads cost HBM time: an argument its
-		// kernel hints (Kernel.Touch) counts only the hinted rows. The
-		// digest above still reads the whole view, since the rows a kernel
-		// picks depend on its scalars, which the simulation does not
-		// interpret.
-		nb := a.n * a.esz
+		// kernel hints (Kernel.Touch) counts only the hinted rows and
+		// columns. The digest above still reads the whole view, since what
+		// a kernel picks depends on its scalars, which the simulation does
+		// not interpret.
+		nb := a.n
 		if hinted {
-			if r := s.rowsRead(t, i); r > 0 && r < a.rows {
-				nb = r * (a.n / a.rows) * a.esz
+			r, c := s.touched(t, i)
+			if r > 0 && r < a.rows {
+				nb = r * (nb / a.rows)
+			}
+			if c > 0 && c < a.cols {
+				nb = c * (nb / a.cols)
 			}
 		}
-		bytes += nb
+		bytes += nb * a.esz
 	}
 	t.in = h
 	t.bytes = float64(bytes)
@@ -828,45 +849,61 @@ func (s *sim) hinted(t *dtask) bool {
 	return false
 }
 
-// rowsRead is how many dim-0 rows of argument i task t's kernels read, 0
-// for the whole view. A MIX task's kernels share its arguments: an argument
-// is narrowed only when each of them hints it, to the most rows any reads.
-func (s *sim) rowsRead(t *dtask, i uint32) int64 {
+// touched is how many dim-0 rows and last-dim columns of argument i task
+// t's kernels read, 0 for all of them. A MIX task's kernels share its
+// arguments: an argument is narrowed in a dimension only when each of them
+// hints that dimension, to the most any reads.
+func (s *sim) touched(t *dtask, i uint32) (rows, cols int64) {
 	switch t.kind {
 	case stages.KindAIC:
-		return s.hintRows(t.kern[0], i)
+		return s.hint(t.kern[0], i)
 	case stages.KindAIV:
-		return s.hintRows(t.kern[1], i)
+		return s.hint(t.kern[1], i)
 	}
-	var rows int64
+	first := true
 	for _, k := range t.kern {
 		if k < 0 {
 			continue
 		}
-		r := s.hintRows(k, i)
-		if r == 0 {
-			return 0
+		r, c := s.hint(k, i)
+		if first {
+			rows, cols, first = r, c, false
+		} else {
+			rows, cols = widest(rows, r), widest(cols, c)
 		}
-		rows = max(rows, r)
 	}
-	return rows
+	return rows, cols
 }
 
-// hintRows is kernel k's hint for argument i: rows, or 0 for none. A hint
-// with Rows <= 0 is none; of two hints on one argument the larger counts,
-// so a doubtful table over-counts rather than under-counts. Kernels hint an
-// argument or two, so a scan beats a per-argument table.
-func (s *sim) hintRows(k stages.KernelID, i uint32) int64 {
+// hint is kernel k's hint for argument i: rows and columns, 0 for all. A
+// count <= 0 is all; of two hints on one argument the larger counts (all
+// beats any), so a doubtful table over-counts rather than under-counts.
+// Kernels hint an argument or two, so a scan beats a per-argument table.
+func (s *sim) hint(k stages.KernelID, i uint32) (rows, cols int64) {
 	if k < 0 || int(k) >= len(s.ktch) {
-		return 0
+		return 0, 0
 	}
-	var rows int64
+	first := true
 	for _, h := range s.ktch[k] {
-		if h.Arg == int(i) {
-			rows = max(rows, h.Rows)
+		if h.Arg != int(i) {
+			continue
+		}
+		r, c := max(h.Rows, 0), max(h.Cols, 0)
+		if first {
+			rows, cols, first = r, c, false
+		} else {
+			rows, cols = widest(rows, r), widest(cols, c)
 		}
 	}
-	return rows
+	return rows, cols
+}
+
+// widest of two counts where 0 means all.
+func widest(a, b int64) int64 {
+	if a == 0 || b == 0 {
+		return 0
+	}
+	return max(a, b)
 }
 
 // writeOutputs writes every output's digest when the task's last block

@@ -156,3 +156,44 @@ func TestTouchAppliesToGraphNodes(t *testing.T) {
 		t.Fatalf("hinted graph node %d ns, unhinted %d ns", g, p)
 	}
 }
+
+// TestTouchTile: a hint may narrow the last dim too (a 2-D tile of a
+// weight matrix): rows × the row's elements × cols / the last dim. Columns
+// alone narrow every row; a MIX task narrows each dimension only when each
+// of its kernels does; a view below rank 2 ignores Cols.
+func TestTouchTile(t *testing.T) {
+	const small = 2 * 1024 * 2 // x and y, bf16
+	aic := func(touch ...stages.Touch) []stages.Kernel {
+		return []stages.Kernel{{Name: "exp_mm", Core: stages.KindAIC, Code: "exp_mm", Touch: touch}, {Name: "v", Core: stages.KindAIV, Code: "v"}}
+	}
+	for _, tc := range []struct {
+		name  string
+		hints []stages.Touch
+		bytes int64
+	}{
+		{"1 row, 256 of 1024 columns", []stages.Touch{{Arg: 1, Rows: 1, Cols: 256}}, 512*256 + small},
+		{"columns alone", []stages.Touch{{Arg: 1, Cols: 128}}, 32*512*128 + small},
+		{"more columns than the view", []stages.Touch{{Arg: 1, Rows: 2, Cols: 4096}}, 2*512*1024 + small},
+		{"two hints: the wider in each dim", []stages.Touch{{Arg: 1, Rows: 2, Cols: 64}, {Arg: 1, Rows: 1, Cols: 256}}, 2*512*256 + small},
+		{"two hints, one without columns", []stages.Touch{{Arg: 1, Rows: 2, Cols: 64}, {Arg: 1, Rows: 1}}, 2*512*1024 + small},
+		{"rank 1: columns ignored", []stages.Touch{{Arg: 0, Cols: 16}}, 32*512*1024 + small},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, ns := touchRun(t, aic(tc.hints...), false); ns != memNs(tc.bytes) {
+				t.Fatalf("%d ns, want %d (%d bytes)", ns, memNs(tc.bytes), tc.bytes)
+			}
+		})
+	}
+	mix := func(c, v []stages.Touch) int64 {
+		_, ns := touchRun(t, []stages.Kernel{{Name: "c", Core: stages.KindAIC, Code: "c", Touch: c}, {Name: "v", Core: stages.KindAIV, Code: "v", Touch: v}}, true)
+		return ns
+	}
+	tile, row := []stages.Touch{{Arg: 1, Rows: 1, Cols: 256}}, []stages.Touch{{Arg: 1, Rows: 1}}
+	both, rowsOnly := mix(tile, tile), mix(tile, row)
+	if want := mix(row, row); rowsOnly != want {
+		t.Fatalf("MIX, columns hinted by one kernel only: %d ns, want the rows-only %d", rowsOnly, want)
+	}
+	if both >= rowsOnly {
+		t.Fatalf("MIX, tile hinted by both kernels: %d ns, rows only %d", both, rowsOnly)
+	}
+}

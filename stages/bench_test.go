@@ -33,7 +33,7 @@ func wideCall(width, nodes int) (*GraphCall, []Root) {
 }
 
 func recordCall(r *Recorder, call *GraphCall, o *Orch) *Definition {
-	d, err := r.Record(call.Key, 1, call.Boundary, o.BoundaryRoots(call.Boundary), call.Scalars, call.Body)
+	d, err := r.Record(call.Key, 1, call.Boundary, o.BoundaryRoots(call.Boundary), call.Scalars, call.ExtDeps, call.Body)
 	if err != nil {
 		panic(err)
 	}
@@ -50,7 +50,7 @@ func BenchmarkRecordNode(b *testing.B) {
 	b.ReportAllocs()
 	broots := o.BoundaryRoots(call.Boundary)
 	for b.Loop() {
-		r.Reset(call.Key, 1, call.Boundary, broots, len(call.Scalars))
+		r.Reset(call.Key, 1, call.Boundary, broots, len(call.Scalars), call.ExtDeps)
 		call.Body(&r, call.NewBoundary())
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/291, "ns/node")
@@ -84,7 +84,7 @@ func BenchmarkMatchBoundary(b *testing.B) {
 			var m Matcher
 			b.ReportAllocs()
 			for b.Loop() {
-				if mm := m.Match(d, call.Boundary, len(call.Scalars), o); mm != nil {
+				if mm := m.Match(d, call, o); mm != nil {
 					b.Fatal(mm)
 				}
 			}
@@ -106,10 +106,10 @@ func BenchmarkReplay48(b *testing.B) {
 	run := func() {
 		o.Reset()
 		for i := 0; i < perRun; i++ {
-			if mm := m.Match(d, call.Boundary, len(call.Scalars), o); mm != nil {
+			if mm := m.Match(d, call, o); mm != nil {
 				b.Fatal(mm)
 			}
-			o.SubmitGraph(call.Boundary, call.Scalars, GraphSubmission{FullKey: d.FullKey, DefHash: d.ContentHash}, d.HeapBytes, written)
+			o.SubmitGraph(call, GraphSubmission{FullKey: d.FullKey, DefHash: d.ContentHash}, d.HeapBytes, written)
 		}
 	}
 	run()

@@ -42,9 +42,9 @@ type aliasStamp struct {
 	slot int32
 }
 
-// Match reports nil when args and nscalars fit the Definition's boundary.
-func (m *Matcher) Match(d *Definition, args []Arg, nscalars int, roots RootSizer) *BoundaryMismatch {
-	return m.MatchSignature(d.Key, d.Boundary, d.BoundaryScalars, args, nscalars, roots)
+// Match reports nil when a call fits the Definition's boundary.
+func (m *Matcher) Match(d *Definition, call *GraphCall, roots RootSizer) *BoundaryMismatch {
+	return m.MatchSignature(d.Boundary, d.BoundaryScalars, len(d.ExtDeps), call, roots)
 }
 
 // Signature is the fixed part of a call's boundary: what every later call
@@ -67,13 +67,20 @@ func Signature(args []Arg, roots RootSizer) []BoundarySlot {
 }
 
 // MatchSignature checks a call against a boundary signature (a Definition's,
-// or an in-flight recording's first call).
-func (m *Matcher) MatchSignature(key string, sig []BoundarySlot, wantScalars int, args []Arg, nscalars int, roots RootSizer) *BoundaryMismatch {
+// or an in-flight recording's first call): its tensor slots, its scalar
+// count and its external dependency count. Which tasks the external slots
+// name may change from call to call, as addresses do: the outer task waits
+// on this call's.
+func (m *Matcher) MatchSignature(sig []BoundarySlot, wantScalars, wantExt int, call *GraphCall, roots RootSizer) *BoundaryMismatch {
+	key, args := call.Key, call.Boundary
 	if len(args) != len(sig) {
 		return &BoundaryMismatch{Key: key, Slot: -1, What: "tensor count", Got: fmt.Sprint(len(args)), Want: fmt.Sprint(len(sig))}
 	}
-	if nscalars != wantScalars {
-		return &BoundaryMismatch{Key: key, Slot: -1, What: "scalar count", Got: fmt.Sprint(nscalars), Want: fmt.Sprint(wantScalars)}
+	if n := len(call.Scalars); n != wantScalars {
+		return &BoundaryMismatch{Key: key, Slot: -1, What: "scalar count", Got: fmt.Sprint(n), Want: fmt.Sprint(wantScalars)}
+	}
+	if n := len(call.ExtDeps); n != wantExt {
+		return &BoundaryMismatch{Key: key, Slot: -1, What: "external dependency count", Got: fmt.Sprint(n), Want: fmt.Sprint(wantExt)}
 	}
 	m.gen++
 	if m.gen == 0 {

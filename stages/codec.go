@@ -20,20 +20,25 @@ package stages
 // before anything is allocated, so a forged count cannot make Decode allocate
 // more than a small multiple of the input size.
 //
-// Definition image, version 1 (offsets in bytes):
+// Definition image, version 2 (offsets in bytes; version 2 added the
+// external dependency slots):
 //
-//	 0  magic "HBGD"              4  u16 version        6  u16 header size (120)
+//	 0  magic "HBGD"              4  u16 version        6  u16 header size (136)
 //	 8  u64 full_key             16  u64 content_hash  24  i64 heap_bytes
 //	32  u32 total_bytes          36  u32 nodes         40  u32 edges
 //	44  u32 tensors              48  u32 scalars       52  u32 internal roots
 //	56  u32 boundary tensors     60  u32 boundary scalars
 //	64  u32 predicates           68  u32 key bytes
-//	72  u32 section offsets[12]: fanin_off, fanin_idx, fanout_off, fanout_idx,
-//	    nodes, tensors, scalars, roots, boundary, predicates, key, end
+//	72  u32 external dependency slots                  76  u32 ext waits
+//	80  u32 section offsets[14]: fanin_off, fanin_idx, fanout_off, fanout_idx,
+//	    ext_off, ext_idx, nodes, tensors, scalars, roots, boundary,
+//	    predicates, key, end
 //
 //	fanin CSR   u32 off[nodes+1], u32 producer[edges]   (producer < consumer)
 //	fanout CSR  u32 off[nodes+1], u32 consumer[edges]   (derived from fanin,
 //	            consumers ascending; Decode checks it matches)
+//	ext CSR     u32 off[slots+1], u32 node[waits]: per external dependency
+//	            slot, the nodes that wait on it (ascending)
 //	node        40 B: u8 kind, u8 0, u16 0, i32 block_num, i32 kernel[3],
 //	            u32 tensor_off, u32 tensor_n, u32 scalar_off, u32 scalar_n,
 //	            u32 predicate (0 = none, else 1-based index)
@@ -87,10 +92,11 @@ import (
 const (
 	DefinitionMagic   = "HBGD"
 	RunImageMagic     = "HBGR"
-	DefinitionVersion = 1
+	DefinitionVersion = 2 // 2: external dependency slots
 	RunImageVersion   = 2 // 2: Graph boundaries as (root, offset)
 
-	defHeaderSize = 120
+	defHeaderSize = 136
+	defSecAt      = 80 // the definition header's section offsets
 	runHeaderSize = 80
 	nodeRecSize   = 40
 	hashOff       = 8 + 8 // definition: after magic/version/hsize and full_key
@@ -111,6 +117,8 @@ const (
 	dsFaninIdx
 	dsFanoutOff
 	dsFanoutIdx
+	dsExtOff
+	dsExtIdx
 	dsNodes
 	dsTensors
 	dsScalars
@@ -486,6 +494,14 @@ func EncodeDefinition(d *Definition) []byte {
 	off += 4 * (n + 1)
 	sec[dsFanoutIdx] = off
 	off += 4 * edges
+	waits := 0
+	for _, w := range d.ExtDeps {
+		waits += len(w)
+	}
+	sec[dsExtOff] = off
+	off += 4 * (len(d.ExtDeps) + 1)
+	sec[dsExtIdx] = off
+	off += 4 * waits
 	off = align8(off)
 	sec[dsNodes] = off
 	off += nodeRecSize * n
@@ -540,6 +556,8 @@ func EncodeDefinition(d *Definition) []byte {
 	w.u32(uint32(d.BoundaryScalars))
 	w.u32(uint32(npred))
 	w.u32(uint32(len(d.Key)))
+	w.u32(uint32(len(d.ExtDeps)))
+	w.u32(uint32(waits))
 	for _, s := range sec {
 		w.u32(uint32(s))
 	}
@@ -592,6 +610,18 @@ func EncodeDefinition(d *Definition) []byte {
 		put(i, get(i-1))
 	}
 	put(0, 0)
+	// ext CSR
+	acc = 0
+	w.u32(0)
+	for _, ws := range d.ExtDeps {
+		acc += uint32(len(ws))
+		w.u32(acc)
+	}
+	for _, ws := range d.ExtDeps {
+		for _, nd := range ws {
+			w.u32(nd)
+		}
+	}
 	w.pad8()
 
 	// node table
@@ -746,6 +776,8 @@ func decodeDefinition(b []byte) (*Definition, error) {
 	nbsc := le.Uint32(b[60:])
 	npred := int(le.Uint32(b[64:]))
 	keyLen := int(le.Uint32(b[68:]))
+	next := int(le.Uint32(b[72:]))
+	waits := int(le.Uint32(b[76:]))
 	if d.HeapBytes < 0 {
 		return nil, badf("definition heap bytes %d negative", d.HeapBytes)
 	}
@@ -753,18 +785,19 @@ func decodeDefinition(b []byte) (*Definition, error) {
 		return nil, badf("definition boundary scalar count %d out of range", nbsc)
 	}
 	d.BoundaryScalars = int(nbsc)
-	sec, err := sections(b, 72, dsCount, defHeaderSize, "definition")
+	sec, err := sections(b, defSecAt, dsCount, defHeaderSize, "definition")
 	if err != nil {
 		return nil, err
 	}
 	secLen := func(i int) int { return sec[i+1] - sec[i] }
-	// Fixed sections must have exactly their size (the fanout section may
-	// be followed by up to 7 bytes of alignment padding).
+	// Fixed sections must have exactly their size (the ext section may be
+	// followed by up to 7 bytes of alignment padding).
 	if uint64(secLen(dsFaninOff)) != 4*(uint64(n)+1) || uint64(secLen(dsFaninIdx)) != 4*uint64(edges) ||
-		uint64(secLen(dsFanoutOff)) != 4*(uint64(n)+1) ||
-		uint64(secLen(dsFanoutIdx)) < 4*uint64(edges) || uint64(secLen(dsFanoutIdx)) > 4*uint64(edges)+7 ||
+		uint64(secLen(dsFanoutOff)) != 4*(uint64(n)+1) || uint64(secLen(dsFanoutIdx)) != 4*uint64(edges) ||
+		uint64(secLen(dsExtOff)) != 4*(uint64(next)+1) ||
+		uint64(secLen(dsExtIdx)) < 4*uint64(waits) || uint64(secLen(dsExtIdx)) > 4*uint64(waits)+7 ||
 		uint64(secLen(dsNodes)) != nodeRecSize*uint64(n) || secLen(dsKey) != keyLen {
-		return nil, badf("definition section sizes do not match its counts (%d nodes, %d edges, key %d bytes)", n, edges, keyLen)
+		return nil, badf("definition section sizes do not match its counts (%d nodes, %d edges, %d external dependency slots with %d waits, key %d bytes)", n, edges, next, waits, keyLen)
 	}
 	// Minimum record sizes bound the counts before allocating.
 	if ntens*5 > secLen(dsTensors) || nsc*2 > secLen(dsScalars) || nroots*5 > secLen(dsRoots) ||
@@ -825,6 +858,32 @@ func decodeDefinition(b []byte) (*Definition, error) {
 		if cur[p] != le.Uint32(oo[4*p+4:]) {
 			return nil, badf("definition fanout CSR lists extra consumers of node %d", p)
 		}
+	}
+
+	// External dependency slots: offsets from 0 to waits, each slot's
+	// nodes strictly ascending and in range.
+	eo := b[sec[dsExtOff]:]
+	ei := b[sec[dsExtIdx]:]
+	if le.Uint32(eo) != 0 || int(le.Uint32(eo[4*next:])) != waits {
+		return nil, badf("definition external dependency CSR offsets do not span [0, %d)", waits)
+	}
+	if next > 0 {
+		d.ExtDeps = make([][]uint32, next)
+	}
+	all := make([]uint32, waits)
+	for j := 0; j < next; j++ {
+		lo, hi := le.Uint32(eo[4*j:]), le.Uint32(eo[4*j+4:])
+		if hi < lo || int(hi) > waits {
+			return nil, badf("definition external dependency slot %d offsets are [%d, %d) of %d", j, lo, hi, waits)
+		}
+		for e := lo; e < hi; e++ {
+			nd := le.Uint32(ei[4*e:])
+			if int(nd) >= n || (e > lo && nd <= all[e-1]) {
+				return nil, badf("definition external dependency slot %d names node %d (nodes must be ascending and below %d)", j, nd, n)
+			}
+			all[e] = nd
+		}
+		d.ExtDeps[j] = all[lo:hi:hi]
 	}
 
 	// Node table.

@@ -14,7 +14,8 @@ import (
 
 // codecDef is a small Definition exercising every section: all four source
 // kinds, static and boundary scalars, a predicate, a strided layout, an
-// aliased boundary slot and a diamond of internal edges.
+// aliased boundary slot, a diamond of internal edges and three external
+// dependency slots (one waited on by two nodes, one by none).
 func codecDef() *Definition {
 	v := func(dt DType, shape ...int64) View {
 		x := NewView(0, 0, dt, shape...)
@@ -60,6 +61,7 @@ func codecDef() *Definition {
 			{Tag: TagInOut, Layout: v(FP32, 16), RootElems: 1 << 16, AliasRep: 1},
 		},
 		BoundaryScalars: 2,
+		ExtDeps:         [][]uint32{{1, 3}, {}, {2}},
 		HeapBytes:       2048 + 1<<20,
 	}
 	return d
@@ -161,9 +163,9 @@ func TestRunImageRoundTrip(t *testing.T) {
 // The golden images pin the wire format: a change to either must be a
 // deliberate version bump (update the constants with -run Golden -v output).
 const (
-	goldenDefHash = 0x8fbcfea9f65b8d55
+	goldenDefHash = 0xc6cec5388aa175fe
 	goldenRunHash = 0xc4d8c6f28b15c73c
-	goldenDefHead = "48424744010078008877665544332211558d5bf6a9febc8f0008100000000000"
+	goldenDefHead = "48424744020088008877665544332211fe75a18a38c5cec60008100000000000"
 )
 
 func TestCodecGolden(t *testing.T) {
@@ -195,7 +197,7 @@ func TestDecodeRefusals(t *testing.T) {
 		binary.LittleEndian.PutUint64(b[hashOff:], imageHash(b, hashOff))
 		return b
 	}
-	sec := func(b []byte, i int) int { return int(binary.LittleEndian.Uint32(b[72+4*i:])) }
+	sec := func(b []byte, i int) int { return int(binary.LittleEndian.Uint32(b[defSecAt+4*i:])) }
 	cases := []struct {
 		name string
 		b    []byte
@@ -213,12 +215,21 @@ func TestDecodeRefusals(t *testing.T) {
 		{"fanout mismatch", rehash(mut(func(b []byte) {
 			binary.LittleEndian.PutUint32(b[sec(b, dsFanoutIdx):], 4)
 		})), "fanout CSR does not match"},
+		{"ext node out of range", rehash(mut(func(b []byte) {
+			binary.LittleEndian.PutUint32(b[sec(b, dsExtIdx):], 5)
+		})), "external dependency slot 0 names node 5"},
+		{"ext nodes not ascending", rehash(mut(func(b []byte) {
+			binary.LittleEndian.PutUint32(b[sec(b, dsExtIdx)+4:], 1)
+		})), "external dependency slot 0 names node 1"},
+		{"ext offsets", rehash(mut(func(b []byte) {
+			binary.LittleEndian.PutUint32(b[sec(b, dsExtOff)+4:], 9)
+		})), "external dependency slot 0 offsets"},
 		{"node kind graph", rehash(mut(func(b []byte) { b[sec(b, dsNodes)] = uint8(KindGraph) })), "cannot nest"},
 		{"tensor span", rehash(mut(func(b []byte) {
 			binary.LittleEndian.PutUint32(b[sec(b, dsNodes)+nodeRecSize+24:], 100)
 		})), "exceed 8 tensors"},
 		{"section order", rehash(mut(func(b []byte) {
-			binary.LittleEndian.PutUint32(b[72+4*dsTensors:], uint32(len(b)+1))
+			binary.LittleEndian.PutUint32(b[defSecAt+4*dsTensors:], uint32(len(b)+1))
 		})), "out of order or out of bounds"},
 	}
 	for _, c := range cases {

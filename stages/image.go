@@ -162,6 +162,14 @@ type Definition struct {
 	Boundary []BoundarySlot
 	// BoundaryScalars is the number of boundary scalars a call passes.
 	BoundaryScalars int
+	// ExtDeps is the body's external dependency slots, one per entry of the
+	// recorded call's GraphCall.ExtDeps: ExtDeps[j] lists, ascending, the
+	// nodes whose explicit dependencies named slot j's task. The outer GRAPH
+	// task waits on every slot's task, and no node activates before the
+	// outer task's fanin is met, so the device needs no edge of its own for
+	// them; the lists say which nodes the slots order. A call must pass as
+	// many slots as the Definition has (part of the boundary contract).
+	ExtDeps [][]uint32
 	// HeapBytes is the size of the heap block a call needs.
 	HeapBytes int64
 	// ContentHash covers the encoded image (codec.go); 0 until built.

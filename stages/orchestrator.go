@@ -17,27 +17,34 @@ type Kernel struct {
 	// Intensity is the kernel's operations per byte touched; 0 takes the
 	// device's default for its core type.
 	Intensity float64
-	// Touch lists the arguments this kernel's code reads only part of, at
-	// most one entry per argument; an argument not listed is read whole.
+	// Touch lists the arguments this kernel's code reads only part of (rows,
+	// or a 2-D tile of rows and columns), at most one entry per argument; an
+	// argument not listed is read whole.
 	// It is a property of the kernel, not of a call site, because the
 	// kernel's code decides what it reads: the routed-expert matmuls
 	// receive all 32 experts' weights and read the one a scalar selects.
 	// Touch is timing only: the device's cost model counts fewer bytes,
 	// while dependencies (the TensorMap) and digests still see the whole
-	// view, because which rows are read is decided on the device.
+	// view, because which rows and columns are read is decided on the
+	// device.
 	Touch []Touch
 }
 
 // Touch is an access hint: of argument Arg's view (Arg indexes the task's
-// argument list), the kernel reads only Rows rows of dim 0, wherever they
-// are. The device counts that argument as Rows × (the elements of one dim-0
-// row of the view) × element size, never more than the whole view; a hint
-// on a rank-0 view, or with Rows <= 0, is ignored. A kernel in a MIX task
-// shares the task's arguments with the other kernels of the task, so an
-// argument of a MIX task is narrowed only when each of its kernels hints it.
+// argument list), the kernel reads only Rows rows of dim 0 and, of each,
+// only Cols columns of the last dim (a 2-D tile of a weight matrix),
+// wherever they are. The device counts that argument as Rows × (the
+// elements of one dim-0 row of the view) × Cols / (the last dim's extent)
+// × element size, never more than the whole view. Rows <= 0 (or not fewer
+// than the view has) means every row, Cols <= 0 every column; Cols counts
+// only on a view of rank 2 or more, and a hint on a rank-0 view is ignored.
+// A kernel in a MIX task shares the task's arguments with the other kernels
+// of the task, so an argument of a MIX task is narrowed only when each of
+// its kernels hints it, in each dimension.
 type Touch struct {
 	Arg  int
 	Rows int64
+	Cols int64
 }
 
 // Orchestrator is the submission API that an orchestration (a Go function, or

@@ -54,6 +54,7 @@ type RecordRequest struct {
 	Boundary []Arg
 	Roots    []BoundaryRoot
 	Scalars  []uint64
+	ExtDeps  []TaskID // the call's external dependencies
 	Body     BodyFunc
 	// Verify re-records a later call of a key already recorded, to catch
 	// what the first recording baked in.
@@ -213,6 +214,7 @@ type keyState struct {
 	// to verify the Definition (verifyAsked).
 	sig         []BoundarySlot
 	nscalars    int
+	next        int // external dependency slots
 	first       []Arg
 	firstScalar []uint64
 	verifyAsked bool
@@ -313,7 +315,7 @@ func (h *Host) Graph(call *GraphCall, o Orchestrator) TaskID {
 	e := h.keys[sk]
 	switch {
 	case e == nil:
-		e = &keyState{nscalars: len(call.Scalars), sig: Signature(call.Boundary, h.orch), recording: true}
+		e = &keyState{nscalars: len(call.Scalars), next: len(call.ExtDeps), sig: Signature(call.Boundary, h.orch), recording: true}
 		job := h.job(call, fk, sk, false)
 		// The request's copies are read-only from here on: the key keeps
 		// the first call's values in them.
@@ -327,7 +329,7 @@ func (h *Host) Graph(call *GraphCall, o Orchestrator) TaskID {
 		p.Counts.FallbackCalls++
 		return h.inline(call, o)
 	}
-	if mm := h.matcher.MatchSignature(call.Key, e.sig, e.nscalars, call.Boundary, len(call.Scalars), h.orch); mm != nil {
+	if mm := h.matcher.MatchSignature(e.sig, e.nscalars, e.next, call, h.orch); mm != nil {
 		p.Counts.BoundaryMismatches++
 		p.warn("boundary mismatch, call runs on the ordinary path: %v", mm)
 		return h.inline(call, o)
@@ -340,12 +342,12 @@ func (h *Host) Graph(call *GraphCall, o Orchestrator) TaskID {
 	var id TaskID
 	if e.def != nil {
 		sub.DefHash = e.def.Hash
-		id = h.orch.SubmitGraph(call.Boundary, call.Scalars, sub, e.def.Def.HeapBytes, e.def.Written)
+		id = h.orch.SubmitGraph(call, sub, e.def.Def.HeapBytes, e.def.Written)
 		p.use(e.def)
 	} else {
 		// Recording: a shell now; its hash and heap block when the
 		// Definition reaches the Replay.
-		id = h.orch.SubmitGraph(call.Boundary, call.Scalars, sub, 0, nil)
+		id = h.orch.SubmitGraph(call, sub, 0, nil)
 		p.shells = append(p.shells, shell{task: id, sk: sk})
 	}
 	p.Counts.GraphSubmissions++
@@ -358,6 +360,7 @@ func (h *Host) job(call *GraphCall, fk, sk uint64, verify bool) *RecordRequest {
 		Boundary: append([]Arg(nil), call.Boundary...),
 		Roots:    h.orch.BoundaryRoots(call.Boundary),
 		Scalars:  append([]uint64(nil), call.Scalars...),
+		ExtDeps:  append([]TaskID(nil), call.ExtDeps...),
 		Body:     call.KeptBody(),
 		Verify:   verify,
 	})

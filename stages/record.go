@@ -3,12 +3,14 @@ package stages
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // ErrUnsupported marks a body that recorded something a Definition cannot
 // express: a nested Graph, a tensor that is neither a boundary tensor nor
-// allocated in the body, a dependency across the boundary. Its calls can run
-// on the ordinary path instead.
+// allocated in the body, an explicit dependency on a task outside the body
+// that is not one of the call's ExtDeps. Its calls can run on the ordinary
+// path instead.
 var ErrUnsupported = errors.New("unsupported in a Graph body")
 
 // Defect is something a body hides from its caller that the runtime detects
@@ -62,6 +64,10 @@ type Recorder struct {
 	broots   []BoundaryRoot
 	slots    map[RootID][]int32 // boundary root -> the slots viewing it
 	nscalars int
+	extDeps  []TaskID
+	// extWait[j] is the nodes that named ext slot j, ascending (a node is
+	// appended once, while it is the last one recorded).
+	extWait [][]uint32
 
 	tm     TensorMap
 	fs     FaninSet
@@ -97,9 +103,14 @@ func (r *Recorder) meta(id RootID) rootMeta {
 	return rootMeta{creator: NoTask}
 }
 
-// Reset prepares the recorder for a new body.
-func (r *Recorder) Reset(key string, fullKey uint64, boundary []Arg, broots []BoundaryRoot, nscalars int) {
-	r.key, r.boundary, r.broots, r.nscalars = key, boundary, broots, nscalars
+// Reset prepares the recorder for a new body. extDeps is the call's
+// external dependency slots (GraphCall.ExtDeps).
+func (r *Recorder) Reset(key string, fullKey uint64, boundary []Arg, broots []BoundaryRoot, nscalars int, extDeps []TaskID) {
+	r.key, r.boundary, r.broots, r.nscalars, r.extDeps = key, boundary, broots, nscalars, extDeps
+	r.extWait = r.extWait[:0]
+	for range extDeps {
+		r.extWait = append(r.extWait, nil)
+	}
 	if r.slots == nil {
 		r.slots = map[RootID][]int32{}
 	}
@@ -141,8 +152,8 @@ func (r *Recorder) Reserve(nodes int) {
 // boundary scalar carrying its slot as provenance), and Build. A body's
 // error fails the recording; the body may also panic, and the caller decides
 // what a panic means.
-func (r *Recorder) Record(key string, fullKey uint64, boundary []Arg, roots []BoundaryRoot, scalars []uint64, body BodyFunc) (*Definition, error) {
-	r.Reset(key, fullKey, boundary, roots, len(scalars))
+func (r *Recorder) Record(key string, fullKey uint64, boundary []Arg, roots []BoundaryRoot, scalars []uint64, extDeps []TaskID, body BodyFunc) (*Definition, error) {
+	r.Reset(key, fullKey, boundary, roots, len(scalars), extDeps)
 	b := &Boundary{Tensors: boundary, Scalars: make([]Scalar, len(scalars))}
 	for i, v := range scalars {
 		b.Scalars[i] = Scalar{Value: v, Src: int32(i)}
@@ -237,16 +248,28 @@ func (r *Recorder) Alloc(specs []RootSpec) (TaskID, RootID) {
 // Submit records a kernel or dummy node.
 func (r *Recorder) Submit(t *Task) TaskID {
 	node := TaskID(len(r.def.Nodes))
-	// Deps name earlier nodes of this body (ids from privateTaskBase on);
-	// anything else is a task of the caller: a dependency across the
-	// boundary, which a replay could not honour.
+	// Deps name earlier nodes of this body (ids from privateTaskBase on), or
+	// tasks of the caller. A caller's task that the call passed as an
+	// external dependency becomes that slot's waiter (the outer task waits
+	// on the slot at every replay); any other is a dependency across the
+	// boundary, which a replay could not honour. NoTask is no dependency,
+	// as on the ordinary path.
 	deps := r.depScratch[:0]
 	for _, d := range t.Deps {
-		if d < privateTaskBase || d-privateTaskBase >= node {
-			r.fail("explicit dependency on task %d, which is not an earlier task of the body (a dependency across the boundary)", d)
-			continue
+		switch {
+		case d == NoTask:
+		case d >= privateTaskBase && d-privateTaskBase < node:
+			deps = append(deps, d-privateTaskBase)
+		case d >= 0 && d < privateTaskBase && slices.Contains(r.extDeps, d):
+			// Two slots may name one task: the node waits on each.
+			for j, e := range r.extDeps {
+				if w := r.extWait[j]; e == d && (len(w) == 0 || w[len(w)-1] != uint32(node)) {
+					r.extWait[j] = append(w, uint32(node))
+				}
+			}
+		default:
+			r.fail("explicit dependency on task %d, which is neither an earlier task of the body nor one of the call's %d external dependencies (a dependency across the boundary)", d, len(r.extDeps))
 		}
-		deps = append(deps, d-privateTaskBase)
 	}
 	r.depScratch = deps
 	args := append(r.argScratch[:0], t.Args...)
@@ -345,6 +368,9 @@ func (r *Recorder) Build() (*Definition, error) {
 		Fanin:           append([]uint32(nil), r.def.Fanin...),
 		Roots:           make([]InternalRoot, len(r.roots)),
 		BoundaryScalars: r.nscalars,
+	}
+	for _, w := range r.extWait {
+		d.ExtDeps = append(d.ExtDeps, append([]uint32{}, w...))
 	}
 	var heap int64
 	for i, p := range r.roots {

@@ -2,6 +2,9 @@ package stages
 
 import (
 	"errors"
+	"fmt"
+	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -32,7 +35,7 @@ func smallCall(in, out RootID) *GraphCall {
 func record(t *testing.T, call *GraphCall, roots []BoundaryRoot) (*Definition, *Recorder) {
 	t.Helper()
 	var r Recorder
-	r.Reset(call.Key, FullKey("test", call.Key, call.Config), call.Boundary, roots, len(call.Scalars))
+	r.Reset(call.Key, FullKey("test", call.Key, call.Config), call.Boundary, roots, len(call.Scalars), call.ExtDeps)
 	call.Body(&r, call.NewBoundary())
 	d, err := r.Build()
 	if err != nil {
@@ -95,7 +98,7 @@ func TestRecordUnsupported(t *testing.T) {
 			call := smallCall(0, 1)
 			call.Body = body
 			var r Recorder
-			r.Reset(call.Key, 1, call.Boundary, []BoundaryRoot{{Elems: 32}, {Elems: 32}}, 1)
+			r.Reset(call.Key, 1, call.Boundary, []BoundaryRoot{{Elems: 32}, {Elems: 32}}, 1, call.ExtDeps)
 			body(&r, call.NewBoundary())
 			if _, err := r.Build(); !errors.Is(err, ErrUnsupported) {
 				t.Fatalf("got %v, want ErrUnsupported", err)
@@ -130,7 +133,7 @@ func TestMatchBoundary(t *testing.T) {
 		{"root size", smallCall(3, 0), "root size"},
 	}
 	for _, tc := range tests {
-		mm := m.Match(d, tc.call.Boundary, 1, o)
+		mm := m.Match(d, tc.call, o)
 		switch {
 		case tc.what == "" && mm != nil:
 			t.Errorf("%s: unexpected mismatch %v", tc.name, mm)
@@ -140,15 +143,101 @@ func TestMatchBoundary(t *testing.T) {
 	}
 	c := smallCall(0, 1)
 	c.Boundary[0].View.Shape[1] = 4
-	if mm := m.Match(d, c.Boundary, 1, o); mm == nil || mm.What != "layout" {
+	if mm := m.Match(d, c, o); mm == nil || mm.What != "layout" {
 		t.Errorf("layout: got %v", mm)
 	}
 	c = smallCall(0, 1)
 	c.Boundary[0].Tag = TagInOut
-	if mm := m.Match(d, c.Boundary, 1, o); mm == nil || mm.What != "tag" {
+	if mm := m.Match(d, c, o); mm == nil || mm.What != "tag" {
 		t.Errorf("tag: got %v", mm)
 	}
-	if mm := m.Match(d, smallCall(0, 1).Boundary, 2, o); mm == nil || mm.What != "scalar count" {
+	c = smallCall(0, 1)
+	c.Scalars = append(c.Scalars, 1)
+	if mm := m.Match(d, c, o); mm == nil || mm.What != "scalar count" {
 		t.Errorf("scalar count: got %v", mm)
+	}
+}
+
+// extBody waits on the call's external dependencies: node 1 on slot 0,
+// node 2 on slots 0 and 1 (passed as the caller's task ids).
+func extBody(deps []TaskID) BodyFunc {
+	return func(o Orchestrator, b *Boundary) error {
+		k1 := o.Submit(&Task{Kind: KindAIV, Kernel: [3]KernelID{-1, 1, -1}, BlockNum: 1, Deps: []TaskID{deps[0], NoTask},
+			Args: []Arg{{Tag: TagInput, View: b.Tensors[0].View}}})
+		o.Submit(&Task{Kind: KindAIV, Kernel: [3]KernelID{-1, 1, -1}, BlockNum: 1, Deps: []TaskID{k1, deps[1], deps[0]},
+			Args: []Arg{{Tag: TagInOut, View: b.Tensors[1].View}}})
+		return nil
+	}
+}
+
+func extCall(in, out RootID, deps ...TaskID) *GraphCall {
+	c := smallCall(in, out)
+	c.Key, c.ExtDeps = "ext", deps
+	c.Body = extBody(deps)
+	return c
+}
+
+// TestRecordExtDeps: a body's dependency on a task the call passed as an
+// external dependency becomes a slot the Definition records (the nodes that
+// wait on it), not an internal edge; one on another outside task is still
+// unsupported.
+func TestRecordExtDeps(t *testing.T) {
+	roots := []BoundaryRoot{{Elems: 32}, {Elems: 32}}
+	d, _ := record(t, extCall(0, 1, 4, 7, 9), roots)
+	want := [][]uint32{{0, 1}, {1}, {}}
+	if !reflect.DeepEqual(d.ExtDeps, want) {
+		t.Fatalf("ext deps %v, want %v", d.ExtDeps, want)
+	}
+	if f := d.Fanin[d.Nodes[1].Fanin.Off : d.Nodes[1].Fanin.Off+d.Nodes[1].Fanin.N]; !reflect.DeepEqual(f, []uint32{0}) {
+		t.Errorf("node 1 internal fanin %v, want [0]", f)
+	}
+	if d.Nodes[0].Fanin.N != 0 {
+		t.Errorf("node 0 has internal fanin %d: a node waiting only on a slot must stay a root (activated with the outer task)", d.Nodes[0].Fanin.N)
+	}
+	got, err := DecodeDefinition(EncodeDefinition(d))
+	if err != nil || !reflect.DeepEqual(got.ExtDeps, want) {
+		t.Fatalf("decoded ext deps %v (%v)", got.ExtDeps, err)
+	}
+	// The same task in two slots: a node naming it waits on both.
+	if d, _ = record(t, extCall(0, 1, 4, 4), roots); !reflect.DeepEqual(d.ExtDeps, [][]uint32{{0, 1}, {0, 1}}) {
+		t.Errorf("aliased slots: ext deps %v", d.ExtDeps)
+	}
+	// A dependency on a task of the caller that the call did not pass.
+	c := extCall(0, 1, 4, 7)
+	c.Body = extBody([]TaskID{4, 8})
+	var r Recorder
+	r.Reset(c.Key, 1, c.Boundary, roots, 1, c.ExtDeps)
+	c.Body(&r, c.NewBoundary())
+	if _, err := r.Build(); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "task 8") {
+		t.Fatalf("got %v, want ErrUnsupported naming task 8", err)
+	}
+}
+
+// TestMatchExtDeps: the external dependency count is part of the boundary
+// contract; which tasks the slots name is not.
+func TestMatchExtDeps(t *testing.T) {
+	d, _ := record(t, extCall(0, 1, 4, 7), []BoundaryRoot{{Elems: 32}, {Elems: 32}})
+	o := NewOrch([]Root{{Name: "a", DType: FP32, Elems: 32}, {Name: "b", DType: FP32, Elems: 32}})
+	var m Matcher
+	if mm := m.Match(d, extCall(1, 0, 2, 3), o); mm != nil {
+		t.Errorf("other tasks: unexpected %v", mm)
+	}
+	for _, deps := range [][]TaskID{{2}, {2, 3, 5}, nil} {
+		mm := m.Match(d, extCall(0, 1, deps...), o)
+		if mm == nil || mm.What != "external dependency count" || mm.Got != fmt.Sprint(len(deps)) || mm.Want != "2" {
+			t.Errorf("%d slots: got %v, want an external dependency count mismatch", len(deps), mm)
+		}
+	}
+}
+
+// TestSubmitGraphWaitsOnExtDeps: the outer GRAPH task's fanin holds the
+// call's external dependencies besides what its boundary finds.
+func TestSubmitGraphWaitsOnExtDeps(t *testing.T) {
+	o := NewOrch([]Root{{Name: "a", DType: FP32, Elems: 32}, {Name: "b", DType: FP32, Elems: 32}, {Name: "c", DType: FP32, Elems: 8}})
+	w := o.Submit(&Task{Kind: KindAIV, Kernel: [3]KernelID{-1, 1, -1}, Args: []Arg{{Tag: TagOutputExisting, View: NewView(0, 0, FP32, 4, 8)}}})
+	x := o.Submit(&Task{Kind: KindAIV, Kernel: [3]KernelID{-1, 1, -1}, Args: []Arg{{Tag: TagOutputExisting, View: NewView(2, 0, FP32, 8)}}})
+	g := o.SubmitGraph(extCall(0, 1, x, x), GraphSubmission{}, 0, nil)
+	if f := o.Fanin(g); !reflect.DeepEqual(f, []TaskID{x, w}) {
+		t.Fatalf("outer task fanin %v, want [%d %d] (the ext dep, then the boundary's producer)", f, x, w)
 	}
 }

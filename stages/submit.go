@@ -202,18 +202,21 @@ func (o *Orch) Graph(call *GraphCall) TaskID {
 	return TaskID(len(o.img.Tasks) - 1)
 }
 
-// SubmitGraph adds the outer GRAPH task of a Graph call: its fanin comes
-// from the boundary against the real TensorMap, and it becomes the producer
-// of every boundary tensor whose tag writes, and of every slot in alsoWrites
-// (slots the body writes although the caller tagged them input). sub's Task,
+// SubmitGraph adds the outer GRAPH task of a Graph call: its fanin is the
+// call's external dependencies (ARCHITECTURE §3: a body task's dependency on
+// a task outside the body becomes the outer task's) and what the boundary
+// finds against the real TensorMap, and it becomes the producer of every
+// boundary tensor whose tag writes, and of every slot in alsoWrites (slots
+// the body writes although the caller tagged them input). sub's Task,
 // Boundary and Scalars are filled in here; the caller sets FullKey, DefHash
 // and heapBytes.
-func (o *Orch) SubmitGraph(boundary []Arg, scalars []uint64, sub GraphSubmission, heapBytes int64, alsoWrites []int32) TaskID {
+func (o *Orch) SubmitGraph(call *GraphCall, sub GraphSubmission, heapBytes int64, alsoWrites []int32) TaskID {
+	boundary, scalars := call.Boundary, call.Scalars
 	id := TaskID(len(o.img.Tasks))
 	argOff := len(o.img.Args)
 	o.img.Args = append(grow2(o.img.Args, len(boundary)), boundary...)
 	args := o.img.Args[argOff:]
-	resolveFanin(&o.tm, o, id, args, nil, o.scopes.inManual(), &o.fs)
+	resolveFanin(&o.tm, o, id, args, call.ExtDeps, o.scopes.inManual(), &o.fs)
 	if !o.scopes.inManual() {
 		for _, s := range alsoWrites {
 			if a := &args[s]; a.Tag != TagInOut && a.Tag != TagOutputExisting && !o.meta(a.View.Root).manualDep {

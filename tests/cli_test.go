@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -472,9 +473,15 @@ func TestOTLPExport(t *testing.T) {
 	}
 }
 
-// TestInterrupt: SIGINT in the middle of a run stops it, reports the passes
-// that ended, writes the trace with its root span, and exits 130.
+// TestInterrupt: SIGINT or SIGTERM in the middle of a run stops it, reports
+// the passes that ended, writes the trace with its root span, and exits 130.
 func TestInterrupt(t *testing.T) {
+	for _, sig := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) { interruptRun(t, sig) })
+	}
+}
+
+func interruptRun(t *testing.T, sig os.Signal) {
 	path := filepath.Join(t.TempDir(), "run.json")
 	cmd := exec.Command(hbgrun(t), "run", dsv4, "--rounds", "1000000", "--skip-device", "--json", "-v", "--trace-out", path)
 	var out bytes.Buffer
@@ -495,7 +502,7 @@ func TestInterrupt(t *testing.T) {
 		for sc.Scan() {
 			if !signalled && strings.Contains(sc.Text(), "pass ended") {
 				signalled = true
-				if err := cmd.Process.Signal(os.Interrupt); err != nil {
+				if err := cmd.Process.Signal(sig); err != nil {
 					done <- err
 					return
 				}
@@ -514,7 +521,7 @@ func TestInterrupt(t *testing.T) {
 	case err = <-done:
 	case <-time.After(60 * time.Second):
 		cmd.Process.Kill()
-		t.Fatal("hbgrun did not stop within 60 s of SIGINT")
+		t.Fatalf("hbgrun did not stop within 60 s of %v", sig)
 	}
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 130 {

@@ -88,7 +88,7 @@ func (c *collector) Graph(call *stages.GraphCall) stages.TaskID {
 	fk := stages.FullKey(id, call.Key, call.Config)
 	if !c.seen[fk] {
 		c.seen[fk] = true
-		d, err := c.rec.Record(call.Key, fk, call.Boundary, c.BoundaryRoots(call.Boundary), call.Scalars, call.Body)
+		d, err := c.rec.Record(call.Key, fk, call.Boundary, c.BoundaryRoots(call.Boundary), call.Scalars, call.ExtDeps, call.Body)
 		if err != nil && c.err == nil {
 			c.err = err
 		}

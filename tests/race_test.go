@@ -42,7 +42,7 @@ func (g *grapher) Graph(call *stages.GraphCall) stages.TaskID {
 	d := g.defs[fk]
 	if d == nil {
 		var err error
-		d, err = g.rec.Record(call.Key, fk, call.Boundary, g.BoundaryRoots(call.Boundary), call.Scalars, call.Body)
+		d, err = g.rec.Record(call.Key, fk, call.Boundary, g.BoundaryRoots(call.Boundary), call.Scalars, call.ExtDeps, call.Body)
 		if err != nil {
 			if g.err == nil {
 				g.err = fmt.Errorf("graph %q: %w", call.Key, err)
@@ -53,7 +53,7 @@ func (g *grapher) Graph(call *stages.GraphCall) stages.TaskID {
 		g.defs[fk] = d
 		g.order = append(g.order, d)
 	}
-	return g.SubmitGraph(call.Boundary, call.Scalars, stages.GraphSubmission{FullKey: fk, DefHash: d.ContentHash}, d.HeapBytes, d.WrittenSlots())
+	return g.SubmitGraph(call, stages.GraphSubmission{FullKey: fk, DefHash: d.ContentHash}, d.HeapBytes, d.WrittenSlots())
 }
 
 func dsv4Device(t testing.TB, m *config.Model, form string, cfg npu.Config) *npu.Device {
