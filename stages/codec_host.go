@@ -8,7 +8,8 @@ import (
 // DecodeDefinitionHost verifies a Definition image's header, length,
 // content hash and section table as DecodeDefinition does, and decodes only
 // what a host replays it with: full_key, key, content hash, heap size, the
-// boundary signature and scalar count, and the node table (Nodes in full,
+// boundary signature and scalar count, the external dependency slots, and
+// the node table (Nodes in full,
 // predicates included; their spans index pools left out). The tensor
 // templates are scanned for the boundary slots the body writes (written, in
 // slot order, as Definition.WrittenSlots lists them) and not kept: the pools
@@ -43,6 +44,9 @@ func DecodeDefinitionHost(b []byte) (d *Definition, written []int32, err error) 
 		return nil, nil, badf("definition fanin CSR offsets do not span [0, %d)", h.edges)
 	}
 	d.Nodes = make([]NodeDesc, n)
+	if d.ExtDeps, err = decodeExtDeps(b, sec, h); err != nil {
+		return nil, nil, err
+	}
 	preds := make([]uint32, n)
 	nb := b[sec[dsNodes]:]
 	for i := range d.Nodes {
@@ -102,17 +106,8 @@ func DecodeDefinitionHost(b []byte) (d *Definition, written []int32, err error) 
 		}
 	}
 
-	// Boundary signature.
-	d.Boundary = make([]BoundarySlot, h.nbound)
-	r = reader{b: b[sec[dsBoundary]:sec[dsPreds]], sec: "boundary"}
-	for i := range d.Boundary {
-		if err := r.boundarySlot(d.Boundary, i); err != nil {
-			return nil, nil, err
-		}
-	}
-	r.done()
-	if r.err != nil {
-		return nil, nil, r.err
+	if d.Boundary, err = decodeBoundary(b[sec[dsBoundary]:sec[dsPreds]], h.nbound); err != nil {
+		return nil, nil, err
 	}
 
 	// Predicates.
@@ -153,13 +148,13 @@ func DecodeDefinitionHost(b []byte) (d *Definition, written []int32, err error) 
 type defCounts struct {
 	heapBytes                                       int64
 	nodes, edges, ntens, nsc, nroots, nbound, npred int
-	nbsc                                            int
-	keyLen                                          int
+	nbsc, keyLen                                    int
+	next, waits                                     int // external dependency slots and their waits
 }
 
 // defLayout reads a Definition image's counts and section offsets (its
-// header checked by checkHeader) and checks them against one another as
-// decodeDefinition does, before anything is allocated.
+// header checked by checkHeader) and checks them against one another,
+// before anything is allocated.
 func defLayout(b []byte) (defCounts, []int, error) {
 	le := binary.LittleEndian
 	h := defCounts{
@@ -172,6 +167,8 @@ func defLayout(b []byte) (defCounts, []int, error) {
 		nbound:    int(le.Uint32(b[56:])),
 		npred:     int(le.Uint32(b[64:])),
 		keyLen:    int(le.Uint32(b[68:])),
+		next:      int(le.Uint32(b[72:])),
+		waits:     int(le.Uint32(b[76:])),
 	}
 	if h.heapBytes < 0 {
 		return h, nil, badf("definition heap bytes %d negative", h.heapBytes)
@@ -181,23 +178,75 @@ func defLayout(b []byte) (defCounts, []int, error) {
 		return h, nil, badf("definition boundary scalar count %d out of range", nbsc)
 	}
 	h.nbsc = int(nbsc)
-	sec, err := sections(b, 72, dsCount, defHeaderSize, "definition")
+	sec, err := sections(b, defSecAt, dsCount, defHeaderSize, "definition")
 	if err != nil {
 		return h, nil, err
 	}
 	secLen := func(i int) int { return sec[i+1] - sec[i] }
-	n, edges := uint64(h.nodes), uint64(h.edges)
+	n, edges, next, waits := uint64(h.nodes), uint64(h.edges), uint64(h.next), uint64(h.waits)
+	// Fixed sections must have exactly their size (the ext section may be
+	// followed by up to 7 bytes of alignment padding).
 	if uint64(secLen(dsFaninOff)) != 4*(n+1) || uint64(secLen(dsFaninIdx)) != 4*edges ||
-		uint64(secLen(dsFanoutOff)) != 4*(n+1) ||
-		uint64(secLen(dsFanoutIdx)) < 4*edges || uint64(secLen(dsFanoutIdx)) > 4*edges+7 ||
+		uint64(secLen(dsFanoutOff)) != 4*(n+1) || uint64(secLen(dsFanoutIdx)) != 4*edges ||
+		uint64(secLen(dsExtOff)) != 4*(next+1) ||
+		uint64(secLen(dsExtIdx)) < 4*waits || uint64(secLen(dsExtIdx)) > 4*waits+7 ||
 		uint64(secLen(dsNodes)) != nodeRecSize*n || secLen(dsKey) != h.keyLen {
-		return h, nil, badf("definition section sizes do not match its counts (%d nodes, %d edges, key %d bytes)", h.nodes, h.edges, h.keyLen)
+		return h, nil, badf("definition section sizes do not match its counts (%d nodes, %d edges, %d external dependency slots with %d waits, key %d bytes)", h.nodes, h.edges, h.next, h.waits, h.keyLen)
 	}
+	// Minimum record sizes bound the counts before allocating.
 	if h.ntens*5 > secLen(dsTensors) || h.nsc*2 > secLen(dsScalars) || h.nroots*5 > secLen(dsRoots) ||
 		h.nbound*6 > secLen(dsBoundary) || h.npred*8 > secLen(dsPreds) {
 		return h, nil, badf("definition record counts exceed their sections")
 	}
 	return h, sec, nil
+}
+
+// decodeExtDeps decodes the external dependency CSR: offsets from 0 to
+// waits, each slot's nodes strictly ascending and in range.
+func decodeExtDeps(b []byte, sec []int, h defCounts) ([][]uint32, error) {
+	le := binary.LittleEndian
+	n, next, waits := h.nodes, h.next, h.waits
+	eo := b[sec[dsExtOff]:]
+	ei := b[sec[dsExtIdx]:]
+	if le.Uint32(eo) != 0 || int(le.Uint32(eo[4*next:])) != waits {
+		return nil, badf("definition external dependency CSR offsets do not span [0, %d)", waits)
+	}
+	var ext [][]uint32
+	if next > 0 {
+		ext = make([][]uint32, next)
+	}
+	all := make([]uint32, waits)
+	for j := 0; j < next; j++ {
+		lo, hi := le.Uint32(eo[4*j:]), le.Uint32(eo[4*j+4:])
+		if hi < lo || int(hi) > waits {
+			return nil, badf("definition external dependency slot %d offsets are [%d, %d) of %d", j, lo, hi, waits)
+		}
+		for e := lo; e < hi; e++ {
+			nd := le.Uint32(ei[4*e:])
+			if int(nd) >= n || (e > lo && nd <= all[e-1]) {
+				return nil, badf("definition external dependency slot %d names node %d (nodes must be ascending and below %d)", j, nd, n)
+			}
+			all[e] = nd
+		}
+		ext[j] = all[lo:hi:hi]
+	}
+	return ext, nil
+}
+
+// decodeBoundary decodes the boundary signature section.
+func decodeBoundary(b []byte, nbound int) ([]BoundarySlot, error) {
+	sig := make([]BoundarySlot, nbound)
+	r := reader{b: b, sec: "boundary"}
+	for i := range sig {
+		if err := r.boundarySlot(sig, i); err != nil {
+			return nil, err
+		}
+	}
+	r.done()
+	if r.err != nil {
+		return nil, r.err
+	}
+	return sig, nil
 }
 
 // checkRef checks that a tensor record's slot names a boundary slot or an

@@ -64,10 +64,14 @@ func TestDecodeDefinitionHostRejects(t *testing.T) {
 		return b
 	}
 	for name, b := range map[string][]byte{
-		"truncated":      good[:len(good)-1],
-		"flipped byte":   func() []byte { c := slices.Clone(good); c[len(c)/2] ^= 1; return c }(),
-		"version":        rehash(func() []byte { c := slices.Clone(good); c[4]++; return c }()),
-		"section order":  rehash(func() []byte { c := slices.Clone(good); binary.LittleEndian.PutUint32(c[72+4*dsTensors:], 0); return c }()),
+		"truncated":    good[:len(good)-1],
+		"flipped byte": func() []byte { c := slices.Clone(good); c[len(c)/2] ^= 1; return c }(),
+		"version":      rehash(func() []byte { c := slices.Clone(good); c[4]++; return c }()),
+		"section order": rehash(func() []byte {
+			c := slices.Clone(good)
+			binary.LittleEndian.PutUint32(c[defSecAt+4*dsTensors:], 0)
+			return c
+		}()),
 		"boundary slot":  rehash(func() []byte { c := slices.Clone(good); binary.LittleEndian.PutUint32(c[56:], 1); return c }()),
 		"header too big": append(slices.Clone(good[:8]), 0),
 	} {
