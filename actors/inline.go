@@ -2,8 +2,10 @@ package actors
 
 import "github.com/hbg-dev/hbg/stages"
 
-// Inline returns orch with every Graph call run on the ordinary path: its
-// eager twin, which every Graph form must match on the device.
+// Inline returns orch with every Graph call run on the ordinary path, in
+// its caller's scopes and with no barrier: its eager form, runnable on the
+// runtime. The golden reference is stricter (golden.go, ComputeReference):
+// the inline twin keeps the ordering each call imposes.
 func Inline(orch *Orchestration) *Orchestration {
 	twin := *orch
 	twin.Name = orch.Name + "/inline"

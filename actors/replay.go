@@ -18,6 +18,7 @@ type replayActor struct {
 	device     *actor.PID
 	submission *actor.PID
 	rp         *stages.Replay
+	axis       stages.DeviceAxis
 	runs       map[uint64]*passRun // by stages.Pass.ID, until the device owes them nothing
 	free       [][]byte            // run image buffers the device has read
 }
@@ -69,6 +70,9 @@ func (r *replayActor) deviceReplied(m *deviceReply) {
 	}
 	res.DeviceStartNs = m.startNs
 	if m.err == nil {
+		ready := run.shipNs + res.Pass.Phases[trace.PhaseArenaH2D]
+		res.Pass.DeviceIdleNs = r.axis.Place(run.beginNs, ready, m.result.SimNs)
+		run.placed = true
 		res.Pass.Set(trace.PhaseDeviceWall, m.result.SimNs)
 		res.Pass.SimulationNs = m.ns
 		res.Device = m.result
@@ -98,6 +102,7 @@ func (r *replayActor) act(ctx actor.Context) {
 // between.
 func (r *replayActor) ship(ctx actor.Context, run *passRun) {
 	run.finishPhase() // graph_upload
+	run.shipNs = trace.Now()
 	img := run.pass.Image
 	if r.rt.imageHook != nil {
 		r.rt.imageHook(img)
@@ -137,6 +142,11 @@ func (r *replayActor) reply(ctx actor.Context, run *passRun) {
 	if !p.AtDevice() {
 		delete(r.runs, p.ID)
 	}
-	run.req.reply <- res
+	if run.placed {
+		r.axis.Answered(trace.Now())
+	}
+	// The slot first, so a caller that has its answer finds the rank's
+	// messages for this pass all posted.
 	ctx.Send(r.submission, &passDone{run: run})
+	run.req.reply <- res
 }

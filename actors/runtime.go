@@ -45,6 +45,12 @@ type Config struct {
 	CountKernels bool
 	// Device configures each rank's simulated a2a3 die.
 	Device npu.Config
+	// Golden checks every pass against its golden reference (golden.go)
+	// and fills PassResult.Golden.
+	Golden bool
+	// TamperImage, if set, changes every run image before it is copied:
+	// for tests that the golden check catches a wrong replay.
+	TamperImage func(*stages.RunImage)
 	// Tracer makes the spans; nil traces nothing.
 	Tracer *trace.Tracer
 	// PassTimeout bounds one pass (default 10 minutes).
@@ -86,7 +92,9 @@ type PassResult struct {
 	DeviceStartNs int64
 	// KernelTasks counts device tasks per KernelID (with CountKernels).
 	KernelTasks []int
-	Err         error
+	// Golden is the pass's golden check (with Config.Golden).
+	Golden *Golden
+	Err    error
 }
 
 // Phase is how long phase ph took in this pass (device_wall: the simulated
@@ -137,6 +145,7 @@ type Runtime struct {
 	// image before it is copied (the golden check's own test).
 	recorderHook func(*mailbox.RecordJob)
 	imageHook    func(*stages.RunImage)
+	golden       goldenCache
 }
 
 // Start starts the runtime inside an existing actor system: the supervisor,
@@ -168,7 +177,7 @@ func start(sys *actor.ActorSystem, cfg Config, hook func(*mailbox.RecordJob)) (*
 	if cfg.QueueDepth < 0 {
 		return nil, fmt.Errorf("queue depth per rank %d: want at least 1", cfg.QueueDepth)
 	}
-	rt := &Runtime{sys: sys, cfg: cfg, tracer: cfg.Tracer, recorderHook: hook, stopped: make(chan struct{}), ranks: map[int]*actor.PID{}}
+	rt := &Runtime{sys: sys, cfg: cfg, tracer: cfg.Tracer, recorderHook: hook, imageHook: cfg.TamperImage, stopped: make(chan struct{}), ranks: map[int]*actor.PID{}}
 	if rt.tracer == nil {
 		rt.tracer = trace.NewTracer(nil)
 	}
@@ -272,6 +281,7 @@ func (rt *Runtime) wait(ctx context.Context, c *call) (*PassResult, error) {
 	var err error
 	select {
 	case res := <-c.req.reply:
+		rt.checkGolden(c.req.orch, res)
 		return res, res.Err
 	case <-ctx.Done():
 		err = fmt.Errorf("rank %d round %d: %w", c.rank, c.req.round, ctx.Err())

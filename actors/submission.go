@@ -37,6 +37,11 @@ type passRun struct {
 	// image is the encoded run image, the device's to read until it has
 	// answered the copy.
 	image []byte
+	// beginNs and shipNs are when host_orch began and the image was sent
+	// to the device (trace.Now), which place the pass on the device's
+	// timeline (stages.DeviceAxis); placed says it was.
+	beginNs, shipNs int64
+	placed          bool
 }
 
 func (r *passRun) startPhase(tr *trace.Tracer, ph trace.Phase, rank int) context.Context {
@@ -157,6 +162,7 @@ func (s *submission) start(req *passReq) {
 	}
 	run.finishPhase()
 	s.curCtx = run.startPhase(s.rt.tracer, trace.PhaseHostOrch, s.rank)
+	run.beginNs = trace.Now()
 	s.orchestrate(run, s.host.Begin(req.orch.Name, req.orch.Entry, len(req.orch.Kernels), req.round))
 }
 

@@ -104,6 +104,8 @@ type Config struct {
 	// NoRace turns the race detector off (race.go): by default every
 	// launch checks its task graph and lists the races in Result.Races.
 	NoRace bool
+	// MaxRaces caps Result.Races (0: 256); Result.RaceCount counts all.
+	MaxRaces int
 }
 
 // DefaultConfig returns a2a3-like parameters.

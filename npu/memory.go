@@ -87,6 +87,7 @@ func entryDigest(name string) uint64 { return mix(0xe47e1, strHash(name)) }
 type seg struct {
 	lo, hi int64
 	d      uint64
+	w      int32 // the sim task that wrote it, -1 for the initial contents
 }
 
 // memObj is one root's contents as digests.
@@ -101,7 +102,7 @@ func (o *memObj) reset(elems int64, d uint64) {
 	o.elems, o.written = elems, false
 	o.segs = o.segs[:0]
 	if elems > 0 {
-		o.segs = append(o.segs, seg{0, elems, d})
+		o.segs = append(o.segs, seg{0, elems, d, -1})
 	}
 }
 
@@ -149,8 +150,8 @@ func (o *memObj) read(lo, hi int64) uint64 {
 	return h
 }
 
-// write sets [lo, hi) to digest d.
-func (o *memObj) write(lo, hi int64, d uint64) {
+// write sets [lo, hi) to digest d, written by sim task w.
+func (o *memObj) write(lo, hi int64, d uint64, w int32) {
 	lo, hi = o.clip(lo, hi)
 	if hi <= lo {
 		return
@@ -165,13 +166,13 @@ func (o *memObj) write(lo, hi int64, d uint64) {
 	var repl [3]seg
 	n := 0
 	if o.segs[i].lo < lo {
-		repl[n] = seg{o.segs[i].lo, lo, o.segs[i].d}
+		repl[n] = seg{o.segs[i].lo, lo, o.segs[i].d, o.segs[i].w}
 		n++
 	}
-	repl[n] = seg{lo, hi, d}
+	repl[n] = seg{lo, hi, d, w}
 	n++
 	if last := o.segs[j-1]; last.hi > hi {
-		repl[n] = seg{hi, last.hi, last.d}
+		repl[n] = seg{hi, last.hi, last.d, last.w}
 		n++
 	}
 	old := j - i

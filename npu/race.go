@@ -1,6 +1,7 @@
 package npu
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/hbg-dev/hbg/stages"
@@ -49,8 +50,9 @@ import (
 const (
 	raceWindow = 512
 	raceWords  = raceWindow / 64
-	// maxRaces caps Result.Races; Result.RaceCount counts them all.
-	maxRaces = 256
+	// defaultMaxRaces caps Result.Races unless Config.MaxRaces says
+	// otherwise; Result.RaceCount counts them all.
+	defaultMaxRaces = 256
 )
 
 // RaceKind says which accesses of a race write.
@@ -78,13 +80,7 @@ func (k RaceKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil
 
 // RaceAccess is one side of a race: the device task and the access.
 type RaceAccess struct {
-	// Task is the image task (the outer GRAPH task for a body node) and
-	// the node (-1 for an image task).
-	Task TaskRef
-	// Key is the Definition's key, for a body node.
-	Key    string
-	Kind   stages.Kind
-	Kernel [3]stages.KernelID
+	TaskInfo
 	// Arg is the argument index, -1 for the predicate's element.
 	Arg int32
 	Tag stages.Tag
@@ -105,10 +101,7 @@ type Race struct {
 }
 
 func (a *RaceAccess) String() string {
-	s := fmt.Sprintf("task %d", a.Task.Task)
-	if a.Task.Node >= 0 {
-		s += fmt.Sprintf(" (graph %q node %d)", a.Key, a.Task.Node)
-	}
+	s := a.TaskInfo.String()
 	if a.Arg < 0 {
 		return s + " predicate"
 	}
@@ -474,7 +467,7 @@ func (s *sim) raceCheck(a *access, other, oarg int32, otherWrites bool, slo, shi
 		}
 	}
 	rs.count++
-	if len(rs.races) >= maxRaces {
+	if len(rs.races) >= cmp.Or(s.cfg.MaxRaces, defaultMaxRaces) {
 		return
 	}
 	kind := RaceReadWrite
@@ -497,12 +490,7 @@ func (s *sim) raceTask(pos int32) TaskRef {
 }
 
 func (s *sim) raceAccessOf(pos, arg int32, tag stages.Tag) RaceAccess {
-	t := &s.tasks[s.race.order[pos]]
-	ra := RaceAccess{Task: TaskRef{Task: stages.TaskID(t.src), Node: t.node}, Kind: t.kind, Kernel: t.kern, Arg: arg, Tag: tag}
-	if t.node >= 0 {
-		ra.Key = s.p.insts[t.inst].def.def.Key
-	}
-	return ra
+	return RaceAccess{TaskInfo: s.taskInfo(s.race.order[pos]), Arg: arg, Tag: tag}
 }
 
 // nameObj names memory object obj in a race: an entry or run root, or an

@@ -39,7 +39,7 @@ type Result struct {
 	// Config.TaskDigests is set), in submission order, GRAPH tasks expanded
 	// into their nodes in place.
 	TaskDigests []TaskDigest
-	// Races is the run's racing pairs (race.go; at most the first 256),
+	// Races is the run's racing pairs (race.go; at most Config.MaxRaces),
 	// RaceCount how many were found; both empty with Config.NoRace.
 	Races     []Race
 	RaceCount int
@@ -61,6 +61,10 @@ type RootDigest struct {
 	Name    string
 	Digest  uint64
 	Written bool
+	// Segments is the root's contents at the end of the run: element
+	// intervals with their digest and last writer (the golden check names
+	// the first interval where two runs differ).
+	Segments []Segment
 }
 
 // TaskRef names a device task: an image task, or node Node of the Graph

@@ -914,7 +914,7 @@ func (s *sim) writeOutputs(ti int32) {
 	for i := uint32(0); i < n; i++ {
 		a := s.arg(t, i)
 		if a.tag.Writes() {
-			s.objs[a.obj].write(a.off, a.off+a.n, mix(t.in, uint64(i)))
+			s.objs[a.obj].write(a.off, a.off+a.n, mix(t.in, uint64(i)), ti)
 		}
 	}
 }
@@ -1043,6 +1043,7 @@ func (s *sim) run(d *Device, p *plan) (*Result, error) {
 		return nil, fmt.Errorf("npu: simulation stalled with %d of %d device tasks retired", s.retired, want)
 	}
 	r := s.result(d, p)
+	s.segments(r)
 	if !s.cfg.NoRace {
 		r.Races, r.RaceCount = s.detectRaces()
 	}

@@ -2,7 +2,11 @@ package tests
 
 import (
 	"context"
+	"fmt"
+	"runtime"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/hbg-dev/hbg/actors"
 	"github.com/hbg-dev/hbg/npu"
@@ -107,4 +111,83 @@ func BenchmarkUploadFull(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(total), "image-bytes")
+}
+
+// BenchmarkRunOverlap is `hbgrun run --rounds 50` of DSv4's full form with
+// the device on, one rank: passes/s with passes overlapped (the default, two
+// in flight) and with host and device taking turns (in-flight=1).
+func BenchmarkRunOverlap(b *testing.B) {
+	m := loadDSv4(b)
+	orch := orchestration(m, "full")
+	const rounds = 50
+	for _, inFlight := range []int{1, 2} {
+		b.Run(fmt.Sprintf("in-flight=%d", inFlight), func(b *testing.B) {
+			var idle []int64
+			var secs float64
+			for b.Loop() {
+				b.StopTimer()
+				sys := actors.NewActorSystem(nil)
+				rt, err := actors.Start(sys, actors.Config{InFlight: inFlight})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				t0 := time.Now()
+				passes, err := rt.Run(context.Background(), actors.RunSpec{Orch: orch, Rounds: rounds, Ranks: 1})
+				secs += time.Since(t0).Seconds()
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				for _, p := range passes[1:] {
+					idle = append(idle, p.Pass.DeviceIdleNs)
+				}
+				rt.Stop(context.Background())
+				sys.Shutdown()
+				b.StartTimer()
+			}
+			slices.Sort(idle)
+			b.ReportMetric(float64(rounds*b.N)/secs, "passes/s")
+			b.ReportMetric(float64(idle[len(idle)/2])/1e3, "device_idle-µs")
+		})
+	}
+}
+
+// BenchmarkSoakWarm is 10,000 warm DSv4 full passes (device skipped) on one
+// runtime: the heap and the goroutine count after them must be those after
+// the first 100 (flat), else it fails. Not run by CI (benchmarks are not):
+// go test -run '^$' -bench SoakWarm -benchtime 1x ./tests
+func BenchmarkSoakWarm(b *testing.B) {
+	m := loadDSv4(b)
+	orch := orchestration(m, "full")
+	const passes, settle = 10_000, 100
+	measure := func() (uint64, int) {
+		runtime.GC()
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc, runtime.NumGoroutine()
+	}
+	for b.Loop() {
+		rt := startRuntime(b, actors.Config{SkipDevice: true})
+		var heap0 uint64
+		var gor0 int
+		for r := 0; r < passes; r++ {
+			if _, err := rt.Pass(context.Background(), orch, 0, r); err != nil {
+				b.Fatal(err)
+			}
+			if r == settle {
+				heap0, gor0 = measure()
+			}
+		}
+		heap1, gor1 := measure()
+		b.ReportMetric(float64(heap0)/(1<<20), "heap-MiB@100")
+		b.ReportMetric(float64(heap1)/(1<<20), "heap-MiB@10000")
+		b.ReportMetric(float64(gor1-gor0), "goroutines-delta")
+		// Flat: less than one run image (~40 KiB) of growth per 100 passes
+		// would still be 4 MiB over 10,000; allow 1 MiB.
+		if heap1 > heap0+1<<20 || gor1 > gor0 {
+			b.Fatalf("not flat: heap %d -> %d bytes, goroutines %d -> %d", heap0, heap1, gor0, gor1)
+		}
+	}
 }

@@ -189,6 +189,10 @@ type Pass struct {
 	// SimulationNs is the real (host) time the device simulation took; the
 	// simulated figure is Phases[PhaseDeviceWall].
 	SimulationNs int64
+	// DeviceIdleNs is how long the simulated device idled before this pass,
+	// waiting for the host (stages.DeviceAxis says how the host's control
+	// plane is placed on the device's timeline); valid with device_wall.
+	DeviceIdleNs int64
 }
 
 // NewPass starts the record of one pass; round 0 is the cold pass.

@@ -43,9 +43,13 @@ type Report struct {
 	// passes only.
 	Ops     Ops `json:"ops"`
 	WarmOps Ops `json:"warm_ops"`
-	// Golden is the check against the eager form; null when the device was
-	// skipped.
+	// Golden is the golden check of the first pass of rank 0 against its
+	// reference (the inline twin), or of the first pass that failed it;
+	// null when the device was skipped.
 	Golden *Golden `json:"golden"`
+	// Races is that pass's races (at most the device's cap; golden.races
+	// counts them all); never null.
+	Races []Race `json:"races"`
 	// Sim is the simulated device of the first pass of rank 0 (every pass
 	// of a form runs the same work, so the same timeline); null when the
 	// device was skipped.
@@ -127,13 +131,75 @@ func (d *Digest) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// Golden is the golden check: the form's output digest against the eager
-// form's. Match also requires the same device task count, which the caller
-// checks when it sets Match.
+// Golden is the golden check: the form's output digests against its
+// reference's, the inline twin (each Graph call's body run inline, ordered
+// as the call orders it), and against the eager form's.
 type Golden struct {
-	Digest      Digest `json:"digest"`
+	// Reference names what the form was checked against.
+	Reference       string `json:"reference"`
+	Digest          Digest `json:"digest"`
+	ReferenceDigest Digest `json:"reference_digest"`
+	// Match: same digest and device task count as the reference.
+	Match bool `json:"match"`
+	// Verdict is match, mismatch or racy (a race in the form or its
+	// reference, which makes digests prove nothing either way); anything
+	// but match fails the run.
+	Verdict        string `json:"verdict"`
+	Tasks          int    `json:"tasks"`
+	ReferenceTasks int    `json:"reference_tasks"`
+	// Races and ReferenceRaces count each run's races.
+	Races          int `json:"races"`
+	ReferenceRaces int `json:"reference_races"`
+	// Diff is where the form first differs from the reference.
+	Diff *GoldenDiff `json:"diff,omitempty"`
+	// EagerDigest is the eager form's (the program with its Graph calls
+	// run as plain code); EagerMatch whether the form ends with it.
 	EagerDigest Digest `json:"eager_digest"`
-	Match       bool   `json:"match"`
+	EagerMatch  bool   `json:"eager_match"`
+	EagerRaces  int    `json:"eager_races"`
+	// EagerRaceList is the eager form's races when it has some.
+	EagerRaceList []Race `json:"eager_race_list,omitempty"`
+}
+
+// GoldenDiff is the first element interval of an output root where two
+// runs end with different contents, and its last writer in each.
+type GoldenDiff struct {
+	Root            int    `json:"root"`
+	Name            string `json:"name"`
+	Lo              int64  `json:"lo"`
+	Hi              int64  `json:"hi"`
+	Writer          string `json:"writer"`
+	ReferenceWriter string `json:"reference_writer"`
+}
+
+// Race is two device tasks touching overlapping elements of one root, one
+// of them writing, with no dependency path between them.
+type Race struct {
+	// Kind is write-write or read-write.
+	Kind string   `json:"kind"`
+	A    RaceTask `json:"a"`
+	B    RaceTask `json:"b"`
+	// Root is the root raced on, -1 for a root internal to a Graph
+	// instance (Graph is then its outer task, Internal its index).
+	Root     int   `json:"root"`
+	Graph    int   `json:"graph,omitempty"`
+	Internal int   `json:"internal,omitempty"`
+	Lo       int64 `json:"lo"`
+	Hi       int64 `json:"hi"`
+	// Text is the race in one line.
+	Text string `json:"text"`
+}
+
+// RaceTask is one side of a race: the submission index (the outer GRAPH
+// task for a body node), the node (-1 for none) and the Graph key, the
+// kernel, and the argument (-1: the predicate) with its tag.
+type RaceTask struct {
+	Task   int    `json:"task"`
+	Node   int    `json:"node"`
+	Key    string `json:"key,omitempty"`
+	Kernel string `json:"kernel"`
+	Arg    int    `json:"arg"`
+	Tag    string `json:"tag"`
 }
 
 // MailboxStat is one actor mailbox's traffic over a run.
@@ -250,6 +316,7 @@ func NewReport(info RunInfo, passes []Pass) *Report {
 	if r.Passes == nil {
 		r.Passes = []Pass{}
 	}
+	r.Races = []Race{}
 	return r
 }
 
@@ -274,14 +341,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "counts (whole run): definitions %d, recorded_definitions %d, recorded_nodes %d, demoted %d, boundary_mismatches %d\n",
 		c.Definitions, c.RecordedDefinitions, c.RecordedNodes, c.Demoted, c.BoundaryMismatches)
 	fmt.Fprintf(&b, "counts (whole run): loaded_definitions %d (%d bytes), store_rejected %d\n", c.LoadedDefinitions, c.LoadedBytes, c.StoreRejected)
-	switch g := r.Golden; {
-	case g == nil:
-		fmt.Fprintf(&b, "golden: not checked (device %s)\n", r.Device)
-	case g.Match:
-		fmt.Fprintf(&b, "golden: match (digest %s = eager %s)\n", hex16(uint64(g.Digest)), hex16(uint64(g.EagerDigest)))
-	default:
-		fmt.Fprintf(&b, "golden: MISMATCH (digest %s, eager %s)\n", hex16(uint64(g.Digest)), hex16(uint64(g.EagerDigest)))
-	}
+	r.writeGolden(&b)
 	if d := r.Sim; d != nil {
 		fmt.Fprintf(&b, "device (simulated, rank 0, first pass): wall %s ms, critical path %s ms, %d tasks (%d kernels, %d predicated off), busy AIC %.0f%% AIV %.0f%%\n",
 			ms(d.WallNs), ms(d.CriticalPathNs), d.Tasks, d.Kernels, d.Skipped,
@@ -320,13 +380,14 @@ type phaseStatsJSON struct {
 	ArenaH2D     Stat `json:"arena_h2d"`
 	DeviceWall   Stat `json:"device_wall"`
 	ControlPlane Stat `json:"control_plane"`
+	DeviceIdle   Stat `json:"device_idle"`
 }
 
 // MarshalJSON gives {<phase>: stat, …, control_plane: stat}.
 func (s PhaseStats) MarshalJSON() ([]byte, error) {
 	return json.Marshal(phaseStatsJSON{
 		s.Phases[PhaseArgs], s.Phases[PhaseHostOrch], s.Phases[PhaseGraphUpload],
-		s.Phases[PhaseArenaH2D], s.Phases[PhaseDeviceWall], s.ControlPlane,
+		s.Phases[PhaseArenaH2D], s.Phases[PhaseDeviceWall], s.ControlPlane, s.DeviceIdle,
 	})
 }
 
@@ -338,7 +399,7 @@ func (s *PhaseStats) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	*s = PhaseStats{ControlPlane: j.ControlPlane}
+	*s = PhaseStats{ControlPlane: j.ControlPlane, DeviceIdle: j.DeviceIdle}
 	s.Phases = [NumPhases]Stat{j.Args, j.HostOrch, j.GraphUpload, j.ArenaH2D, j.DeviceWall}
 	for _, st := range s.Phases {
 		s.Passes = max(s.Passes, st.N)
@@ -396,6 +457,7 @@ type passJSON struct {
 	LoadedBytes             int64       `json:"loaded_bytes"`
 	StoreRejected           int         `json:"store_rejected"`
 	SimulationNs            int64       `json:"simulation_ns"`
+	DeviceIdleNs            *int64      `json:"device_idle_ns,omitempty"`
 	Ops                     Ops         `json:"ops"`
 }
 
@@ -407,6 +469,9 @@ func (p Pass) MarshalJSON() ([]byte, error) {
 		UploadedDefinitionBytes: p.UploadedDefinitionBytes, SimulationNs: p.SimulationNs,
 		LoadedDefinitions: p.LoadedDefinitions, LoadedBytes: p.LoadedBytes, StoreRejected: p.StoreRejected,
 		Ops: p.Ops,
+	}
+	if p.Has(PhaseDeviceWall) {
+		j.DeviceIdleNs = &p.DeviceIdleNs
 	}
 	f := j.Phases.fields()
 	for ph := Phase(0); ph < NumPhases; ph++ {
@@ -436,5 +501,60 @@ func (p *Pass) UnmarshalJSON(b []byte) error {
 			p.Set(Phase(ph), **v)
 		}
 	}
+	if j.DeviceIdleNs != nil {
+		p.DeviceIdleNs = *j.DeviceIdleNs
+	}
 	return nil
+}
+
+// maxRaceLines bounds the races the text report lists.
+const maxRaceLines = 10
+
+// writeGolden renders the golden check: its verdict line, the first
+// difference, and the first races.
+func (r *Report) writeGolden(b *strings.Builder) {
+	g := r.Golden
+	if g == nil {
+		fmt.Fprintf(b, "golden: not checked (device %s)\n", r.Device)
+		return
+	}
+	eager := fmt.Sprintf("eager %s", hex16(uint64(g.EagerDigest)))
+	switch {
+	case g.EagerRaces > 0:
+		eager += fmt.Sprintf(" racy, %d races", g.EagerRaces)
+	case g.EagerMatch:
+		eager += " equal"
+	default:
+		eager += " differs"
+	}
+	switch g.Verdict {
+	case "match":
+		fmt.Fprintf(b, "golden: match (digest %s = %s %s; %s)\n", hex16(uint64(g.Digest)), g.Reference, hex16(uint64(g.ReferenceDigest)), eager)
+	case "racy":
+		fmt.Fprintf(b, "golden: RACY (%d races in this form, %d in its %s; digest %s, reference %s; %s)\n",
+			g.Races, g.ReferenceRaces, g.Reference, hex16(uint64(g.Digest)), hex16(uint64(g.ReferenceDigest)), eager)
+	default:
+		fmt.Fprintf(b, "golden: MISMATCH (digest %s, %s %s; %d device tasks, reference %d; %s)\n",
+			hex16(uint64(g.Digest)), g.Reference, hex16(uint64(g.ReferenceDigest)), g.Tasks, g.ReferenceTasks, eager)
+	}
+	if d := g.Diff; d != nil {
+		fmt.Fprintf(b, "golden: first difference in root %d (%s) elements [%d, %d): last written by %s here, by %s in the reference\n",
+			d.Root, d.Name, d.Lo, d.Hi, d.Writer, d.ReferenceWriter)
+	}
+	for i, rc := range r.Races {
+		if i == maxRaceLines {
+			fmt.Fprintf(b, "race: ... %d more\n", g.Races-maxRaceLines)
+			break
+		}
+		fmt.Fprintf(b, "race: %s\n", rc.Text)
+	}
+	if g.Races == 0 {
+		for i, rc := range g.EagerRaceList {
+			if i == maxRaceLines {
+				fmt.Fprintf(b, "eager race: ... %d more\n", g.EagerRaces-maxRaceLines)
+				break
+			}
+			fmt.Fprintf(b, "eager race: %s\n", rc.Text)
+		}
+	}
 }

@@ -18,7 +18,8 @@ func sampleReport() *Report {
 	}
 	r.Sim = &SimDevice{WallNs: 53_306_000, CriticalPathNs: 36_063_000, Tasks: 15971, Kernels: 7845, Skipped: 4128,
 		CoreBusyNs: []int64{30e6, 20e6, 1e6, 2e6, 3e6, 4e6}, AICCores: 2}
-	r.Golden = &Golden{Digest: 0x0123456789abcdef, EagerDigest: 0x0123456789abcdef, Match: true}
+	r.Golden = &Golden{Reference: "inline twin", Verdict: "match", Digest: 0x0123456789abcdef, ReferenceDigest: 0x0123456789abcdef, Match: true,
+		Tasks: 15971, ReferenceTasks: 15971, EagerDigest: 0x0123456789abcdef, EagerMatch: true}
 	r.TraceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 	r.Exporter = "otlp/http http://localhost:4318/v1/traces"
 	r.Warnings = append(r.Warnings, "example warning")
@@ -63,7 +64,7 @@ func TestReportJSONContract(t *testing.T) {
 	assert.Equal(t, map[string]any{"core": "aic 1", "busy_ns": 20e6}, busy[1])
 	assert.Equal(t, map[string]any{"core": "aiv 0", "busy_ns": 1e6}, busy[2])
 	assert.Equal(t, map[string]any{"core": "aiv 3", "busy_ns": 4e6}, busy[5])
-	phases := []string{"arena_h2d", "args", "control_plane", "device_wall", "graph_upload", "host_orch"}
+	phases := []string{"arena_h2d", "args", "control_plane", "device_idle", "device_wall", "graph_upload", "host_orch"}
 	stat := []string{"max_ns", "median_ns", "min_ns", "n"}
 	for _, table := range []string{"phases", "cold_phases"} {
 		assert.Equal(t, phases, keys(doc[table]), table)
@@ -73,12 +74,13 @@ func TestReportJSONContract(t *testing.T) {
 	}
 	assert.Equal(t, []string{"alloc_tensors", "build_definition", "graph_submit", "record_node", "store_load", "submit_task"}, keys(doc["ops"]))
 	assert.Equal(t, []string{"count", "total_ns"}, keys(doc["ops"].(map[string]any)["submit_task"]))
-	assert.Equal(t, []string{"digest", "eager_digest", "match"}, keys(doc["golden"]))
+	assert.Subset(t, keys(doc["golden"]), []string{"reference", "digest", "reference_digest", "match", "verdict", "races", "eager_digest"})
+	assert.Equal(t, []any{}, doc["races"])
 	assert.Equal(t, "0123456789abcdef", doc["golden"].(map[string]any)["digest"])
 
 	passes := doc["passes"].([]any)
 	require.Len(t, passes, 10)
-	assert.Subset(t, keys(passes[0]), []string{"rank", "round", "cold", "phases", "recorded_nodes", "built_definitions", "uploaded_definition_bytes", "loaded_definitions", "loaded_bytes", "store_rejected"})
+	assert.Subset(t, keys(passes[0]), []string{"rank", "round", "cold", "phases", "recorded_nodes", "built_definitions", "uploaded_definition_bytes", "loaded_definitions", "loaded_bytes", "store_rejected", "device_idle_ns"})
 	assert.Equal(t, []string{"arena_h2d_ns", "args_ns", "device_wall_ns", "graph_upload_ns", "host_orch_ns"}, keys(passes[0].(map[string]any)["phases"]))
 	assert.Equal(t, true, passes[0].(map[string]any)["cold"])
 	assert.Equal(t, 9_000_000.0, passes[0].(map[string]any)["phases"].(map[string]any)["host_orch_ns"])
@@ -117,10 +119,19 @@ func TestReportText(t *testing.T) {
 	golden(t, "report.txt", buf.Bytes())
 
 	r.Golden.Digest++
-	r.Golden.Match = false
+	r.Golden.Match, r.Golden.EagerMatch, r.Golden.Verdict = false, false, "mismatch"
+	r.Golden.Diff = &GoldenDiff{Root: 3, Name: "x_out", Lo: 0, Hi: 64, Writer: "task 9 hc_post", ReferenceWriter: "task 12 hc_post"}
 	buf.Reset()
 	require.NoError(t, r.WriteText(&buf))
-	assert.Contains(t, buf.String(), "golden: MISMATCH (digest 0123456789abcdf0, eager 0123456789abcdef)")
+	assert.Contains(t, buf.String(), "golden: MISMATCH (digest 0123456789abcdf0, inline twin 0123456789abcdef; 15971 device tasks, reference 15971; eager 0123456789abcdef differs)")
+	assert.Contains(t, buf.String(), "golden: first difference in root 3 (x_out) elements [0, 64): last written by task 9 hc_post here, by task 12 hc_post in the reference")
+
+	r.Golden.Verdict, r.Golden.Races, r.Golden.Diff = "racy", 1, nil
+	r.Races = []Race{{Kind: "write-write", Text: "write-write on root 7 [0, 16): task 1 mm arg 1 (oe) and task 2 mm arg 1 (oe)"}}
+	buf.Reset()
+	require.NoError(t, r.WriteText(&buf))
+	assert.Contains(t, buf.String(), "golden: RACY (1 races in this form, 0 in its inline twin;")
+	assert.Contains(t, buf.String(), "race: write-write on root 7 [0, 16): task 1 mm arg 1 (oe) and task 2 mm arg 1 (oe)")
 }
 
 func TestDigestText(t *testing.T) {

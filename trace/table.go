@@ -45,6 +45,9 @@ type PhaseStats struct {
 	// pass, and a sum of minima describes a pass that never ran (upstream saw
 	// the two rules move in opposite directions on one change).
 	ControlPlane Stat
+	// DeviceIdle is the min / median / max of the passes' device_idle (the
+	// passes that measured device_wall).
+	DeviceIdle Stat
 	// Passes is the number of passes in the class.
 	Passes int
 	// Partial lists phases measured in some but not all passes of the class:
@@ -110,6 +113,13 @@ func summarizeClass(passes []Pass) PhaseStats {
 		}
 	}
 	st.ControlPlane = StatOf(vals)
+	vals = vals[:0]
+	for i := range passes {
+		if passes[i].Has(PhaseDeviceWall) {
+			vals = append(vals, passes[i].DeviceIdleNs)
+		}
+	}
+	st.DeviceIdle = StatOf(vals)
 	return st
 }
 
@@ -162,6 +172,9 @@ func writeClass(b *strings.Builder, title string, st *PhaseStats) {
 			continue
 		}
 		fmt.Fprintf(b, rowFmt, name, star, ms(s.MinNs), ms(s.MedianNs), ms(s.MaxNs), strconv.Itoa(s.N))
+		if d := st.DeviceIdle; ph == PhaseDeviceWall && d.N > 0 {
+			fmt.Fprintf(b, rowFmt, "device_idle (sim)", "", ms(d.MinNs), ms(d.MedianNs), ms(d.MaxNs), strconv.Itoa(d.N))
+		}
 	}
 	if c := st.ControlPlane; c.N > 0 {
 		fmt.Fprintf(b, rowFmt, "total", "*", ms(c.MinNs), ms(c.MedianNs), ms(c.MaxNs), strconv.Itoa(c.N))

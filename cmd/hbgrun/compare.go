@@ -61,6 +61,10 @@ func compareCmd(ctx context.Context, out, stderr io.Writer, path string, forms [
 	info := trace.RunInfo{Model: modelName(model), Form: strings.Join(forms, ","), Rounds: f.rounds, Ranks: f.ranks}
 	cctx, cmdSpan := s.tracer.StartCommand(ctx, info)
 	reports, passes, err := compareForms(cctx, s, f, model.Name, forms, orchs)
+	var failed error
+	if gf := (goldenFailed{}); errors.As(err, &gf) {
+		failed, err = err, nil
+	}
 	if err != nil {
 		cmdSpan.Fail(err)
 	}
@@ -90,9 +94,9 @@ func compareCmd(ctx context.Context, out, stderr io.Writer, path string, forms [
 		}
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
-		return errors.Join(ferr, enc.Encode(doc))
+		return errors.Join(ferr, enc.Encode(doc), failed)
 	}
-	return errors.Join(ferr, writeCompare(out, reports))
+	return errors.Join(ferr, writeCompare(out, reports), failed)
 }
 
 // compareJSON is `compare --json`: every form's report, and each form's
@@ -141,6 +145,7 @@ func compareForms(ctx context.Context, s *session, f *runFlags, model string, fo
 		}
 	}
 	reports := make([]*trace.Report, len(forms))
+	var failed error // a golden check's (goldenFailed): reported, then exit 1
 	for i := range forms {
 		info := trace.RunInfo{Model: model, Form: forms[i], Rounds: f.rounds, Ranks: f.ranks}
 		own := make([]*actors.PassResult, len(passes[i]))
@@ -150,13 +155,13 @@ func compareForms(ctx context.Context, s *session, f *runFlags, model string, fo
 			own[k] = &c
 		}
 		reports[i] = buildReport(info, own)
-		if !f.skipDevice {
-			eager, d := passes[0][0].Device, passes[i][0].Device
-			match := d.Digest == eager.Digest && d.Tasks-d.Allocs == eager.Tasks-eager.Allocs
-			reports[i].Golden = &trace.Golden{Digest: trace.Digest(d.Digest), EagerDigest: trace.Digest(eager.Digest), Match: match && forms[0] == "eager"}
+		// Each form is checked against its own reference (its inline
+		// twin) in the library, whichever forms are listed.
+		if err := reportGolden(reports[i], own, orchs[i].Kernels); err != nil && failed == nil {
+			failed = fmt.Errorf("form %s: %w", forms[i], err)
 		}
 	}
-	return reports, passes, nil
+	return reports, passes, failed
 }
 
 func writeCompare(out io.Writer, reports []*trace.Report) error {
@@ -199,10 +204,7 @@ func writeCompare(out io.Writer, reports []*trace.Report) error {
 	for _, r := range reports {
 		g := "skipped"
 		if r.Golden != nil {
-			g = "mismatch"
-			if r.Golden.Digest == r.Golden.EagerDigest {
-				g = "match"
-			}
+			g = r.Golden.Verdict
 		}
 		fmt.Fprintf(tw, "%s\t", g)
 	}

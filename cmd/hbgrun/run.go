@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hbg-dev/hbg/actors"
+	"github.com/hbg-dev/hbg/npu"
 	"github.com/hbg-dev/hbg/stages"
 	"github.com/hbg-dev/hbg/trace"
 )
@@ -32,7 +33,11 @@ type runFlags struct {
 	strict     bool
 	verbose    bool
 	inFlight   int
+	race       bool
 	store      storeFlags
+	// tamper changes every run image before it is copied (tests of the
+	// golden check; no flag sets it).
+	tamper func(*stages.RunImage)
 }
 
 func (f *runFlags) register(c *cobra.Command, withForm bool) {
@@ -52,6 +57,7 @@ func (f *runFlags) register(c *cobra.Command, withForm bool) {
 	fl.IntVar(&f.inFlight, "in-flight", 2, "passes of one rank in flight: the host orchestrates the next while the device runs the previous (1: they take turns)")
 	fl.BoolVar(&f.strict, "strict", false, "fail a pass when a body records something unsupported, instead of running that key on the ordinary path")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print a line on stderr as each pass ends")
+	fl.BoolVar(&f.race, "race", true, "check every device run for races (--race=false skips the detector; the golden check then compares digests only)")
 	f.store.register(fl)
 }
 
@@ -83,6 +89,9 @@ func (f *runFlags) config(tr *trace.Tracer, skipDevice bool) actors.Config {
 		Tracer:            tr,
 		StoreDir:          f.store.dir,
 		StoreMax:          f.store.max,
+		Golden:            !skipDevice,
+		Device:            npu.Config{NoRace: !f.race},
+		TamperImage:       f.tamper,
 	}
 }
 
@@ -94,7 +103,10 @@ func init() {
 		Long: `Run MODEL's form on the host path, the Graph pipeline and the simulated
 a2a3 device, and report per phase the min / median / max over the warm passes
 (the first pass of each rank apart, as cold), the control-plane total, the
-per-operation totals, the counts and the golden check against the eager form.
+per-operation totals, the counts and the golden check: each pass against its
+inline twin (every Graph call's body run inline, ordered as the call orders
+it) and the eager form, and every device run checked for races. A golden
+mismatch or a race exits 1.
 Without MODEL it runs the embedded default, config/models/dsv4_flash_decode.yaml.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -129,14 +141,9 @@ func runCmd(ctx context.Context, out, stderr io.Writer, path string, f *runFlags
 	info := trace.RunInfo{Model: modelName(model), Form: f.form, Rounds: f.rounds, Ranks: f.ranks}
 	cctx, cmdSpan := s.tracer.StartCommand(ctx, info)
 	rep, passes, err := runForm(cctx, s, f, orch, info)
+	var failed error // the golden check's: reported, then exit 1
 	if err == nil && !f.skipDevice {
-		if err = golden(cctx, s, f, model, rep, passes); err != nil && interrupted(ctx) {
-			// Stopped in the golden check's eager pass: the form's passes
-			// all ended and are reported, unchecked.
-			rep.Golden = nil
-			rep.Warnings = append(rep.Warnings, "interrupted in the golden check; golden not checked")
-			err = errInterrupted
-		}
+		failed = golden(rep, passes, orch.Kernels)
 	}
 	if err != nil && !errors.Is(err, errInterrupted) {
 		cmdSpan.Fail(err)
@@ -165,7 +172,7 @@ func runCmd(ctx context.Context, out, stderr io.Writer, path string, f *runFlags
 	} else {
 		werr = rep.WriteText(out)
 	}
-	return errors.Join(err, ferr, werr)
+	return errors.Join(err, ferr, werr, failed)
 }
 
 // runForm runs one form for f.rounds on f.ranks and builds its report. When
@@ -272,46 +279,18 @@ func buildReport(info trace.RunInfo, passes []*actors.PassResult) *trace.Report 
 	return rep
 }
 
-// golden checks the form's digests against the eager form's: one eager pass
-// on a device of its own, then every pass of every rank must end with its
-// digest and run as many kernel and dummy tasks. Alloc tasks may differ: a
-// Graph form can allocate at a call site (DSv4's layer 42 does, as
-// upstream's).
-func golden(ctx context.Context, s *session, f *runFlags, model *modelT, rep *trace.Report, passes []*actors.PassResult) error {
+// golden reports the library's golden check of the passes (the first
+// failure, else the first pass) and the first pass's simulated device; it
+// returns the failure.
+func golden(rep *trace.Report, passes []*actors.PassResult, kernels []stages.Kernel) error {
+	failed := reportGolden(rep, passes, kernels)
 	first := passes[0].Device
-	eager := first
-	if f.form != "eager" {
-		orch, err := orchestrationFor(model, "eager")
-		if err != nil {
-			return err
-		}
-		rt, err := actors.Start(s.sys, actors.Config{Recorders: 1})
-		if err != nil {
-			return err
-		}
-		defer rt.Stop(context.Background())
-		res, err := rt.Pass(ctx, orch, 0, 0)
-		if err != nil {
-			return fmt.Errorf("golden eager pass: %w", err)
-		}
-		eager = res.Device
-	}
-	match := true
-	for _, p := range passes {
-		d := p.Device
-		if d.Digest != eager.Digest || d.Tasks-d.Allocs != eager.Tasks-eager.Allocs {
-			match = false
-			rep.Warnings = append(rep.Warnings, fmt.Sprintf("golden mismatch: rank %d round %d: digest %016x, %d non-alloc tasks; eager %016x, %d",
-				p.Pass.Rank, p.Pass.Round, d.Digest, d.Tasks-d.Allocs, eager.Digest, eager.Tasks-eager.Allocs))
-		}
-	}
-	rep.Golden = &trace.Golden{Digest: trace.Digest(first.Digest), EagerDigest: trace.Digest(eager.Digest), Match: match}
 	rep.Sim = &trace.SimDevice{
 		WallNs: first.SimNs, CriticalPathNs: first.CriticalPathNs,
 		Tasks: first.Tasks, Kernels: first.Kernels, Skipped: first.Skipped,
 		CoreBusyNs: first.CoreBusyNs, AICCores: len(first.CoreBusyNs) / 3,
 	}
-	return nil
+	return failed
 }
 
 // writeChromeTrace writes the run's spans and every pass's simulated device

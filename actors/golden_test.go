@@ -1,0 +1,134 @@
+package actors
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/hbg-dev/hbg/npu"
+	"github.com/hbg-dev/hbg/stages"
+)
+
+// TestGoldenMatch: every pass of a Graph form ends with its inline twin's
+// digests and task count, and its eager form's digest.
+func TestGoldenMatch(t *testing.T) {
+	orch := keysModel{keys: 3, calls: 4}.orchestration("golden")
+	rt := newRuntime(t, Config{Golden: true}, nil)
+	for round := 0; round < 2; round++ {
+		g := runPass(t, rt, orch, round).Golden
+		if g == nil || !g.OK() || g.Err() != nil || !g.Match || !g.Eager.Match || g.Diff != nil {
+			t.Fatalf("round %d: %+v", round, g)
+		}
+		if g.Tasks != g.ReferenceTasks || g.Tasks == 0 {
+			t.Fatalf("tasks %d, reference %d", g.Tasks, g.ReferenceTasks)
+		}
+	}
+}
+
+// TestGoldenTeeth: a replay patched with a wrong scalar or a moved view
+// fails the check, which names where the output first differs and who
+// wrote it in each run.
+func TestGoldenTeeth(t *testing.T) {
+	orch := keysModel{keys: 2, calls: 3}.orchestration("teeth")
+	rt := newRuntime(t, Config{Golden: true}, nil)
+	if g := runPass(t, rt, orch, 0).Golden; !g.OK() {
+		t.Fatalf("untampered: %v", g.Err())
+	}
+	// Graph submission 3 is key-1's second call: rows 12..15 of y.
+	for name, f := range map[string]func(img *stages.RunImage){
+		"scalar": func(img *stages.RunImage) { img.Scalars[img.Graphs[3].Scalars.Off]++ },
+		"offset": func(img *stages.RunImage) { img.Args[img.Graphs[3].Boundary.Off].View.Offset += 16 },
+	} {
+		rt.imageHook = f
+		g := runPass(t, rt, orch, 1).Golden
+		rt.imageHook = nil
+		if g.Verdict != VerdictMismatch || g.Err() == nil || g.Diff == nil {
+			t.Fatalf("%s: %+v", name, g)
+		}
+		d := g.Diff
+		if d.Root != 1 || d.Lo != 12*16 || d.Hi != 16*16 || d.Writer.Task.Node < 0 || d.Writer.Key != "key-1" || d.Theirs.Task.Node >= 0 {
+			t.Errorf("%s: diff %s", name, d.String())
+		}
+		if !strings.Contains(g.Err().Error(), "root 1 (y) elements [192, 256)") {
+			t.Errorf("%s: %v", name, g.Err())
+		}
+	}
+}
+
+// manualCaller is a program whose ordering comes from its Graph calls: it
+// calls its block inside a manual scope, chained by nothing but the Graph
+// calls themselves. As Graphs (and as the inline twin) each call's body
+// is ordered inside; with the Graph calls removed, the body's own tasks
+// run in the caller's manual scope and lose their edges.
+func manualCaller() *Orchestration {
+	m := keysModel{keys: 1, calls: 2}
+	orch := m.orchestration("manual")
+	run := orch.Run
+	orch.Run = func(o stages.Orchestrator) error {
+		o.ScopeBegin(stages.ScopeManual)
+		defer o.ScopeEnd()
+		return run(o)
+	}
+	return orch
+}
+
+// TestGoldenEagerRaces: the eager form of a program that relies on its
+// Graph calls for ordering is reported racy, naming the pair; the twin is
+// race-free and the Graph form matches it.
+func TestGoldenEagerRaces(t *testing.T) {
+	orch := manualCaller()
+	ref, err := ComputeReference(orch, npu.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref.Twin.RaceCount != 0 {
+		t.Fatalf("twin races: %v", ref.Twin.Races)
+	}
+	// Each call's vector kernel writes its tmp, which the cube kernel
+	// reads: tasks 2 and 3 (first call, after the dummy and the alloc),
+	// 5 and 6 (second call).
+	want := []string{
+		"read-write race on root 3 [0, 64): task 2 arg 1 (oe) and task 3 arg 0 (i)",
+		"read-write race on root 4 [0, 64): task 5 arg 1 (oe) and task 6 arg 0 (i)",
+	}
+	if len(ref.Eager.Races) != len(want) {
+		t.Fatalf("eager races %v", ref.Eager.Races)
+	}
+	for i, r := range ref.Eager.Races {
+		if r.String() != want[i] {
+			t.Errorf("eager race %d: %s, want %s", i, r.String(), want[i])
+		}
+	}
+	rt := newRuntime(t, Config{Golden: true}, nil)
+	g := runPass(t, rt, orch, 0).Golden
+	if !g.OK() || g.Eager.RaceCount == 0 {
+		t.Fatalf("%+v", g)
+	}
+}
+
+// TestGoldenRacy: a form that races is reported racy with its races, not
+// as a mismatch, and the check fails.
+func TestGoldenRacy(t *testing.T) {
+	orch := keysModel{keys: 1, calls: 1}.orchestration("racy")
+	run := orch.Run
+	orch.Run = func(o stages.Orchestrator) error {
+		if err := run(o); err != nil {
+			return err
+		}
+		// Two writers of y's first rows, unordered.
+		o.ScopeBegin(stages.ScopeManual)
+		defer o.ScopeEnd()
+		for i := 0; i < 2; i++ {
+			o.Submit(&stages.Task{Kind: stages.KindAIV, Kernel: [3]stages.KernelID{-1, 0, -1}, BlockNum: 1,
+				Args: []stages.Arg{{Tag: stages.TagInput, View: stages.NewView(0, 0, stages.FP32, 16)}, {Tag: stages.TagOutputExisting, View: stages.NewView(1, 0, stages.FP32, 16)}}})
+		}
+		return nil
+	}
+	rt := newRuntime(t, Config{Golden: true}, nil)
+	g := runPass(t, rt, orch, 0).Golden
+	if g.Verdict != VerdictRacy || g.RaceCount == 0 || g.ReferenceRaceCount == 0 || g.OK() {
+		t.Fatalf("%+v", g)
+	}
+	if err := g.Err(); err == nil || !strings.Contains(err.Error(), "racy") || !strings.Contains(err.Error(), "write-write race on root 1") {
+		t.Fatalf("err %v", err)
+	}
+}

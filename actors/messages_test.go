@@ -1,0 +1,70 @@
+package actors
+
+import (
+	"fmt"
+	"maps"
+	"testing"
+
+	"github.com/hbg-dev/hbg/mailbox"
+)
+
+// warmPassMessages is what one warm pass posts to the rank's mailboxes,
+// whatever the model: the caller's request and the slot's release
+// (submission), the handoff and the device's two answers (replay), the copy
+// and the launch (device). The store, the recorders, the builder and the
+// uploader hear nothing. Without the device: no launch, one answer.
+func warmPassMessages(rank int, skipDevice bool) map[string]int64 {
+	dev := int64(2)
+	if skipDevice {
+		dev = 1
+	}
+	return map[string]int64{
+		fmt.Sprintf("submission-%d", rank): 2,
+		fmt.Sprintf("replay-%d", rank):     1 + dev,
+		fmt.Sprintf("device-%d", rank):     dev,
+	}
+}
+
+// postedSince is what each mailbox received since before (names with none
+// left out).
+func postedSince(before, after []mailbox.Snapshot) map[string]int64 {
+	was := map[string]int64{}
+	for _, s := range before {
+		was[s.Name] = s.Posted
+	}
+	out := map[string]int64{}
+	for _, s := range after {
+		if d := s.Posted - was[s.Name]; d != 0 {
+			out[s.Name] = d
+		}
+	}
+	return out
+}
+
+// TestWarmPassMessages counts, through the mailbox counters, the messages
+// of warm passes of a small and a large model: the same fixed number.
+func TestWarmPassMessages(t *testing.T) {
+	for _, m := range []keysModel{{keys: 1, calls: 1}, {keys: 64, calls: 4}} {
+		for _, skip := range []bool{false, true} {
+			t.Run(fmt.Sprintf("keys=%d calls=%d skip-device=%v", m.keys, m.calls, skip), func(t *testing.T) {
+				rt := newRuntime(t, Config{SkipDevice: skip}, nil)
+				orch := m.orchestration("messages")
+				runPass(t, rt, orch, 0)
+				runPass(t, rt, orch, 1)
+				before := rt.Mailboxes.Snapshots()
+				const n = 5
+				for round := 2; round < 2+n; round++ {
+					runPass(t, rt, orch, round)
+				}
+				got := postedSince(before, rt.Mailboxes.Snapshots())
+				want := warmPassMessages(0, skip)
+				for k := range want {
+					want[k] *= n
+				}
+				if !maps.Equal(got, want) {
+					t.Fatalf("%d warm passes posted %v, want %v", n, got, want)
+				}
+			})
+		}
+	}
+}

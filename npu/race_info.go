@@ -1,0 +1,65 @@
+package npu
+
+import (
+	"fmt"
+
+	"github.com/hbg-dev/hbg/stages"
+)
+
+// TaskInfo names a device task for a person: the image task (the outer
+// GRAPH task of a body node) and the node, the Definition's key for a
+// node, and what ran.
+type TaskInfo struct {
+	Task TaskRef
+	// Key is the Definition's key, for a body node.
+	Key    string
+	Kind   stages.Kind
+	Kernel [3]stages.KernelID
+}
+
+func (ti *TaskInfo) String() string {
+	s := fmt.Sprintf("task %d", ti.Task.Task)
+	if ti.Task.Node >= 0 {
+		s += fmt.Sprintf(" (graph %q node %d)", ti.Key, ti.Task.Node)
+	}
+	return s
+}
+
+// Segment is an element interval of a root at the end of a run, with one
+// digest, and the task that last wrote it (Writer.Task.Task is -1 for
+// contents no task wrote).
+type Segment struct {
+	Lo, Hi int64
+	Digest uint64
+	Writer TaskInfo
+}
+
+// taskInfo describes sim task ti (-1: none).
+func (s *sim) taskInfo(ti int32) TaskInfo {
+	if ti < 0 {
+		return TaskInfo{Task: TaskRef{Task: stages.NoTask, Node: -1}}
+	}
+	t := &s.tasks[ti]
+	info := TaskInfo{Task: TaskRef{Task: stages.TaskID(t.src), Node: t.node}, Kind: t.kind, Kernel: t.kern}
+	if t.node >= 0 {
+		info.Key = s.p.insts[t.inst].def.def.Key
+	}
+	return info
+}
+
+// segments lists the output roots' segments, one allocation for all.
+func (s *sim) segments(r *Result) {
+	n := 0
+	for i := range r.Outputs {
+		n += len(s.objs[r.Outputs[i].Root].segs)
+	}
+	all := make([]Segment, 0, n)
+	for i := range r.Outputs {
+		o := &s.objs[r.Outputs[i].Root]
+		from := len(all)
+		for _, sg := range o.segs {
+			all = append(all, Segment{Lo: sg.lo, Hi: sg.hi, Digest: sg.d, Writer: s.taskInfo(sg.w)})
+		}
+		r.Outputs[i].Segments = all[from:len(all):len(all)]
+	}
+}
