@@ -57,6 +57,9 @@ type Golden struct {
 	RaceCount          int
 	ReferenceRaces     []npu.Race
 	ReferenceRaceCount int
+	// DeclaredRaces counts the pass's races among kernels the model
+	// declares may race (its races: section): reported, not failed.
+	DeclaredRaces int
 	// Diff is where the pass first differs from the reference, when the
 	// digests differ.
 	Diff *Diff
@@ -183,6 +186,7 @@ func (ref *Reference) Check(res *npu.Result) *Golden {
 		Tasks: res.Tasks, ReferenceTasks: tw.Tasks - ref.Barriers,
 		Races: res.Races, RaceCount: res.RaceCount,
 		ReferenceRaces: tw.Races, ReferenceRaceCount: tw.RaceCount,
+		DeclaredRaces: res.DeclaredRaces,
 	}
 	g.Match = g.Digest == g.ReferenceDigest && g.Tasks == g.ReferenceTasks
 	switch {

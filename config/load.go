@@ -208,7 +208,7 @@ func isIdent(s string) bool {
 // ---- the document
 
 func (l *loader) model(n *yaml.Node) error {
-	f, _, err := l.fields(n, "model config", "model", "source", "max_tasks", "constants", "entry", "kernels", "blocks", "program", "forms")
+	f, _, err := l.fields(n, "model config", "model", "source", "max_tasks", "constants", "entry", "kernels", "races", "blocks", "program", "forms")
 	if err != nil {
 		return err
 	}
@@ -238,6 +238,11 @@ func (l *loader) model(n *yaml.Node) error {
 	}
 	if err := l.kernelTable(f["kernels"]); err != nil {
 		return err
+	}
+	if r := f["races"]; r != nil {
+		if err := l.declaredRaces(r); err != nil {
+			return err
+		}
 	}
 	var bnodes []*yaml.Node
 	if bn := f["blocks"]; bn != nil {

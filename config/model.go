@@ -17,6 +17,7 @@ type Model struct {
 	entryViews []stages.View
 	kernels    []stages.Kernel
 	kernelIdx  map[string]stages.KernelID
+	races      []DeclaredRace
 	blocks     []*block
 	blockIdx   map[string]*block
 	program    *block

@@ -3,6 +3,7 @@ package npu
 import (
 	"cmp"
 	"fmt"
+	"slices"
 
 	"github.com/hbg-dev/hbg/stages"
 )
@@ -165,10 +166,16 @@ type raceState struct {
 	lastPos int32
 	races   []Race
 	count   int
+	// declared counts the races among kernels of one declared group
+	// (stages.Kernel.RaceGroup); curDecl is the current access's declared
+	// partners, so a pair over several segments counts once.
+	declared int
+	curDecl  []int32
+	kgroup   []int32 // per KernelID
 }
 
 // detectRaces runs the detector over the finished simulation.
-func (s *sim) detectRaces() ([]Race, int) {
+func (s *sim) detectRaces() ([]Race, int, int) {
 	rs := &s.race
 	p := s.p
 	s.raceOrder()
@@ -230,7 +237,7 @@ func (s *sim) detectRaces() ([]Race, int) {
 	}
 	rs.cells = rs.cells[:0]
 	rs.races = rs.races[:0]
-	rs.count = 0
+	rs.count, rs.declared = 0, 0
 	for i := range rs.acc {
 		a := &rs.acc[i]
 		if !rs.wrote[a.obj] {
@@ -239,9 +246,9 @@ func (s *sim) detectRaces() ([]Race, int) {
 		s.raceAccess(a)
 	}
 	if rs.count == 0 {
-		return nil, 0
+		return nil, 0, rs.declared
 	}
-	return append([]Race(nil), rs.races...), rs.count
+	return append([]Race(nil), rs.races...), rs.count, rs.declared
 }
 
 // shiftOr ORs src, shifted up by d bits, into dst (bit k of src is the
@@ -401,6 +408,7 @@ func (s *sim) raceAccess(a *access) {
 		}
 	}
 	rs.cur = rs.cur[:0]
+	rs.curDecl = rs.curDecl[:0]
 	segs := rs.segs[a.obj]
 	if len(segs) == 0 {
 		segs = append(segs, rseg{lo: 0, hi: o.elems, w: -1, rd: -1})
@@ -459,6 +467,13 @@ func (s *sim) raceCheck(a *access, other, oarg int32, otherWrites bool, slo, shi
 		return
 	}
 	rs := &s.race
+	if s.declaredPair(other, a.pos) {
+		if !slices.Contains(rs.curDecl, other) {
+			rs.curDecl = append(rs.curDecl, other)
+			rs.declared++
+		}
+		return
+	}
 	lo, hi := max(slo, a.lo), min(shi, a.hi)
 	for _, k := range rs.cur {
 		if r := &rs.races[k]; r.A.Task == s.raceTask(other) && r.A.Arg == oarg {
@@ -525,4 +540,24 @@ func segFirst(segs []rseg, x int64) int {
 		}
 	}
 	return l
+}
+
+// declaredPair reports whether the tasks at two positions run kernels of
+// one declared race group: the model says why they may race.
+func (s *sim) declaredPair(x, y int32) bool {
+	gx := s.raceGroup(x)
+	return gx != 0 && gx == s.raceGroup(y)
+}
+
+func (s *sim) raceGroup(pos int32) int32 {
+	ti := s.race.order[pos]
+	if ti < 0 {
+		return 0
+	}
+	for _, k := range s.tasks[ti].kern {
+		if k >= 0 && int(k) < len(s.race.kgroup) && s.race.kgroup[k] != 0 {
+			return s.race.kgroup[k]
+		}
+	}
+	return 0
 }

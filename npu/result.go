@@ -43,6 +43,10 @@ type Result struct {
 	// RaceCount how many were found; both empty with Config.NoRace.
 	Races     []Race
 	RaceCount int
+	// DeclaredRaces counts the races among kernels the model declares may
+	// race (stages.Kernel.RaceGroup); they are in neither Races nor
+	// RaceCount.
+	DeclaredRaces int
 }
 
 // TaskDigest is one device task's identity and the digest of what it read

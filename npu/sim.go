@@ -971,7 +971,9 @@ func (s *sim) setup(d *Device, p *plan) {
 	s.kfold = resize(s.kfold, len(ks))
 	s.kint = resize(s.kint, len(ks))
 	s.ktch = resize(s.ktch, len(ks))
+	s.race.kgroup = resize(s.race.kgroup, len(ks))
 	for i := range ks {
+		s.race.kgroup[i] = ks[i].RaceGroup
 		s.kcode[i] = strHash(ks[i].Code)
 		s.kfold[i] = ks[i].Folded
 		s.kint[i] = ks[i].Intensity
@@ -1045,7 +1047,7 @@ func (s *sim) run(d *Device, p *plan) (*Result, error) {
 	r := s.result(d, p)
 	s.segments(r)
 	if !s.cfg.NoRace {
-		r.Races, r.RaceCount = s.detectRaces()
+		r.Races, r.RaceCount, r.DeclaredRaces = s.detectRaces()
 	}
 	return r, nil
 }

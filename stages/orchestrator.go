@@ -17,6 +17,10 @@ type Kernel struct {
 	// Intensity is the kernel's operations per byte touched; 0 takes the
 	// device's default for its core type.
 	Intensity float64
+	// RaceGroup, when not 0, declares that this kernel may race with the
+	// other kernels of its group (the model says why): the device counts
+	// those races apart, and only the others fail a run.
+	RaceGroup int32
 	// Touch lists the arguments this kernel's code reads only part of (rows,
 	// or a 2-D tile of rows and columns), at most one entry per argument; an
 	// argument not listed is read whole.

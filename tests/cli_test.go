@@ -75,9 +75,7 @@ func runCLI(t *testing.T, args ...string) (string, string, int) {
 // and 2 cold ones; the control-plane total is the per-pass sums; both ranks
 // end with eager's digest.
 func TestRunTwoRanks(t *testing.T) {
-	// DSv4 races as upstream declares it (race_test.go): --race=false lets
-	// the golden check compare digests only, so the run passes.
-	out, stderr, code := runCLI(t, "run", dsv4, "--form", "full", "--rounds", "5", "--ranks", "2", "--json", "--race=false")
+	out, stderr, code := runCLI(t, "run", dsv4, "--form", "full", "--rounds", "5", "--ranks", "2", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -177,7 +175,7 @@ func TestRunBadInput(t *testing.T) {
 
 func TestTraceOut(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "run.json")
-	_, stderr, code := runCLI(t, "run", dsv4, "--form", "blocks", "--rounds", "2", "--trace-out", path, "--race=false")
+	_, stderr, code := runCLI(t, "run", dsv4, "--form", "blocks", "--rounds", "2", "--trace-out", path)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -290,7 +288,7 @@ func TestValidateAndExpand(t *testing.T) {
 // TestCompare: the forms side by side in one process; each ends with the
 // first (eager) form's digest.
 func TestCompare(t *testing.T) {
-	out, stderr, code := runCLI(t, "compare", dsv4, "--forms", "eager,full", "--rounds", "2", "--json", "--race=false")
+	out, stderr, code := runCLI(t, "compare", dsv4, "--forms", "eager,full", "--rounds", "2", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -555,7 +553,7 @@ func interruptRun(t *testing.T, sig os.Signal) {
 // its host track.
 func TestCompareTraceOut(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "compare.json")
-	if _, stderr, code := runCLI(t, "compare", dsv4, "--forms", "eager,full", "--rounds", "1", "--trace-out", path, "--race=false"); code != 0 {
+	if _, stderr, code := runCLI(t, "compare", dsv4, "--forms", "eager,full", "--rounds", "1", "--trace-out", path); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	procs := map[string]bool{}

@@ -53,7 +53,6 @@ import (
 var jaegerRunArgs = []string{
 	"run", "config/models/dsv4_flash_decode.yaml",
 	"--form", "blocks", "--rounds", "2", "--ranks", "2", "--json",
-	"--race=false", // DSv4's declared races would exit 1 (race_test.go)
 }
 
 func TestJaegerEndToEnd(t *testing.T) {

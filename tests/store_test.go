@@ -33,8 +33,7 @@ func TestMain(m *testing.M) {
 // its report.
 func runStored(t *testing.T, store string) *trace.Report {
 	t.Helper()
-	// --race=false: DSv4's declared races (race_test.go) would exit 1.
-	out, stderr, code := runCLI(t, "run", dsv4, "--form", "full", "--rounds", "2", "--store", store, "--json", "--race=false")
+	out, stderr, code := runCLI(t, "run", dsv4, "--form", "full", "--rounds", "2", "--store", store, "--json")
 	if code != 0 {
 		t.Fatalf("run --store %s: exit %d: %s", store, code, stderr)
 	}
@@ -221,7 +220,7 @@ func TestStoreConcurrentProcesses(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cmd := exec.Command(bin, "run", dsv4, "--form", "full", "--rounds", "2", "--store", dir, "--json", "--race=false")
+			cmd := exec.Command(bin, "run", dsv4, "--form", "full", "--rounds", "2", "--store", dir, "--json")
 			var out, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &stderr
 			if err := cmd.Run(); err != nil {

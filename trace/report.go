@@ -151,6 +151,10 @@ type Golden struct {
 	// lists the form's).
 	Races          int `json:"race_count"`
 	ReferenceRaces int `json:"reference_race_count"`
+	// DeclaredRaces counts the form's races among kernels the model
+	// declares may race (its races: section, each class with its reason):
+	// they are reported and do not fail the run.
+	DeclaredRaces int `json:"declared_race_count"`
 	// Diff is where the form first differs from the reference.
 	Diff *GoldenDiff `json:"diff,omitempty"`
 	// EagerDigest is the eager form's (the program with its Graph calls
@@ -537,6 +541,9 @@ func (r *Report) writeGolden(b *strings.Builder) {
 	default:
 		fmt.Fprintf(b, "golden: MISMATCH (digest %s, %s %s; %d device tasks, reference %d; %s)\n",
 			hex16(uint64(g.Digest)), g.Reference, hex16(uint64(g.ReferenceDigest)), g.Tasks, g.ReferenceTasks, eager)
+	}
+	if g.DeclaredRaces > 0 {
+		fmt.Fprintf(b, "golden: %d races among kernels the model declares may race (its races: section says why); not failed\n", g.DeclaredRaces)
 	}
 	if d := g.Diff; d != nil {
 		fmt.Fprintf(b, "golden: first difference in root %d (%s) elements [%d, %d): last written by %s here, by %s in the reference\n",

@@ -45,7 +45,7 @@ func reportGolden(rep *trace.Report, passes []*actors.PassResult, kernels []stag
 		Reference: g.Reference, Verdict: string(g.Verdict),
 		Digest: trace.Digest(g.Digest), ReferenceDigest: trace.Digest(g.ReferenceDigest), Match: g.Match,
 		Tasks: g.Tasks, ReferenceTasks: g.ReferenceTasks,
-		Races: g.RaceCount, ReferenceRaces: g.ReferenceRaceCount,
+		Races: g.RaceCount, ReferenceRaces: g.ReferenceRaceCount, DeclaredRaces: g.DeclaredRaces,
 		EagerDigest: trace.Digest(g.Eager.Digest), EagerMatch: g.Eager.Match, EagerRaces: g.Eager.RaceCount,
 		EagerRaceList: traceRaces(g.Eager.Races, kernels),
 	}
