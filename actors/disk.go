@@ -109,7 +109,9 @@ func (sd *storeDisk) load(job *mailbox.RecordJob, stats *Stats) (*mailbox.Defini
 	}
 	span.Finish(int64(len(l.Image)), nil)
 	stats.Loaded.Add(1)
-	d := &mailbox.Definition{Def: l.Def, Image: l.Image, Hash: l.Def.ContentHash, Written: l.Def.WrittenSlots()}
+	// l.Def is the host's part of the Definition (no tensor, scalar, fanin
+	// or root pool): the device decodes the image at upload.
+	d := &mailbox.Definition{Def: l.Def, Image: l.Image, Hash: l.Def.ContentHash, Written: l.Written}
 	return d, stages.StoreLoad{Loaded: 1, Bytes: int64(len(l.Image)), Ns: ns}
 }
 

@@ -185,7 +185,13 @@ func (s *store) verify(ctx actor.Context, job *mailbox.RecordJob, b *mailbox.Bui
 	// reports only how it differs.
 	ready.Defects = nil
 	if ready.Err == nil && d != nil && d.Hash != b.Hash {
-		ready.Defects = append(ready.Defects, compareDefinitions(job.Key, d.Def, b.Recorded.Def))
+		// A Definition loaded from disk holds only the host's part
+		// (stages.DecodeDefinitionHost); its image holds all of it.
+		a := d.Def
+		if full, err := stages.DecodeDefinition(d.Image); err == nil {
+			a = full
+		}
+		ready.Defects = append(ready.Defects, compareDefinitions(job.Key, a, b.Recorded.Def))
 	}
 	ctx.Send(job.ReplyTo, ready)
 }

@@ -170,7 +170,14 @@ func (s *Store) Verify() (*VerifyReport, error) {
 			r.Problems = append(r.Problems, Problem{p, err.Error()})
 			continue
 		}
-		_, reason := checkImage(img, fk, e)
+		_, _, reason := checkImage(img, fk, e)
+		if reason == "" {
+			// A load leaves the rest of the image to the device; verify
+			// checks all of it.
+			if _, err := stages.DecodeDefinition(img); err != nil {
+				reason = fmt.Sprintf("image %s: %v", e.Hash, err)
+			}
+		}
 		checked[name] = reason
 		if reason != "" {
 			r.Problems = append(r.Problems, Problem{s.objectPath(e.Hash), reason})

@@ -21,9 +21,11 @@
 //
 // Never trust the disk. Load checks the entry (its full_key, format version
 // and model), then the image: its length against the entry, magic, version,
-// header length and content hash (stages.DecodeDefinition), the content hash
-// against the file name and the entry, and the full_key in the image's
-// header against the one asked for. Anything wrong moves the files aside
+// header length, content hash and section table
+// (stages.DecodeDefinitionHost, which decodes only what the host replays
+// with: the device decodes and checks the whole image at upload), the
+// content hash against the file name and the entry, and the full_key in the
+// image's header against the one asked for. Anything wrong moves the files aside
 // into quarantine/ and is returned as a *Rejected error: the caller records
 // the Definition again and counts and reports the rejection.
 //
@@ -68,6 +70,10 @@ import (
 // DefaultMax is the default size limit of a store: 1 GiB.
 const DefaultMax = 1 << 30
 
+// touchEvery is how stale an entry's last use may be before a load
+// records it again: LRU eviction needs no finer order than this.
+const touchEvery = time.Minute
+
 // entryFormat is the version of an index entry's JSON shape.
 const entryFormat = 1
 
@@ -88,11 +94,16 @@ type Entry struct {
 	LastUse time.Time `json:"-"`
 }
 
-// Loaded is a Definition read back from disk, verified.
+// Loaded is a Definition read back from disk, verified. Def is the host's
+// part of it (stages.DecodeDefinitionHost: no tensor, scalar, fanin or root
+// pool); Image is the whole, for the device.
 type Loaded struct {
 	Def   *stages.Definition
 	Image []byte
-	Entry Entry
+	// Written is the boundary slots the body writes
+	// (stages.Definition.WrittenSlots of the whole Definition).
+	Written []int32
+	Entry   Entry
 }
 
 // Rejected is a store entry found bad on load: its files are moved aside
@@ -221,7 +232,8 @@ func (s *Store) Load(fullKey uint64, model string) (*Loaded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("definition store: %w", err)
 	}
-	if st, err := fl.Stat(); err == nil {
+	st, err := fl.Stat()
+	if err == nil {
 		if cur, err := os.Stat(idx); err != nil || !os.SameFile(st, cur) {
 			return nil, nil // replaced or removed since we pinned it
 		}
@@ -250,13 +262,19 @@ func (s *Store) Load(fullKey uint64, model string) (*Loaded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("definition store: %w", err)
 	}
-	def, reason := checkImage(img, fullKey, e)
+	def, written, reason := checkImage(img, fullKey, e)
 	if reason != "" {
 		return nil, s.reject(fullKey, reason, idx, obj)
 	}
+	// Last use, for LRU eviction: touched when more than touchEvery
+	// old, so that loading a store that is in use writes nothing to it.
 	now := time.Now()
-	_ = os.Chtimes(idx, now, now) // last use, for LRU eviction
 	e.LastUse = now
+	if st == nil || now.Sub(st.ModTime()) > touchEvery {
+		_ = os.Chtimes(idx, now, now)
+	} else {
+		e.LastUse = st.ModTime()
+	}
 	s.mu.Lock()
 	p := s.pins[fullKey]
 	if p == nil {
@@ -266,26 +284,27 @@ func (s *Store) Load(fullKey uint64, model string) (*Loaded, error) {
 		p.n++
 	}
 	s.mu.Unlock()
-	return &Loaded{Def: def, Image: img, Entry: e}, nil
+	return &Loaded{Def: def, Image: img, Written: written, Entry: e}, nil
 }
 
 // checkImage verifies an image against its entry and the full_key asked
-// for; it returns the decoded Definition, or why the image is bad.
-func checkImage(img []byte, fullKey uint64, e Entry) (*stages.Definition, string) {
+// for; it returns the host's part of the Definition and the boundary slots
+// it writes (stages.DecodeDefinitionHost), or why the image is bad.
+func checkImage(img []byte, fullKey uint64, e Entry) (*stages.Definition, []int32, string) {
 	if int64(len(img)) != e.Bytes {
-		return nil, fmt.Sprintf("image %s is %d bytes, its entry says %d", e.Hash, len(img), e.Bytes)
+		return nil, nil, fmt.Sprintf("image %s is %d bytes, its entry says %d", e.Hash, len(img), e.Bytes)
 	}
-	def, err := stages.DecodeDefinition(img)
+	def, written, err := stages.DecodeDefinitionHost(img)
 	if err != nil {
-		return nil, fmt.Sprintf("image %s: %v", e.Hash, err)
+		return nil, nil, fmt.Sprintf("image %s: %v", e.Hash, err)
 	}
 	if h := hex16(def.ContentHash); h != e.Hash {
-		return nil, fmt.Sprintf("image named %s has content hash %s", e.Hash, h)
+		return nil, nil, fmt.Sprintf("image named %s has content hash %s", e.Hash, h)
 	}
 	if def.FullKey != fullKey {
-		return nil, fmt.Sprintf("image %s is full_key %016x (another model, form or key), want %016x", e.Hash, def.FullKey, fullKey)
+		return nil, nil, fmt.Sprintf("image %s is full_key %016x (another model, form or key), want %016x", e.Hash, def.FullKey, fullKey)
 	}
-	return def, ""
+	return def, written, ""
 }
 
 func validHash(h string) bool {

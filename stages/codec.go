@@ -762,48 +762,18 @@ func DecodeDefinition(b []byte) (*Definition, error) {
 // decodeDefinition decodes a Definition image whose header has been checked.
 func decodeDefinition(b []byte) (*Definition, error) {
 	le := binary.LittleEndian
-	d := &Definition{
-		FullKey:     le.Uint64(b[8:]),
-		ContentHash: le.Uint64(b[hashOff:]),
-		HeapBytes:   int64(le.Uint64(b[24:])),
-	}
-	n := int(le.Uint32(b[36:]))
-	edges := int(le.Uint32(b[40:]))
-	ntens := int(le.Uint32(b[44:]))
-	nsc := int(le.Uint32(b[48:]))
-	nroots := int(le.Uint32(b[52:]))
-	nbound := int(le.Uint32(b[56:]))
-	nbsc := le.Uint32(b[60:])
-	npred := int(le.Uint32(b[64:]))
-	keyLen := int(le.Uint32(b[68:]))
-	next := int(le.Uint32(b[72:]))
-	waits := int(le.Uint32(b[76:]))
-	if d.HeapBytes < 0 {
-		return nil, badf("definition heap bytes %d negative", d.HeapBytes)
-	}
-	if nbsc > math.MaxInt32 {
-		return nil, badf("definition boundary scalar count %d out of range", nbsc)
-	}
-	d.BoundaryScalars = int(nbsc)
-	sec, err := sections(b, defSecAt, dsCount, defHeaderSize, "definition")
+	h, sec, err := defLayout(b)
 	if err != nil {
 		return nil, err
 	}
-	secLen := func(i int) int { return sec[i+1] - sec[i] }
-	// Fixed sections must have exactly their size (the ext section may be
-	// followed by up to 7 bytes of alignment padding).
-	if uint64(secLen(dsFaninOff)) != 4*(uint64(n)+1) || uint64(secLen(dsFaninIdx)) != 4*uint64(edges) ||
-		uint64(secLen(dsFanoutOff)) != 4*(uint64(n)+1) || uint64(secLen(dsFanoutIdx)) != 4*uint64(edges) ||
-		uint64(secLen(dsExtOff)) != 4*(uint64(next)+1) ||
-		uint64(secLen(dsExtIdx)) < 4*uint64(waits) || uint64(secLen(dsExtIdx)) > 4*uint64(waits)+7 ||
-		uint64(secLen(dsNodes)) != nodeRecSize*uint64(n) || secLen(dsKey) != keyLen {
-		return nil, badf("definition section sizes do not match its counts (%d nodes, %d edges, %d external dependency slots with %d waits, key %d bytes)", n, edges, next, waits, keyLen)
+	d := &Definition{
+		FullKey:         le.Uint64(b[8:]),
+		ContentHash:     le.Uint64(b[hashOff:]),
+		HeapBytes:       h.heapBytes,
+		BoundaryScalars: h.nbsc,
 	}
-	// Minimum record sizes bound the counts before allocating.
-	if ntens*5 > secLen(dsTensors) || nsc*2 > secLen(dsScalars) || nroots*5 > secLen(dsRoots) ||
-		nbound*6 > secLen(dsBoundary) || npred*8 > secLen(dsPreds) {
-		return nil, badf("definition record counts exceed their sections")
-	}
+	n, edges, ntens, nsc, nroots, nbound, npred := h.nodes, h.edges, h.ntens, h.nsc, h.nroots, h.nbound, h.npred
+	nbsc := uint32(h.nbsc)
 
 	// Fanin CSR: offsets start at 0, never decrease, end at edges;
 	// producers precede their consumer (node order is topological, so no
@@ -860,30 +830,8 @@ func decodeDefinition(b []byte) (*Definition, error) {
 		}
 	}
 
-	// External dependency slots: offsets from 0 to waits, each slot's
-	// nodes strictly ascending and in range.
-	eo := b[sec[dsExtOff]:]
-	ei := b[sec[dsExtIdx]:]
-	if le.Uint32(eo) != 0 || int(le.Uint32(eo[4*next:])) != waits {
-		return nil, badf("definition external dependency CSR offsets do not span [0, %d)", waits)
-	}
-	if next > 0 {
-		d.ExtDeps = make([][]uint32, next)
-	}
-	all := make([]uint32, waits)
-	for j := 0; j < next; j++ {
-		lo, hi := le.Uint32(eo[4*j:]), le.Uint32(eo[4*j+4:])
-		if hi < lo || int(hi) > waits {
-			return nil, badf("definition external dependency slot %d offsets are [%d, %d) of %d", j, lo, hi, waits)
-		}
-		for e := lo; e < hi; e++ {
-			nd := le.Uint32(ei[4*e:])
-			if int(nd) >= n || (e > lo && nd <= all[e-1]) {
-				return nil, badf("definition external dependency slot %d names node %d (nodes must be ascending and below %d)", j, nd, n)
-			}
-			all[e] = nd
-		}
-		d.ExtDeps[j] = all[lo:hi:hi]
+	if d.ExtDeps, err = decodeExtDeps(b, sec, h); err != nil {
+		return nil, err
 	}
 
 	// Node table.
@@ -914,20 +862,6 @@ func decodeDefinition(b []byte) (*Definition, error) {
 		}
 	}
 
-	checkRef := func(t *TensorRef, what string, i int) error {
-		switch t.Src {
-		case SrcBoundaryExact, SrcBoundaryView:
-			if int(t.Slot) >= nbound {
-				return badf("definition %s %d names boundary slot %d of %d", what, i, t.Slot, nbound)
-			}
-		case SrcInternal, SrcOwnOutput:
-			if int(t.Slot) >= nroots {
-				return badf("definition %s %d names internal root %d of %d", what, i, t.Slot, nroots)
-			}
-		}
-		return nil
-	}
-
 	// Tensor templates.
 	d.Tensors = make([]TensorRef, ntens)
 	r := reader{b: b[sec[dsTensors]:sec[dsScalars]], sec: "tensor"}
@@ -936,7 +870,7 @@ func decodeDefinition(b []byte) (*Definition, error) {
 		if r.err != nil {
 			return nil, r.err
 		}
-		if err := checkRef(&d.Tensors[i], "tensor", i); err != nil {
+		if err := h.checkRef(&d.Tensors[i], "tensor", i); err != nil {
 			return nil, err
 		}
 	}
@@ -1008,35 +942,8 @@ func decodeDefinition(b []byte) (*Definition, error) {
 	}
 
 	// Boundary signature.
-	d.Boundary = make([]BoundarySlot, nbound)
-	r = reader{b: b[sec[dsBoundary]:sec[dsPreds]], sec: "boundary"}
-	for i := range d.Boundary {
-		bs := &d.Boundary[i]
-		bs.Tag = Tag(r.u8())
-		strided := r.layoutHead(&bs.Layout)
-		rep := r.u32v()
-		if r.sv() != 0 {
-			r.fail("boundary slot %d: nonzero reserved field", i)
-		}
-		r.layoutTail(&bs.Layout, strided)
-		bs.RootElems = r.nonneg()
-		if r.err != nil {
-			return nil, r.err
-		}
-		if !validTag(bs.Tag) {
-			return nil, badf("definition boundary slot %d has tag %d", i, bs.Tag)
-		}
-		bs.AliasRep = int32(rep) - 1
-		if rep > uint32(i) {
-			return nil, badf("definition boundary slot %d has alias representative %d (must be an earlier slot or -1)", i, bs.AliasRep)
-		}
-		if bs.AliasRep >= 0 && d.Boundary[bs.AliasRep].AliasRep != -1 {
-			return nil, badf("definition boundary slot %d aliases slot %d, which is not a representative", i, bs.AliasRep)
-		}
-	}
-	r.done()
-	if r.err != nil {
-		return nil, r.err
+	if d.Boundary, err = decodeBoundary(b[sec[dsBoundary]:sec[dsPreds]], nbound); err != nil {
+		return nil, err
 	}
 
 	// Predicates.
@@ -1055,7 +962,7 @@ func decodeDefinition(b []byte) (*Definition, error) {
 		if !validPredOp(p.Op) {
 			return nil, badf("definition predicate %d has op %d", i, p.Op)
 		}
-		if err := checkRef(&p.Tensor, "predicate", i); err != nil {
+		if err := h.checkRef(&p.Tensor, "predicate", i); err != nil {
 			return nil, err
 		}
 	}
