@@ -76,10 +76,13 @@ type EagerCheck struct {
 // Diff is the first element interval of an output root where two runs
 // end with different contents, and the task that last wrote it in each.
 type Diff struct {
-	Root           stages.RootID
-	Name           string
-	Lo, Hi         int64
+	Root   stages.RootID
+	Name   string
+	Lo, Hi int64
+	// Writer wrote the interval last in the pass, Theirs in the run it is
+	// compared with (Against: "reference" or "eager form").
 	Writer, Theirs npu.TaskInfo
+	Against        string
 }
 
 // OK reports whether the check passed.
@@ -109,8 +112,8 @@ func (g *Golden) Err() error {
 }
 
 func (d *Diff) String() string {
-	return fmt.Sprintf("first difference in root %d (%s) elements [%d, %d): last written by %s here, by %s in the reference",
-		d.Root, d.Name, d.Lo, d.Hi, writerString(&d.Writer), writerString(&d.Theirs))
+	return fmt.Sprintf("first difference in root %d (%s) elements [%d, %d): last written by %s here, by %s in the %s",
+		d.Root, d.Name, d.Lo, d.Hi, writerString(&d.Writer), writerString(&d.Theirs), d.Against)
 }
 
 func writerString(t *npu.TaskInfo) string {
@@ -192,11 +195,17 @@ func (ref *Reference) Check(res *npu.Result) *Golden {
 	}
 	if g.Digest != g.ReferenceDigest {
 		g.Diff = firstDiff(res, tw)
+		if g.Diff != nil {
+			g.Diff.Against = "reference"
+		}
 	}
 	e := ref.Eager
 	g.Eager = EagerCheck{Digest: e.Digest, Match: e.Digest == res.Digest, Races: e.Races, RaceCount: e.RaceCount}
 	if !g.Eager.Match {
 		g.Eager.Diff = firstDiff(res, e)
+		if g.Eager.Diff != nil {
+			g.Eager.Diff.Against = "eager form"
+		}
 	}
 	return g
 }

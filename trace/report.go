@@ -147,16 +147,17 @@ type Golden struct {
 	Verdict        string `json:"verdict"`
 	Tasks          int    `json:"tasks"`
 	ReferenceTasks int    `json:"reference_tasks"`
-	// Races and ReferenceRaces count each run's races.
-	Races          int `json:"races"`
-	ReferenceRaces int `json:"reference_races"`
+	// Races and ReferenceRaces count each run's races (the report's races
+	// lists the form's).
+	Races          int `json:"race_count"`
+	ReferenceRaces int `json:"reference_race_count"`
 	// Diff is where the form first differs from the reference.
 	Diff *GoldenDiff `json:"diff,omitempty"`
 	// EagerDigest is the eager form's (the program with its Graph calls
 	// run as plain code); EagerMatch whether the form ends with it.
 	EagerDigest Digest `json:"eager_digest"`
 	EagerMatch  bool   `json:"eager_match"`
-	EagerRaces  int    `json:"eager_races"`
+	EagerRaces  int    `json:"eager_race_count"`
 	// EagerRaceList is the eager form's races when it has some.
 	EagerRaceList []Race `json:"eager_race_list,omitempty"`
 }

@@ -74,7 +74,7 @@ func TestReportJSONContract(t *testing.T) {
 	}
 	assert.Equal(t, []string{"alloc_tensors", "build_definition", "graph_submit", "record_node", "store_load", "submit_task"}, keys(doc["ops"]))
 	assert.Equal(t, []string{"count", "total_ns"}, keys(doc["ops"].(map[string]any)["submit_task"]))
-	assert.Subset(t, keys(doc["golden"]), []string{"reference", "digest", "reference_digest", "match", "verdict", "races", "eager_digest"})
+	assert.Subset(t, keys(doc["golden"]), []string{"reference", "digest", "reference_digest", "match", "verdict", "race_count", "eager_digest"})
 	assert.Equal(t, []any{}, doc["races"])
 	assert.Equal(t, "0123456789abcdef", doc["golden"].(map[string]any)["digest"])
 
