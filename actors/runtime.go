@@ -1,8 +1,9 @@
 // Package actors is hbg's runtime as an actor system: a submission actor per
 // rank, a prewarmed pool of recorders, a Definition builder, a Definition
-// store that outlives runs, an uploader and a device actor per rank, all
-// under one supervisor. The actors are thin: each owns state and calls the
-// pure steps in stages/ and npu/.
+// store that outlives runs, an uploader, a replay and a device actor per
+// rank, all under one supervisor. The actors are thin: each owns state and
+// calls the pure steps in stages/ (the pass itself is stages.Host and
+// stages.Replay) and npu/.
 package actors
 
 import (

@@ -246,15 +246,6 @@ func (o *Orch) SubmitGraph(call *GraphCall, sub GraphSubmission, heapBytes int64
 	return id
 }
 
-// FinalizeGraph patches a shell submitted while its key was still
-// recording, once the Definition exists: its hash and its heap block.
-func (o *Orch) FinalizeGraph(task TaskID, defHash uint64, heapBytes int64) {
-	g := &o.img.Graphs[o.img.Tasks[task].Graph]
-	g.DefHash = defHash
-	g.HeapBase = uint64(o.heapTop)
-	o.heapTop += alignUp(heapBytes)
-}
-
 // TakeImage hands over the run image built so far and starts the next on
 // spare's storage (nil: fresh). The taken image then belongs to the caller:
 // a pass takes its image to the replay while the next pass is orchestrated.
