@@ -262,6 +262,13 @@ func (rt *Runtime) submit(ctx context.Context, orch *Orchestration, rank, round 
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("rank %d round %d: %w", rank, round, err)
 	}
+	if rt.cfg.Golden {
+		// The reference is made once per orchestration, before its first
+		// pass is asked for: made after a pass returned, it would hold up
+		// the next pass and show as device_idle. An error is kept and
+		// reported with the pass.
+		_, _ = rt.golden.reference(orch, rt.cfg.Device)
+	}
 	select {
 	case <-rt.stopped:
 		return nil, fmt.Errorf("rank %d round %d: %w", rank, round, ErrStopped)
