@@ -946,29 +946,9 @@ func decodeDefinition(b []byte) (*Definition, error) {
 		return nil, err
 	}
 
-	// Predicates.
-	pr := make([]PredRef, npred)
-	r = reader{b: b[sec[dsPreds]:sec[dsKey]], sec: "predicate"}
-	for i := range pr {
-		p := &pr[i]
-		p.Valid = true
-		p.Op = PredOp(r.u8())
-		r.tensorRef(&p.Tensor)
-		p.Index = r.sv()
-		p.Target = r.sv()
-		if r.err != nil {
-			return nil, r.err
-		}
-		if !validPredOp(p.Op) {
-			return nil, badf("definition predicate %d has op %d", i, p.Op)
-		}
-		if err := h.checkRef(&p.Tensor, "predicate", i); err != nil {
-			return nil, err
-		}
-	}
-	r.done()
-	if r.err != nil {
-		return nil, r.err
+	pr, err := h.predicates(b[sec[dsPreds]:sec[dsKey]], npred)
+	if err != nil {
+		return nil, err
 	}
 	for i := range d.Nodes {
 		if k := preds[i]; k > 0 {

@@ -110,29 +110,9 @@ func DecodeDefinitionHost(b []byte) (d *Definition, written []int32, err error) 
 		return nil, nil, err
 	}
 
-	// Predicates.
-	pr := make([]PredRef, h.npred)
-	r = reader{b: b[sec[dsPreds]:sec[dsKey]], sec: "predicate"}
-	for i := range pr {
-		p := &pr[i]
-		p.Valid = true
-		p.Op = PredOp(r.u8())
-		r.tensorRef(&p.Tensor)
-		p.Index = r.sv()
-		p.Target = r.sv()
-		if r.err != nil {
-			return nil, nil, r.err
-		}
-		if !validPredOp(p.Op) {
-			return nil, nil, badf("definition predicate %d has op %d", i, p.Op)
-		}
-		if err := h.checkRef(&p.Tensor, "predicate", i); err != nil {
-			return nil, nil, err
-		}
-	}
-	r.done()
-	if r.err != nil {
-		return nil, nil, r.err
+	pr, err := h.predicates(b[sec[dsPreds]:sec[dsKey]], h.npred)
+	if err != nil {
+		return nil, nil, err
 	}
 	for i := range d.Nodes {
 		if k := preds[i]; k > 0 {
@@ -351,4 +331,33 @@ func (r *reader) skipVarint() {
 		}
 	}
 	r.fail("bad varint")
+}
+
+// predicates decodes and checks a Definition's predicate section; the full
+// and the host decode share it.
+func (h *defCounts) predicates(b []byte, n int) ([]PredRef, error) {
+	pr := make([]PredRef, n)
+	r := reader{b: b, sec: "predicate"}
+	for i := range pr {
+		p := &pr[i]
+		p.Valid = true
+		p.Op = PredOp(r.u8())
+		r.tensorRef(&p.Tensor)
+		p.Index = r.sv()
+		p.Target = r.sv()
+		if r.err != nil {
+			return nil, r.err
+		}
+		if !validPredOp(p.Op) {
+			return nil, badf("definition predicate %d has op %d", i, p.Op)
+		}
+		if err := h.checkRef(&p.Tensor, "predicate", i); err != nil {
+			return nil, err
+		}
+	}
+	r.done()
+	if r.err != nil {
+		return nil, r.err
+	}
+	return pr, nil
 }
