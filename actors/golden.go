@@ -134,6 +134,8 @@ type Reference struct {
 	Barriers int
 	// Eager is the eager form's result.
 	Eager *npu.Result
+	// Source names the ops of the form's tasks (nil: not a model file).
+	Source *Source
 }
 
 // ComputeReference runs orch's inline twin and eager form, each on a fresh
@@ -155,7 +157,7 @@ func ComputeReference(orch *Orchestration, cfg npu.Config) (*Reference, error) {
 	if err != nil {
 		return nil, fmt.Errorf("golden reference of %q: eager form: %w", orch.Name, err)
 	}
-	return &Reference{Twin: twinRes, Barriers: tw.barriers, Eager: eagerRes}, nil
+	return &Reference{Twin: twinRes, Barriers: tw.barriers, Eager: eagerRes, Source: sourceOf(orch)}, nil
 }
 
 func runGuarded(orch *Orchestration, o stages.Orchestrator) (err error) {
@@ -296,6 +298,7 @@ func (rt *Runtime) checkGolden(orch *Orchestration, res *PassResult) {
 		res.Err = err
 		return
 	}
+	ref.Source.nameRaces(res)
 	res.Golden = ref.Check(res.Device)
 }
 

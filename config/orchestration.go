@@ -22,5 +22,6 @@ func (m *Model) Orchestration(form string) (*stages.Orchestration, error) {
 		Entry:   m.EntryRoots(),
 		Kernels: m.Kernels(),
 		Run:     func(o stages.Orchestrator) error { return m.Run(o, form) },
+		File:    m.File(),
 	}, nil
 }

@@ -351,6 +351,7 @@ func (r *runner) view(fr *frame, v *viewExpr, out *stages.View) bool {
 func (r *runner) submit(o stages.Orchestrator, fr *frame, t *taskOp, line int) {
 	tk := &r.task
 	tk.Kind, tk.Kernel, tk.BlockNum = t.kind, t.kernel, t.bn
+	tk.Line = int32(line)
 	if t.klist != nil {
 		i := r.eval(t.kindex, fr, line)
 		if i < 0 || i >= int64(len(t.klist)) {

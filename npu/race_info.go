@@ -15,12 +15,18 @@ type TaskInfo struct {
 	Key    string
 	Kind   stages.Kind
 	Kernel [3]stages.KernelID
+	// Op is the model file:line of the op that made the task, when the
+	// host knows it (the device does not: actors fill it in).
+	Op string
 }
 
 func (ti *TaskInfo) String() string {
 	s := fmt.Sprintf("task %d", ti.Task.Task)
 	if ti.Task.Node >= 0 {
 		s += fmt.Sprintf(" (graph %q node %d)", ti.Key, ti.Task.Node)
+	}
+	if ti.Op != "" {
+		s += " [" + ti.Op + "]"
 	}
 	return s
 }

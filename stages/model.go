@@ -312,6 +312,9 @@ type Task struct {
 	Scalars  []Scalar
 	Deps     []TaskID
 	Pred     Predicate
+	// Line is the model file line of the op that made the task (0: not
+	// from a model file); host only, never in an image.
+	Line int32
 }
 
 func prod(s []int64) int64 {

@@ -205,6 +205,8 @@ type RaceTask struct {
 	Kernel string `json:"kernel"`
 	Arg    int    `json:"arg"`
 	Tag    string `json:"tag"`
+	// Op is the model file:line of the op that made the task, when known.
+	Op string `json:"op,omitempty"`
 }
 
 // MailboxStat is one actor mailbox's traffic over a run.

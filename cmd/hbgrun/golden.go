@@ -88,7 +88,7 @@ func traceRaces(rs []npu.Race, kernels []stages.Kernel) []trace.Race {
 }
 
 func raceTask(a *npu.RaceAccess, kernels []stages.Kernel) trace.RaceTask {
-	return trace.RaceTask{Task: int(a.Task.Task), Node: int(a.Task.Node), Key: a.Key, Kernel: kernelName(&a.TaskInfo, kernels), Arg: int(a.Arg), Tag: a.Tag.String()}
+	return trace.RaceTask{Task: int(a.Task.Task), Node: int(a.Task.Node), Key: a.Key, Kernel: kernelName(&a.TaskInfo, kernels), Arg: int(a.Arg), Tag: a.Tag.String(), Op: a.Op}
 }
 
 // kernelName is the name of the kernel a task ran (a MIX task's AIC one).
