@@ -2,6 +2,8 @@ package config
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -48,7 +50,8 @@ func Parse(name string, data []byte) (*Model, error) {
 	if err := noAliases(name, doc.Content[0], "model config"); err != nil {
 		return nil, err
 	}
-	l := &loader{file: name, m: &Model{file: name, consts: map[string]int64{}, kernelIdx: map[string]stages.KernelID{}, blockIdx: map[string]*block{}, formIdx: map[string]*form{}}}
+	sum := sha256.Sum256(data)
+	l := &loader{file: name, m: &Model{file: name, contentHash: hex.EncodeToString(sum[:8]), consts: map[string]int64{}, kernelIdx: map[string]stages.KernelID{}, blockIdx: map[string]*block{}, formIdx: map[string]*form{}}}
 	if err := l.model(doc.Content[0]); err != nil {
 		return nil, err
 	}

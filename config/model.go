@@ -11,6 +11,9 @@ import (
 type Model struct {
 	Name string
 	file string
+	// contentHash is the model file's content hash (hex), part of every
+	// form's orchestration identity.
+	contentHash string
 
 	consts     map[string]int64
 	entry      []entryTensor

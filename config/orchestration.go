@@ -10,15 +10,15 @@ import (
 
 // Orchestration makes one form of the model an orchestration to run (with
 // actors.Runtime.Pass, say). Its identity, hashed into every full_key, is
-// the model's name and the form; a caller that keeps Definitions across
-// edits of one model file (a store on disk) should add the file's content
-// hash to Name, as hbgrun does.
+// the model's name, the form and the model file's content hash, so a
+// Definition kept on disk is only ever replayed for the very file it was
+// recorded from.
 func (m *Model) Orchestration(form string) (*stages.Orchestration, error) {
 	if !slices.Contains(m.Forms(), form) {
 		return nil, fmt.Errorf("%s: no form %q (forms: %s)", m.File(), form, strings.Join(m.Forms(), ", "))
 	}
 	return &stages.Orchestration{
-		Name:    m.Name + "/" + form,
+		Name:    m.Name + "/" + form + "@" + m.contentHash,
 		Entry:   m.EntryRoots(),
 		Kernels: m.Kernels(),
 		Run:     func(o stages.Orchestrator) error { return m.Run(o, form) },

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
 
@@ -12,11 +10,6 @@ import (
 )
 
 type modelT = config.Model
-
-// modelHashes is each loaded model's file content hash. It is part of the
-// model's orchestration identity, so of every full_key: a Definition kept on
-// disk is only ever replayed for the very file it was recorded from.
-var modelHashes = map[*config.Model]string{}
 
 // loadModel loads and validates a model config; any problem with it is the
 // user's, so it exits 2. An empty path is the embedded default model.
@@ -33,8 +26,6 @@ func loadModel(path string) (*config.Model, error) {
 	if err != nil {
 		return nil, usageError{err}
 	}
-	sum := sha256.Sum256(data)
-	modelHashes[m] = hex.EncodeToString(sum[:8])
 	return m, nil
 }
 
@@ -48,14 +39,12 @@ func modelArg(args []string) string {
 
 func modelName(m *config.Model) string { return m.Name }
 
-// orchestrationFor makes one form of a model an orchestration. Its identity
-// (hashed into every full_key) is the model, the form and the model file's
-// content hash.
+// orchestrationFor makes one form of a model an orchestration; an unknown
+// form is the user's mistake.
 func orchestrationFor(m *config.Model, form string) (*actors.Orchestration, error) {
 	o, err := m.Orchestration(form)
 	if err != nil {
 		return nil, usageError{err}
 	}
-	o.Name += "@" + modelHashes[m]
 	return o, nil
 }
