@@ -49,13 +49,8 @@ func compareCmd(ctx context.Context, out, stderr io.Writer, path string, forms [
 			return err
 		}
 	}
-	traceOut, err := createOutput("--trace-out", f.traceOut)
+	s, traceOut, err := openSession(ctx, f, stderr)
 	if err != nil {
-		return err
-	}
-	s, err := newSession(ctx, f, stderr)
-	if err != nil {
-		traceOut.discard()
 		return err
 	}
 	info := trace.RunInfo{Model: modelName(model), Form: strings.Join(forms, ","), Rounds: f.rounds, Ranks: f.ranks}

@@ -129,13 +129,8 @@ func runCmd(ctx context.Context, out, stderr io.Writer, path string, f *runFlags
 	if err != nil {
 		return err
 	}
-	traceOut, err := createOutput("--trace-out", f.traceOut)
+	s, traceOut, err := openSession(ctx, f, stderr)
 	if err != nil {
-		return err
-	}
-	s, err := newSession(ctx, f, stderr)
-	if err != nil {
-		traceOut.discard()
 		return err
 	}
 	info := trace.RunInfo{Model: modelName(model), Form: f.form, Rounds: f.rounds, Ranks: f.ranks}

@@ -99,6 +99,21 @@ type output struct {
 
 // createOutput creates path for flag; "" is no output (a nil *output,
 // whose methods do nothing).
+// openSession creates the --trace-out file before any work (a bad path is
+// the user's mistake, found before the run), then the session.
+func openSession(ctx context.Context, f *runFlags, stderr io.Writer) (*session, *output, error) {
+	traceOut, err := createOutput("--trace-out", f.traceOut)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := newSession(ctx, f, stderr)
+	if err != nil {
+		traceOut.discard()
+		return nil, nil, err
+	}
+	return s, traceOut, nil
+}
+
 func createOutput(flag, path string) (*output, error) {
 	if path == "" {
 		return nil, nil
