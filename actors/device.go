@@ -13,7 +13,7 @@ import (
 )
 
 // Device is the actor that owns one rank's simulated a2a3 die. It is thin:
-// each message is one call on npu.Device, served in mailbox order, and
+// each message is one call on npu.Die, served in mailbox order, and
 // answered with its result or its error. A refused request (a bad image, an
 // unknown Definition, a boundary mismatch, a cycle...) is answered with the
 // error and changes nothing, so the next request is served normally. A
@@ -21,10 +21,10 @@ import (
 // launch plan) rather than restarting the actor, which would lose every
 // uploaded Definition.
 type Device struct {
-	dev *npu.Device
+	dev *npu.Die
 }
 
-// NewDevice returns a device actor over a fresh npu.Device.
+// NewDevice returns a device actor over a fresh npu.Die.
 func NewDevice(cfg npu.Config) *Device { return &Device{dev: npu.New(cfg)} }
 
 // DeviceProps builds the props of a device actor.

@@ -28,7 +28,7 @@ func devKernels() []stages.Kernel {
 
 // devRun is a small eager run through the ordinary submit path.
 func devRun(scale uint64) []byte {
-	o := stages.NewOrch(devEntry())
+	o := stages.NewOrdinaryPath(devEntry())
 	_, r := o.Alloc([]stages.RootSpec{{Name: "h", DType: stages.FP32, Shape: []int64{256}}})
 	o.Submit(&stages.Task{Kind: stages.KindAIC, Kernel: [3]stages.KernelID{0, -1, -1}, BlockNum: 4,
 		Args:    []stages.Arg{{Tag: stages.TagInput, View: stages.NewView(0, 0, stages.BF16, 256)}, {Tag: stages.TagInput, View: stages.NewView(1, 0, stages.BF16, 256, 256)}, {Tag: stages.TagOutputExisting, View: stages.NewView(r, 0, stages.FP32, 256)}},

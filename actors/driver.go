@@ -11,9 +11,9 @@ import (
 
 // RunSpec is a whole run: rounds passes on each of ranks ranks.
 type RunSpec struct {
-	Orch   *Orchestration
-	Rounds int
-	Ranks  int
+	Orchestration *Orchestration
+	Rounds        int
+	Ranks         int
 	// Info names the run in its spans.
 	Info trace.RunInfo
 	// OnPass, if set, is called after every pass (from the rank's
@@ -52,7 +52,7 @@ func (rt *Runtime) Run(ctx context.Context, spec RunSpec) ([]*PassResult, error)
 			asked := 0
 			for round := 0; round < spec.Rounds; round++ {
 				for asked < spec.Rounds && len(window) < rt.cfg.InFlight {
-					c, err := rt.submit(rctx, spec.Orch, rank, asked)
+					c, err := rt.submit(rctx, spec.Orchestration, rank, asked)
 					if err != nil {
 						span.Fail(err)
 						return err

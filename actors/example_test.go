@@ -31,7 +31,7 @@ func Example() {
 	}
 	// The body sees only its boundary: the layer's weights, the hidden state
 	// and the layer index as a boundary scalar, patched at every replay.
-	body := func(o stages.Orchestrator, b *stages.Boundary) error {
+	body := func(o stages.Submitter, b *stages.Boundary) error {
 		_, tmp := o.Alloc([]stages.RootSpec{{Name: "tmp", DType: stages.FP32, Shape: []int64{8, d}}})
 		o.Submit(&stages.Task{Kind: stages.KindAIC, Kernel: [3]stages.KernelID{0, -1, -1}, BlockNum: 4,
 			Args: []stages.Arg{b.Tensors[0], {Tag: stages.TagInput, View: b.Tensors[1].View}, {Tag: stages.TagOutputExisting, View: stages.NewView(tmp, 0, stages.FP32, 8, d)}}})
@@ -42,7 +42,7 @@ func Example() {
 	}
 	orch := &actors.Orchestration{
 		Name: "example/decode", Entry: entry, Kernels: kernels,
-		Run: func(o stages.Orchestrator) error {
+		Run: func(o stages.Submitter) error {
 			for l := int64(0); l < layers; l++ {
 				o.Graph(&stages.GraphCall{
 					Key: "layer",

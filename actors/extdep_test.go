@@ -31,7 +31,7 @@ func (m extDepModel) orchestration(name string) *Orchestration {
 		Name:    name,
 		Entry:   entry,
 		Kernels: []stages.Kernel{{Name: "scale", Core: stages.KindAIV, Code: "scale"}},
-		Run: func(o stages.Orchestrator) error {
+		Run: func(o stages.Submitter) error {
 			gamma := o.Submit(&stages.Task{Kind: stages.KindAIV, Kernel: aiv, BlockNum: 1,
 				Args: []stages.Arg{{Tag: stages.TagOutputExisting, View: stages.NewView(2, 0, stages.FP32, gElems)}}})
 			for c := 0; c < m.calls; c++ {
@@ -50,7 +50,7 @@ func (m extDepModel) orchestration(name string) *Orchestration {
 						{Tag: stages.TagInput, View: stages.NewView(2, 0, stages.FP32, 16)},
 					},
 					ExtDeps: deps,
-					Body: func(o stages.Orchestrator, b *stages.Boundary) error {
+					Body: func(o stages.Submitter, b *stages.Boundary) error {
 						// The first node waits on nothing inside the body:
 						// only the outer task's fanin holds it back.
 						_, tmp := o.Alloc([]stages.RootSpec{{Name: "tmp", DType: stages.FP32, Shape: []int64{rowsPerCall, 16}}})

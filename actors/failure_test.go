@@ -73,7 +73,7 @@ func await(t *testing.T, c <-chan result) result {
 // jobs queued to it were lost: the pass hung. Now the pass fails promptly
 // naming a key, and the runtime serves the next pass.
 func TestRecorderNeverLost(t *testing.T) {
-	panicky := func(o stages.Orchestrator, b *stages.Boundary) error { panic("boom") }
+	panicky := func(o stages.Submitter, b *stages.Boundary) error { panic("boom") }
 	rt := newRuntime(t, Config{Recorders: 1}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), prompt)
 	defer cancel()
@@ -96,7 +96,7 @@ func TestRecorderNeverLost(t *testing.T) {
 // it (errors.Is holds), and no recorder restarts: a failure is not a crash.
 func TestBodyErrorIsAValue(t *testing.T) {
 	errBad := errors.New("bad block parameter")
-	failing := func(o stages.Orchestrator, b *stages.Boundary) error {
+	failing := func(o stages.Submitter, b *stages.Boundary) error {
 		if b.Scalars[0].Value == 1 {
 			return errBad
 		}
@@ -168,7 +168,7 @@ func TestStop(t *testing.T) {
 // the pass waits returns its error at once and frees the rank.
 func TestPassContext(t *testing.T) {
 	runs := 0
-	counted := &Orchestration{Name: "counted", Run: func(stages.Orchestrator) error { runs++; return nil }}
+	counted := &Orchestration{Name: "counted", Run: func(stages.Submitter) error { runs++; return nil }}
 	rt := newRuntime(t, Config{SkipDevice: true}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -142,7 +142,7 @@ type Reference struct {
 // ComputeReference runs orch's inline twin and eager form, each on a fresh
 // device of configuration cfg. It is a pure function of orch and cfg.
 func ComputeReference(orch *Orchestration, cfg npu.Config) (*Reference, error) {
-	tw := &twin{o: stages.NewOrch(orch.Entry)}
+	tw := &twin{o: stages.NewOrdinaryPath(orch.Entry)}
 	if err := runGuarded(orch, tw); err != nil {
 		return nil, fmt.Errorf("golden reference of %q: %w", orch.Name, err)
 	}
@@ -150,7 +150,7 @@ func ComputeReference(orch *Orchestration, cfg npu.Config) (*Reference, error) {
 	if err != nil {
 		return nil, fmt.Errorf("golden reference of %q: inline twin: %w", orch.Name, err)
 	}
-	eo := stages.NewOrch(orch.Entry)
+	eo := stages.NewOrdinaryPath(orch.Entry)
 	if err := runGuarded(orch, eo); err != nil {
 		return nil, fmt.Errorf("golden reference of %q: eager form: %w", orch.Name, err)
 	}
@@ -162,7 +162,7 @@ func ComputeReference(orch *Orchestration, cfg npu.Config) (*Reference, error) {
 		Source: sync.OnceValue(func() *Source { return sourceOf(orch) })}, nil
 }
 
-func runGuarded(orch *Orchestration, o stages.Orchestrator) (err error) {
+func runGuarded(orch *Orchestration, o stages.Submitter) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("orchestration panicked: %v", p)
@@ -334,10 +334,10 @@ func (c *goldenCache) reference(orch *Orchestration, cfg npu.Config) (*Reference
 	return e.ref, e.err
 }
 
-// twin is the Orchestrator of the inline twin: the ordinary path, with
+// twin is the Submitter of the inline twin: the ordinary path, with
 // each Graph call's body inline between two barriers.
 type twin struct {
-	o        *stages.Orch
+	o        *stages.OrdinaryPath
 	bodies   []*inlineBody
 	barriers int
 }

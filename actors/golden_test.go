@@ -63,7 +63,7 @@ func manualCaller() *Orchestration {
 	m := keysModel{keys: 1, calls: 2}
 	orch := m.orchestration("manual")
 	run := orch.Run
-	orch.Run = func(o stages.Orchestrator) error {
+	orch.Run = func(o stages.Submitter) error {
 		o.ScopeBegin(stages.ScopeManual)
 		defer o.ScopeEnd()
 		return run(o)
@@ -110,7 +110,7 @@ func TestGoldenEagerRaces(t *testing.T) {
 func TestGoldenRacy(t *testing.T) {
 	orch := keysModel{keys: 1, calls: 1}.orchestration("racy")
 	run := orch.Run
-	orch.Run = func(o stages.Orchestrator) error {
+	orch.Run = func(o stages.Submitter) error {
 		if err := run(o); err != nil {
 			return err
 		}

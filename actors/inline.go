@@ -9,20 +9,20 @@ import "github.com/hbg-dev/hbg/stages"
 func Inline(orch *Orchestration) *Orchestration {
 	twin := *orch
 	twin.Name = orch.Name + "/inline"
-	twin.Run = func(o stages.Orchestrator) error { return orch.Run(inliner{o}) }
+	twin.Run = func(o stages.Submitter) error { return orch.Run(inliner{o}) }
 	return &twin
 }
 
-type inliner struct{ stages.Orchestrator }
+type inliner struct{ stages.Submitter }
 
 func (i inliner) Graph(call *stages.GraphCall) stages.TaskID {
 	call.Body(i, call.NewBoundary())
 	return stages.NoTask
 }
 
-// NumRoots forwards to the wrapped orchestrator, if it tells.
+// NumRoots forwards to the wrapped Submitter, if it tells.
 func (i inliner) NumRoots() int {
-	if rc, ok := i.Orchestrator.(interface{ NumRoots() int }); ok {
+	if rc, ok := i.Submitter.(interface{ NumRoots() int }); ok {
 		return rc.NumRoots()
 	}
 	return 0

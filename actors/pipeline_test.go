@@ -46,7 +46,7 @@ func (m keysModel) orchestration(name string) *Orchestration {
 		Name:    name,
 		Entry:   entry,
 		Kernels: []stages.Kernel{{Name: "scale", Core: stages.KindAIV, Code: "scale"}, {Name: "mm", Core: stages.KindAIC, Code: "mm"}},
-		Run: func(o stages.Orchestrator) error {
+		Run: func(o stages.Submitter) error {
 			// A task before every Graph call: a body that depends on it
 			// depends across its boundary.
 			id := o.Submit(&stages.Task{Kind: stages.KindDummy, Kernel: [3]stages.KernelID{-1, -1, -1}, BlockNum: -1})
@@ -78,7 +78,7 @@ func (m keysModel) orchestration(name string) *Orchestration {
 
 // rowBody: an internal buffer, a vector kernel scaled by the boundary scalar,
 // a cube kernel into the output slot.
-func rowBody(o stages.Orchestrator, b *stages.Boundary) error {
+func rowBody(o stages.Submitter, b *stages.Boundary) error {
 	_, tmp := o.Alloc([]stages.RootSpec{{Name: "tmp", DType: stages.FP32, Shape: []int64{rowsPerCall, 16}}})
 	o.Submit(&stages.Task{Kind: stages.KindAIV, Kernel: [3]stages.KernelID{-1, 0, -1}, BlockNum: 2,
 		Args:    []stages.Arg{{Tag: stages.TagInput, View: b.Tensors[0].View}, {Tag: stages.TagOutputExisting, View: stages.NewView(tmp, 0, stages.FP32, rowsPerCall, 16)}},
@@ -196,14 +196,14 @@ func TestReplayTamperChangesDigest(t *testing.T) {
 }
 
 func TestRecordingFailures(t *testing.T) {
-	panicky := func(o stages.Orchestrator, b *stages.Boundary) error {
+	panicky := func(o stages.Submitter, b *stages.Boundary) error {
 		if b.Scalars[0].Value == 0 {
 			panic("kernel table out of range")
 		}
 		rowBody(o, b)
 		return nil
 	}
-	nested := func(o stages.Orchestrator, b *stages.Boundary) error {
+	nested := func(o stages.Submitter, b *stages.Boundary) error {
 		rowBody(o, b)
 		if b.Scalars[0].Value == 1 {
 			o.Graph(&stages.GraphCall{Key: "inner", Boundary: b.Tensors, Scalars: []uint64{7}, Body: rowBody})
@@ -248,13 +248,13 @@ func TestRecordingFailures(t *testing.T) {
 	t.Run("an unclassifiable tensor or a dependency across the boundary falls back", func(t *testing.T) {
 		var first stages.TaskID
 		for name, body := range map[string]stages.BodyFunc{
-			"unclassifiable": func(o stages.Orchestrator, b *stages.Boundary) error {
+			"unclassifiable": func(o stages.Submitter, b *stages.Boundary) error {
 				rowBody(o, b)
 				o.Submit(&stages.Task{Kind: stages.KindAIV, Kernel: [3]stages.KernelID{-1, 0, -1}, BlockNum: 1,
 					Args: []stages.Arg{{Tag: stages.TagInput, View: stages.NewView(2, 0, stages.FP32, 16)}, {Tag: stages.TagInOut, View: b.Tensors[1].View}}})
 				return nil
 			},
-			"cross-boundary dependency": func(o stages.Orchestrator, b *stages.Boundary) error {
+			"cross-boundary dependency": func(o stages.Submitter, b *stages.Boundary) error {
 				o.Submit(&stages.Task{Kind: stages.KindDummy, Kernel: [3]stages.KernelID{-1, -1, -1}, BlockNum: -1, Deps: []stages.TaskID{first}})
 				rowBody(o, b)
 				return nil
@@ -284,7 +284,7 @@ func TestRecordingFailures(t *testing.T) {
 
 // TestDefectsDetected: each defect fires on a small model written to have it.
 func TestDefectsDetected(t *testing.T) {
-	baked := func(o stages.Orchestrator, b *stages.Boundary) error {
+	baked := func(o stages.Submitter, b *stages.Boundary) error {
 		_, tmp := o.Alloc([]stages.RootSpec{{Name: "tmp", DType: stages.FP32, Shape: []int64{rowsPerCall, 16}}})
 		epoch := stages.Static(b.Scalars[0].Value + 1) // derived: loses its provenance
 		o.Submit(&stages.Task{Kind: stages.KindAIV, Kernel: [3]stages.KernelID{-1, 0, -1}, BlockNum: 1,
@@ -294,7 +294,7 @@ func TestDefectsDetected(t *testing.T) {
 			Args: []stages.Arg{{Tag: stages.TagInput, View: stages.NewView(tmp, 0, stages.FP32, rowsPerCall, 16)}, {Tag: stages.TagInOut, View: b.Tensors[1].View}}})
 		return nil
 	}
-	structural := func(o stages.Orchestrator, b *stages.Boundary) error {
+	structural := func(o stages.Submitter, b *stages.Boundary) error {
 		rowBody(o, b)
 		if b.Scalars[0].Value >= 1000 { // a host-side if on a value outside the key (#1939)
 			rowBody(o, b)

@@ -21,7 +21,8 @@ type recorder struct {
 	tracer  *trace.Tracer
 	rec     stages.Recorder
 	stats   *Stats
-	// BeforeRecord lets tests inject a fault into a recorder.
+	// hook, when set (tests only: start's last argument), runs before each
+	// recording, so a test can inject a fault into a recorder.
 	hook func(job *mailbox.RecordJob)
 }
 

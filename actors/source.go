@@ -26,7 +26,7 @@ func sourceOf(orch *Orchestration) *Source {
 	if orch.File == "" {
 		return nil
 	}
-	s := &sourceOrch{Orch: stages.NewOrch(orch.Entry), name: orch.Name, defs: map[uint64]*stages.Definition{},
+	s := &sourceOrch{OrdinaryPath: stages.NewOrdinaryPath(orch.Entry), name: orch.Name, defs: map[uint64]*stages.Definition{},
 		src: &Source{File: orch.File, Nodes: map[string][]int32{}}}
 	if err := runGuarded(orch, s); err != nil || s.failed {
 		return nil
@@ -35,7 +35,7 @@ func sourceOf(orch *Orchestration) *Source {
 }
 
 type sourceOrch struct {
-	*stages.Orch
+	*stages.OrdinaryPath
 	name   string
 	rec    stages.Recorder
 	defs   map[uint64]*stages.Definition
@@ -44,13 +44,13 @@ type sourceOrch struct {
 }
 
 func (s *sourceOrch) Submit(t *stages.Task) stages.TaskID {
-	id := s.Orch.Submit(t)
+	id := s.OrdinaryPath.Submit(t)
 	s.src.Tasks = setLine(s.src.Tasks, int(id), t.Line)
 	return id
 }
 
 func (s *sourceOrch) Alloc(specs []stages.RootSpec) (stages.TaskID, stages.RootID) {
-	id, r := s.Orch.Alloc(specs)
+	id, r := s.OrdinaryPath.Alloc(specs)
 	s.src.Tasks = setLine(s.src.Tasks, int(id), 0)
 	return id, r
 }
@@ -61,11 +61,11 @@ func (s *sourceOrch) Graph(call *stages.GraphCall) stages.TaskID {
 	if d == nil {
 		var lines []int32
 		body := call.Body
-		rec := func(o stages.Orchestrator, b *stages.Boundary) error { return body(&nodeLines{o, &lines}, b) }
+		rec := func(o stages.Submitter, b *stages.Boundary) error { return body(&nodeLines{o, &lines}, b) }
 		var err error
 		if d, err = s.rec.Record(call.Key, fk, call.Boundary, s.BoundaryRoots(call.Boundary), call.Scalars, call.ExtDeps, rec); err != nil {
 			s.failed = true
-			return s.Orch.Graph(call)
+			return s.OrdinaryPath.Graph(call)
 		}
 		s.defs[fk] = d
 		if _, seen := s.src.Nodes[call.Key]; !seen {
@@ -78,24 +78,24 @@ func (s *sourceOrch) Graph(call *stages.GraphCall) stages.TaskID {
 // nodeLines notes the line of each node a body records, in node order
 // (a body's allocs and submits are its nodes).
 type nodeLines struct {
-	stages.Orchestrator
+	stages.Submitter
 	lines *[]int32
 }
 
 func (n *nodeLines) Submit(t *stages.Task) stages.TaskID {
 	*n.lines = append(*n.lines, t.Line)
-	return n.Orchestrator.Submit(t)
+	return n.Submitter.Submit(t)
 }
 
 func (n *nodeLines) Alloc(specs []stages.RootSpec) (stages.TaskID, stages.RootID) {
 	*n.lines = append(*n.lines, 0)
-	return n.Orchestrator.Alloc(specs)
+	return n.Submitter.Alloc(specs)
 }
 
 // NumRoots forwards to the recorder, which tells (the config interpreter
 // asks).
 func (n *nodeLines) NumRoots() int {
-	if rc, ok := n.Orchestrator.(interface{ NumRoots() int }); ok {
+	if rc, ok := n.Submitter.(interface{ NumRoots() int }); ok {
 		return rc.NumRoots()
 	}
 	return 0

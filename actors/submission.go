@@ -207,7 +207,7 @@ func (s *submission) runGuarded(orch *Orchestration) (err error) {
 // for to the store at once, so recordings overlap the orchestration.
 func (s *submission) graph(call *stages.GraphCall) stages.TaskID {
 	t0 := trace.Now()
-	graphs := s.host.Orch().NumGraphs()
+	graphs := s.host.Ordinary().NumGraphs()
 	id := s.host.Graph(call, submitter{s})
 	if jobs := s.host.TakeJobs(); len(jobs) > 0 {
 		tc := trace.Inject(s.curCtx)
@@ -215,7 +215,7 @@ func (s *submission) graph(call *stages.GraphCall) stages.TaskID {
 			s.ctx.Send(s.rt.store, &mailbox.RecordJob{RecordRequest: j, Model: s.registered, ReplyTo: s.uploader, Trace: tc})
 		}
 	}
-	if s.host.Orch().NumGraphs() > graphs {
+	if s.host.Ordinary().NumGraphs() > graphs {
 		// A replay or a shell; a call on the ordinary path is timed as
 		// its tasks.
 		s.cur.ops.Since(trace.OpGraphSubmit, t0)
@@ -223,29 +223,29 @@ func (s *submission) graph(call *stages.GraphCall) stages.TaskID {
 	return id
 }
 
-// submitter is the Orchestrator an orchestration drives on this rank:
-// ordinary calls go straight to stages.Orch, timed per operation; Graph
+// submitter is the Submitter an orchestration drives on this rank:
+// ordinary calls go straight to stages.OrdinaryPath, timed per operation; Graph
 // calls go through the Host.
 type submitter struct{ s *submission }
 
 func (o submitter) Alloc(specs []stages.RootSpec) (stages.TaskID, stages.RootID) {
 	t0 := trace.Now()
-	id, r := o.s.host.Orch().Alloc(specs)
+	id, r := o.s.host.Ordinary().Alloc(specs)
 	o.s.cur.ops.Since(trace.OpAllocTensors, t0)
 	return id, r
 }
 
 func (o submitter) Submit(t *stages.Task) stages.TaskID {
 	t0 := trace.Now()
-	id := o.s.host.Orch().Submit(t)
+	id := o.s.host.Ordinary().Submit(t)
 	o.s.cur.ops.Since(trace.OpSubmitTask, t0)
 	return id
 }
 
 // NumRoots lets an interpreter predict the roots a task's outputs get.
-func (o submitter) NumRoots() int { return o.s.host.Orch().NumRoots() }
+func (o submitter) NumRoots() int { return o.s.host.Ordinary().NumRoots() }
 
-func (o submitter) ScopeBegin(m stages.ScopeMode) { o.s.host.Orch().ScopeBegin(m) }
-func (o submitter) ScopeEnd()                     { o.s.host.Orch().ScopeEnd() }
+func (o submitter) ScopeBegin(m stages.ScopeMode) { o.s.host.Ordinary().ScopeBegin(m) }
+func (o submitter) ScopeEnd()                     { o.s.host.Ordinary().ScopeEnd() }
 
 func (o submitter) Graph(call *stages.GraphCall) stages.TaskID { return o.s.graph(call) }

@@ -39,8 +39,8 @@ func (o *nopOrch) Graph(c *stages.GraphCall) stages.TaskID {
 	return stages.TaskID(o.tasks - 1)
 }
 
-// BenchmarkRunEager interprets DSv4's eager form: into a no-op orchestrator
-// (the interpreter's own cost) and into stages.Orch (the ordinary submit
+// BenchmarkRunEager interprets DSv4's eager form: into a no-op Submitter
+// (the interpreter's own cost) and into stages.OrdinaryPath (the ordinary submit
 // path with the TensorMap). Reported per task.
 func BenchmarkRunEager(b *testing.B) {
 	m, err := config.Load(modelPath)
@@ -60,7 +60,7 @@ func BenchmarkRunEager(b *testing.B) {
 		report(b, o.tasks, mallocs()-m0)
 	})
 	b.Run("orch", func(b *testing.B) {
-		o := stages.NewOrch(m.EntryRoots())
+		o := stages.NewOrdinaryPath(m.EntryRoots())
 		b.ReportAllocs()
 		m0 := mallocs()
 		for i := 0; i < b.N; i++ {

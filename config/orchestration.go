@@ -21,7 +21,7 @@ func (m *Model) Orchestration(form string) (*stages.Orchestration, error) {
 		Name:    m.Name + "/" + form + "@" + m.contentHash,
 		Entry:   m.EntryRoots(),
 		Kernels: m.Kernels(),
-		Run:     func(o stages.Orchestrator) error { return m.Run(o, form) },
+		Run:     func(o stages.Submitter) error { return m.Run(o, form) },
 		File:    m.File(),
 	}, nil
 }

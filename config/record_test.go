@@ -9,7 +9,7 @@ import (
 // recordingOrch runs the ordinary path but records the body of the first
 // call of every key with stages' Recorder, as the Graph pipeline would.
 type recordingOrch struct {
-	*stages.Orch
+	*stages.OrdinaryPath
 	t       *testing.T
 	defs    map[string]*stages.Definition
 	defects map[string][]stages.Defect
@@ -25,7 +25,7 @@ func (o *recordingOrch) Graph(call *stages.GraphCall) stages.TaskID {
 		o.defs[call.Key] = d
 		o.defects[call.Key] = append([]stages.Defect(nil), r.Defects...)
 	}
-	return o.Orch.Graph(call)
+	return o.OrdinaryPath.Graph(call)
 }
 
 // TestFormsRecord records every Definition of every Graph form with stages'
@@ -46,7 +46,7 @@ func TestFormsRecord(t *testing.T) {
 		{"full", map[string]int{"swa_attn_block": 64, "hash_moe_l0_block": 291, "hash_moe_l1_block": 291, "csa_attn_block": 88, "csa_moe_block:1": 291, "csa_moe_block:0": 291, "hca_attn_block": 72, "hca_moe_block": 291}},
 	} {
 		t.Run(tc.form, func(t *testing.T) {
-			o := &recordingOrch{Orch: stages.NewOrch(m.EntryRoots()), t: t, defs: map[string]*stages.Definition{}, defects: map[string][]stages.Defect{}}
+			o := &recordingOrch{OrdinaryPath: stages.NewOrdinaryPath(m.EntryRoots()), t: t, defs: map[string]*stages.Definition{}, defects: map[string][]stages.Defect{}}
 			if err := m.Run(o, tc.form); err != nil {
 				t.Fatal(err)
 			}

@@ -100,7 +100,7 @@ func rootIdentities(tasks []refEvent) func(a refArg) string {
 
 // TestEagerMatchesReference expands the eager form and compares it with the
 // reference eager trace task by task, fanin included. Every one of the 44412
-// reference edges is reproduced by stages.Orch's TensorMap, and no other: on
+// reference edges is reproduced by stages.OrdinaryPath's TensorMap, and no other: on
 // this trace the reference and the rule of workloads.md §6 do not disagree.
 func TestEagerMatchesReference(t *testing.T) {
 	m := loadModel(t)

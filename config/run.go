@@ -9,7 +9,7 @@ import (
 	"github.com/hbg-dev/hbg/stages"
 )
 
-// TensorReader is implemented by an orchestrator that wants to see the host's
+// TensorReader is implemented by a Submitter that wants to see the host's
 // reads of device data (the trace's get_tensor_data events).
 type TensorReader interface {
 	ReadTensor(root stages.RootID, value int64)
@@ -25,7 +25,7 @@ type rootCounter interface {
 // Run interprets the model's program as an orchestration on o in the given
 // form: block calls that the form makes Graphs go through o.Graph, all other
 // ops are submitted directly.
-func (m *Model) Run(o stages.Orchestrator, form string) (err error) {
+func (m *Model) Run(o stages.Submitter, form string) (err error) {
 	f := m.formIdx[form]
 	if f == nil {
 		return fmt.Errorf("config: model %s has no form %q (want one of %s)", m.Name, form, strings.Join(m.Forms(), ", "))
@@ -164,7 +164,7 @@ func (r *runner) eval(e *expr, fr *frame, line int) int64 {
 	return v
 }
 
-func (r *runner) body(o stages.Orchestrator, fr *frame, ops []*op) {
+func (r *runner) body(o stages.Submitter, fr *frame, ops []*op) {
 	for _, op := range ops {
 		if r.err != nil {
 			return
@@ -239,7 +239,7 @@ func (r *runner) shape(fr *frame, it *allocItem, line int) []int64 {
 	return s
 }
 
-func (r *runner) alloc(o stages.Orchestrator, fr *frame, op *op) {
+func (r *runner) alloc(o stages.Submitter, fr *frame, op *op) {
 	r.specs = r.specs[:0]
 	for i := range op.allocs {
 		it := &op.allocs[i]
@@ -348,7 +348,7 @@ func (r *runner) view(fr *frame, v *viewExpr, out *stages.View) bool {
 	return true
 }
 
-func (r *runner) submit(o stages.Orchestrator, fr *frame, t *taskOp, line int) {
+func (r *runner) submit(o stages.Submitter, fr *frame, t *taskOp, line int) {
 	tk := &r.task
 	tk.Kind, tk.Kernel, tk.BlockNum = t.kind, t.kernel, t.bn
 	tk.Line = int32(line)
@@ -413,7 +413,7 @@ func (r *runner) submit(o stages.Orchestrator, fr *frame, t *taskOp, line int) {
 		return
 	}
 	// Runtime-allocated outputs: Submit writes each new root back into the
-	// task's args; an orchestrator that does not is asked for NumRoots (it
+	// task's args; a Submitter that does not is asked for NumRoots (it
 	// numbers the outputs consecutively in argument order).
 	first := -1
 	if t.hasOut {
@@ -444,7 +444,7 @@ func (r *runner) submit(o stages.Orchestrator, fr *frame, t *taskOp, line int) {
 			v := tk.Args[i].View
 			if v.Root < 0 {
 				if first < 0 {
-					r.fail(line, "task %s has a runtime-allocated output (tag out), but the orchestrator neither writes its root back nor reports NumRoots", t.name)
+					r.fail(line, "task %s has a runtime-allocated output (tag out), but the Submitter neither writes its root back nor reports NumRoots", t.name)
 					return
 				}
 				v.Root = stages.RootID(first + n)
@@ -527,7 +527,7 @@ func sameShape(a, b []int64) bool {
 	return true
 }
 
-func (r *runner) call(o stages.Orchestrator, caller *frame, c *callOp) {
+func (r *runner) call(o stages.Submitter, caller *frame, c *callOp) {
 	cb := c.callee
 	g := r.f.graph[cb.idx]
 	asGraph := g != nil && !caller.inGraph
@@ -608,7 +608,7 @@ func (r *runner) graphBody(cf *frame) {
 	m, cb := r.m, cf.b
 	// The form is read when the body runs (Body) or is detached (Detach),
 	// not when the closures are made: a pooled runner serves every form.
-	run := func(f *form, key string, vals []int64, targ []stages.View, tp [][]stages.TaskID, autoT, autoS [][]int32, bo stages.Orchestrator, b *stages.Boundary) error {
+	run := func(f *form, key string, vals []int64, targ []stages.View, tp [][]stages.TaskID, autoT, autoS [][]int32, bo stages.Submitter, b *stages.Boundary) error {
 		br := m.newRunner(f)
 		bf := newFrame(cb)
 		copy(bf.vals, vals)
@@ -620,11 +620,11 @@ func (r *runner) graphBody(cf *frame) {
 		}
 		return nil
 	}
-	cf.gcall.Body = func(bo stages.Orchestrator, b *stages.Boundary) error {
+	cf.gcall.Body = func(bo stages.Submitter, b *stages.Boundary) error {
 		err := run(r.f, cf.gcall.Key, cf.vals, cf.targ, cf.tp, cf.gAutoT, cf.gAutoS, bo, b)
 		if be, ok := err.(*BodyError); ok && r.err == nil {
 			// Run inline, during Run: the run fails with the body's error
-			// whatever the orchestrator does with it.
+			// whatever the Submitter does with it.
 			r.err = be.Err
 		}
 		return err
@@ -638,7 +638,7 @@ func (r *runner) graphBody(cf *frame) {
 			tp[i] = append([]stages.TaskID(nil), cf.tp[i]...)
 		}
 		autoT, autoS := clone2(cf.gAutoT), clone2(cf.gAutoS)
-		return func(bo stages.Orchestrator, b *stages.Boundary) error {
+		return func(bo stages.Submitter, b *stages.Boundary) error {
 			return run(f, key, vals, targ, tp, autoT, autoS, bo, b)
 		}
 	}
@@ -666,7 +666,7 @@ func clone2(s [][]int32) [][]int32 {
 }
 
 // runBody runs a block body against its boundary.
-func (r *runner) runBody(o stages.Orchestrator, cf *frame, b *stages.Boundary, inGraph bool, autoT, autoS [][]int32) {
+func (r *runner) runBody(o stages.Submitter, cf *frame, b *stages.Boundary, inGraph bool, autoT, autoS [][]int32) {
 	cb := cf.b
 	if cb.auto {
 		copy(cf.tens, cf.targ)

@@ -28,7 +28,7 @@ func Validate(m *Model) (*Summary, error) {
 	seen := map[string]bool{}
 	s := &Summary{}
 	for _, f := range m.forms {
-		c := &counter{o: stages.NewOrch(m.EntryRoots())}
+		c := &counter{o: stages.NewOrdinaryPath(m.EntryRoots())}
 		if err := m.Run(c, f.name); err != nil {
 			// A mistake outside any Graph fails every form alike: say it once.
 			if !seen[err.Error()] {
@@ -45,7 +45,7 @@ func Validate(m *Model) (*Summary, error) {
 
 // counter counts a run's submissions on top of the ordinary path.
 type counter struct {
-	o                       *stages.Orch
+	o                       *stages.OrdinaryPath
 	tasks, ordinary, graphs int
 	inGraph                 bool
 }

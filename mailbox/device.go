@@ -7,7 +7,7 @@ import (
 	"github.com/hbg-dev/hbg/stages"
 )
 
-// The device actor's protocol. A device actor owns one rank's npu.Device
+// The device actor's protocol. A device actor owns one rank's npu.Die
 // (the a2a3 queue): every registration, upload, copy and launch is a message
 // to it and they are served in mailbox order. Each request is answered (when
 // it names a ReplyTo, or was sent as a request) with its result or its

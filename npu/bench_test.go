@@ -172,7 +172,7 @@ func BenchmarkSimulateStep(b *testing.B) {
 
 // benchLaunch copies a run image to d once, launches it once to warm the
 // device's buffers, then times launches of the resident image.
-func benchLaunch(b *testing.B, d *Device, image []byte) {
+func benchLaunch(b *testing.B, d *Die, image []byte) {
 	b.Helper()
 	if err := d.CopyRun(image); err != nil {
 		b.Fatal(err)

@@ -46,7 +46,7 @@ func refuse(err error, format string, args ...any) error {
 
 // check validates a decoded run image against the device's state (entry
 // roots, uploaded Definitions) and derives the plan. It changes nothing.
-func (d *Device) check(img *stages.RunImage) (*plan, error) {
+func (d *Die) check(img *stages.RunImage) (*plan, error) {
 	nt := len(img.Tasks)
 	p := &plan{img: img, nOrd: nt, nEntry: len(d.entries)}
 

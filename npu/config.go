@@ -6,7 +6,7 @@
 // Nothing in this package reads the wall clock, sleeps, starts a goroutine
 // or iterates a map on a path that decides an outcome: the same inputs give
 // the same timeline and the same digests, bit for bit, on any machine and
-// under any Go scheduler interleaving. Device is plain state with methods;
+// under any Go scheduler interleaving. Die is plain state with methods;
 // the device actor (actors/device.go) owns one and serializes its requests.
 //
 // Topology (upstream-runtime.md §5.2): 24 clusters of 1 AIC + 2 AIV cores.

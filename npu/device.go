@@ -7,7 +7,7 @@ import (
 	"github.com/hbg-dev/hbg/stages"
 )
 
-// Refusals. Every error Device returns wraps one of these (or
+// Refusals. Every error Die returns wraps one of these (or
 // stages.ErrBadImage), and leaves the device as it was before the call: a
 // refused request never half-applies, and the next request is served
 // normally.
@@ -87,9 +87,9 @@ type defObj struct {
 	plh   []uint64 // layout hash per node's predicate tensor (0 if none)
 }
 
-// Device is one rank's simulated a2a3 die. It is plain state: not safe for
+// Die is one rank's simulated a2a3 die. It is plain state: not safe for
 // concurrent use (the device actor serializes its requests).
-type Device struct {
+type Die struct {
 	cfg       Config
 	entries   []stages.Root
 	entryInit []uint64
@@ -106,19 +106,19 @@ type Device struct {
 }
 
 // New returns a device with cfg (zero fields take DefaultConfig values).
-func New(cfg Config) *Device {
-	d := &Device{cfg: cfg.withDefaults(), byHash: map[uint64]*defObj{}, nextDef: defRegionBase}
+func New(cfg Config) *Die {
+	d := &Die{cfg: cfg.withDefaults(), byHash: map[uint64]*defObj{}, nextDef: defRegionBase}
 	return d
 }
 
 // Config returns the device's configuration.
-func (d *Device) Config() Config { return d.cfg }
+func (d *Die) Config() Config { return d.cfg }
 
 // SetTimeline turns the per-core timeline on or off for later launches.
-func (d *Device) SetTimeline(on bool) { d.cfg.Timeline = on }
+func (d *Die) SetTimeline(on bool) { d.cfg.Timeline = on }
 
 // Stats returns the accounting so far.
-func (d *Device) Stats() Stats {
+func (d *Die) Stats() Stats {
 	s := d.stats
 	s.DefinitionObjects = len(d.defs)
 	s.RunImageBytes = int64(len(d.run))
@@ -129,7 +129,7 @@ func (d *Device) Stats() Stats {
 // (stages.NewOrch numbers them the same way). Only addresses and sizes are
 // kept; every entry root's contents start as the digest of its name at each
 // launch. Registering again replaces the set.
-func (d *Device) RegisterEntry(roots []stages.Root) {
+func (d *Die) RegisterEntry(roots []stages.Root) {
 	d.entries = append(d.entries[:0], roots...)
 	d.entryInit = d.entryInit[:0]
 	d.stats.EntryRoots = len(roots)
@@ -143,7 +143,7 @@ func (d *Device) RegisterEntry(roots []stages.Root) {
 
 // EntryAddr is entry root i's device address (entry roots are laid out in
 // registration order, 512-byte aligned, from a fixed base).
-func (d *Device) EntryAddr(i int) uint64 {
+func (d *Die) EntryAddr(i int) uint64 {
 	a := uint64(entryRegionBase)
 	for j := 0; j < i && j < len(d.entries); j++ {
 		a += alignUp(uint64(max(d.entries[j].Bytes(), 0)))
@@ -155,7 +155,7 @@ func (d *Device) EntryAddr(i int) uint64 {
 // Code is hashed into every output digest, Core, Intensity and Touch feed
 // the cost model. A KernelID beyond the table runs with
 // code identity "kernel #id" and default intensity.
-func (d *Device) RegisterKernels(ks []stages.Kernel) {
+func (d *Die) RegisterKernels(ks []stages.Kernel) {
 	d.kernels = append(d.kernels[:0], ks...)
 	d.plan = nil
 }
@@ -163,7 +163,7 @@ func (d *Device) RegisterKernels(ks []stages.Kernel) {
 // Upload decodes and verifies a Definition image and keeps it as a shared
 // device object. Uploading a content hash already resident returns the
 // existing object (the copy is still counted: the bytes crossed).
-func (d *Device) Upload(image []byte) (ObjectID, error) {
+func (d *Die) Upload(image []byte) (ObjectID, error) {
 	h := stages.DefinitionHash(image)
 	if o, ok := d.byHash[h]; ok && string(o.image) == string(image) {
 		d.stats.Uploads++
@@ -249,7 +249,7 @@ func newDefObj(def *stages.Definition) (*defObj, error) {
 
 // CopyRun copies the run image to the device (one H2D copy of real bytes).
 // It is checked when launched.
-func (d *Device) CopyRun(image []byte) error {
+func (d *Die) CopyRun(image []byte) error {
 	if len(image) == 0 {
 		d.stats.Refusals++
 		return fmt.Errorf("%w: empty run image", ErrNoRunImage)
@@ -265,7 +265,7 @@ func (d *Device) CopyRun(image []byte) error {
 // Launch decodes and checks the resident run image, simulates it and
 // returns the run's result. A refused launch changes nothing; the resident
 // image stays (a later CopyRun replaces it).
-func (d *Device) Launch() (*Result, error) {
+func (d *Die) Launch() (*Result, error) {
 	if len(d.run) == 0 {
 		d.stats.Refusals++
 		return nil, ErrNoRunImage
@@ -299,7 +299,7 @@ func (d *Device) Launch() (*Result, error) {
 // Reset drops every Definition object and the run image and clears the
 // copy counters; the entry roots and the kernel table stay registered (they
 // describe the model, not a run).
-func (d *Device) Reset() {
+func (d *Die) Reset() {
 	d.defs = nil
 	clear(d.byHash)
 	d.nextDef = defRegionBase

@@ -181,7 +181,7 @@ func TestUploadIsSharedAndCounted(t *testing.T) {
 
 // refusal runs one bad request, checks its error, then checks the device
 // still serves a good launch with the reference digest.
-func refusal(t *testing.T, d *Device, want error, substr string, bad func() error) {
+func refusal(t *testing.T, d *Die, want error, substr string, bad func() error) {
 	t.Helper()
 	good := synth(synthOpts{}).bytes()
 	ref := launch(t, newDevice(t), good)
@@ -195,7 +195,7 @@ func refusal(t *testing.T, d *Device, want error, substr string, bad func() erro
 	}
 }
 
-func launchBytes(d *Device, img []byte) error {
+func launchBytes(d *Die, img []byte) error {
 	if err := d.CopyRun(img); err != nil {
 		return err
 	}

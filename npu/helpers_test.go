@@ -156,7 +156,7 @@ func synthEntry() []stages.Root {
 	}
 }
 
-func newDevice(t interface{ Helper() }) *Device {
+func newDevice(t interface{ Helper() }) *Die {
 	d := New(DefaultConfig())
 	d.RegisterEntry(synthEntry())
 	d.RegisterKernels(testKernels())
@@ -220,7 +220,7 @@ func synth(o synthOpts) *builder {
 func launch(t interface {
 	Helper()
 	Fatal(...any)
-}, d *Device, img []byte) *Result {
+}, d *Die, img []byte) *Result {
 	t.Helper()
 	if err := d.CopyRun(img); err != nil {
 		t.Fatal(err)

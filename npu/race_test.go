@@ -6,7 +6,7 @@ import (
 	"github.com/hbg-dev/hbg/stages"
 )
 
-func races(t *testing.T, d *Device, img []byte) []Race {
+func races(t *testing.T, d *Die, img []byte) []Race {
 	t.Helper()
 	r := launch(t, d, img)
 	if r.RaceCount != len(r.Races) {
@@ -109,7 +109,7 @@ func TestPlantedRaces(t *testing.T) {
 		// On the ordinary path: inside a manual scope the TensorMap adds
 		// no edge, so a reader that names no dependency races its writer.
 		for _, dep := range []bool{false, true} {
-			o := stages.NewOrch(synthEntry())
+			o := stages.NewOrdinaryPath(synthEntry())
 			o.ScopeBegin(stages.ScopeManual)
 			w := o.Submit(&stages.Task{Kind: stages.KindAIV, Kernel: kAIV(kAct), BlockNum: 1, Args: []stages.Arg{in(view(eX, 0, bf, 256)), oe(view(eOut, 0, bf, 256))}})
 			var deps []stages.TaskID

@@ -19,7 +19,8 @@ import (
 //   - the AICPU threads (3 schedulers + 1 resolver) are agents that act one
 //     action at a time, each action costing simulated time, not goroutines:
 //     concurrency is modelled, never executed;
-//   - step is testable alone: a test can feed events and inspect state.
+//   - step could be tested alone, fed events with its state inspected; today
+//     the tests drive whole images through run, and none feeds step alone.
 //
 // Agents: scheduler s owns clusters c%S == s. One action of a scheduler is,
 // by priority: collect one finished subtask from its cores; activate at most
@@ -166,7 +167,7 @@ type instRT struct {
 // sim is the whole simulation state; buffers are reused across launches.
 type sim struct {
 	cfg  Config
-	dev  *Device
+	dev  *Die
 	p    *plan
 	img  *stages.RunImage
 	now  int64
@@ -936,7 +937,7 @@ func (s *sim) evalPred(ti int32) bool {
 // ---------------------------------------------------------------- driver
 
 // setup resets the state for plan p, reusing every buffer.
-func (s *sim) setup(d *Device, p *plan) {
+func (s *sim) setup(d *Die, p *plan) {
 	s.cfg, s.dev, s.p, s.img = d.cfg, d, p, p.img
 	s.now, s.last = 0, 0
 	s.nSched = s.cfg.Schedulers
@@ -1026,7 +1027,7 @@ func resize[T any](b []T, n int) []T {
 }
 
 // run simulates plan p to completion and builds the result.
-func (s *sim) run(d *Device, p *plan) (*Result, error) {
+func (s *sim) run(d *Die, p *plan) (*Result, error) {
 	s.setup(d, p)
 	var seq uint64
 	threads := int64(s.nSched + 1)
@@ -1052,7 +1053,7 @@ func (s *sim) run(d *Device, p *plan) (*Result, error) {
 	return r, nil
 }
 
-func (s *sim) result(d *Device, p *plan) *Result {
+func (s *sim) result(d *Die, p *plan) *Result {
 	r := &Result{
 		Tasks:      s.retired,
 		Kernels:    s.kernels,

@@ -18,7 +18,7 @@ func wideCall(width, nodes int) (*GraphCall, []Root) {
 	for i := 0; i < width; i++ {
 		call.Boundary = append(call.Boundary, Arg{Tag: TagInput, View: NewView(RootID(i%nroots), int64(i/nroots)*4096, BF16, 64, 64)})
 	}
-	call.Body = func(o Orchestrator, b *Boundary) error {
+	call.Body = func(o Submitter, b *Boundary) error {
 		_, tmp := o.Alloc([]RootSpec{{Name: "tmp", DType: FP32, Shape: []int64{int64(nodes), 64}}})
 		t := Task{Kind: KindAIV, Kernel: [3]KernelID{-1, 3, -1}, BlockNum: 4, Args: make([]Arg, 3), Scalars: []Scalar{b.Scalars[0], Static(9)}}
 		for n := 1; n < nodes; n++ {
@@ -32,7 +32,7 @@ func wideCall(width, nodes int) (*GraphCall, []Root) {
 	return call, roots
 }
 
-func recordCall(r *Recorder, call *GraphCall, o *Orch) *Definition {
+func recordCall(r *Recorder, call *GraphCall, o *OrdinaryPath) *Definition {
 	d, err := r.Record(call.Key, 1, call.Boundary, o.BoundaryRoots(call.Boundary), call.Scalars, call.ExtDeps, call.Body)
 	if err != nil {
 		panic(err)
@@ -44,7 +44,7 @@ func recordCall(r *Recorder, call *GraphCall, o *Orch) *Definition {
 // over a 291-node body with a 30-wide boundary (DSv4's MoE shape).
 func BenchmarkRecordNode(b *testing.B) {
 	call, roots := wideCall(30, 291)
-	o := NewOrch(roots)
+	o := NewOrdinaryPath(roots)
 	var r Recorder
 	recordCall(&r, call, o)
 	b.ReportAllocs()
@@ -60,7 +60,7 @@ func BenchmarkRecordNode(b *testing.B) {
 // recording and encoding the flat image with its content hash.
 func BenchmarkBuildDefinition(b *testing.B) {
 	call, roots := wideCall(30, 291)
-	o := NewOrch(roots)
+	o := NewOrdinaryPath(roots)
 	var r Recorder
 	d := recordCall(&r, call, o)
 	b.ReportMetric(float64(len(EncodeDefinition(d)))/float64(len(d.Nodes)), "bytes/node")
@@ -78,7 +78,7 @@ func BenchmarkMatchBoundary(b *testing.B) {
 	for _, w := range []int{8, 32, 128} {
 		b.Run(fmt.Sprint("width=", w), func(b *testing.B) {
 			call, roots := wideCall(w, 2)
-			o := NewOrch(roots)
+			o := NewOrdinaryPath(roots)
 			var r Recorder
 			d := recordCall(&r, call, o)
 			var m Matcher
@@ -97,7 +97,7 @@ func BenchmarkMatchBoundary(b *testing.B) {
 // GraphSubmission into the run image. Steady state allocates nothing.
 func BenchmarkReplay48(b *testing.B) {
 	call, roots := wideCall(48, 2)
-	o := NewOrch(roots)
+	o := NewOrdinaryPath(roots)
 	var r Recorder
 	d := recordCall(&r, call, o)
 	var m Matcher

@@ -8,7 +8,7 @@ type RootSizer interface {
 }
 
 // RootElems implements RootSizer for the run's roots.
-func (o *Orch) RootElems(r RootID) int64 { return o.roots[r].Elems }
+func (o *OrdinaryPath) RootElems(r RootID) int64 { return o.roots[r].Elems }
 
 // BoundaryMismatch says why a call cannot replay a Definition: the boundary
 // contract lets a replay change addresses and scalar values, never shape,

@@ -16,7 +16,7 @@ import (
 // Tensors, Scalars, Fanin and Roots stay nil.
 //
 // Why: a Definition loaded from disk goes to the device, which decodes and
-// checks the whole image at upload (npu.Device.Upload); decoding it in full
+// checks the whole image at upload (npu.Die.Upload); decoding it in full
 // on the host as well paid for the decode twice, and the host's copy (a
 // 104-byte view per tensor template) was most of a load's cost. The content
 // hash still covers every byte, so a torn or flipped file is caught here.

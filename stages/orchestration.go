@@ -8,7 +8,7 @@ type Orchestration struct {
 	Name    string
 	Entry   []Root   // RootID i is Entry[i]
 	Kernels []Kernel // KernelID i is Kernels[i]
-	Run     func(o Orchestrator) error
+	Run     func(o Submitter) error
 	// File is the model file the orchestration interprets, if any: a
 	// race names the file:line of the op that made each task.
 	File string

@@ -220,13 +220,13 @@ type keyState struct {
 	verifyAsked bool
 }
 
-// Host is one rank's submission side: the ordinary path (Orch), what the
+// Host is one rank's submission side: the ordinary path (OrdinaryPath), what the
 // rank knows of each key, and the pass in host_orch. It is owned by one
 // actor.
 type Host struct {
 	cfg      PassConfig
 	rank     int
-	orch     *Orch
+	orch     *OrdinaryPath
 	identity string
 	keys     map[uint64]*keyState
 	matcher  Matcher
@@ -241,8 +241,8 @@ func NewHost(rank int, cfg PassConfig) *Host {
 	return &Host{cfg: cfg, rank: rank, keys: map[uint64]*keyState{}}
 }
 
-// Orch is the ordinary path of the pass in host_orch.
-func (h *Host) Orch() *Orch { return h.orch }
+// Ordinary is the ordinary path of the pass in host_orch.
+func (h *Host) Ordinary() *OrdinaryPath { return h.orch }
 
 // Recording reports whether a key this Host asked for is still recording: a
 // next pass then waits, so that at most one pass per rank awaits recordings
@@ -257,11 +257,11 @@ func (h *Host) Recording() bool {
 }
 
 // Begin starts a pass of the orchestration identity over entry. The caller
-// then runs the orchestration (ordinary calls on Orch, Graph calls on Graph)
+// then runs the orchestration (ordinary calls on Ordinary(), Graph calls on Graph)
 // and calls End.
 func (h *Host) Begin(identity string, entry []Root, nkernels, round int) *Pass {
 	if h.orch == nil || h.identity != identity {
-		h.orch = NewOrch(entry)
+		h.orch = NewOrdinaryPath(entry)
 		h.identity = identity
 		clear(h.keys)
 	}
@@ -307,7 +307,7 @@ func (h *Host) storeKey(fk uint64) uint64 {
 // records, a new recording on a miss, the ordinary path (on o, which routes
 // nested calls back here) when the key failed or the boundary mismatches.
 // Record requests pile up for TakeJobs.
-func (h *Host) Graph(call *GraphCall, o Orchestrator) TaskID {
+func (h *Host) Graph(call *GraphCall, o Submitter) TaskID {
 	p := h.p
 	p.Counts.GraphCalls++
 	fk := FullKey(h.identity, call.Key, call.Config)
@@ -385,7 +385,7 @@ func differs(e *keyState, call *GraphCall) bool {
 	return false
 }
 
-func (h *Host) inline(call *GraphCall, o Orchestrator) TaskID {
+func (h *Host) inline(call *GraphCall, o Submitter) TaskID {
 	if err := call.Body(o, call.NewBoundary()); err != nil {
 		h.p.errs = append(h.p.errs, fmt.Errorf("graph %q on the ordinary path: %w", call.Key, err))
 	}

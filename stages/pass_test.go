@@ -46,7 +46,7 @@ type passEnv struct {
 	host   *Host
 	replay *Replay
 	names  map[uint64]string // store key -> graph key
-	orch   Orchestrator
+	orch   Submitter
 	rerun  *Pass
 	out    strings.Builder
 }
@@ -65,20 +65,20 @@ func newPassEnv(d *datadriven.TestData) *passEnv {
 	cfg.DefectsAsWarnings = d.HasArg("warn")
 	cfg.SkipDevice = d.HasArg("skip-device")
 	e := &passEnv{host: NewHost(0, cfg), replay: NewReplay(), names: map[uint64]string{}}
-	e.orch = scriptOrch{e}
+	e.orch = scriptSubmitter{e}
 	return e
 }
 
-// scriptOrch is the orchestrator a body falling back runs on: ordinary
-// calls on the Host's Orch, Graph calls back through the Host.
-type scriptOrch struct{ e *passEnv }
+// scriptSubmitter is the Submitter a body falling back runs on: ordinary
+// calls on the Host's OrdinaryPath, Graph calls back through the Host.
+type scriptSubmitter struct{ e *passEnv }
 
-func (o scriptOrch) Alloc(s []RootSpec) (TaskID, RootID) { return o.e.host.Orch().Alloc(s) }
-func (o scriptOrch) Submit(t *Task) TaskID               { return o.e.host.Orch().Submit(t) }
-func (o scriptOrch) ScopeBegin(m ScopeMode)              { o.e.host.Orch().ScopeBegin(m) }
-func (o scriptOrch) ScopeEnd()                           { o.e.host.Orch().ScopeEnd() }
-func (o scriptOrch) Graph(c *GraphCall) TaskID           { return o.e.host.Graph(c, o) }
-func scriptBody(o Orchestrator, b *Boundary) error       { o.Submit(scriptTask(b)); return nil }
+func (o scriptSubmitter) Alloc(s []RootSpec) (TaskID, RootID) { return o.e.host.Ordinary().Alloc(s) }
+func (o scriptSubmitter) Submit(t *Task) TaskID               { return o.e.host.Ordinary().Submit(t) }
+func (o scriptSubmitter) ScopeBegin(m ScopeMode)              { o.e.host.Ordinary().ScopeBegin(m) }
+func (o scriptSubmitter) ScopeEnd()                           { o.e.host.Ordinary().ScopeEnd() }
+func (o scriptSubmitter) Graph(c *GraphCall) TaskID           { return o.e.host.Graph(c, o) }
+func scriptBody(o Submitter, b *Boundary) error               { o.Submit(scriptTask(b)); return nil }
 func scriptTask(b *Boundary) *Task {
 	return &Task{Kind: KindAIV, Kernel: [3]KernelID{-1, 0, -1}, BlockNum: 1,
 		Args: []Arg{b.Tensors[0], b.Tensors[1]}, Scalars: []Scalar{b.Scalars[0]}}

@@ -55,7 +55,7 @@ type BoundaryRoot struct {
 }
 
 // Recorder records one Graph body into a Definition. It implements
-// Orchestrator so the body runs unchanged; tasks become nodes on a private
+// Submitter so the body runs unchanged; tasks become nodes on a private
 // TensorMap, and roots the body allocates live in a private namespace.
 // A Recorder is used by one goroutine; Reset makes it reusable.
 type Recorder struct {

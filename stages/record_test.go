@@ -10,7 +10,7 @@ import (
 
 // smallBody is a two-node body: a kernel reads slot 0 and writes an internal
 // buffer, a second reads it and writes slot 1 at a view offset.
-func smallBody(o Orchestrator, b *Boundary) error {
+func smallBody(o Submitter, b *Boundary) error {
 	_, buf := o.Alloc([]RootSpec{{Name: "tmp", DType: FP32, Shape: []int64{4, 8}}})
 	k1 := Task{Kind: KindAIV, Kernel: [3]KernelID{-1, 1, -1}, BlockNum: 1,
 		Args:    []Arg{{Tag: TagInput, View: b.Tensors[0].View}, {Tag: TagOutputExisting, View: NewView(buf, 0, FP32, 4, 8)}},
@@ -83,12 +83,12 @@ func TestRecordClassifiesSources(t *testing.T) {
 
 func TestRecordUnsupported(t *testing.T) {
 	cases := map[string]BodyFunc{
-		"nested": func(o Orchestrator, b *Boundary) error { o.Graph(smallCall(0, 1)); return nil },
-		"unclassifiable": func(o Orchestrator, b *Boundary) error {
+		"nested": func(o Submitter, b *Boundary) error { o.Graph(smallCall(0, 1)); return nil },
+		"unclassifiable": func(o Submitter, b *Boundary) error {
 			o.Submit(&Task{Kind: KindAIV, Args: []Arg{{Tag: TagInput, View: NewView(5, 0, FP32, 1)}}})
 			return nil
 		},
-		"cross-boundary dep": func(o Orchestrator, b *Boundary) error {
+		"cross-boundary dep": func(o Submitter, b *Boundary) error {
 			o.Submit(&Task{Kind: KindAIV, Deps: []TaskID{3}})
 			return nil
 		},
@@ -118,7 +118,7 @@ func TestRecordDetectsInputWritten(t *testing.T) {
 
 func TestMatchBoundary(t *testing.T) {
 	d, _ := record(t, smallCall(0, 1), []BoundaryRoot{{Elems: 32}, {Elems: 32}})
-	o := NewOrch([]Root{
+	o := NewOrdinaryPath([]Root{
 		{Name: "a", DType: FP32, Elems: 32}, {Name: "b", DType: FP32, Elems: 32},
 		{Name: "c", DType: FP32, Elems: 32}, {Name: "big", DType: FP32, Elems: 64},
 	})
@@ -161,7 +161,7 @@ func TestMatchBoundary(t *testing.T) {
 // extBody waits on the call's external dependencies: node 1 on slot 0,
 // node 2 on slots 0 and 1 (passed as the caller's task ids).
 func extBody(deps []TaskID) BodyFunc {
-	return func(o Orchestrator, b *Boundary) error {
+	return func(o Submitter, b *Boundary) error {
 		k1 := o.Submit(&Task{Kind: KindAIV, Kernel: [3]KernelID{-1, 1, -1}, BlockNum: 1, Deps: []TaskID{deps[0], NoTask},
 			Args: []Arg{{Tag: TagInput, View: b.Tensors[0].View}}})
 		o.Submit(&Task{Kind: KindAIV, Kernel: [3]KernelID{-1, 1, -1}, BlockNum: 1, Deps: []TaskID{k1, deps[1], deps[0]},
@@ -217,7 +217,7 @@ func TestRecordExtDeps(t *testing.T) {
 // contract; which tasks the slots name is not.
 func TestMatchExtDeps(t *testing.T) {
 	d, _ := record(t, extCall(0, 1, 4, 7), []BoundaryRoot{{Elems: 32}, {Elems: 32}})
-	o := NewOrch([]Root{{Name: "a", DType: FP32, Elems: 32}, {Name: "b", DType: FP32, Elems: 32}})
+	o := NewOrdinaryPath([]Root{{Name: "a", DType: FP32, Elems: 32}, {Name: "b", DType: FP32, Elems: 32}})
 	var m Matcher
 	if mm := m.Match(d, extCall(1, 0, 2, 3), o); mm != nil {
 		t.Errorf("other tasks: unexpected %v", mm)
@@ -233,7 +233,7 @@ func TestMatchExtDeps(t *testing.T) {
 // TestSubmitGraphWaitsOnExtDeps: the outer GRAPH task's fanin holds the
 // call's external dependencies besides what its boundary finds.
 func TestSubmitGraphWaitsOnExtDeps(t *testing.T) {
-	o := NewOrch([]Root{{Name: "a", DType: FP32, Elems: 32}, {Name: "b", DType: FP32, Elems: 32}, {Name: "c", DType: FP32, Elems: 8}})
+	o := NewOrdinaryPath([]Root{{Name: "a", DType: FP32, Elems: 32}, {Name: "b", DType: FP32, Elems: 32}, {Name: "c", DType: FP32, Elems: 8}})
 	w := o.Submit(&Task{Kind: KindAIV, Kernel: [3]KernelID{-1, 1, -1}, Args: []Arg{{Tag: TagOutputExisting, View: NewView(0, 0, FP32, 4, 8)}}})
 	x := o.Submit(&Task{Kind: KindAIV, Kernel: [3]KernelID{-1, 1, -1}, Args: []Arg{{Tag: TagOutputExisting, View: NewView(2, 0, FP32, 8)}}})
 	g := o.SubmitGraph(extCall(0, 1, x, x), GraphSubmission{}, 0, nil)

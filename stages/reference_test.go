@@ -18,10 +18,10 @@ func loadRef(t testing.TB, name string) []refEvent {
 	return evs
 }
 
-// buildReplay turns a reference trace into submissions through Orch, mapping
+// buildReplay turns a reference trace into submissions through OrdinaryPath, mapping
 // the trace's roots onto ours. It is the TensorMap's ground truth,
 // independent of the model config.
-func buildReplay(t testing.TB, evs []refEvent) (entry []Root, seq []func(o *Orch)) {
+func buildReplay(t testing.TB, evs []refEvent) (entry []Root, seq []func(o *OrdinaryPath)) {
 	t.Helper()
 	ids := map[[2]any]RootID{}
 	alloc := map[int]RootID{} // created roots (alloc tasks, output args) by rid
@@ -81,9 +81,9 @@ func buildReplay(t testing.TB, evs []refEvent) (entry []Root, seq []func(o *Orch
 			if e.Mode == 1 {
 				mode = ScopeManual
 			}
-			seq = append(seq, func(o *Orch) { o.ScopeBegin(mode) })
+			seq = append(seq, func(o *OrdinaryPath) { o.ScopeBegin(mode) })
 		case "scope_end":
-			seq = append(seq, func(o *Orch) { o.ScopeEnd() })
+			seq = append(seq, func(o *OrdinaryPath) { o.ScopeEnd() })
 		case "task":
 			if e.Kind == "alloc" {
 				specs := make([]RootSpec, len(e.Args))
@@ -95,7 +95,7 @@ func buildReplay(t testing.TB, evs []refEvent) (entry []Root, seq []func(o *Orch
 				for i, a := range e.Args {
 					rids[i] = a.RID
 				}
-				seq = append(seq, func(o *Orch) {
+				seq = append(seq, func(o *OrdinaryPath) {
 					_, first := o.Alloc(specs)
 					for i, rid := range rids {
 						alloc[rid] = first + RootID(i)
@@ -116,7 +116,7 @@ func buildReplay(t testing.TB, evs []refEvent) (entry []Root, seq []func(o *Orch
 				task.Scalars = append(task.Scalars, Static(s))
 			}
 			ras := e.Args
-			seq = append(seq, func(o *Orch) {
+			seq = append(seq, func(o *OrdinaryPath) {
 				tk := task
 				tk.Args = toArgs(ras)
 				id := o.Submit(&tk)
@@ -137,7 +137,7 @@ func buildReplay(t testing.TB, evs []refEvent) (entry []Root, seq []func(o *Orch
 func TestOrchReproducesReferenceFanin(t *testing.T) {
 	evs := loadRef(t, "eager.jsonl.gz")
 	entry, seq := buildReplay(t, evs)
-	o := NewOrch(entry)
+	o := NewOrdinaryPath(entry)
 	for _, f := range seq {
 		f(o)
 	}
@@ -182,7 +182,7 @@ type capturedOp struct {
 func captureEager(b testing.TB) ([]Root, []capturedOp) {
 	evs := loadRef(b, "eager.jsonl.gz")
 	entry, seq := buildReplay(b, evs)
-	o := NewOrch(entry)
+	o := NewOrdinaryPath(entry)
 	var ops []capturedOp
 	for _, f := range seq {
 		nt, depth := o.NumTasks(), o.ScopeDepth()
@@ -230,7 +230,7 @@ func captureEager(b testing.TB) ([]Root, []capturedOp) {
 	return entry, ops
 }
 
-func replayCaptured(o *Orch, ops []capturedOp) {
+func replayCaptured(o *OrdinaryPath, ops []capturedOp) {
 	for i := range ops {
 		op := &ops[i]
 		switch {
@@ -253,7 +253,7 @@ func replayCaptured(o *Orch, ops []capturedOp) {
 // ns/task and allocs/task.
 func BenchmarkSubmitEager(b *testing.B) {
 	entry, ops := captureEager(b)
-	o := NewOrch(entry)
+	o := NewOrdinaryPath(entry)
 	replayCaptured(o, ops) // warm the buffers
 	if o.NumTasks() != 15971 {
 		b.Fatalf("tasks %d", o.NumTasks())

@@ -32,18 +32,18 @@ func (s *scopeStack) inManual() bool { return s.manual > 0 }
 func (s *scopeStack) depth() int     { return len(s.modes) }
 func (s *scopeStack) reset()         { s.modes, s.manual = s.modes[:0], 0 }
 
-// Scopes is a set-aside scope stack (Orch.SuspendScopes).
+// Scopes is a set-aside scope stack (OrdinaryPath.SuspendScopes).
 type Scopes struct{ s scopeStack }
 
 // SuspendScopes sets the open scopes aside and starts an empty stack: a
 // Graph body inlined by the golden reference runs with its own scopes, as
 // it does when it records, whatever scope its call sits in. ResumeScopes
 // puts them back.
-func (o *Orch) SuspendScopes() Scopes {
+func (o *OrdinaryPath) SuspendScopes() Scopes {
 	saved := Scopes{o.scopes}
 	o.scopes = scopeStack{}
 	return saved
 }
 
 // ResumeScopes restores scopes set aside by SuspendScopes.
-func (o *Orch) ResumeScopes(s Scopes) { o.scopes = s.s }
+func (o *OrdinaryPath) ResumeScopes(s Scopes) { o.scopes = s.s }

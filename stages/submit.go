@@ -20,14 +20,14 @@ func grow2[T any](s []T, n int) []T {
 	return ns
 }
 
-// Orch is the ordinary submit path of one run: it resolves each task's
+// OrdinaryPath is the ordinary submit path of one run: it resolves each task's
 // dependencies against the TensorMap and writes its descriptor into the run
-// image. It implements Orchestrator with Graph calls run inline (the eager
+// image. It implements Submitter with Graph calls run inline (the eager
 // form, and the fallback of a call that cannot replay); the Graph pipeline
-// intercepts Graph before it reaches Orch.
+// intercepts Graph before it reaches OrdinaryPath.
 //
-// Orch is not safe for concurrent use: one actor owns it.
-type Orch struct {
+// OrdinaryPath is not safe for concurrent use: one actor owns it.
+type OrdinaryPath struct {
 	nEntry  int
 	roots   []Root
 	tm      TensorMap
@@ -39,10 +39,10 @@ type Orch struct {
 	bodyErr error
 }
 
-// NewOrch starts a run over the model's entry roots, which take RootIDs
+// NewOrdinaryPath starts a run over the model's entry roots, which take RootIDs
 // 0..len(entry)-1.
-func NewOrch(entry []Root) *Orch {
-	o := &Orch{nEntry: len(entry)}
+func NewOrdinaryPath(entry []Root) *OrdinaryPath {
+	o := &OrdinaryPath{nEntry: len(entry)}
 	o.roots = append(make([]Root, 0, len(entry)+1024), entry...)
 	for i := range o.roots {
 		o.roots[i].Creator = NoTask
@@ -52,10 +52,10 @@ func NewOrch(entry []Root) *Orch {
 
 // Err is the first error a Graph body run inline returned (Graph has no
 // error return of its own).
-func (o *Orch) Err() error { return o.bodyErr }
+func (o *OrdinaryPath) Err() error { return o.bodyErr }
 
 // Reset starts the next run, keeping every buffer's storage.
-func (o *Orch) Reset() {
+func (o *OrdinaryPath) Reset() {
 	o.bodyErr = nil
 	o.roots = o.roots[:o.nEntry]
 	o.tm.Reset()
@@ -70,7 +70,7 @@ func (o *Orch) Reset() {
 	o.heapTop = 0
 }
 
-func (o *Orch) meta(r RootID) rootMeta {
+func (o *OrdinaryPath) meta(r RootID) rootMeta {
 	if int(r) >= len(o.roots) || r < 0 {
 		panic(fmt.Sprintf("stages: task references root %d, but the run has %d roots", r, len(o.roots)))
 	}
@@ -80,7 +80,7 @@ func (o *Orch) meta(r RootID) rootMeta {
 
 // BoundaryRoots snapshots what a recording needs to know about the roots
 // behind a call's boundary, which this run's root table owns.
-func (o *Orch) BoundaryRoots(boundary []Arg) []BoundaryRoot {
+func (o *OrdinaryPath) BoundaryRoots(boundary []Arg) []BoundaryRoot {
 	out := make([]BoundaryRoot, len(boundary))
 	for i := range boundary {
 		r := &o.roots[boundary[i].View.Root]
@@ -90,45 +90,45 @@ func (o *Orch) BoundaryRoots(boundary []Arg) []BoundaryRoot {
 }
 
 // Root returns a root of this run.
-func (o *Orch) Root(r RootID) *Root { return &o.roots[r] }
+func (o *OrdinaryPath) Root(r RootID) *Root { return &o.roots[r] }
 
 // NumRoots is the number of roots so far, entry roots included.
-func (o *Orch) NumRoots() int { return len(o.roots) }
+func (o *OrdinaryPath) NumRoots() int { return len(o.roots) }
 
 // NumTasks is the number of tasks submitted so far (outer GRAPH tasks
 // included).
-func (o *Orch) NumTasks() int { return len(o.img.Tasks) }
+func (o *OrdinaryPath) NumTasks() int { return len(o.img.Tasks) }
 
 // Image is the run image built so far. It is valid until the next Reset.
-func (o *Orch) Image() *RunImage {
+func (o *OrdinaryPath) Image() *RunImage {
 	o.img.HeapBytes = o.heapTop
 	return &o.img
 }
 
 // Fanin is the resolved fanin of a submitted task.
-func (o *Orch) Fanin(id TaskID) []TaskID {
+func (o *OrdinaryPath) Fanin(id TaskID) []TaskID {
 	s := o.img.Tasks[id].Fanin
 	return o.img.Fanin[s.Off : s.Off+s.N]
 }
 
 // Manual reports whether a manual scope is open.
-func (o *Orch) Manual() bool { return o.scopes.inManual() }
+func (o *OrdinaryPath) Manual() bool { return o.scopes.inManual() }
 
 // ScopeBegin opens a scope.
-func (o *Orch) ScopeBegin(mode ScopeMode) { o.scopes.begin(mode) }
+func (o *OrdinaryPath) ScopeBegin(mode ScopeMode) { o.scopes.begin(mode) }
 
 // ScopeEnd closes the innermost scope.
-func (o *Orch) ScopeEnd() {
+func (o *OrdinaryPath) ScopeEnd() {
 	if !o.scopes.end() {
 		panic("stages: ScopeEnd without ScopeBegin")
 	}
 }
 
 // ScopeDepth is the number of open scopes.
-func (o *Orch) ScopeDepth() int { return o.scopes.depth() }
+func (o *OrdinaryPath) ScopeDepth() int { return o.scopes.depth() }
 
 // newRoot creates a runtime root owned by task and places it on the heap.
-func (o *Orch) newRoot(name string, dt DType, shape []int64, mdep bool, task TaskID) RootID {
+func (o *OrdinaryPath) newRoot(name string, dt DType, shape []int64, mdep bool, task TaskID) RootID {
 	id := RootID(len(o.roots))
 	r := Root{Name: name, Kind: RootAlloc, DType: dt, Shape: shape, Elems: prod(shape), Creator: task, ManualDep: mdep}
 	o.roots = append(grow2(o.roots, 1), r)
@@ -140,7 +140,7 @@ func (o *Orch) newRoot(name string, dt DType, shape []int64, mdep bool, task Tas
 
 // Alloc submits one alloc task creating the roots of specs. The specs' Shape
 // slices are retained, not copied: callers pass shapes they do not mutate.
-func (o *Orch) Alloc(specs []RootSpec) (TaskID, RootID) {
+func (o *OrdinaryPath) Alloc(specs []RootSpec) (TaskID, RootID) {
 	id := TaskID(len(o.img.Tasks))
 	first := RootID(len(o.roots))
 	argOff := len(o.img.Args)
@@ -161,7 +161,7 @@ func (o *Orch) Alloc(specs []RootSpec) (TaskID, RootID) {
 }
 
 // Submit submits a kernel or dummy task on the ordinary path.
-func (o *Orch) Submit(t *Task) TaskID {
+func (o *OrdinaryPath) Submit(t *Task) TaskID {
 	id := TaskID(len(o.img.Tasks))
 	argOff := len(o.img.Args)
 	o.img.Args = append(grow2(o.img.Args, len(t.Args)), t.Args...)
@@ -195,7 +195,7 @@ func (o *Orch) Submit(t *Task) TaskID {
 }
 
 // Graph runs the body inline on the ordinary path.
-func (o *Orch) Graph(call *GraphCall) TaskID {
+func (o *OrdinaryPath) Graph(call *GraphCall) TaskID {
 	if err := call.Body(o, call.NewBoundary()); err != nil && o.bodyErr == nil {
 		o.bodyErr = fmt.Errorf("graph %q: %w", call.Key, err)
 	}
@@ -210,7 +210,7 @@ func (o *Orch) Graph(call *GraphCall) TaskID {
 // the body writes although the caller tagged them input). sub's Task,
 // Boundary and Scalars are filled in here; the caller sets FullKey, DefHash
 // and heapBytes.
-func (o *Orch) SubmitGraph(call *GraphCall, sub GraphSubmission, heapBytes int64, alsoWrites []int32) TaskID {
+func (o *OrdinaryPath) SubmitGraph(call *GraphCall, sub GraphSubmission, heapBytes int64, alsoWrites []int32) TaskID {
 	boundary, scalars := call.Boundary, call.Scalars
 	id := TaskID(len(o.img.Tasks))
 	argOff := len(o.img.Args)
@@ -249,7 +249,7 @@ func (o *Orch) SubmitGraph(call *GraphCall, sub GraphSubmission, heapBytes int64
 // TakeImage hands over the run image built so far and starts the next on
 // spare's storage (nil: fresh). The taken image then belongs to the caller:
 // a pass takes its image to the replay while the next pass is orchestrated.
-func (o *Orch) TakeImage(spare *RunImage) *RunImage {
+func (o *OrdinaryPath) TakeImage(spare *RunImage) *RunImage {
 	img := new(RunImage)
 	*img = *o.Image()
 	if spare == nil {
@@ -271,4 +271,4 @@ func (img *RunImage) FinalizeGraph(task TaskID, defHash uint64, heapBytes int64)
 }
 
 // NumGraphs is the number of Graph submissions so far.
-func (o *Orch) NumGraphs() int { return len(o.img.Graphs) }
+func (o *OrdinaryPath) NumGraphs() int { return len(o.img.Graphs) }

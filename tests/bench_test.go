@@ -133,7 +133,7 @@ func BenchmarkRunOverlap(b *testing.B) {
 				}
 				b.StartTimer()
 				t0 := time.Now()
-				passes, err := rt.Run(context.Background(), actors.RunSpec{Orch: orch, Rounds: rounds, Ranks: 1})
+				passes, err := rt.Run(context.Background(), actors.RunSpec{Orchestration: orch, Rounds: rounds, Ranks: 1})
 				secs += time.Since(t0).Seconds()
 				if err != nil {
 					b.Fatal(err)

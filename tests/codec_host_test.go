@@ -23,7 +23,7 @@ func TestDecodeDefinitionHostModels(t *testing.T) {
 		for _, form := range m.Forms() {
 			// Every Definition that records: a body that cannot (an
 			// unsupported construct) has no image to decode.
-			o := &collector{Orch: stages.NewOrch(m.EntryRoots()), seen: map[uint64]bool{}}
+			o := &collector{OrdinaryPath: stages.NewOrdinaryPath(m.EntryRoots()), seen: map[uint64]bool{}}
 			if err := m.Run(o, form); err != nil {
 				t.Fatal(err)
 			}

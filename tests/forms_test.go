@@ -107,7 +107,7 @@ func diffCounts(a, b map[string]int) []string {
 func TestDSv4RanksShareTheModel(t *testing.T) {
 	m := loadDSv4(t)
 	rt := startRuntime(t, actors.Config{})
-	passes, err := rt.Run(context.Background(), actors.RunSpec{Orch: orchestration(m, "full"), Rounds: 2, Ranks: 2, Info: trace.RunInfo{Model: m.Name, Form: "full"}})
+	passes, err := rt.Run(context.Background(), actors.RunSpec{Orchestration: orchestration(m, "full"), Rounds: 2, Ranks: 2, Info: trace.RunInfo{Model: m.Name, Form: "full"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,7 @@ func runPasses(t testing.TB, rt *actors.Runtime, orch *actors.Orchestration, rou
 // as the Graph pipeline's recorders do, and encodes each Definition.
 func definitionsOf(t testing.TB, m *config.Model, form string) [][]byte {
 	t.Helper()
-	o := &collector{Orch: stages.NewOrch(m.EntryRoots()), seen: map[uint64]bool{}}
+	o := &collector{OrdinaryPath: stages.NewOrdinaryPath(m.EntryRoots()), seen: map[uint64]bool{}}
 	if err := m.Run(o, form); err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func definitionsOf(t testing.TB, m *config.Model, form string) [][]byte {
 }
 
 type collector struct {
-	*stages.Orch
+	*stages.OrdinaryPath
 	rec    stages.Recorder
 	seen   map[uint64]bool
 	images [][]byte
@@ -96,5 +96,5 @@ func (c *collector) Graph(call *stages.GraphCall) stages.TaskID {
 			c.images = append(c.images, stages.EncodeDefinition(d))
 		}
 	}
-	return c.Orch.Graph(call)
+	return c.OrdinaryPath.Graph(call)
 }

@@ -20,7 +20,7 @@ func TestDeviceIdle(t *testing.T) {
 	orch := orchestration(m, "full")
 	for _, inFlight := range []int{1, 2} {
 		rt := startRuntime(t, actors.Config{InFlight: inFlight})
-		passes, err := rt.Run(context.Background(), actors.RunSpec{Orch: orch, Rounds: 6, Ranks: 1, Info: trace.RunInfo{Model: m.Name, Form: "full"}})
+		passes, err := rt.Run(context.Background(), actors.RunSpec{Orchestration: orch, Rounds: 6, Ranks: 1, Info: trace.RunInfo{Model: m.Name, Form: "full"}})
 		if err != nil {
 			t.Fatal(err)
 		}

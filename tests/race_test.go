@@ -15,7 +15,7 @@ import (
 // replays as a GRAPH task, as the submission actor would do.
 func deviceImages(t testing.TB, m *config.Model, form string) (run []byte, defs [][]byte) {
 	t.Helper()
-	g := &grapher{Orch: stages.NewOrch(m.EntryRoots()), defs: map[uint64]*stages.Definition{}}
+	g := &grapher{OrdinaryPath: stages.NewOrdinaryPath(m.EntryRoots()), defs: map[uint64]*stages.Definition{}}
 	if err := m.Run(g, form); err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func deviceImages(t testing.TB, m *config.Model, form string) (run []byte, defs 
 }
 
 type grapher struct {
-	*stages.Orch
+	*stages.OrdinaryPath
 	rec   stages.Recorder
 	defs  map[uint64]*stages.Definition
 	order []*stages.Definition
@@ -46,7 +46,7 @@ func (g *grapher) Graph(call *stages.GraphCall) stages.TaskID {
 			if g.err == nil {
 				g.err = fmt.Errorf("graph %q: %w", call.Key, err)
 			}
-			return g.Orch.Graph(call)
+			return g.OrdinaryPath.Graph(call)
 		}
 		stages.EncodeDefinition(d) // sets the content hash
 		g.defs[fk] = d
@@ -55,7 +55,7 @@ func (g *grapher) Graph(call *stages.GraphCall) stages.TaskID {
 	return g.SubmitGraph(call, stages.GraphSubmission{FullKey: fk, DefHash: d.ContentHash}, d.HeapBytes, d.WrittenSlots())
 }
 
-func dsv4Device(t testing.TB, m *config.Model, form string, cfg npu.Config) *npu.Device {
+func dsv4Device(t testing.TB, m *config.Model, form string, cfg npu.Config) *npu.Die {
 	t.Helper()
 	run, defs := deviceImages(t, m, form)
 	d := npu.New(cfg)

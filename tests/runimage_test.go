@@ -22,9 +22,9 @@ const (
 // fullFormDevice is a device with DSv4's entry roots and kernels registered
 // and the full form's Definitions uploaded, as after one pass of
 // `hbgrun run --form full`. It returns each Definition's hash by full_key.
-func fullFormDevice(t *testing.T, m *config.Model) (*npu.Device, map[uint64]uint64) {
+func fullFormDevice(t *testing.T, m *config.Model) (*npu.Die, map[uint64]uint64) {
 	t.Helper()
-	o := &collector{Orch: stages.NewOrch(m.EntryRoots()), seen: map[uint64]bool{}, identity: m.Name + "/full"}
+	o := &collector{OrdinaryPath: stages.NewOrdinaryPath(m.EntryRoots()), seen: map[uint64]bool{}, identity: m.Name + "/full"}
 	if err := m.Run(o, "full"); err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func fullFormDevice(t *testing.T, m *config.Model) (*npu.Device, map[uint64]uint
 // eagerDigest runs DSv4's eager form on a device of its own.
 func eagerDigest(t *testing.T, m *config.Model) uint64 {
 	t.Helper()
-	o := stages.NewOrch(m.EntryRoots())
+	o := stages.NewOrdinaryPath(m.EntryRoots())
 	if err := m.Run(o, "eager"); err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func readImage(t *testing.T, path string) []byte {
 	return b
 }
 
-func launchNoPanic(t *testing.T, d *npu.Device) (res *npu.Result, err error) {
+func launchNoPanic(t *testing.T, d *npu.Die) (res *npu.Result, err error) {
 	t.Helper()
 	defer func() {
 		if p := recover(); p != nil {

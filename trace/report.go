@@ -91,10 +91,11 @@ type PassCounts struct {
 	GraphSubmissions int64 `json:"graph_submissions"`
 }
 
-// RunCounts add up over the whole run, all ranks and rounds (Definitions:
-// at its end).
+// RunCounts add up over the whole run, all ranks and rounds, but for
+// Definitions.
 type RunCounts struct {
-	// Definitions is the distinct Definitions in the store at the end.
+	// Definitions is the distinct Definitions the first pass used (every
+	// pass of a form uses the same ones).
 	Definitions int64 `json:"definitions"`
 	// RecordedDefinitions and RecordedNodes count recordings over the run
 	// (with Definitions kept across runs, all in the cold passes).

@@ -189,7 +189,7 @@ func runForm(ctx context.Context, s *session, f *runFlags, orch *actors.Orchestr
 	}
 	ran := make(chan result, 1)
 	go func() {
-		passes, err := rt.Run(ctx, actors.RunSpec{Orch: orch, Rounds: f.rounds, Ranks: f.ranks, Info: info,
+		passes, err := rt.Run(ctx, actors.RunSpec{Orchestration: orch, Rounds: f.rounds, Ranks: f.ranks, Info: info,
 			OnPass: func(p *actors.PassResult) {
 				bar.Add(1)
 				mu.Lock()

@@ -15,11 +15,11 @@ import (
 	"github.com/hbg-dev/hbg/stages"
 )
 
-// Writer is an Orchestrator that submits to a stages.Orch (the ordinary path)
+// Writer is an Submitter that submits to a stages.OrdinaryPath (the ordinary path)
 // and writes every event. Graph calls run their body inline, and the body's
 // tasks carry the graph field and the boundary slot of each argument.
 type Writer struct {
-	o       *stages.Orch
+	o       *stages.OrdinaryPath
 	kernels []stages.Kernel
 	w       *bufio.Writer
 	err     error
@@ -44,15 +44,15 @@ type graphState struct {
 
 // New starts a trace of one run over the model's entry roots.
 func New(w io.Writer, entry []stages.Root, kernels []stages.Kernel) *Writer {
-	t := &Writer{o: stages.NewOrch(entry), kernels: kernels, inst: map[string]int{}}
+	t := &Writer{o: stages.NewOrdinaryPath(entry), kernels: kernels, inst: map[string]int{}}
 	if w != nil {
 		t.w = bufio.NewWriterSize(w, 1<<16)
 	}
 	return t
 }
 
-// Orch is the ordinary path underneath.
-func (t *Writer) Orch() *stages.Orch { return t.o }
+// Ordinary is the ordinary path underneath.
+func (t *Writer) Ordinary() *stages.OrdinaryPath { return t.o }
 
 // NumRoots reports the roots so far, so that an interpreter can name the
 // outputs Submit allocates.
@@ -255,7 +255,7 @@ func b2i(b bool) int {
 	return 0
 }
 
-// Alloc implements stages.Orchestrator.
+// Alloc implements stages.Submitter.
 func (t *Writer) Alloc(specs []stages.RootSpec) (stages.TaskID, stages.RootID) {
 	id, first := t.o.Alloc(specs)
 	args := make([]stages.Arg, len(specs))
@@ -266,7 +266,7 @@ func (t *Writer) Alloc(specs []stages.RootSpec) (stages.TaskID, stages.RootID) {
 	return id, first
 }
 
-// Submit implements stages.Orchestrator.
+// Submit implements stages.Submitter.
 func (t *Writer) Submit(task *stages.Task) stages.TaskID {
 	first := stages.RootID(t.o.NumRoots())
 	id := t.o.Submit(task)
@@ -289,7 +289,7 @@ func (t *Writer) Submit(task *stages.Task) stages.TaskID {
 	return id
 }
 
-// ScopeBegin implements stages.Orchestrator.
+// ScopeBegin implements stages.Submitter.
 func (t *Writer) ScopeBegin(mode stages.ScopeMode) {
 	t.emit(&Event{Ev: "scope_begin", Mode: ip(int(mode)), Depth: ip(t.depth)})
 	t.o.ScopeBegin(mode)
@@ -300,7 +300,7 @@ func (t *Writer) ScopeBegin(mode stages.ScopeMode) {
 	}
 }
 
-// ScopeEnd implements stages.Orchestrator.
+// ScopeEnd implements stages.Submitter.
 func (t *Writer) ScopeEnd() {
 	t.o.ScopeEnd()
 	t.depth--
@@ -317,7 +317,7 @@ func (t *Writer) ReadTensor(root stages.RootID, value int64) {
 	t.emit(&Event{Ev: "get_tensor_data", Root: name, Value: &value})
 }
 
-// Graph implements stages.Orchestrator: the body runs inline and its tasks
+// Graph implements stages.Submitter: the body runs inline and its tasks
 // are marked with the call's key and instance.
 func (t *Writer) Graph(call *stages.GraphCall) stages.TaskID {
 	inst := t.inst[call.Key]

@@ -51,10 +51,10 @@ type Touch struct {
 	Cols int64
 }
 
-// Orchestrator is the submission API that an orchestration (a Go function, or
+// Submitter is the submission API that an orchestration (a Go function, or
 // a model config interpreted as one) drives. The ordinary path, the recorder
 // and the trace writer all implement it.
-type Orchestrator interface {
+type Submitter interface {
 	// Alloc submits one alloc task that creates len(specs) roots, with
 	// consecutive ids starting at the returned RootID.
 	Alloc(specs []RootSpec) (TaskID, RootID)
@@ -110,7 +110,7 @@ type GraphCall struct {
 }
 
 // BodyFunc is a Graph body.
-type BodyFunc func(o Orchestrator, b *Boundary) error
+type BodyFunc func(o Submitter, b *Boundary) error
 
 // KeptBody is the body to keep past the call: Detach's, or Body.
 func (c *GraphCall) KeptBody() BodyFunc {
