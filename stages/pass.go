@@ -228,6 +228,7 @@ type Host struct {
 	rank     int
 	orch     *OrdinaryPath
 	identity string
+	idHash   uint64 // FullKey's hash of identity so far
 	keys     map[uint64]*keyState
 	matcher  Matcher
 	p        *Pass
@@ -263,6 +264,7 @@ func (h *Host) Begin(identity string, entry []Root, nkernels, round int) *Pass {
 	if h.orch == nil || h.identity != identity {
 		h.orch = NewOrdinaryPath(entry)
 		h.identity = identity
+		h.idHash = fnvString(fnvOffset, identity)
 		clear(h.keys)
 	}
 	if h.cfg.NoRetain {
@@ -310,7 +312,7 @@ func (h *Host) storeKey(fk uint64) uint64 {
 func (h *Host) Graph(call *GraphCall, o Submitter) TaskID {
 	p := h.p
 	p.Counts.GraphCalls++
-	fk := FullKey(h.identity, call.Key, call.Config)
+	fk := fullKeyFrom(h.idHash, call.Key, call.Config)
 	sk := h.storeKey(fk)
 	e := h.keys[sk]
 	switch {
