@@ -67,14 +67,31 @@ func (f *runFlags) check() error {
 		return usageError{fmt.Errorf("--rounds %d: want at least 1", f.rounds)}
 	case f.ranks < 1:
 		return usageError{fmt.Errorf("--ranks %d: want at least 1", f.ranks)}
-	case f.recorders < 1:
-		return usageError{fmt.Errorf("--recorders %d: want at least 1", f.recorders)}
-	case f.inFlight < 1:
-		return usageError{fmt.Errorf("--in-flight %d: want at least 1", f.inFlight)}
 	case f.defects != "error" && f.defects != "warn":
 		return usageError{fmt.Errorf("--defects %q: want error or warn", f.defects)}
 	}
-	return f.store.resolve()
+	if err := f.store.resolve(); err != nil {
+		return err
+	}
+	// The runtime validates its own options; the command only says which
+	// flag set the field it refuses.
+	cfg := f.config(nil, f.skipDevice)
+	if err := cfg.Validate(); err != nil {
+		var ce *actors.ConfigError
+		if errors.As(err, &ce) && configFlags[ce.Field] != "" {
+			return usageError{fmt.Errorf("%s %v: want %s", configFlags[ce.Field], ce.Value, ce.Want)}
+		}
+		return usageError{err}
+	}
+	return nil
+}
+
+// configFlags names the flag that sets each actors.Config field a user can
+// get wrong from the command line.
+var configFlags = map[string]string{
+	"Recorders": "--recorders",
+	"InFlight":  "--in-flight",
+	"StoreMax":  "--store-max",
 }
 
 func (f *runFlags) config(tr *trace.Tracer, skipDevice bool) actors.Config {
