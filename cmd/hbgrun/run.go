@@ -47,14 +47,14 @@ func (f *runFlags) register(c *cobra.Command, withForm bool) {
 	}
 	fl.IntVar(&f.rounds, "rounds", 5, "passes per rank; the first pass of each rank is reported apart as cold")
 	fl.IntVar(&f.ranks, "ranks", 1, "ranks run concurrently, each with its own device")
-	fl.IntVar(&f.recorders, "recorders", 8, "size of the prewarmed recorder pool")
+	fl.IntVar(&f.recorders, "recorders", 8, "size of the prewarmed recorder pool (0: the runtime's default)")
 	fl.BoolVar(&f.noRetain, "no-retain", false, "drop Definitions after every pass, so each pass records, builds and uploads again (upstream's behaviour)")
 	fl.BoolVar(&f.skipDevice, "skip-device", false, "stop each pass after the run image is copied: no simulation, no golden check")
 	fl.BoolVar(&f.json, "json", false, "write the report as JSON")
 	fl.StringVar(&f.otlp, "otlp", "", "export spans over OTLP to ENDPOINT (grpc://host:4317 or http://host:4318); default: the OTEL_EXPORTER_OTLP_* variables, else nowhere")
 	fl.StringVar(&f.traceOut, "trace-out", "", "write a Chrome trace-event file (open it in Perfetto)")
 	fl.StringVar(&f.defects, "defects", "error", "what a detected body defect does: error or warn")
-	fl.IntVar(&f.inFlight, "in-flight", 2, "passes of one rank in flight: the host orchestrates the next while the device runs the previous (1: they take turns)")
+	fl.IntVar(&f.inFlight, "in-flight", 2, "passes of one rank in flight: the host orchestrates the next while the device runs the previous (1: they take turns; 0: the runtime's default)")
 	fl.BoolVar(&f.strict, "strict", false, "fail a pass when a body records something unsupported, instead of running that key on the ordinary path")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print a line on stderr as each pass ends")
 	fl.BoolVar(&f.race, "race", true, "check every device run for races (--race=false skips the detector; the golden check then compares digests only)")
@@ -73,9 +73,10 @@ func (f *runFlags) check() error {
 	if err := f.store.resolve(); err != nil {
 		return err
 	}
-	// The runtime validates its own options; the command only says which
-	// flag set the field it refuses.
+	// The runtime defaults and validates its own options, as it does an
+	// embedder's; the command only says which flag set the field it refuses.
 	cfg := f.config(nil, f.skipDevice)
+	cfg.EnsureDefaults()
 	if err := cfg.Validate(); err != nil {
 		var ce *actors.ConfigError
 		if errors.As(err, &ce) && configFlags[ce.Field] != "" {
