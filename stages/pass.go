@@ -331,7 +331,7 @@ func (h *Host) Graph(call *GraphCall, o Submitter) TaskID {
 		p.Counts.FallbackCalls++
 		return h.inline(call, o)
 	}
-	if mm := h.matcher.MatchSignature(e.sig, e.nscalars, e.next, call, h.orch); mm != nil {
+	if mm := matchSignature(&h.matcher, e.sig, e.nscalars, e.next, call, rootTable(h.orch.info)); mm != nil {
 		p.Counts.BoundaryMismatches++
 		p.warn("boundary mismatch, call runs on the ordinary path: %v", mm)
 		return h.inline(call, o)
