@@ -2,7 +2,6 @@ package npu
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/hbg-dev/hbg/stages"
 )
@@ -82,7 +81,7 @@ func newDevTensor(t *stages.TensorRef) devTensor {
 func newDefObj(def *stages.Definition) (*defObj, error) {
 	n := len(def.Nodes)
 	o := &defObj{
-		hash: def.ContentHash, key: strings.Clone(def.Key), fullKey: def.FullKey, heapBytes: def.HeapBytes,
+		hash: def.ContentHash, key: def.Key, fullKey: def.FullKey, heapBytes: def.HeapBytes,
 		boundary: append([]stages.BoundarySlot(nil), def.Boundary...), boundaryScalars: def.BoundaryScalars,
 		nodes:   make([]devNode, n),
 		fanin:   append([]uint32(nil), def.Fanin...),

@@ -90,6 +90,7 @@ type Die struct {
 	planGen   uint64
 	sim       sim
 	stats     Stats
+	scratch   stages.Definition // each upload is decoded into it
 }
 
 // New returns a device with cfg; zero fields take DefaultConfig values
@@ -165,10 +166,10 @@ func (d *Die) Upload(image []byte) (ObjectID, error) {
 		d.stats.H2DCopies++
 		return o.id, nil
 	}
-	// The decoded Definition is scratch: the device keeps only its own
-	// narrow form of it (defObj).
-	def, err := stages.DecodeDefinition(image)
-	if err != nil {
+	// The decoded Definition is scratch, reused upload after upload: the
+	// device keeps only its own narrow form of it (defObj).
+	def := &d.scratch
+	if err := stages.DecodeDefinitionInto(image, def); err != nil {
 		d.stats.Refusals++
 		return 0, fmt.Errorf("npu: upload refused: %w", err)
 	}

@@ -9,56 +9,80 @@ import (
 
 // DecodeDefinition verifies and decodes a Definition image.
 func DecodeDefinition(b []byte) (*Definition, error) {
-	if err := imagefmt.CheckHeader(b, DefinitionMagic, DefinitionVersion, defHeaderSize, imagefmt.DefTotalAt, hashOff, "definition"); err != nil {
+	d := new(Definition)
+	if err := DecodeDefinitionInto(b, d); err != nil {
 		return nil, err
 	}
-	return decodeDefinition(b)
+	return d, nil
 }
 
-// decodeDefinition decodes a Definition image whose header has been checked,
-// section by section, in the sections' order.
-func decodeDefinition(b []byte) (*Definition, error) {
+// DecodeDefinitionInto is DecodeDefinition into d, whose pools' storage it
+// reuses: a decoder that keeps its own form of each Definition (the
+// device) decodes every upload into one scratch Definition instead of
+// allocating a fresh one (its tensor templates are 120 bytes each, about a
+// megabyte for DSv4's eight). On error d holds a partial decode.
+func DecodeDefinitionInto(b []byte, d *Definition) error {
+	if err := imagefmt.CheckHeader(b, DefinitionMagic, DefinitionVersion, defHeaderSize, imagefmt.DefTotalAt, hashOff, "definition"); err != nil {
+		return err
+	}
+	return decodeDefinition(b, d)
+}
+
+// decodeDefinition decodes a Definition image whose header has been checked
+// into d, section by section, in the sections' order.
+func decodeDefinition(b []byte, d *Definition) error {
 	h, sec, err := defLayout(b)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	d := h.definition(b)
+	h.definition(b, d)
 	if err := h.faninSpans(b, sec, d.Nodes); err != nil {
-		return nil, err
+		return err
 	}
-	if d.Fanin, err = h.faninEdges(b, sec, d.Nodes); err != nil {
-		return nil, err
+	if d.Fanin, err = h.faninEdges(b, sec, d.Nodes, d.Fanin); err != nil {
+		return err
 	}
 	if err := h.checkFanout(b, sec, d); err != nil {
-		return nil, err
+		return err
 	}
 	if d.ExtDeps, err = decodeExtDeps(b, sec, h); err != nil {
-		return nil, err
+		return err
 	}
 	preds, err := h.nodeTable(b, sec, d.Nodes)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if d.Tensors, err = h.tensors(b[sec[dsTensors]:sec[dsScalars]]); err != nil {
-		return nil, err
+	if d.Tensors, err = h.tensors(b[sec[dsTensors]:sec[dsScalars]], d.Tensors); err != nil {
+		return err
 	}
-	if d.Scalars, err = h.scalars(b[sec[dsScalars]:sec[dsRoots]]); err != nil {
-		return nil, err
+	if d.Scalars, err = h.scalars(b[sec[dsScalars]:sec[dsRoots]], d.Scalars); err != nil {
+		return err
 	}
-	if d.Roots, err = h.roots(b[sec[dsRoots]:sec[dsBoundary]]); err != nil {
-		return nil, err
+	if d.Roots, err = h.roots(b[sec[dsRoots]:sec[dsBoundary]], d.Roots); err != nil {
+		return err
 	}
 	if err := checkInternalDeltas(d); err != nil {
-		return nil, err
+		return err
 	}
-	if d.Boundary, err = decodeBoundary(b[sec[dsBoundary]:sec[dsPreds]], h.nbound); err != nil {
-		return nil, err
+	if d.Boundary, err = decodeBoundary(b[sec[dsBoundary]:sec[dsPreds]], h.nbound, d.Boundary); err != nil {
+		return err
 	}
 	if err := h.predicates(b[sec[dsPreds]:sec[dsKey]], preds, d.Nodes); err != nil {
-		return nil, err
+		return err
 	}
 	d.Key = string(b[sec[dsKey]:sec[dsEnd]])
-	return d, nil
+	return nil
+}
+
+// reuse is s resized to n zero elements, on s's storage when it fits (a
+// nil s gets a fresh slice, as make gives).
+func reuse[T any](s []T, n int) []T {
+	if s == nil || cap(s) < n {
+		return make([]T, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
 }
 
 // defCounts is a Definition image's header counts, checked against its
@@ -119,16 +143,21 @@ func defLayout(b []byte) (defCounts, []int, error) {
 	return h, sec, nil
 }
 
-// definition is the Definition the header describes, its nodes allocated
-// and nothing else decoded.
-func (h *defCounts) definition(b []byte) *Definition {
+// definition makes d the Definition the header describes, its nodes
+// allocated (on d's storage when it fits) and nothing else decoded.
+func (h *defCounts) definition(b []byte, d *Definition) {
 	le := binary.LittleEndian
-	return &Definition{
+	*d = Definition{
 		FullKey:         le.Uint64(b[imagefmt.DefFullKeyAt:]),
 		ContentHash:     le.Uint64(b[hashOff:]),
 		HeapBytes:       h.heapBytes,
 		BoundaryScalars: h.nbsc,
-		Nodes:           make([]NodeDesc, h.nodes),
+		Nodes:           reuse(d.Nodes, h.nodes),
+		Fanin:           d.Fanin[:0],
+		Tensors:         d.Tensors[:0],
+		Scalars:         d.Scalars[:0],
+		Roots:           d.Roots[:0],
+		Boundary:        d.Boundary[:0],
 	}
 }
 
@@ -152,10 +181,10 @@ func (h *defCounts) faninSpans(b []byte, sec []int, nodes []NodeDesc) error {
 
 // faninEdges decodes the fanin CSR's producers: each precedes its consumer
 // (node order is topological, so no cycle can be expressed).
-func (h *defCounts) faninEdges(b []byte, sec []int, nodes []NodeDesc) ([]uint32, error) {
+func (h *defCounts) faninEdges(b []byte, sec []int, nodes []NodeDesc, dst []uint32) ([]uint32, error) {
 	le := binary.LittleEndian
 	fi := b[sec[dsFaninIdx]:]
-	fanin := make([]uint32, h.edges)
+	fanin := reuse(dst, h.edges)
 	for i := range nodes {
 		s := nodes[i].Fanin
 		for e := s.Off; e < s.Off+s.N; e++ {
@@ -271,9 +300,9 @@ func (h *defCounts) nodeTable(b []byte, sec []int, nodes []NodeDesc) ([]uint32, 
 	return preds, nil
 }
 
-// tensors decodes the tensor template section.
-func (h *defCounts) tensors(b []byte) ([]TensorRef, error) {
-	ts := make([]TensorRef, h.ntens)
+// tensors decodes the tensor template section (on dst's storage).
+func (h *defCounts) tensors(b []byte, dst []TensorRef) ([]TensorRef, error) {
+	ts := reuse(dst, h.ntens)
 	r := newReader(b, "tensor")
 	for i := range ts {
 		r.tensorRef(&ts[i])
@@ -292,9 +321,9 @@ func (h *defCounts) tensors(b []byte) ([]TensorRef, error) {
 }
 
 // scalars decodes the scalar section: static values and boundary slots.
-func (h *defCounts) scalars(b []byte) ([]ScalarRef, error) {
+func (h *defCounts) scalars(b []byte, dst []ScalarRef) ([]ScalarRef, error) {
 	nbsc := uint32(h.nbsc)
-	ss := make([]ScalarRef, h.nsc)
+	ss := reuse(dst, h.nsc)
 	r := newReader(b, "scalar")
 	for i := range ss {
 		s := &ss[i]
@@ -323,8 +352,8 @@ func (h *defCounts) scalars(b []byte) ([]ScalarRef, error) {
 
 // roots decodes the internal roots, each created by a node and inside the
 // heap block.
-func (h *defCounts) roots(b []byte) ([]InternalRoot, error) {
-	rs := make([]InternalRoot, h.nroots)
+func (h *defCounts) roots(b []byte, dst []InternalRoot) ([]InternalRoot, error) {
+	rs := reuse(dst, h.nroots)
 	r := newReader(b, "root")
 	for i := range rs {
 		rt := &rs[i]
@@ -366,9 +395,9 @@ func checkInternalDeltas(d *Definition) error {
 	return nil
 }
 
-// decodeBoundary decodes the boundary signature section.
-func decodeBoundary(b []byte, nbound int) ([]BoundarySlot, error) {
-	sig := make([]BoundarySlot, nbound)
+// decodeBoundary decodes the boundary signature section (on dst's storage).
+func decodeBoundary(b []byte, nbound int, dst []BoundarySlot) ([]BoundarySlot, error) {
+	sig := reuse(dst, nbound)
 	r := newReader(b, "boundary")
 	for i := range sig {
 		if err := r.boundarySlot(sig, i); err != nil {

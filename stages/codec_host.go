@@ -32,7 +32,8 @@ func DecodeDefinitionHost(b []byte) (d *Definition, written []int32, err error) 
 	if err != nil {
 		return nil, nil, err
 	}
-	d = h.definition(b)
+	d = new(Definition)
+	h.definition(b, d)
 	if err := h.faninSpans(b, sec, d.Nodes); err != nil {
 		return nil, nil, err
 	}
@@ -46,7 +47,7 @@ func DecodeDefinitionHost(b []byte) (d *Definition, written []int32, err error) 
 	if written, err = h.writtenSlots(b[sec[dsTensors]:sec[dsScalars]]); err != nil {
 		return nil, nil, err
 	}
-	if d.Boundary, err = decodeBoundary(b[sec[dsBoundary]:sec[dsPreds]], h.nbound); err != nil {
+	if d.Boundary, err = decodeBoundary(b[sec[dsBoundary]:sec[dsPreds]], h.nbound, nil); err != nil {
 		return nil, nil, err
 	}
 	if err := h.predicates(b[sec[dsPreds]:sec[dsKey]], preds, d.Nodes); err != nil {

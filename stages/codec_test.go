@@ -320,6 +320,11 @@ func FuzzDecodeDefinition(f *testing.F) {
 		if err != nil {
 			return
 		}
+		// Into a scratch that held a larger Definition: the same value.
+		scratch := fuzzScratch()
+		if err := DecodeDefinitionInto(c, scratch); err != nil || !reflect.DeepEqual(normalizedDef(d), normalizedDef(scratch)) {
+			t.Fatalf("decoding into a used scratch differs from a fresh decode (%v)", err)
+		}
 		d2, err := DecodeDefinition(EncodeDefinition(d))
 		if err != nil {
 			t.Fatalf("re-encoded definition does not decode: %v", err)
@@ -329,6 +334,35 @@ func FuzzDecodeDefinition(f *testing.F) {
 			t.Fatalf("re-encode changed the definition")
 		}
 	})
+}
+
+// fuzzScratch is a Definition that has held a DSv4-sized decode.
+func fuzzScratch() *Definition {
+	d := new(Definition)
+	if err := DecodeDefinitionInto(EncodeDefinition(dsv4LikeDefinition(64)), d); err != nil {
+		panic(err)
+	}
+	return d
+}
+
+// TestDecodeDefinitionInto decodes images one after another into one
+// scratch Definition, larger then smaller, as the device does at upload:
+// each equals a fresh decode, with nothing left of the one before.
+func TestDecodeDefinitionInto(t *testing.T) {
+	var scratch Definition
+	for _, d := range []*Definition{dsv4LikeDefinition(291), codecDef(), {Key: "empty"}, dsv4LikeDefinition(7), codecDef()} {
+		img := EncodeDefinition(d)
+		fresh, err := DecodeDefinition(img)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := DecodeDefinitionInto(img, &scratch); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(fresh, &scratch) {
+			t.Fatalf("%s: decoded into a used scratch, the Definition differs from a fresh decode", d.Key)
+		}
+	}
 }
 
 func FuzzDecodeRunImage(f *testing.F) {
