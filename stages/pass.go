@@ -242,6 +242,10 @@ func NewHost(rank int, cfg PassConfig) *Host {
 	return &Host{cfg: cfg, rank: rank, keys: map[uint64]*keyState{}}
 }
 
+// GraphBoundary implements stages.BoundaryWriter for the submitter that
+// routes Graph calls here: the run image's next n argument slots.
+func (h *Host) GraphBoundary(n int) []Arg { return h.orch.lendArgs(n) }
+
 // Ordinary is the ordinary path of the pass in host_orch.
 func (h *Host) Ordinary() *OrdinaryPath { return h.orch }
 
@@ -388,6 +392,12 @@ func differs(e *keyState, call *GraphCall) bool {
 }
 
 func (h *Host) inline(call *GraphCall, o Submitter) TaskID {
+	if h.orch.lent(call.Boundary) {
+		// The body's tasks go where the lent boundary is: it reads a copy.
+		c := *call
+		c.Boundary = slices.Clone(call.Boundary)
+		call = &c
+	}
 	if err := call.Body(o, call.NewBoundary()); err != nil {
 		h.p.errs = append(h.p.errs, fmt.Errorf("graph %q on the ordinary path: %w", call.Key, err))
 	}

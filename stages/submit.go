@@ -217,6 +217,23 @@ func (o *OrdinaryPath) Submit(t *Task) TaskID {
 	return id
 }
 
+// lendArgs is the run image's next n argument slots, past its end: a Graph
+// caller evaluates its boundary into them (BoundaryWriter), and SubmitGraph
+// takes them in place.
+func (o *OrdinaryPath) lendArgs(n int) []Arg {
+	o.img.Args = grow2(o.img.Args, n)
+	l := len(o.img.Args)
+	return o.img.Args[l : l+n : l+n]
+}
+
+// lent reports whether b is the run image's argument slots lent by
+// lendArgs and not yet taken: anything submitted before the Graph call
+// takes them would write over them.
+func (o *OrdinaryPath) lent(b []Arg) bool {
+	l := len(o.img.Args)
+	return len(b) > 0 && cap(o.img.Args)-l >= len(b) && &o.img.Args[l : l+1][0] == &b[0]
+}
+
 // Graph runs the body inline on the ordinary path.
 func (o *OrdinaryPath) Graph(call *GraphCall) TaskID {
 	if err := call.Body(o, call.NewBoundary()); err != nil && o.bodyErr == nil {
@@ -237,7 +254,11 @@ func (o *OrdinaryPath) SubmitGraph(call *GraphCall, sub GraphSubmission, heapByt
 	boundary, scalars := call.Boundary, call.Scalars
 	id := TaskID(len(o.img.Tasks))
 	argOff := len(o.img.Args)
-	o.img.Args = append(grow2(o.img.Args, len(boundary)), boundary...)
+	if o.lent(boundary) {
+		o.img.Args = o.img.Args[:argOff+len(boundary)] // written in place
+	} else {
+		o.img.Args = append(grow2(o.img.Args, len(boundary)), boundary...)
+	}
 	args := o.img.Args[argOff:]
 	resolveFanin(&o.tm, rootTable(o.info), id, args, call.ExtDeps, o.scopes.inManual(), &o.fs)
 	if !o.scopes.inManual() {

@@ -19,6 +19,7 @@ func (s hostSubmitter) NumRoots() int                           { return s.h.Ord
 func (s hostSubmitter) ScopeBegin(m stages.ScopeMode)           { s.h.Ordinary().ScopeBegin(m) }
 func (s hostSubmitter) ScopeEnd()                               { s.h.Ordinary().ScopeEnd() }
 func (s hostSubmitter) Graph(c *stages.GraphCall) stages.TaskID { return s.h.Graph(c, s) }
+func (s hostSubmitter) GraphBoundary(n int) []stages.Arg        { return s.h.GraphBoundary(n) }
 
 // BenchmarkHostWarm is a warm DSv4 full pass's host_orch on one goroutine:
 // the model interpreter and the Host (full_key, boundary match, the outer
