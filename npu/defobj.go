@@ -89,7 +89,6 @@ func newDefObj(def *stages.Definition) (*defObj, error) {
 		scalars: append([]stages.ScalarRef(nil), def.Scalars...),
 		roots:   append([]stages.InternalRoot(nil), def.Roots...),
 	}
-	npred := 0
 	for i := range def.Nodes {
 		nd := &def.Nodes[i]
 		if !kernelSlotsOK(nd.Kind, nd.Kernel) {
@@ -101,19 +100,12 @@ func newDefObj(def *stages.Definition) (*defObj, error) {
 		if nd.Fanin.N == 0 {
 			o.entry = append(o.entry, uint32(i))
 		}
-		if nd.Pred.Valid {
-			npred++
-		}
+		o.nodes[i] = devNode{kind: nd.Kind, kernel: nd.Kernel, blockNum: nd.BlockNum, tensors: nd.Tensors, scalars: nd.Scalars, fanin: nd.Fanin, pred: nd.Pred - 1}
 	}
-	o.preds = make([]devPred, 0, npred)
-	for i := range def.Nodes {
-		nd := &def.Nodes[i]
-		dn := devNode{kind: nd.Kind, kernel: nd.Kernel, blockNum: nd.BlockNum, tensors: nd.Tensors, scalars: nd.Scalars, fanin: nd.Fanin, pred: -1}
-		if p := &nd.Pred; p.Valid {
-			dn.pred = int32(len(o.preds))
-			o.preds = append(o.preds, devPred{op: p.Op, t: newDevTensor(&p.Tensor), index: p.Index, target: p.Target})
-		}
-		o.nodes[i] = dn
+	o.preds = make([]devPred, len(def.Preds))
+	for i := range def.Preds {
+		p := &def.Preds[i]
+		o.preds[i] = devPred{op: p.Op, t: newDevTensor(&p.Tensor), index: p.Index, target: p.Target}
 	}
 	for i := range def.Tensors {
 		o.tensors[i] = newDevTensor(&def.Tensors[i])

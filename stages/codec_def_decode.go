@@ -48,8 +48,7 @@ func decodeDefinition(b []byte, d *Definition) error {
 	if d.ExtDeps, err = decodeExtDeps(b, sec, h); err != nil {
 		return err
 	}
-	preds, err := h.nodeTable(b, sec, d.Nodes)
-	if err != nil {
+	if err := h.nodeTable(b, sec, d.Nodes); err != nil {
 		return err
 	}
 	if d.Tensors, err = h.tensors(b[sec[dsTensors]:sec[dsScalars]], d.Tensors); err != nil {
@@ -67,7 +66,7 @@ func decodeDefinition(b []byte, d *Definition) error {
 	if d.Boundary, err = decodeBoundary(b[sec[dsBoundary]:sec[dsPreds]], h.nbound, d.Boundary); err != nil {
 		return err
 	}
-	if err := h.predicates(b[sec[dsPreds]:sec[dsKey]], preds, d.Nodes); err != nil {
+	if err := h.predicates(b[sec[dsPreds]:sec[dsKey]], d); err != nil {
 		return err
 	}
 	d.Key = string(b[sec[dsKey]:sec[dsEnd]])
@@ -158,6 +157,7 @@ func (h *defCounts) definition(b []byte, d *Definition) {
 		Scalars:         d.Scalars[:0],
 		Roots:           d.Roots[:0],
 		Boundary:        d.Boundary[:0],
+		Preds:           d.Preds[:0],
 	}
 }
 
@@ -268,17 +268,16 @@ func decodeExtDeps(b []byte, sec []int, h defCounts) ([][]uint32, error) {
 }
 
 // nodeTable decodes the node records into nodes (their Fanin spans set
-// already) and returns each node's 1-based predicate index (0: none).
-func (h *defCounts) nodeTable(b []byte, sec []int, nodes []NodeDesc) ([]uint32, error) {
+// already), each with its 1-based predicate index (0: none).
+func (h *defCounts) nodeTable(b []byte, sec []int, nodes []NodeDesc) error {
 	le := binary.LittleEndian
-	preds := make([]uint32, len(nodes))
 	nb := b[sec[dsNodes]:]
 	for i := range nodes {
 		rec := nb[nodeRecSize*i:]
 		nd := &nodes[i]
 		nd.Kind = Kind(rec[imagefmt.NodeKindAt])
 		if nd.Kind < KindAIC || nd.Kind > KindAlloc {
-			return nil, badf("definition node %d has kind %d (want aic, aiv, mix, dummy or alloc; a GRAPH node cannot nest)", i, rec[imagefmt.NodeKindAt])
+			return badf("definition node %d has kind %d (want aic, aiv, mix, dummy or alloc; a GRAPH node cannot nest)", i, rec[imagefmt.NodeKindAt])
 		}
 		nd.BlockNum = int32(le.Uint32(rec[imagefmt.NodeBlockNumAt:]))
 		for k := 0; k < 3; k++ {
@@ -286,18 +285,19 @@ func (h *defCounts) nodeTable(b []byte, sec []int, nodes []NodeDesc) ([]uint32, 
 		}
 		nd.Tensors = Span{Off: le.Uint32(rec[imagefmt.NodeTensorOffAt:]), N: le.Uint32(rec[imagefmt.NodeTensorNAt:])}
 		nd.Scalars = Span{Off: le.Uint32(rec[imagefmt.NodeScalarOffAt:]), N: le.Uint32(rec[imagefmt.NodeScalarNAt:])}
-		preds[i] = le.Uint32(rec[imagefmt.NodePredicateAt:])
+		pred := le.Uint32(rec[imagefmt.NodePredicateAt:])
 		if uint64(nd.Tensors.Off)+uint64(nd.Tensors.N) > uint64(h.ntens) {
-			return nil, badf("definition node %d tensors [%d, +%d) exceed %d tensors", i, nd.Tensors.Off, nd.Tensors.N, h.ntens)
+			return badf("definition node %d tensors [%d, +%d) exceed %d tensors", i, nd.Tensors.Off, nd.Tensors.N, h.ntens)
 		}
 		if uint64(nd.Scalars.Off)+uint64(nd.Scalars.N) > uint64(h.nsc) {
-			return nil, badf("definition node %d scalars [%d, +%d) exceed %d scalars", i, nd.Scalars.Off, nd.Scalars.N, h.nsc)
+			return badf("definition node %d scalars [%d, +%d) exceed %d scalars", i, nd.Scalars.Off, nd.Scalars.N, h.nsc)
 		}
-		if int(preds[i]) > h.npred {
-			return nil, badf("definition node %d names predicate %d of %d", i, preds[i], h.npred)
+		if uint64(pred) > uint64(h.npred) {
+			return badf("definition node %d names predicate %d of %d", i, pred, h.npred)
 		}
+		nd.Pred = int32(pred) // npred < 2^29: its section bounds it (defLayout)
 	}
-	return preds, nil
+	return nil
 }
 
 // tensors decodes the tensor template section (on dst's storage).
@@ -455,11 +455,12 @@ func (r *reader) boundarySlot(sig []BoundarySlot, i int) error {
 	return nil
 }
 
-// predicates decodes and checks a Definition's predicate section and gives
-// each node the predicate its record names (preds, from nodeTable); the full
-// and the host decode share it.
-func (h *defCounts) predicates(b []byte, preds []uint32, nodes []NodeDesc) error {
-	pr := make([]PredRef, h.npred)
+// predicates decodes and checks a Definition's predicate section into
+// d.Preds (on its storage), which the nodes name by index (nodeTable); the
+// full and the host decode share it.
+func (h *defCounts) predicates(b []byte, d *Definition) error {
+	pr := reuse(d.Preds, h.npred)
+	d.Preds = pr
 	r := newReader(b, "predicate")
 	for i := range pr {
 		p := &pr[i]
@@ -479,13 +480,5 @@ func (h *defCounts) predicates(b []byte, preds []uint32, nodes []NodeDesc) error
 		}
 	}
 	r.Done()
-	if r.Err != nil {
-		return r.Err
-	}
-	for i := range nodes {
-		if k := preds[i]; k > 0 {
-			nodes[i].Pred = pr[k-1]
-		}
-	}
-	return nil
+	return r.Err
 }

@@ -40,8 +40,7 @@ func DecodeDefinitionHost(b []byte) (d *Definition, written []int32, err error) 
 	if d.ExtDeps, err = decodeExtDeps(b, sec, h); err != nil {
 		return nil, nil, err
 	}
-	preds, err := h.nodeTable(b, sec, d.Nodes)
-	if err != nil {
+	if err := h.nodeTable(b, sec, d.Nodes); err != nil {
 		return nil, nil, err
 	}
 	if written, err = h.writtenSlots(b[sec[dsTensors]:sec[dsScalars]]); err != nil {
@@ -50,7 +49,7 @@ func DecodeDefinitionHost(b []byte) (d *Definition, written []int32, err error) 
 	if d.Boundary, err = decodeBoundary(b[sec[dsBoundary]:sec[dsPreds]], h.nbound, nil); err != nil {
 		return nil, nil, err
 	}
-	if err := h.predicates(b[sec[dsPreds]:sec[dsKey]], preds, d.Nodes); err != nil {
+	if err := h.predicates(b[sec[dsPreds]:sec[dsKey]], d); err != nil {
 		return nil, nil, err
 	}
 	d.Key = string(b[sec[dsKey]:sec[dsEnd]])

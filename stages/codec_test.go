@@ -29,11 +29,11 @@ func codecDef() *Definition {
 		Nodes: []NodeDesc{
 			{Kind: KindAlloc, Kernel: [3]KernelID{-1, -1, -1}, BlockNum: -1, Tensors: Span{0, 1}, Scalars: Span{0, 0}, Fanin: Span{0, 0}},
 			{Kind: KindAIC, Kernel: [3]KernelID{7, -1, -1}, BlockNum: 4, Tensors: Span{1, 3}, Scalars: Span{0, 2}, Fanin: Span{0, 1}},
-			{Kind: KindAIV, Kernel: [3]KernelID{-1, 9, -1}, BlockNum: 2, Tensors: Span{4, 2}, Scalars: Span{2, 1}, Fanin: Span{1, 1},
-				Pred: PredRef{Valid: true, Op: PredGT, Tensor: TensorRef{Tag: TagInput, Src: SrcBoundaryView, Slot: 2, Delta: 3, Layout: v(INT32, 4)}, Index: 1, Target: 0}},
+			{Kind: KindAIV, Kernel: [3]KernelID{-1, 9, -1}, BlockNum: 2, Tensors: Span{4, 2}, Scalars: Span{2, 1}, Fanin: Span{1, 1}, Pred: 1},
 			{Kind: KindMIX, Kernel: [3]KernelID{11, 12, 12}, BlockNum: 8, Tensors: Span{6, 2}, Scalars: Span{3, 0}, Fanin: Span{2, 2}},
 			{Kind: KindDummy, Kernel: [3]KernelID{-1, -1, -1}, BlockNum: -1, Tensors: Span{8, 0}, Scalars: Span{3, 0}, Fanin: Span{4, 2}},
 		},
+		Preds: []PredRef{{Valid: true, Op: PredGT, Tensor: TensorRef{Tag: TagInput, Src: SrcBoundaryView, Slot: 2, Delta: 3, Layout: v(INT32, 4)}, Index: 1, Target: 0}},
 		Tensors: []TensorRef{
 			{Tag: TagOutput, Src: SrcOwnOutput, Slot: 0, Layout: v(BF16, 16, 64)},
 			{Tag: TagInput, Src: SrcBoundaryExact, Slot: 0, Layout: v(BF16, 16, 64)},
@@ -425,7 +425,8 @@ func dsv4LikeDefinition(nodes int) *Definition {
 		nd := NodeDesc{Kind: KindAIC, Kernel: [3]KernelID{KernelID(i % 30), -1, -1}, BlockNum: 4,
 			Tensors: Span{uint32(tOff), 10}, Scalars: Span{uint32(sOff), 2}, Fanin: Span{uint32(fOff), uint32(len(d.Fanin) - fOff)}}
 		if i%3 == 0 {
-			nd.Pred = PredRef{Valid: true, Op: PredGT, Tensor: TensorRef{Tag: TagInput, Src: SrcBoundaryView, Slot: 5, Delta: int64(i), Layout: NewView(0, 0, INT32, 32, 1)}, Index: int64(i % 32)}
+			d.Preds = append(d.Preds, PredRef{Valid: true, Op: PredGT, Tensor: TensorRef{Tag: TagInput, Src: SrcBoundaryView, Slot: 5, Delta: int64(i), Layout: NewView(0, 0, INT32, 32, 1)}, Index: int64(i % 32)})
+			nd.Pred = int32(len(d.Preds))
 		}
 		d.Nodes = append(d.Nodes, nd)
 	}
