@@ -1,0 +1,194 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+func (l *loader) errf(n *yaml.Node, key, value, format string, a ...any) error {
+	line := 1
+	if n != nil {
+		line = n.Line
+	}
+	return &Error{File: l.file, Line: line, Key: key, Value: value, Msg: fmt.Sprintf(format, a...)}
+}
+
+func (l *loader) wrap(n *yaml.Node, key, value string, err error) error {
+	var ce *Error
+	if errors.As(err, &ce) {
+		return err
+	}
+	return &Error{File: l.file, Line: n.Line, Key: key, Value: value, Msg: err.Error(), Err: err}
+}
+
+// fields returns a mapping's values by key, rejecting unknown and duplicate keys.
+func (l *loader) fields(n *yaml.Node, what string, allowed ...string) (map[string]*yaml.Node, []string, error) {
+	if n.Kind != yaml.MappingNode {
+		return nil, nil, l.errf(n, what, n.Value, "want a mapping")
+	}
+	out := make(map[string]*yaml.Node, len(n.Content)/2)
+	var order []string
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		if allowed != nil && !contains(allowed, k.Value) {
+			return nil, nil, l.errf(k, what, k.Value, "unknown key (want one of %s)", strings.Join(allowed, ", "))
+		}
+		if _, dup := out[k.Value]; dup {
+			return nil, nil, l.errf(k, what, k.Value, "duplicate key")
+		}
+		out[k.Value] = n.Content[i+1]
+		order = append(order, k.Value)
+	}
+	return out, order, nil
+}
+
+func contains(s []string, x string) bool {
+	for _, v := range s {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+func (l *loader) str(n *yaml.Node, key string) (string, error) {
+	if n.Kind != yaml.ScalarNode {
+		return "", l.errf(n, key, "", "want a string")
+	}
+	return n.Value, nil
+}
+
+func (l *loader) seq(n *yaml.Node, key string) ([]*yaml.Node, error) {
+	if n.Kind != yaml.SequenceNode {
+		return nil, l.errf(n, key, n.Value, "want a list")
+	}
+	return n.Content, nil
+}
+
+func (l *loader) strList(n *yaml.Node, key string) ([]string, error) {
+	items, err := l.seq(n, key)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(items))
+	for i, it := range items {
+		if out[i], err = l.str(it, key); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (l *loader) constInt(n *yaml.Node, key string) (int64, error) {
+	if n.Kind != yaml.ScalarNode {
+		return 0, l.errf(n, key, "", "want an integer")
+	}
+	e, err := parseExpr(n.Value, l.constRes)
+	if err != nil {
+		return 0, l.errf(n, key, n.Value, "bad integer expression: %v", err)
+	}
+	return e.val, nil
+}
+
+func (l *loader) constRes(name string) (int64, int, int, bool) {
+	v, ok := l.m.consts[name]
+	return v, -1, -1, ok
+}
+
+func isIdent(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, c := range s {
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+func nodeText(n *yaml.Node) string {
+	if n.Kind == yaml.ScalarNode {
+		return n.Value
+	}
+	var b strings.Builder
+	for _, c := range n.Content {
+		b.WriteString(nodeText(c))
+		b.WriteByte(' ')
+	}
+	return b.String()
+}
+
+// decode reads the mapping n into doc, a pointer to a struct whose fields
+// are *yaml.Node, each tagged with its key (`yaml:"name"`): the nodes keep
+// their positions for messages. A key the struct does not name, or one
+// given twice, is an error naming it (what says whose key it is, and the
+// struct's field order is the order the message lists the keys in); a field
+// whose key is absent stays nil.
+func (l *loader) decode(n *yaml.Node, what string, doc any) error {
+	v := reflect.ValueOf(doc).Elem()
+	keys := docKeys(v.Type())
+	if n.Kind != yaml.MappingNode {
+		return l.errf(n, what, n.Value, "want a mapping")
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		j := slices.Index(keys, k.Value)
+		if j < 0 {
+			return l.errf(k, what, k.Value, "unknown key (want one of %s)", strings.Join(keys, ", "))
+		}
+		f := v.Field(j)
+		if !f.IsNil() {
+			return l.errf(k, what, k.Value, "duplicate key")
+		}
+		f.Set(reflect.ValueOf(n.Content[i+1]))
+	}
+	return nil
+}
+
+// docKeys lists a decode struct's keys, in field order.
+func docKeys(t reflect.Type) []string {
+	keys := make([]string, t.NumField())
+	for i := range keys {
+		f := t.Field(i)
+		if f.Type != reflect.TypeFor[*yaml.Node]() || f.Tag.Get("yaml") == "" {
+			panic(fmt.Sprintf("config: decode struct %s: field %s is not a tagged *yaml.Node", t, f.Name))
+		}
+		keys[i] = f.Tag.Get("yaml")
+	}
+	return keys
+}
+
+// keyValue is one entry of a mapping from names to values.
+type keyValue struct{ key, value *yaml.Node }
+
+// entries returns the entries of a mapping from names to values (constants,
+// blocks, forms...), in file order; want says what the mapping maps when
+// n is not one.
+func (l *loader) entries(n *yaml.Node, key, want string) ([]keyValue, error) {
+	if n.Kind != yaml.MappingNode {
+		return nil, l.errf(n, key, "", "%s", want)
+	}
+	out := make([]keyValue, 0, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		out = append(out, keyValue{n.Content[i], n.Content[i+1]})
+	}
+	return out, nil
+}
+
+// absent returns the first of keys that the decoded doc lacks, or "".
+func absent(doc any, keys ...string) string {
+	v := reflect.ValueOf(doc).Elem()
+	all := docKeys(v.Type())
+	for _, k := range keys {
+		if v.Field(slices.Index(all, k)).IsNil() {
+			return k
+		}
+	}
+	return ""
+}
