@@ -14,11 +14,10 @@ const maxTensorList = 1 << 16
 // allocItem parses "NAME DTYPE[d, ...] [manual_dep]" and gives it a slot.
 func (sc *scope) allocItem(src string, nd *yaml.Node) (allocItem, error) {
 	l := sc.l
-	toks, err := tokenize(src)
+	p, err := sc.parser(nd, "alloc", src)
 	if err != nil {
-		return allocItem{}, l.errf(nd, "alloc", src, "%v", err)
+		return allocItem{}, err
 	}
-	p := &exprParser{src: src, toks: toks, res: sc.intRes}
 	name := p.next()
 	it := allocItem{name: name.s, elem: -1}
 	if t := p.peek(); name.kind == tIdent && t.kind == tOp && t.s == "[" {

@@ -26,7 +26,7 @@ func (sc *scope) call(o *op, cn, wn *yaml.Node) error {
 	var with map[string]*yaml.Node
 	if wn != nil {
 		var err error
-		if with, _, err = l.fields(wn, "with", append(append(append(append([]string(nil), callee.params...), callee.tensors...), callee.taskParams...), "variant")...); err != nil {
+		if with, err = l.fields(wn, "with", append(append(append(append([]string(nil), callee.params...), callee.tensors...), callee.taskParams...), "variant")...); err != nil {
 			return err
 		}
 	}

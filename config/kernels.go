@@ -109,11 +109,10 @@ func (sc *scope) kernel(nd *yaml.Node, key, name string, core stages.Kind) (stag
 func (sc *scope) kernelList(t *taskOp, kn *yaml.Node) (string, error) {
 	l := sc.l
 	src := kn.Value
-	toks, err := tokenize(src)
+	p, err := sc.parser(kn, "k", src)
 	if err != nil {
-		return "", l.errf(kn, "k", src, "%v", err)
+		return "", err
 	}
-	p := &exprParser{src: src, toks: toks, res: sc.intRes}
 	want := "want \"[KERNEL, KERNEL, ...][INDEX]\""
 	p.next() // '['
 	var sig string

@@ -30,7 +30,7 @@ func (sc *scope) op(n *yaml.Node) (*op, error) {
 	l := sc.l
 	allowed := append([]string(nil), opKeys...)
 	allowed = append(allowed, sc.b.variants...)
-	f, _, err := l.fields(n, "op", allowed...)
+	f, err := l.fields(n, "op", allowed...)
 	if err != nil {
 		return nil, err
 	}
@@ -49,27 +49,20 @@ func (sc *scope) op(n *yaml.Node) (*op, error) {
 		}
 		return nil
 	}
+	// The ops that are one key (and if), tried in this order, before the
+	// others.
+	for _, one := range []struct {
+		key     string
+		compile func(*op, *yaml.Node) error
+	}{{"alloc", sc.alloc}, {"let", sc.let}, {"tasks", sc.tasksOp}, {"set", sc.setOp}} {
+		if v := f[one.key]; v != nil {
+			if err := only(one.key); err != nil {
+				return nil, err
+			}
+			return o, one.compile(o, v)
+		}
+	}
 	switch {
-	case f["alloc"] != nil:
-		if err := only("alloc"); err != nil {
-			return nil, err
-		}
-		return o, sc.alloc(o, f["alloc"])
-	case f["let"] != nil:
-		if err := only("let"); err != nil {
-			return nil, err
-		}
-		return o, sc.let(o, f["let"])
-	case f["tasks"] != nil:
-		if err := only("tasks"); err != nil {
-			return nil, err
-		}
-		return o, sc.tasksOp(o, f["tasks"])
-	case f["set"] != nil:
-		if err := only("set"); err != nil {
-			return nil, err
-		}
-		return o, sc.setOp(o, f["set"])
 	case f["scope"] != nil:
 		if err := only("scope", "body"); err != nil {
 			return nil, err

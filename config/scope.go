@@ -1,6 +1,6 @@
 package config
 
-import ()
+import "go.yaml.in/yaml/v3"
 
 // scope compiles one block's (or the program's) ops.
 type scope struct {
@@ -99,3 +99,13 @@ func (sc *scope) use(deps uint64, line int) {
 }
 
 func (sc *scope) expr(s string) (*expr, error) { return parseExpr(s, sc.intRes) }
+
+// parser starts parsing src, the value of key at nd, over the scope's
+// names; a token error is reported there.
+func (sc *scope) parser(nd *yaml.Node, key, src string) (*exprParser, error) {
+	p, err := newParser(src, sc.intRes)
+	if err != nil {
+		return nil, sc.l.errf(nd, key, src, "%v", err)
+	}
+	return p, nil
+}

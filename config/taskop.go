@@ -69,7 +69,7 @@ func (sc *scope) task(o *op, f map[string]*yaml.Node, n *yaml.Node) error {
 				fv[k] = x
 			}
 			if ov := f[sc.b.variants[v]]; ov != nil {
-				of, _, err := l.fields(ov, sc.b.variants[v], "k", "mix", "bn", "args", "scalars", "deps", "pred", "touch")
+				of, err := l.fields(ov, sc.b.variants[v], "k", "mix", "bn", "args", "scalars", "deps", "pred", "touch")
 				if err != nil {
 					return err
 				}
@@ -292,11 +292,10 @@ var predOps = map[string]stages.PredOp{">": stages.PredGT, ">=": stages.PredGE, 
 func (sc *scope) pred(nd *yaml.Node) (*predOp, error) {
 	l := sc.l
 	src := nd.Value
-	toks, err := tokenize(src)
+	p, err := sc.parser(nd, "pred", src)
 	if err != nil {
-		return nil, l.errf(nd, "pred", src, "%v", err)
+		return nil, err
 	}
-	p := &exprParser{src: src, toks: toks, res: sc.intRes}
 	name := p.next()
 	if name.kind != tIdent {
 		return nil, l.errf(nd, "pred", src, "want \"TENSOR[i, ...] OP VALUE\"")

@@ -31,15 +31,16 @@ func (sc *scope) touch(tn *yaml.Node, t *taskOp) error {
 	if t.kind == stages.KindDummy {
 		return l.errf(tn, "touch", "", "a dummy task has no kernel to hint")
 	}
-	tf, order, err := l.fields(tn, "touch")
+	hints, err := l.keyValues(tn, "touch")
 	if err != nil {
 		return err
 	}
 	var site touchSite
-	for _, k := range order {
+	for _, kv := range hints {
+		k, vn := kv.key.Value, kv.value
 		kind, idx, ok := sc.tensor(k)
 		if !ok {
-			return l.errf(tf[k], "touch", k, "unknown tensor (want %s)", sc.tensorNames())
+			return l.errf(vn, "touch", k, "unknown tensor (want %s)", sc.tensorNames())
 		}
 		arg := -1
 		for i, a := range t.args {
@@ -47,15 +48,15 @@ func (sc *scope) touch(tn *yaml.Node, t *taskOp) error {
 				continue
 			}
 			if arg >= 0 {
-				return l.errf(tf[k], "touch", k, "names arguments %d and %d of this task (a hint must pick one)", arg, i)
+				return l.errf(vn, "touch", k, "names arguments %d and %d of this task (a hint must pick one)", arg, i)
 			}
 			arg = i
 		}
 		if arg < 0 {
-			return l.errf(tf[k], "touch", k, "not an argument of this task")
+			return l.errf(vn, "touch", k, "not an argument of this task")
 		}
 		av := t.args[arg].view
-		key, src := "touch."+k, tf[k].Value
+		key, src := "touch."+k, vn.Value
 		// A 2-D tile: the columns part is compiled here, the rows part as
 		// a rows hint of its own ("NAME[ROWS]"), unless it is ":".
 		rsrc, colsSrc, tile := splitTile(src)
@@ -63,16 +64,16 @@ func (sc *scope) touch(tn *yaml.Node, t *taskOp) error {
 		if tile {
 			var err error
 			if cols, err = sc.touchCols(colsSrc, av); err != nil {
-				return l.errf(tf[k], key, src, "%v", err)
+				return l.errf(vn, key, src, "%v", err)
 			}
 		}
 		if tile && rsrc == "" {
 			if cols == 0 {
-				return l.errf(tf[k], key, src, "a hint must narrow something: want rows, columns or both, not [:, :]")
+				return l.errf(vn, key, src, "a hint must narrow something: want rows, columns or both, not [:, :]")
 			}
 			site.hints = append(site.hints, stages.Touch{Arg: arg, Cols: cols})
 			site.names = append(site.names, k)
-			site.nodes = append(site.nodes, tf[k])
+			site.nodes = append(site.nodes, vn)
 			continue
 		}
 		// "dim0[...]" counts rows of the argument as passed (after its
@@ -82,32 +83,32 @@ func (sc *scope) touch(tn *yaml.Node, t *taskOp) error {
 		if own {
 			vsrc = k + strings.TrimPrefix(strings.TrimSpace(rsrc), "dim0")
 		} else if av.index != nil || av.as != nil {
-			return l.errf(tf[k], key, src, "argument %d (%s) drops or reshapes %s's dim 0: write the rows of the argument's own dim 0 as dim0[start:+ROWS]", arg, av.src, k)
+			return l.errf(vn, key, src, "argument %d (%s) drops or reshapes %s's dim 0: write the rows of the argument's own dim 0 as dim0[start:+ROWS]", arg, av.src, k)
 		}
-		vw, err := sc.view(vsrc, tf[k].Line)
+		vw, err := sc.view(vsrc, vn.Line)
 		if err != nil {
-			return l.errf(tf[k], key, src, "%v", err)
+			return l.errf(vn, key, src, "%v", err)
 		}
 		if vw.kind != kind || vw.base != idx {
-			return l.errf(tf[k], key, src, "a hint on %s must view %s (or dim0)", k, k)
+			return l.errf(vn, key, src, "a hint on %s must view %s (or dim0)", k, k)
 		}
 		rows := int64(1)
 		switch {
 		case vw.at != nil || vw.as != nil || vw.index == nil && vw.start == nil:
-			return l.errf(tf[k], key, src, "want %s[start:+ROWS], %s[row], dim0[start:+ROWS] or dim0[row]: the rows of dim 0 the kernel reads", k, k)
+			return l.errf(vn, key, src, "want %s[start:+ROWS], %s[row], dim0[start:+ROWS] or dim0[row]: the rows of dim 0 the kernel reads", k, k)
 		case vw.start != nil:
 			if !vw.count.isConst() || vw.count.val <= 0 {
-				return l.errf(tf[k], key, src, "the row count must be a positive constant (a hint is a property of the kernel, the same at every call)")
+				return l.errf(vn, key, src, "the row count must be a positive constant (a hint is a property of the kernel, the same at every call)")
 			}
 			rows = vw.count.val
 		}
 		// The argument's dim 0, when it is known here.
 		if n, ok := av.rows(own); ok && rows > n {
-			return l.errf(tf[k], key, src, "reads %d rows of an argument of %d", rows, n)
+			return l.errf(vn, key, src, "reads %d rows of an argument of %d", rows, n)
 		}
 		site.hints = append(site.hints, stages.Touch{Arg: arg, Rows: rows, Cols: cols})
 		site.names = append(site.names, k)
-		site.nodes = append(site.nodes, tf[k])
+		site.nodes = append(site.nodes, vn)
 	}
 	site.line = tn.Line
 	sort.Sort(&site)
@@ -159,11 +160,10 @@ func (sc *scope) touchCols(src string, av *viewExpr) (int64, error) {
 	if strings.TrimSpace(src) == ":" {
 		return 0, nil
 	}
-	toks, err := tokenize(src)
+	p, err := newParser(src, sc.intRes)
 	if err != nil {
 		return 0, err
 	}
-	p := &exprParser{src: src, toks: toks, res: sc.intRes}
 	if _, err := p.parseExpr(0); err != nil {
 		return 0, err
 	}

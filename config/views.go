@@ -33,11 +33,10 @@ type viewExpr struct {
 
 // view parses NAME ( [i] | [start:+count] )? (@ off)? (as [d, ...])?.
 func (sc *scope) view(src string, line int) (*viewExpr, error) {
-	toks, err := tokenize(src)
+	p, err := newParser(src, sc.intRes)
 	if err != nil {
 		return nil, err
 	}
-	p := &exprParser{src: src, toks: toks, res: sc.intRes}
 	v, err := sc.viewTokens(p, line)
 	if err != nil {
 		return nil, err

@@ -26,25 +26,40 @@ func (l *loader) wrap(n *yaml.Node, key, value string, err error) error {
 	return &Error{File: l.file, Line: n.Line, Key: key, Value: value, Msg: err.Error(), Err: err}
 }
 
-// fields returns a mapping's values by key, rejecting unknown and duplicate keys.
-func (l *loader) fields(n *yaml.Node, what string, allowed ...string) (map[string]*yaml.Node, []string, error) {
+// keyValues returns a mapping's entries in file order, rejecting duplicate
+// keys and, when allowed is given, keys it does not list.
+func (l *loader) keyValues(n *yaml.Node, what string, allowed ...string) ([]keyValue, error) {
 	if n.Kind != yaml.MappingNode {
-		return nil, nil, l.errf(n, what, n.Value, "want a mapping")
+		return nil, l.errf(n, what, n.Value, "want a mapping")
 	}
-	out := make(map[string]*yaml.Node, len(n.Content)/2)
-	var order []string
+	out := make([]keyValue, 0, len(n.Content)/2)
+	seen := make(map[string]bool, len(n.Content)/2)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k := n.Content[i]
 		if allowed != nil && !contains(allowed, k.Value) {
-			return nil, nil, l.errf(k, what, k.Value, "unknown key (want one of %s)", strings.Join(allowed, ", "))
+			return nil, l.errf(k, what, k.Value, "unknown key (want one of %s)", strings.Join(allowed, ", "))
 		}
-		if _, dup := out[k.Value]; dup {
-			return nil, nil, l.errf(k, what, k.Value, "duplicate key")
+		if seen[k.Value] {
+			return nil, l.errf(k, what, k.Value, "duplicate key")
 		}
-		out[k.Value] = n.Content[i+1]
-		order = append(order, k.Value)
+		seen[k.Value] = true
+		out = append(out, keyValue{k, n.Content[i+1]})
 	}
-	return out, order, nil
+	return out, nil
+}
+
+// fields returns a mapping's values by key, as keyValues checks them: for
+// mappings whose keys are not fixed (an op's, whose variants are keys too).
+func (l *loader) fields(n *yaml.Node, what string, allowed ...string) (map[string]*yaml.Node, error) {
+	kvs, err := l.keyValues(n, what, allowed...)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*yaml.Node, len(kvs))
+	for _, kv := range kvs {
+		out[kv.key.Value] = kv.value
+	}
+	return out, nil
 }
 
 func contains(s []string, x string) bool {
@@ -133,20 +148,12 @@ func nodeText(n *yaml.Node) string {
 func (l *loader) decode(n *yaml.Node, what string, doc any) error {
 	v := reflect.ValueOf(doc).Elem()
 	keys := docKeys(v.Type())
-	if n.Kind != yaml.MappingNode {
-		return l.errf(n, what, n.Value, "want a mapping")
+	kvs, err := l.keyValues(n, what, keys...)
+	if err != nil {
+		return err
 	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k := n.Content[i]
-		j := slices.Index(keys, k.Value)
-		if j < 0 {
-			return l.errf(k, what, k.Value, "unknown key (want one of %s)", strings.Join(keys, ", "))
-		}
-		f := v.Field(j)
-		if !f.IsNil() {
-			return l.errf(k, what, k.Value, "duplicate key")
-		}
-		f.Set(reflect.ValueOf(n.Content[i+1]))
+	for _, kv := range kvs {
+		v.Field(slices.Index(keys, kv.key.Value)).Set(reflect.ValueOf(kv.value))
 	}
 	return nil
 }
