@@ -84,19 +84,12 @@ func (l *loader) blockBoundary(b *block, d *blockDoc, n *yaml.Node) error {
 	if bn == nil {
 		return l.errf(n, "blocks."+b.name+".boundary", "", "missing (a list of slots, or auto)")
 	}
-	items, err := l.seq(bn, "boundary")
-	if err != nil {
-		return err
-	}
 	tused := map[string]bool{}
-	for _, it := range items {
-		var sf boundarySlotDoc
-		if err := l.decode(it, "boundary slot", &sf); err != nil {
+	for si, err := range decodeEach[boundarySlotDoc](l, bn, "boundary", "boundary slot", "want name and tag", "name", "tag") {
+		if err != nil {
 			return err
 		}
-		if sf.Name == nil || sf.Tag == nil {
-			return l.errf(it, "boundary slot", "", "want name and tag")
-		}
+		it, sf := si.node, &si.doc
 		s := &boundSlot{name: sf.Name.Value, line: it.Line}
 		for _, o := range b.boundary {
 			if o.name == s.name {

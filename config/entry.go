@@ -82,17 +82,13 @@ func (l *loader) entry(n *yaml.Node) error {
 	if d.Tensors == nil {
 		return l.errf(n, "entry.tensors", "", "missing")
 	}
-	items, err := l.seq(d.Tensors, "entry.tensors")
-	if err != nil {
-		return err
-	}
 	seen := map[string]bool{}
-	for _, it := range items {
-		var td entryTensorDoc
-		if err := l.decode(it, "entry tensor", &td); err != nil {
+	for ti, err := range decodeEach[entryTensorDoc](l, d.Tensors, "entry.tensors", "entry tensor", "") {
+		if err != nil {
 			return err
 		}
-		if k := absent(&td, "name", "dtype", "shape"); k != "" {
+		it, td := ti.node, &ti.doc
+		if k := absent(td, "name", "dtype", "shape"); k != "" {
 			return l.errf(it, "entry tensor."+k, "", "missing (an entry tensor needs name, dtype, shape)")
 		}
 		e := entryTensor{line: it.Line, kind: stages.RootEntry}
@@ -134,18 +130,11 @@ func (l *loader) entry(n *yaml.Node) error {
 		l.m.entryViews = append(l.m.entryViews, stages.NewView(stages.RootID(len(l.m.entryViews)), 0, e.dtype, e.shape...))
 	}
 	if s := d.Scalars; s != nil {
-		items, err := l.seq(s, "entry.scalars")
-		if err != nil {
-			return err
-		}
-		for _, it := range items {
-			var sd entryScalarDoc
-			if err := l.decode(it, "entry scalar", &sd); err != nil {
+		for si, err := range decodeEach[entryScalarDoc](l, s, "entry.scalars", "entry scalar", "want name and value", "name", "value") {
+			if err != nil {
 				return err
 			}
-			if sd.Name == nil || sd.Value == nil {
-				return l.errf(it, "entry scalar", "", "want name and value")
-			}
+			sd := &si.doc
 			nm := sd.Name.Value
 			if _, dup := l.m.consts[nm]; dup || !isIdent(nm) {
 				return l.errf(sd.Name, "entry scalar name", nm, "duplicate (a constant or entry scalar has this name) or not an identifier")

@@ -20,18 +20,11 @@ type kernelDoc struct {
 }
 
 func (l *loader) kernelTable(n *yaml.Node) error {
-	items, err := l.seq(n, "kernels")
-	if err != nil {
-		return err
-	}
-	for i, it := range items {
-		var kf kernelDoc
-		if err := l.decode(it, "kernel", &kf); err != nil {
+	for ki, err := range decodeEach[kernelDoc](l, n, "kernels", "kernel", "want at least name and core", "name", "core") {
+		if err != nil {
 			return err
 		}
-		if kf.Name == nil || kf.Core == nil {
-			return l.errf(it, "kernel", "", "want at least name and core")
-		}
+		i, kf := ki.i, &ki.doc
 		k := stages.Kernel{Name: kf.Name.Value}
 		if _, dup := l.m.kernelIdx[k.Name]; dup {
 			return l.errf(kf.Name, "kernel name", k.Name, "duplicate kernel")

@@ -33,18 +33,11 @@ type raceDoc struct {
 // each named kernel's RaceGroup. A NAME matches a kernel of that name or
 // code identity, and upstream's numbered copies of it (NAME_0, NAME_1...).
 func (l *loader) declaredRaces(n *yaml.Node) error {
-	items, err := l.seq(n, "races")
-	if err != nil {
-		return err
-	}
-	for i, it := range items {
-		var f raceDoc
-		if err := l.decode(it, "races", &f); err != nil {
+	for ri, err := range decodeEach[raceDoc](l, n, "races", "races", "want kernels (two or more names) and why (the reason they may race)", "kernels", "why") {
+		if err != nil {
 			return err
 		}
-		if f.Kernels == nil || f.Why == nil {
-			return l.errf(it, "races", "", "want kernels (two or more names) and why (the reason they may race)")
-		}
+		i, it, f := ri.i, ri.node, &ri.doc
 		why, err := l.str(f.Why, "races.why")
 		if err != nil {
 			return err

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"reflect"
 	"slices"
 	"strings"
@@ -198,4 +199,40 @@ func absent(doc any, keys ...string) string {
 		}
 	}
 	return ""
+}
+
+// item is one entry of a list of mappings, decoded: the i-th, at node.
+type item[T any] struct {
+	i    int
+	node *yaml.Node
+	doc  T
+}
+
+// decodeEach decodes the list n (key) of mappings, each what, into T (see
+// decode) one item at a time, so that what the caller finds wrong with an
+// item is reported before a later item's decode error. An item without one
+// of the required keys is an error at the item saying want. An error is
+// yielded and ends the list.
+func decodeEach[T any](l *loader, n *yaml.Node, key, what, want string, required ...string) iter.Seq2[*item[T], error] {
+	return func(yield func(*item[T], error) bool) {
+		nodes, err := l.seq(n, key)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		for i, nd := range nodes {
+			it := &item[T]{i: i, node: nd}
+			if err := l.decode(nd, what, &it.doc); err != nil {
+				yield(nil, err)
+				return
+			}
+			if absent(&it.doc, required...) != "" {
+				yield(nil, l.errf(nd, what, "", "%s", want))
+				return
+			}
+			if !yield(it, nil) {
+				return
+			}
+		}
+	}
 }
