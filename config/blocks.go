@@ -96,6 +96,7 @@ func (l *loader) blockHeader(b *block, n *yaml.Node) (*yaml.Node, error) {
 	return d.Body, nil
 }
 
+// blockBody compiles block b's body, once every block's header is known.
 func (l *loader) blockBody(b *block, n *yaml.Node) error {
 	b.structural = make([]int, 64)
 	sc := &scope{l: l, b: b, vals: map[string]int{}, labelDef: map[string]bool{}, allIDs: map[string]bool{}}

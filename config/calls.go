@@ -6,6 +6,10 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
+// call compiles a block call: params, variant, tensor and task params
+// bound by with (unbound tensors and tasks take the caller's of the same
+// name), and for an auto caller its place among the calls that make the
+// boundary.
 func (sc *scope) call(o *op, cn, wn *yaml.Node) error {
 	l := sc.l
 	o.kind = opCall

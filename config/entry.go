@@ -8,6 +8,8 @@ import (
 	"github.com/hbg-dev/hbg/stages"
 )
 
+// constants compiles the constants section: names usable in every
+// expression.
 func (l *loader) constants(n *yaml.Node) error {
 	consts, err := l.entries(n, "constants", "want a mapping of name to integer")
 	if err != nil {
@@ -30,6 +32,7 @@ func (l *loader) constants(n *yaml.Node) error {
 	return nil
 }
 
+// shapeConst reads a constant shape: 1 to MaxDims positive dimensions.
 func (l *loader) shapeConst(n *yaml.Node, key string) ([]int64, error) {
 	items, err := l.seq(n, key)
 	if err != nil {
@@ -74,6 +77,8 @@ type entryScalarDoc struct {
 	Value *yaml.Node `yaml:"value"`
 }
 
+// entry compiles the entry section: RootIDs 0..N-1 in order, and scalars,
+// which are constants too.
 func (l *loader) entry(n *yaml.Node) error {
 	var d entryDoc
 	if err := l.decode(n, "entry", &d); err != nil {

@@ -19,6 +19,7 @@ type kernelDoc struct {
 	Folded    *yaml.Node `yaml:"folded"`
 }
 
+// kernelTable compiles the kernels section; a KernelID is the position.
 func (l *loader) kernelTable(n *yaml.Node) error {
 	for ki, err := range decodeEach[kernelDoc](l, n, "kernels", "kernel", "want at least name and core", "name", "core") {
 		if err != nil {

@@ -26,6 +26,8 @@ func (sc *scope) ops(n *yaml.Node, key string) ([]*op, error) {
 	return out, nil
 }
 
+// op compiles one op; its keys say which kind it is, and a key another kind
+// takes is an error.
 func (sc *scope) op(n *yaml.Node) (*op, error) {
 	l := sc.l
 	allowed := append([]string(nil), opKeys...)
@@ -145,6 +147,8 @@ type loopDoc struct {
 	Step *yaml.Node `yaml:"step"`
 }
 
+// loop compiles a loop op: its var takes an env slot of its own, and the op
+// ids in its body collect every iteration's tasks (id*).
 func (sc *scope) loop(o *op, ln, body, n *yaml.Node) error {
 	l := sc.l
 	o.kind = opLoop

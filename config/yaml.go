@@ -11,6 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
+// errf is a *Error at n (line 1 without a node).
 func (l *loader) errf(n *yaml.Node, key, value, format string, a ...any) error {
 	line := 1
 	if n != nil {
@@ -19,6 +20,7 @@ func (l *loader) errf(n *yaml.Node, key, value, format string, a ...any) error {
 	return &Error{File: l.file, Line: line, Key: key, Value: value, Msg: fmt.Sprintf(format, a...)}
 }
 
+// wrap is err at n, unless it is a *Error already (which knows its place).
 func (l *loader) wrap(n *yaml.Node, key, value string, err error) error {
 	var ce *Error
 	if errors.As(err, &ce) {
