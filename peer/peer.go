@@ -82,14 +82,12 @@ const (
 
 // Config configures a node's peer.
 type Config struct {
-	// Self is this node's address and Nodes every node's (Self among
-	// them), as the cluster names them (host:port): every node must be
-	// given the same list, in any order.
-	Self  string
-	Nodes []string
 	// Disk, when set, is this node's store on disk, which the node serves
-	// from too (also settable later: Node.SetDisk).
-	Disk *diskstore.Store
+	// from too (also settable later: Node.SetDisk); else StoreDir, when
+	// set and not "off", names it (opened with StoreMax).
+	Disk     *diskstore.Store
+	StoreDir string
+	StoreMax int64
 	// AskTimeout bounds a request for a key (default DefaultAskTimeout):
 	// past it, the node records the key itself. It should exceed
 	// ClaimTimeout, so that a waiter is granted a dead holder's claim
@@ -108,12 +106,19 @@ type Config struct {
 	owner func(fullKey uint64) string
 }
 
-// ownerOf is the owner of fullKey.
-func (c *Config) ownerOf(fullKey uint64) string {
+// view is a cluster as one node sees it: its own address and every
+// node's, itself among them.
+type view struct {
+	self  string
+	nodes []string
+}
+
+// ownerOf is the owner of fullKey in v.
+func (c *Config) ownerOf(v view, fullKey uint64) string {
 	if c.owner != nil {
 		return c.owner(fullKey)
 	}
-	return Owner(fullKey, c.Nodes)
+	return Owner(fullKey, v.nodes)
 }
 
 // Owner is the node that owns fullKey among nodes: the highest rendezvous
@@ -143,11 +148,10 @@ type Node struct {
 }
 
 // Start spawns the node's peer actor (named ActorName) in sys, which must
-// run protoactor remote at cfg.Self for other nodes to reach it.
+// run protoactor remote for other nodes to reach it. One node serves any
+// number of clusters (Cluster): a key's owner, claim and image do not
+// depend on which.
 func Start(sys *actor.ActorSystem, cfg Config) (*Node, error) {
-	if !slices.Contains(cfg.Nodes, cfg.Self) {
-		return nil, fmt.Errorf("peer: this node %q is not in the node list %q", cfg.Self, cfg.Nodes)
-	}
 	if cfg.AskTimeout == 0 {
 		cfg.AskTimeout = DefaultAskTimeout
 	}
@@ -163,6 +167,13 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Node, error) {
 	if cfg.Tracer == nil {
 		cfg.Tracer = trace.NewTracer(nil)
 	}
+	if cfg.Disk == nil && cfg.StoreDir != "" && cfg.StoreDir != "off" {
+		d, err := diskstore.Open(cfg.StoreDir, cfg.StoreMax)
+		if err != nil {
+			return nil, fmt.Errorf("peer: %w", err)
+		}
+		cfg.Disk = d
+	}
 	pid, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newServer(cfg) }), ActorName)
 	if err != nil {
 		return nil, fmt.Errorf("peer: spawning %s: %w", ActorName, err)
@@ -170,14 +181,31 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Node, error) {
 	return &Node{sys: sys, pid: pid}, nil
 }
 
+// Cluster is the node's DefinitionSource for a cluster: self is this
+// node's address as the cluster names it (host:port), nodes every node's,
+// self among them; every node of the cluster must be given the same list,
+// in any order.
+func (n *Node) Cluster(self string, nodes []string) (actors.DefinitionSource, error) {
+	if !slices.Contains(nodes, self) {
+		return nil, fmt.Errorf("peer: this node %q is not in the node list %q", self, nodes)
+	}
+	return &source{n: n, v: view{self: self, nodes: slices.Clone(nodes)}}, nil
+}
+
+// source is a Node's DefinitionSource for one cluster.
+type source struct {
+	n *Node
+	v view
+}
+
 // Fetch implements actors.DefinitionSource.
-func (n *Node) Fetch(req actors.FetchRequest, done func(actors.FetchResult)) {
-	n.sys.Root.Send(n.pid, &localAsk{req: req, done: done})
+func (s *source) Fetch(req actors.FetchRequest, done func(actors.FetchResult)) {
+	s.n.sys.Root.Send(s.n.pid, &localAsk{v: s.v, req: req, done: done})
 }
 
 // Recorded implements actors.DefinitionSource.
-func (n *Node) Recorded(req actors.FetchRequest, image []byte) {
-	n.sys.Root.Send(n.pid, &localRecorded{req: req, image: image})
+func (s *source) Recorded(req actors.FetchRequest, image []byte) {
+	s.n.sys.Root.Send(s.n.pid, &localRecorded{v: s.v, req: req, image: image})
 }
 
 // SetDisk makes the node serve from a store on disk as well (the
@@ -191,7 +219,7 @@ func (n *Node) Stop() {
 	_ = n.sys.Root.StopFuture(n.pid).Wait()
 }
 
-var _ actors.DefinitionSource = (*Node)(nil)
+var _ actors.DefinitionSource = (*source)(nil)
 
 // traceMap carries a span context across the wire (W3C trace context).
 func traceMap(c trace.Carrier) map[string]string {

@@ -15,10 +15,12 @@ import (
 // Messages inside the process, never on the wire.
 type (
 	localAsk struct {
+		v    view
 		req  actors.FetchRequest
 		done func(actors.FetchResult)
 	}
 	localRecorded struct {
+		v     view
 		req   actors.FetchRequest
 		image []byte
 	}
@@ -73,8 +75,8 @@ type claim struct {
 	key     string
 }
 
-// waiter is an asker at the owner: another node's peer actor and its ask
-// id, or (pid nil) an ask of this node.
+// waiter is an asker at the owner: another node's peer actor (addr is its
+// address) and its ask id, or an ask of this node (pid nil, addr "").
 type waiter struct {
 	pid  *actor.PID
 	id   uint64
@@ -96,7 +98,9 @@ func (s *server) Receive(ctx actor.Context) {
 	case *Answer:
 		s.answered(m)
 	case *Publish:
-		s.published(ctx, m.FullKey, m.Image, ctx.Sender())
+		if from := ctx.Sender(); from != nil {
+			s.published(ctx, m.FullKey, m.Image, from, from.Address)
+		}
 	case *Abandon:
 		if from := ctx.Sender(); from != nil {
 			s.abandoned(ctx, m.FullKey, from.Address)
@@ -132,13 +136,13 @@ func (s *server) Receive(ctx actor.Context) {
 // localAsk is this node's store missing a key.
 func (s *server) localAsk(ctx actor.Context, m *localAsk) {
 	s.nextID++
-	owner := s.cfg.ownerOf(m.req.FullKey)
+	owner := s.cfg.ownerOf(m.v, m.req.FullKey)
 	a := &ask{id: s.nextID, req: m.req, done: m.done, owner: owner}
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	a.timer = time.AfterFunc(s.cfg.AskTimeout, func() { root.Send(self, &askTimeout{id: a.id}) })
 	s.asks[a.id] = a
-	if owner == s.cfg.Self {
-		s.serve(ctx, waiter{id: a.id, addr: s.cfg.Self}, m.req.FullKey, m.req.Key, m.req.Model)
+	if owner == m.v.self {
+		s.serve(ctx, waiter{id: a.id}, m.req.FullKey, m.req.Key, m.req.Model)
 		return
 	}
 	pid := actor.NewPID(owner, ActorName)
@@ -190,7 +194,7 @@ func (s *server) lookup(fullKey uint64, model string) (held, bool) {
 	}
 	// Read and verified: the bytes are ours, the entry need not stay pinned.
 	s.disk.Unpin(fullKey)
-	h := held{image: l.Image, hash: l.Def.ContentHash, from: s.cfg.Self}
+	h := held{image: l.Image, hash: l.Def.ContentHash, from: "this node's store on disk"}
 	s.images[fullKey] = h
 	return h, true
 }
@@ -205,7 +209,7 @@ func (s *server) grant(ctx actor.Context, fullKey uint64, c *claim, w waiter) {
 	c.timer = time.AfterFunc(s.cfg.ClaimTimeout, func() { root.Send(self, &claimTimeout{fullKey: fullKey, gen: gen}) })
 	if w.pid == nil {
 		if a := s.take(w.id); a != nil {
-			a.done(actors.FetchResult{Peer: s.cfg.Self, Outcome: "record"})
+			a.done(actors.FetchResult{Peer: a.owner, Outcome: "record"})
 		}
 		return
 	}
@@ -270,18 +274,18 @@ func (s *server) answered(m *Answer) {
 // served here when this node owns the key, else Published to its owner.
 func (s *server) localRecorded(ctx actor.Context, m *localRecorded) {
 	fk := m.req.FullKey
-	owner := s.cfg.ownerOf(fk)
+	owner := s.cfg.ownerOf(m.v, fk)
 	if m.image == nil {
-		if owner == s.cfg.Self {
-			s.abandoned(ctx, fk, s.cfg.Self)
+		if owner == m.v.self {
+			s.abandoned(ctx, fk, "")
 		} else {
 			ctx.Send(actor.NewPID(owner, ActorName), &Abandon{FullKey: fk, Reason: "its recording failed"})
 		}
 		return
 	}
 	img := &Image{Image: m.image, ContentHash: stages.DefinitionHash(m.image), FormatVersion: stages.DefinitionVersion}
-	if owner == s.cfg.Self {
-		s.published(ctx, fk, img, nil)
+	if owner == m.v.self {
+		s.published(ctx, fk, img, nil, m.v.self)
 		return
 	}
 	if len(m.image) > s.cfg.MaxImage {
@@ -292,20 +296,16 @@ func (s *server) localRecorded(ctx actor.Context, m *localRecorded) {
 	ctx.Request(actor.NewPID(owner, ActorName), &Publish{FullKey: fk, Image: img})
 }
 
-// published is a key's image arriving at its owner (from the recorder, or
-// this node's own recording: from nil): checked, kept, and sent to every
-// waiter.
-func (s *server) published(ctx actor.Context, fullKey uint64, img *Image, from *actor.PID) {
-	addr := s.cfg.Self
-	if from != nil {
-		addr = from.Address
-	}
+// published is a key's image arriving at its owner (from the recorder at
+// addr, or this node's own recording: from nil): checked, kept, and sent to
+// every waiter.
+func (s *server) published(ctx actor.Context, fullKey uint64, img *Image, from *actor.PID, addr string) {
 	if _, ok := s.images[fullKey]; ok {
 		return
 	}
 	if err := checkImage(fullKey, img); err != nil {
 		// Not served: the claim goes on as if the holder had abandoned it.
-		s.abandoned(ctx, fullKey, addr)
+		s.abandoned(ctx, fullKey, holderAddr(from))
 		return
 	}
 	h := held{image: img.Image, hash: img.ContentHash, from: addr}
@@ -321,7 +321,15 @@ func (s *server) published(ctx actor.Context, fullKey uint64, img *Image, from *
 	}
 }
 
-// abandoned passes a claim on when its holder (at addr) gave it up.
+func holderAddr(from *actor.PID) string {
+	if from == nil {
+		return ""
+	}
+	return from.Address
+}
+
+// abandoned passes a claim on when its holder (at addr; "" for this node)
+// gave it up.
 func (s *server) abandoned(ctx actor.Context, fullKey uint64, addr string) {
 	if c := s.claims[fullKey]; c != nil && c.holder.addr == addr {
 		s.passClaim(ctx, fullKey)
