@@ -23,14 +23,14 @@ const (
 // row slice on dim 0, an element offset and a reshape.
 type viewExpr struct {
 	kind         baseKind
-	idx          int
+	base         int
 	index        *expr
 	start, count *expr
 	at           *expr
 	as           []*expr
 	deps         uint64
-	list         []int // a tensor list's slots: the base is list[lindex]
-	lindex       *expr
+	list         []int // a tensor list's slots: the base is list[listIndex]
+	listIndex    *expr
 	local        bool // the base is a tensor the body allocates itself
 	src          string
 	line         int
@@ -70,8 +70,8 @@ func (sc *scope) intRes(name string) (int64, int, int, bool) {
 	}
 	if s, ok := sc.vals[name]; ok {
 		bs := -1
-		if s >= sc.b.sbase && s < sc.b.sbase+len(sc.b.scalars) {
-			bs = s - sc.b.sbase
+		if s >= sc.b.scalarBase && s < sc.b.scalarBase+len(sc.b.scalars) {
+			bs = s - sc.b.scalarBase
 		}
 		return 0, s, bs, true
 	}
@@ -95,8 +95,8 @@ func (sc *scope) tensor(name string) (baseKind, int, bool) {
 		return 0, 0, false
 	}
 	// Newest definition wins: search from the end.
-	for i := len(sc.b.tnames) - 1; i >= 0; i-- {
-		if sc.b.tnames[i] == name {
+	for i := len(sc.b.slotNames) - 1; i >= 0; i-- {
+		if sc.b.slotNames[i] == name {
 			return baseSlot, i, true
 		}
 	}
@@ -119,7 +119,7 @@ func (sc *scope) tensorList(name string) *tensorList {
 // slotLocal reports whether a tensor slot holds a tensor the block
 // allocates itself (an alloc, or a let viewing one).
 func (sc *scope) slotLocal(slot int) bool {
-	return slot >= sc.b.nfixed && !sc.b.nonLocal[slot]
+	return slot >= sc.b.fixedSlots && !sc.b.nonLocal[slot]
 }
 
 func (sc *scope) tensorNames() string {
@@ -141,7 +141,7 @@ func (sc *scope) use(deps uint64, line int) {
 		if deps&(1<<uint(s)) == 0 {
 			continue
 		}
-		if s < len(sc.b.params) || s == sc.b.vslot {
+		if s < len(sc.b.params) || s == sc.b.variantSlot {
 			if sc.b.structural[s] == 0 {
 				sc.b.structural[s] = line
 			}
@@ -166,7 +166,7 @@ func (sc *scope) view(src string, line int) (*viewExpr, error) {
 		return nil, p.errf(t, "unexpected %q after the view", t.s)
 	}
 	v.src = src
-	for _, e := range append([]*expr{v.index, v.start, v.count, v.at, v.lindex}, v.as...) {
+	for _, e := range append([]*expr{v.index, v.start, v.count, v.at, v.listIndex}, v.as...) {
 		setSrc(e, src)
 	}
 	return v, nil
@@ -191,8 +191,8 @@ func (sc *scope) viewTokens(p *exprParser, line int) (*viewExpr, error) {
 		if c := p.next(); c.kind != tOp || c.s != "]" {
 			return nil, p.errf(c, "expected ']'")
 		}
-		v = &viewExpr{kind: baseSlot, idx: tl.slots[0], list: tl.slots, line: line}
-		v.lindex = add(v, e)
+		v = &viewExpr{kind: baseSlot, base: tl.slots[0], list: tl.slots, line: line}
+		v.listIndex = add(v, e)
 		v.local = sc.slotLocal(tl.slots[0])
 		for _, s := range tl.slots[1:] {
 			if sc.slotLocal(s) != v.local {
@@ -204,7 +204,7 @@ func (sc *scope) viewTokens(p *exprParser, line int) (*viewExpr, error) {
 		if !ok {
 			return nil, fmt.Errorf("unknown tensor %q (want %s)", t.s, sc.tensorNames())
 		}
-		v = &viewExpr{kind: k, idx: idx, line: line, local: k == baseSlot && sc.slotLocal(idx)}
+		v = &viewExpr{kind: k, base: idx, line: line, local: k == baseSlot && sc.slotLocal(idx)}
 	}
 	if t := p.peek(); t.kind == tOp && t.s == "[" {
 		p.next()
@@ -320,7 +320,7 @@ func (sc *scope) allocItem(src string, nd *yaml.Node) (allocItem, error) {
 	}
 	if t := p.peek(); t.kind == tIdent && t.s == "manual_dep" {
 		p.next()
-		it.mdep = true
+		it.manualDep = true
 	}
 	if t := p.peek(); t.kind != tEOF {
 		return allocItem{}, l.errf(nd, "alloc", src, "unexpected %q (want \"NAME DTYPE[d0, d1, ...] [manual_dep]\")", t.s)
@@ -345,14 +345,14 @@ func (sc *scope) allocItem(src string, nd *yaml.Node) (allocItem, error) {
 		if !shapeOK(cs, it.dtype) {
 			return allocItem{}, l.errf(nd, "alloc", src, "the shape %v of %s overflows int64 bytes", cs, it.dtype)
 		}
-		it.cshape = cs
-		it.tmpl = stages.NewView(0, 0, it.dtype, cs...)
+		it.constShape = cs
+		it.constView = stages.NewView(0, 0, it.dtype, cs...)
 	}
 	if it.elem >= 0 {
 		// A list element always takes a new slot; the alloc op registers the
 		// list once it has every element.
-		it.slot = len(sc.b.tnames)
-		sc.b.tnames = append(sc.b.tnames, fmt.Sprintf("%s[%d]", it.name, it.elem))
+		it.slot = len(sc.b.slotNames)
+		sc.b.slotNames = append(sc.b.slotNames, fmt.Sprintf("%s[%d]", it.name, it.elem))
 		return it, nil
 	}
 	if sc.tensorList(it.name) != nil {
@@ -361,9 +361,9 @@ func (sc *scope) allocItem(src string, nd *yaml.Node) (allocItem, error) {
 	// A name that the block already allocates reuses the slot (the newest
 	// allocation of a name is the one later uses see); a name that shadows a
 	// boundary slot or an entry tensor is a mistake.
-	for i := len(sc.b.tnames) - 1; i >= 0; i-- {
-		if sc.b.tnames[i] == it.name {
-			if i < sc.b.nfixed {
+	for i := len(sc.b.slotNames) - 1; i >= 0; i-- {
+		if sc.b.slotNames[i] == it.name {
+			if i < sc.b.fixedSlots {
 				return allocItem{}, l.errf(nd, "alloc", it.name, "duplicate name: %s already names %s", it.name, sc.tensorNames())
 			}
 			if sc.b.nonLocal[i] {
@@ -376,8 +376,8 @@ func (sc *scope) allocItem(src string, nd *yaml.Node) (allocItem, error) {
 	if _, ok := sc.vals[it.name]; ok {
 		return allocItem{}, l.errf(nd, "alloc", it.name, "duplicate name: a param or loop var has this name")
 	}
-	it.slot = len(sc.b.tnames)
-	sc.b.tnames = append(sc.b.tnames, it.name)
+	it.slot = len(sc.b.slotNames)
+	sc.b.slotNames = append(sc.b.slotNames, it.name)
 	return it, nil
 }
 
@@ -577,7 +577,7 @@ func (sc *scope) loop(o *op, ln, body, n *yaml.Node) error {
 	if _, clash := l.m.consts[v]; clash {
 		return l.errf(lf["var"], "loop.var", v, "duplicate name: a constant has this name")
 	}
-	o.from = &expr{kind: exConst, bscal: -1}
+	o.from = &expr{kind: exConst, boundaryScalar: -1}
 	if fr := lf["from"]; fr != nil {
 		if o.from, err = sc.expr(fr.Value); err != nil {
 			return l.errf(fr, "loop.from", fr.Value, "bad expression: %v", err)
@@ -599,16 +599,16 @@ func (sc *scope) loop(o *op, ln, body, n *yaml.Node) error {
 	if body == nil {
 		return l.errf(n, "loop.body", "", "missing")
 	}
-	o.loopSlot = sc.b.nvals
-	sc.b.nvals++
+	o.loopSlot = sc.b.envSize
+	sc.b.envSize++
 	sc.vals[v] = o.loopSlot
-	before := len(sc.b.labels)
+	before := len(sc.b.ids)
 	sc.inLoop = append(sc.inLoop, o)
 	o.body, err = sc.ops(body, "body")
 	sc.inLoop = sc.inLoop[:len(sc.inLoop)-1]
 	delete(sc.vals, v)
-	for i := before; i < len(sc.b.labels); i++ {
-		o.loopLabels = append(o.loopLabels, i)
+	for i := before; i < len(sc.b.ids); i++ {
+		o.loopIDs = append(o.loopIDs, i)
 	}
 	return err
 }
@@ -629,11 +629,11 @@ func (sc *scope) call(o *op, cn, wn *yaml.Node) error {
 	if sc.b.auto && callee.auto {
 		return l.errf(cn, "call", cn.Value, "a block with boundary: auto cannot call another such block")
 	}
-	c := &callOp{callee: callee, line: cn.Line, params: make([]*expr, len(callee.params)), targs: make([]*viewExpr, len(callee.tensors)), variant: -1}
+	c := &callOp{callee: callee, line: cn.Line, params: make([]*expr, len(callee.params)), tensorArgs: make([]*viewExpr, len(callee.tensors)), variant: -1}
 	var with map[string]*yaml.Node
 	if wn != nil {
 		var err error
-		if with, _, err = l.fields(wn, "with", append(append(append(append([]string(nil), callee.params...), callee.tensors...), callee.tparams...), "variant")...); err != nil {
+		if with, _, err = l.fields(wn, "with", append(append(append(append([]string(nil), callee.params...), callee.tensors...), callee.taskParams...), "variant")...); err != nil {
 			return err
 		}
 	}
@@ -678,11 +678,11 @@ func (sc *scope) call(o *op, cn, wn *yaml.Node) error {
 		if !(sc.b.auto && !v.local) {
 			sc.use(v.deps, line)
 		}
-		c.targs[i] = v
+		c.tensorArgs[i] = v
 	}
 	// Task params: the tasks the callee may wait on (a Graph call's external
 	// dependencies); unbound ones take the caller's task of the same name.
-	for _, tp := range callee.tparams {
+	for _, tp := range callee.taskParams {
 		vn := with[tp]
 		if vn == nil {
 			if _, _, ok := sc.taskName(tp); !ok {
@@ -696,10 +696,10 @@ func (sc *scope) call(o *op, cn, wn *yaml.Node) error {
 		}
 		c.tasks = append(c.tasks, refs)
 	}
-	c.localSlot = make([]bool, len(callee.bound))
-	for s, b := range callee.bound {
+	c.localSlots = make([]bool, len(callee.boundary))
+	for s, b := range callee.boundary {
 		if b.view.kind == baseTArg {
-			c.localSlot[s] = c.targs[b.view.idx].local
+			c.localSlots[s] = c.tensorArgs[b.view.base].local
 		}
 	}
 	if sc.b.auto {
@@ -752,18 +752,18 @@ func (sc *scope) task(o *op, f map[string]*yaml.Node, n *yaml.Node) error {
 		if k, _, ok := sc.taskName(id.Value); ok && k != refLabel {
 			return l.errf(id, "id", id.Value, "duplicate name: a task list or task param of %s has this name", sc.b.name)
 		}
-		for _, x := range sc.b.labels {
+		for _, x := range sc.b.ids {
 			if x == id.Value {
 				return l.errf(id, "id", id.Value, "duplicate op id in %s", sc.b.name)
 			}
 		}
-		label = len(sc.b.labels)
-		sc.b.labels = append(sc.b.labels, id.Value)
+		label = len(sc.b.ids)
+		sc.b.ids = append(sc.b.ids, id.Value)
 	}
 	count := 1
 	if perVariant {
 		count = nv
-		sc.use(1<<uint(sc.b.vslot), n.Line)
+		sc.use(1<<uint(sc.b.variantSlot), n.Line)
 	}
 	for v := 0; v < count; v++ {
 		fv := f
@@ -786,7 +786,7 @@ func (sc *scope) task(o *op, f map[string]*yaml.Node, n *yaml.Node) error {
 		if err != nil {
 			return err
 		}
-		t.label, t.store = label, store
+		t.id, t.store = label, store
 		o.task = append(o.task, t)
 	}
 	if id := f["id"]; id != nil && store == nil {
@@ -832,7 +832,7 @@ func (sc *scope) kernel(nd *yaml.Node, key, name string, core stages.Kind) (stag
 
 func (sc *scope) taskVariant(f map[string]*yaml.Node, n *yaml.Node, v int, per bool) (*taskOp, error) {
 	l := sc.l
-	t := &taskOp{bn: -1, kernel: [3]stages.KernelID{-1, -1, -1}}
+	t := &taskOp{blockNum: -1, kernel: [3]stages.KernelID{-1, -1, -1}}
 	var err error
 	var sig string
 	switch {
@@ -882,7 +882,7 @@ func (sc *scope) taskVariant(f map[string]*yaml.Node, n *yaml.Node, v int, per b
 		if err != nil || !e.isConst() || e.val <= 0 || e.val > maxBlockNum {
 			return nil, l.errf(b, "bn", b.Value, "want a constant block_num from 1 to %d (block_num x cores per block fits upstream's int16)", maxBlockNum)
 		}
-		t.bn = int32(e.val)
+		t.blockNum = int32(e.val)
 	}
 	if a := f["args"]; a != nil {
 		items, err := l.seq(a, "args")
@@ -895,7 +895,7 @@ func (sc *scope) taskVariant(f map[string]*yaml.Node, n *yaml.Node, v int, per b
 				return nil, err
 			}
 			if arg.out != nil {
-				t.hasOut = true
+				t.hasOutputs = true
 			}
 			t.args = append(t.args, arg)
 		}
@@ -929,8 +929,8 @@ func (sc *scope) taskVariant(f map[string]*yaml.Node, n *yaml.Node, v int, per b
 				return nil, l.errf(it, "scalars", it.Value, "bad expression: %v", err)
 			}
 			sc.use(e.deps, it.Line)
-			if e.bscal < 0 {
-				lo, hi := sc.b.sbase, sc.b.sbase+len(sc.b.scalars)
+			if e.boundaryScalar < 0 {
+				lo, hi := sc.b.scalarBase, sc.b.scalarBase+len(sc.b.scalars)
 				for s := lo; s < hi && s < 64; s++ {
 					if e.deps&(1<<uint(s)) != 0 {
 						sc.b.baked = append(sc.b.baked, bakedUse{line: it.Line, scalar: sc.b.scalars[s-lo].name, expr: it.Value})
@@ -966,7 +966,7 @@ func (sc *scope) taskVariant(f map[string]*yaml.Node, n *yaml.Node, v int, per b
 		if err := sc.touch(tn, t); err != nil {
 			return nil, err
 		}
-		for _, k := range t.klist[min(1, len(t.klist)):] {
+		for _, k := range t.kernelList[min(1, len(t.kernelList)):] {
 			// Every kernel of a list gets the op's hint.
 			tk := *t
 			tk.kernel = k
@@ -1009,12 +1009,12 @@ func (sc *scope) kernelList(t *taskOp, kn *yaml.Node) (string, error) {
 		} else {
 			ks[1] = id
 		}
-		if len(t.klist) == 0 {
+		if len(t.kernelList) == 0 {
 			t.kind, t.name, sig = k.Core, k.Name, k.Sig
 		} else if k.Core != t.kind || k.Sig != sig {
 			return "", l.errf(kn, "k", nt.s, "kernel %s (%s, signature %q) differs from %s (%s, signature %q): the kernels of a list run on one core type with one signature", k.Name, k.Core, k.Sig, t.name, t.kind, sig)
 		}
-		t.klist = append(t.klist, ks)
+		t.kernelList = append(t.kernelList, ks)
 		sep := p.next()
 		if sep.kind == tOp && sep.s == "]" {
 			break
@@ -1026,7 +1026,7 @@ func (sc *scope) kernelList(t *taskOp, kn *yaml.Node) (string, error) {
 	if o := p.next(); o.kind != tOp || o.s != "[" {
 		return "", l.errf(kn, "k", src, "%s: the list needs an index", want)
 	}
-	if t.kindex, err = p.parseExpr(0); err != nil {
+	if t.kernelIndex, err = p.parseExpr(0); err != nil {
 		return "", l.errf(kn, "k", src, "%v", err)
 	}
 	if c := p.next(); c.kind != tOp || c.s != "]" {
@@ -1035,12 +1035,12 @@ func (sc *scope) kernelList(t *taskOp, kn *yaml.Node) (string, error) {
 	if c := p.peek(); c.kind != tEOF {
 		return "", l.errf(kn, "k", src, "%v", p.errf(c, "unexpected %q", c.s))
 	}
-	if t.kindex.isConst() && (t.kindex.val < 0 || t.kindex.val >= int64(len(t.klist))) {
-		return "", l.errf(kn, "k", src, "index %d of a list of %d kernels", t.kindex.val, len(t.klist))
+	if t.kernelIndex.isConst() && (t.kernelIndex.val < 0 || t.kernelIndex.val >= int64(len(t.kernelList))) {
+		return "", l.errf(kn, "k", src, "index %d of a list of %d kernels", t.kernelIndex.val, len(t.kernelList))
 	}
-	setSrc(t.kindex, src)
-	sc.use(t.kindex.deps, kn.Line)
-	t.kernel = t.klist[0]
+	setSrc(t.kernelIndex, src)
+	sc.use(t.kernelIndex.deps, kn.Line)
+	t.kernel = t.kernelList[0]
 	return sig, nil
 }
 
@@ -1076,7 +1076,7 @@ func (sc *scope) touch(tn *yaml.Node, t *taskOp) error {
 		}
 		arg := -1
 		for i, a := range t.args {
-			if a.view == nil || a.view.kind != kind || a.view.idx != idx {
+			if a.view == nil || a.view.kind != kind || a.view.base != idx {
 				continue
 			}
 			if arg >= 0 {
@@ -1121,7 +1121,7 @@ func (sc *scope) touch(tn *yaml.Node, t *taskOp) error {
 		if err != nil {
 			return l.errf(tf[k], key, src, "%v", err)
 		}
-		if vw.kind != kind || vw.idx != idx {
+		if vw.kind != kind || vw.base != idx {
 			return l.errf(tf[k], key, src, "a hint on %s must view %s (or dim0)", k, k)
 		}
 		rows := int64(1)
@@ -1373,8 +1373,8 @@ func (sc *scope) pred(nd *yaml.Node) (*predOp, error) {
 	if !ok {
 		return nil, l.errf(nd, "pred", name.s, "unknown tensor (want %s)", sc.tensorNames())
 	}
-	pr := &predOp{view: &viewExpr{kind: k, idx: idx, line: nd.Line, src: name.s, local: k == baseSlot && idx >= sc.b.nfixed}}
-	if pr.idx, err = sc.exprList(p); err != nil {
+	pr := &predOp{view: &viewExpr{kind: k, base: idx, line: nd.Line, src: name.s, local: k == baseSlot && idx >= sc.b.fixedSlots}}
+	if pr.indices, err = sc.exprList(p); err != nil {
 		return nil, l.errf(nd, "pred", src, "%v", err)
 	}
 	t := p.next()
@@ -1389,10 +1389,10 @@ func (sc *scope) pred(nd *yaml.Node) (*predOp, error) {
 	if t := p.peek(); t.kind != tEOF {
 		return nil, l.errf(nd, "pred", src, "unexpected %q", t.s)
 	}
-	for _, e := range append(pr.idx, pr.target) {
+	for _, e := range append(pr.indices, pr.target) {
 		setSrc(e, src)
 	}
-	for _, e := range pr.idx {
+	for _, e := range pr.indices {
 		sc.use(e.deps, nd.Line)
 	}
 	sc.use(pr.target.deps, nd.Line)

@@ -260,7 +260,7 @@ func (l *loader) model(n *yaml.Node) error {
 			if !isIdent(k.Value) {
 				return l.errf(k, "blocks", k.Value, "a block name must be an identifier")
 			}
-			b := &block{idx: len(l.m.blocks), name: k.Value, line: k.Line, vslot: -1}
+			b := &block{idx: len(l.m.blocks), name: k.Value, line: k.Line, variantSlot: -1}
 			l.m.blocks = append(l.m.blocks, b)
 			l.m.blockIdx[b.name] = b
 			bnodes = append(bnodes, bn.Content[i+1])
@@ -528,7 +528,7 @@ func (l *loader) blockHeader(b *block, n *yaml.Node) (*yaml.Node, error) {
 			}
 		}
 	}
-	b.nvals = len(b.params)
+	b.envSize = len(b.params)
 	if v := f["variants"]; v != nil {
 		if b.variants, err = l.strList(v, "variants"); err != nil {
 			return nil, err
@@ -541,8 +541,8 @@ func (l *loader) blockHeader(b *block, n *yaml.Node) (*yaml.Node, error) {
 				return nil, err
 			}
 		}
-		b.vslot = b.nvals
-		b.nvals++
+		b.variantSlot = b.envSize
+		b.envSize++
 	}
 	if t := f["tensors"]; t != nil {
 		if b.tensors, err = l.strList(t, "tensors"); err != nil {
@@ -555,17 +555,17 @@ func (l *loader) blockHeader(b *block, n *yaml.Node) (*yaml.Node, error) {
 		}
 	}
 	if t := f["tasks"]; t != nil {
-		if b.tparams, err = l.strList(t, "tasks"); err != nil {
+		if b.taskParams, err = l.strList(t, "tasks"); err != nil {
 			return nil, err
 		}
-		for i, s := range b.tparams {
+		for i, s := range b.taskParams {
 			if err := dup(t.Content[i], s); err != nil {
 				return nil, err
 			}
 		}
 	}
 	// Boundary scalars take env slots after the params.
-	b.sbase = b.nvals
+	b.scalarBase = b.envSize
 	bres := l.boundaryRes(b)
 	if s := f["scalars"]; s != nil {
 		items, err := l.seq(s, "scalars")
@@ -599,12 +599,12 @@ func (l *loader) blockHeader(b *block, n *yaml.Node) (*yaml.Node, error) {
 			b.scalars = append(b.scalars, &bscalar{name: nm, value: e, line: it.Line})
 		}
 	}
-	b.nvals += len(b.scalars)
+	b.envSize += len(b.scalars)
 	bn := f["boundary"]
 	if bn != nil && bn.Kind == yaml.ScalarNode && bn.Value == "auto" {
 		b.auto = true
-		b.tnames = append(b.tnames, b.tensors...)
-		b.nfixed = len(b.tnames)
+		b.slotNames = append(b.slotNames, b.tensors...)
+		b.fixedSlots = len(b.slotNames)
 		if len(b.scalars) > 0 {
 			return nil, l.errf(f["scalars"], "scalars", "", "an auto boundary takes its scalars from its calls; declare none")
 		}
@@ -627,7 +627,7 @@ func (l *loader) blockHeader(b *block, n *yaml.Node) (*yaml.Node, error) {
 			return nil, l.errf(it, "boundary slot", "", "want name and tag")
 		}
 		s := &boundSlot{name: sf["name"].Value, line: it.Line}
-		for _, o := range b.bound {
+		for _, o := range b.boundary {
 			if o.name == s.name {
 				return nil, l.errf(sf["name"], "boundary slot", s.name, "duplicate name (also at line %d)", o.line)
 			}
@@ -650,7 +650,7 @@ func (l *loader) blockHeader(b *block, n *yaml.Node) (*yaml.Node, error) {
 			return nil, l.errf(vn, "view", src, "%v", err)
 		}
 		if s.view.kind == baseTArg {
-			tused[b.tensors[s.view.idx]] = true
+			tused[b.tensors[s.view.base]] = true
 		}
 		if d := sf["dtype"]; d != nil {
 			if s.dtype, err = stages.ParseDType(d.Value); err != nil {
@@ -662,15 +662,15 @@ func (l *loader) blockHeader(b *block, n *yaml.Node) (*yaml.Node, error) {
 				return nil, err
 			}
 		}
-		b.bound = append(b.bound, s)
-		b.tnames = append(b.tnames, s.name)
+		b.boundary = append(b.boundary, s)
+		b.slotNames = append(b.slotNames, s.name)
 	}
 	for i, t := range b.tensors {
 		if !tused[t] {
 			return nil, l.errf(f["tensors"].Content[i], "tensors", t, "tensor param is not used by any boundary slot")
 		}
 	}
-	b.nfixed = len(b.tnames)
+	b.fixedSlots = len(b.slotNames)
 	return f["body"], nil
 }
 
@@ -696,7 +696,7 @@ func (l *loader) programHeader(n *yaml.Node) (*yaml.Node, error) {
 	if f["body"] == nil {
 		return nil, l.errf(n, "program.body", "", "missing")
 	}
-	p := &block{idx: -1, name: "program", line: n.Line, vslot: -1, isProgram: true}
+	p := &block{idx: -1, name: "program", line: n.Line, variantSlot: -1, isProgram: true}
 	if pn := f["params"]; pn != nil {
 		if pn.Kind != yaml.MappingNode {
 			return nil, l.errf(pn, "program.params", "", "want a mapping of name to default value")
@@ -715,12 +715,12 @@ func (l *loader) programHeader(n *yaml.Node) (*yaml.Node, error) {
 		}
 	}
 	l.m.progParam = p.params
-	p.nvals = len(p.params)
-	p.sbase = p.nvals
+	p.envSize = len(p.params)
+	p.scalarBase = p.envSize
 	for _, e := range l.m.entry {
-		p.tnames = append(p.tnames, e.name)
+		p.slotNames = append(p.slotNames, e.name)
 	}
-	p.nfixed = len(p.tnames)
+	p.fixedSlots = len(p.slotNames)
 	l.m.program = p
 	return f["body"], nil
 }
@@ -733,7 +733,7 @@ func (l *loader) blockBody(b *block, n *yaml.Node) error {
 		sc.vals[p] = i
 	}
 	for i, s := range b.scalars {
-		sc.vals[s.name] = b.sbase + i
+		sc.vals[s.name] = b.scalarBase + i
 	}
 	ops, err := sc.ops(n, "body")
 	if err != nil {
@@ -765,7 +765,7 @@ func (l *loader) propagate() {
 					continue
 				}
 				for s := 0; s < 64; s++ {
-					if e.deps&(1<<uint(s)) != 0 && (s < len(cs.caller.params) || s == cs.caller.vslot) && cs.caller.structural[s] == 0 {
+					if e.deps&(1<<uint(s)) != 0 && (s < len(cs.caller.params) || s == cs.caller.variantSlot) && cs.caller.structural[s] == 0 {
 						cs.caller.structural[s] = cs.c.line
 						changed = true
 					}
@@ -786,7 +786,7 @@ func (l *loader) formsSection(n *yaml.Node) error {
 		if _, dup := l.m.formIdx[k.Value]; dup {
 			return l.errf(k, "forms", k.Value, "duplicate form name")
 		}
-		fm := &form{name: k.Value, line: k.Line, params: append([]int64(nil), l.m.progDef...), graph: make([]*graphSpec, len(l.m.blocks))}
+		fm := &form{name: k.Value, line: k.Line, params: append([]int64(nil), l.m.progDef...), graphs: make([]*graphSpec, len(l.m.blocks))}
 		ff, _, err := l.fields(v, "form "+fm.name, "params", "graphs")
 		if err != nil {
 			return err
@@ -821,14 +821,14 @@ func (l *loader) formsSection(n *yaml.Node) error {
 				if b == nil {
 					return l.errf(bk, "forms."+fm.name+".graphs", bk.Value, "unknown block (want one of %s)", strings.Join(l.m.Blocks(), ", "))
 				}
-				if fm.graph[b.idx] != nil {
+				if fm.graphs[b.idx] != nil {
 					return l.errf(bk, "forms."+fm.name+".graphs", bk.Value, "duplicate block")
 				}
 				g, err := l.graphSpec(b, gn.Content[j+1])
 				if err != nil {
 					return err
 				}
-				fm.graph[b.idx] = g
+				fm.graphs[b.idx] = g
 			}
 		}
 		l.m.forms = append(l.m.forms, fm)
@@ -852,11 +852,11 @@ func (l *loader) graphSpec(b *block, n *yaml.Node) (*graphSpec, error) {
 				return i, nil
 			}
 		}
-		if name == "variant" && b.vslot >= 0 {
-			return b.vslot, nil
+		if name == "variant" && b.variantSlot >= 0 {
+			return b.variantSlot, nil
 		}
 		want := append([]string(nil), b.params...)
-		if b.vslot >= 0 {
+		if b.variantSlot >= 0 {
 			want = append(want, "variant")
 		}
 		return 0, l.errf(nd, "key of "+b.name, name, "undefined parameter (want one of %s)", strings.Join(want, ", "))
@@ -913,7 +913,7 @@ func (l *loader) graphSpec(b *block, n *yaml.Node) (*graphSpec, error) {
 func (m *Model) GraphChecks() []error {
 	var out []error
 	for _, f := range m.forms {
-		for _, g := range f.graph {
+		for _, g := range f.graphs {
 			if g == nil {
 				continue
 			}
@@ -944,7 +944,7 @@ func (b *block) slotName(s int) string {
 	if s < len(b.params) {
 		return b.params[s]
 	}
-	if s == b.vslot {
+	if s == b.variantSlot {
 		return "variant"
 	}
 	return fmt.Sprintf("slot %d", s)

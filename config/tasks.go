@@ -69,17 +69,17 @@ type setItem struct {
 // taskName resolves a name among the block's op ids, task lists and task
 // params.
 func (sc *scope) taskName(name string) (refKind, int, bool) {
-	for i, x := range sc.b.tlists {
+	for i, x := range sc.b.taskLists {
 		if x == name {
 			return refList, i, true
 		}
 	}
-	for i, x := range sc.b.tparams {
+	for i, x := range sc.b.taskParams {
 		if x == name {
 			return refParam, i, true
 		}
 	}
-	for i, x := range sc.b.labels {
+	for i, x := range sc.b.ids {
 		if x == name {
 			return refLabel, i, true
 		}
@@ -255,8 +255,8 @@ func (sc *scope) tasksOp(o *op, n *yaml.Node) error {
 			return l.errf(f[name], "tasks."+name, f[name].Value, "a task list needs a positive size")
 		}
 		sc.use(size.deps, f[name].Line)
-		o.tdecls = append(o.tdecls, taskDecl{list: len(sc.b.tlists), size: size})
-		sc.b.tlists = append(sc.b.tlists, name)
+		o.taskDecls = append(o.taskDecls, taskDecl{list: len(sc.b.taskLists), size: size})
+		sc.b.taskLists = append(sc.b.taskLists, name)
 	}
 	return nil
 }
@@ -302,9 +302,9 @@ func (r *runner) taskSeq(dst []stages.TaskID, fr *frame, ref *taskRef, line int)
 	var what string
 	switch ref.kind {
 	case refLabel:
-		ts := fr.labels[ref.idx]
+		ts := fr.idTasks[ref.idx]
 		if len(ts) == 0 {
-			r.failAt(line, ref.key, ref.src, "explicit dependency on %q: that op has not been submitted in this block call", fr.b.labels[ref.idx])
+			r.failAt(line, ref.key, ref.src, "explicit dependency on %q: that op has not been submitted in this block call", fr.block.ids[ref.idx])
 			return dst, false
 		}
 		if ref.all {
@@ -312,9 +312,9 @@ func (r *runner) taskSeq(dst []stages.TaskID, fr *frame, ref *taskRef, line int)
 		}
 		return append(dst, ts[len(ts)-1]), true
 	case refParam:
-		seq, what = fr.tp[ref.idx], "task param "+fr.b.tparams[ref.idx]
+		seq, what = fr.taskParams[ref.idx], "task param "+fr.block.taskParams[ref.idx]
 	case refList:
-		seq, what = fr.tl[ref.idx], "task list "+fr.b.tlists[ref.idx]
+		seq, what = fr.taskLists[ref.idx], "task list "+fr.block.taskLists[ref.idx]
 	}
 	lo, hi := int64(0), int64(len(seq))
 	switch {
@@ -343,7 +343,7 @@ func (r *runner) taskSeq(dst []stages.TaskID, fr *frame, ref *taskRef, line int)
 
 // store writes tasks into a list target: one task fills it, n fill n.
 func (r *runner) store(fr *frame, tt *taskTarget, ids []stages.TaskID, line int) {
-	seq := fr.tl[tt.list]
+	seq := fr.taskLists[tt.list]
 	lo, n := int64(0), int64(1)
 	if tt.index != nil {
 		lo = r.eval(tt.index, fr, line)
@@ -354,7 +354,7 @@ func (r *runner) store(fr *frame, tt *taskTarget, ids []stages.TaskID, line int)
 		return
 	}
 	if lo < 0 || n < 0 || lo+n > int64(len(seq)) {
-		r.failAt(line, tt.key, tt.src, "elements [%d, %d) of task list %s, which has %d", lo, lo+n, fr.b.tlists[tt.list], len(seq))
+		r.failAt(line, tt.key, tt.src, "elements [%d, %d) of task list %s, which has %d", lo, lo+n, fr.block.taskLists[tt.list], len(seq))
 		return
 	}
 	if len(ids) != 1 && int64(len(ids)) != n {
@@ -371,20 +371,20 @@ func (r *runner) store(fr *frame, tt *taskTarget, ids []stages.TaskID, line int)
 }
 
 func (r *runner) declareTasks(fr *frame, op *op) {
-	for _, d := range op.tdecls {
+	for _, d := range op.taskDecls {
 		n := r.eval(d.size, fr, op.line)
 		if r.err != nil {
 			return
 		}
 		if n <= 0 || n > maxTaskList {
-			r.failAt(op.line, "tasks."+fr.b.tlists[d.list], d.size.src, "task list %s: size %d (want 1 to %d)", fr.b.tlists[d.list], n, maxTaskList)
+			r.failAt(op.line, "tasks."+fr.block.taskLists[d.list], d.size.src, "task list %s: size %d (want 1 to %d)", fr.block.taskLists[d.list], n, maxTaskList)
 			return
 		}
-		s := fr.tl[d.list][:0]
+		s := fr.taskLists[d.list][:0]
 		for range n {
 			s = append(s, stages.NoTask)
 		}
-		fr.tl[d.list] = s
+		fr.taskLists[d.list] = s
 	}
 }
 
@@ -395,14 +395,14 @@ const maxTaskList = 1 << 20
 func (r *runner) setTasks(fr *frame, op *op) {
 	for i := range op.sets {
 		s := &op.sets[i]
-		buf := r.tbuf[:0]
+		buf := r.taskBuf[:0]
 		var ok bool
 		for _, ref := range s.value {
 			if buf, ok = r.taskSeq(buf, fr, ref, s.line); !ok {
 				return
 			}
 		}
-		r.tbuf = buf
+		r.taskBuf = buf
 		r.store(fr, s.target, buf, s.line)
 	}
 }

@@ -47,14 +47,14 @@ func (f *runFlags) register(c *cobra.Command, withForm bool) {
 	}
 	fl.IntVar(&f.rounds, "rounds", 5, "passes per rank; the first pass of each rank is reported apart as cold")
 	fl.IntVar(&f.ranks, "ranks", 1, "ranks run concurrently, each with its own device")
-	fl.IntVar(&f.recorders, "recorders", 8, "size of the prewarmed recorder pool")
+	fl.IntVar(&f.recorders, "recorders", 8, "size of the prewarmed recorder pool (0: the runtime's default)")
 	fl.BoolVar(&f.noRetain, "no-retain", false, "drop Definitions after every pass, so each pass records, builds and uploads again (upstream's behaviour)")
 	fl.BoolVar(&f.skipDevice, "skip-device", false, "stop each pass after the run image is copied: no simulation, no golden check")
 	fl.BoolVar(&f.json, "json", false, "write the report as JSON")
 	fl.StringVar(&f.otlp, "otlp", "", "export spans over OTLP to ENDPOINT (grpc://host:4317 or http://host:4318); default: the OTEL_EXPORTER_OTLP_* variables, else nowhere")
 	fl.StringVar(&f.traceOut, "trace-out", "", "write a Chrome trace-event file (open it in Perfetto)")
 	fl.StringVar(&f.defects, "defects", "error", "what a detected body defect does: error or warn")
-	fl.IntVar(&f.inFlight, "in-flight", 2, "passes of one rank in flight: the host orchestrates the next while the device runs the previous (1: they take turns)")
+	fl.IntVar(&f.inFlight, "in-flight", 2, "passes of one rank in flight: the host orchestrates the next while the device runs the previous (1: they take turns; 0: the runtime's default)")
 	fl.BoolVar(&f.strict, "strict", false, "fail a pass when a body records something unsupported, instead of running that key on the ordinary path")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print a line on stderr as each pass ends")
 	fl.BoolVar(&f.race, "race", true, "check every device run for races (--race=false skips the detector; the golden check then compares digests only)")
@@ -67,14 +67,32 @@ func (f *runFlags) check() error {
 		return usageError{fmt.Errorf("--rounds %d: want at least 1", f.rounds)}
 	case f.ranks < 1:
 		return usageError{fmt.Errorf("--ranks %d: want at least 1", f.ranks)}
-	case f.recorders < 1:
-		return usageError{fmt.Errorf("--recorders %d: want at least 1", f.recorders)}
-	case f.inFlight < 1:
-		return usageError{fmt.Errorf("--in-flight %d: want at least 1", f.inFlight)}
 	case f.defects != "error" && f.defects != "warn":
 		return usageError{fmt.Errorf("--defects %q: want error or warn", f.defects)}
 	}
-	return f.store.resolve()
+	if err := f.store.resolve(); err != nil {
+		return err
+	}
+	// The runtime defaults and validates its own options, as it does an
+	// embedder's; the command only says which flag set the field it refuses.
+	cfg := f.config(nil, f.skipDevice)
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		var ce *actors.ConfigError
+		if errors.As(err, &ce) && configFlags[ce.Field] != "" {
+			return usageError{fmt.Errorf("%s %v: want %s", configFlags[ce.Field], ce.Value, ce.Want)}
+		}
+		return usageError{err}
+	}
+	return nil
+}
+
+// configFlags names the flag that sets each actors.Config field a user can
+// get wrong from the command line.
+var configFlags = map[string]string{
+	"Recorders": "--recorders",
+	"InFlight":  "--in-flight",
+	"StoreMax":  "--store-max",
 }
 
 func (f *runFlags) config(tr *trace.Tracer, skipDevice bool) actors.Config {
