@@ -297,6 +297,9 @@ func buildReport(info trace.RunInfo, passes []*actors.PassResult) *trace.Report 
 		c.LoadedDefinitions += int64(p.Pass.LoadedDefinitions)
 		c.LoadedBytes += p.Pass.LoadedBytes
 		c.StoreRejected += int64(p.Pass.StoreRejected)
+		c.FetchedDefinitions += int64(p.Pass.FetchedDefinitions)
+		c.FetchedBytes += p.Pass.FetchedBytes
+		c.FetchRejected += int64(p.Pass.FetchRejected)
 		for _, w := range p.Warnings {
 			if !slices.Contains(rep.Warnings, w) {
 				rep.Warnings = append(rep.Warnings, w)
