@@ -46,30 +46,31 @@ func DescribeImage(w io.Writer, b []byte) error {
 
 // imageKind holds what differs between the two formats' headers.
 type imageKind struct {
-	what           string
+	title, what    string
 	version        uint16
 	hsize          int
 	totalAt, hashO int
 }
 
 var (
-	defKind = imageKind{"definition", DefinitionVersion, defHeaderSize, imagefmt.DefTotalAt, hashOff}
-	runKind = imageKind{"run", RunImageVersion, runHeaderSize, runTotalOff, runHashOff}
+	defKind = imageKind{"definition image", "definition", DefinitionVersion, defHeaderSize, imagefmt.DefTotalAt, hashOff}
+	runKind = imageKind{"run image", "run", RunImageVersion, runHeaderSize, runTotalOff, runHashOff}
 )
 
-// header describes the fields every header starts with and says whether the
-// rest of the header can be read as this version's (full).
-func (k imageKind) header(root *dnode, b []byte) (h *dnode, full bool) {
+// header starts the tree of b with the fields every header starts with and
+// says whether the rest of the header can be read as this version's (full).
+func (k imageKind) header(b []byte) (root, h *dnode, full bool) {
 	le := binary.LittleEndian
+	root = &dnode{line: fmt.Sprintf("%s, %d bytes", k.title, len(b))}
 	h = root.add("header")
 	if len(b) < 8 {
 		h.add("magic %q, %d bytes: too short for a header", b[:4], len(b))
-		return h, false
+		return root, h, false
 	}
 	v, hs := le.Uint16(b[imagefmt.VersionAt:]), int(le.Uint16(b[imagefmt.HeaderSizeAt:]))
 	h.add("magic %q, version %d, header %d bytes", b[:4], v, hs)
 	if v != k.version || hs != k.hsize || len(b) < k.hsize {
-		return h, false
+		return root, h, false
 	}
 	h.add("total_bytes %d (the file has %d)", le.Uint32(b[k.totalAt:]), len(b))
 	want, got := le.Uint64(b[k.hashO:]), imagefmt.Hash(b, k.hashO)
@@ -78,7 +79,7 @@ func (k imageKind) header(root *dnode, b []byte) (h *dnode, full bool) {
 	} else {
 		h.add("content_hash %#016x (does not verify: the bytes hash to %#016x)", want, got)
 	}
-	return h, true
+	return root, h, true
 }
 
 // decode runs dec on b; when b's only fault is its content hash, on a copy
@@ -119,8 +120,7 @@ func sections(h *dnode, b []byte, at int, names []string) {
 
 func describeDefinition(b []byte) (*dnode, error) {
 	le := binary.LittleEndian
-	root := &dnode{line: fmt.Sprintf("definition image, %d bytes", len(b))}
-	h, full := defKind.header(root, b)
+	root, h, full := defKind.header(b)
 	if !full {
 		return root, defKind.headerError(b)
 	}
@@ -206,8 +206,7 @@ func describeDefinition(b []byte) (*dnode, error) {
 
 func describeRun(b []byte) (*dnode, error) {
 	le := binary.LittleEndian
-	root := &dnode{line: fmt.Sprintf("run image, %d bytes", len(b))}
-	h, full := runKind.header(root, b)
+	root, h, full := runKind.header(b)
 	if !full {
 		return root, runKind.headerError(b)
 	}

@@ -111,6 +111,10 @@ func TestDescribeDSv4Images(t *testing.T) {
 			t.Errorf("describe %s: exit %d, stderr %q; want exit %d naming %q", c.file, code, stderr, c.code, c.want)
 		}
 	}
+	// Without retention no Definition outlives its pass: nothing to write.
+	if _, stderr, code := runCLI(t, "run", dsv4, "--no-retain", "--images", t.TempDir()); code != 2 || !strings.Contains(stderr, "--images with --no-retain") {
+		t.Errorf("run --no-retain --images: exit %d, stderr %q; want exit 2 naming both flags", code, stderr)
+	}
 }
 
 func head(s string) string {

@@ -30,7 +30,12 @@ type imageDump struct {
 
 // newImageDump makes dir and, when the run has no store (*storeDir ""),
 // a temporary one for it, so that every Definition built is on disk.
-func newImageDump(dir string, storeDir *string) (*imageDump, error) {
+// Without retention no Definition is kept past its pass, on disk or
+// anywhere, so there is nothing to write them from.
+func newImageDump(dir string, storeDir *string, noRetain bool) (*imageDump, error) {
+	if noRetain {
+		return nil, usageError{errors.New("--images with --no-retain: the Definitions of a pass are kept nowhere to be written from; drop one of them")}
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, usageError{fmt.Errorf("--images: %w", err)}
 	}
@@ -87,6 +92,7 @@ func (d *imageDump) finish(storeDir string, stderr io.Writer) error {
 		hashes = append(hashes, h)
 	}
 	slices.Sort(hashes)
+	written := 0
 	for _, h := range hashes {
 		name := fmt.Sprintf("%016x", h)
 		b, rerr := os.ReadFile(filepath.Join(storeDir, "objects", name+".hbgd"))
@@ -99,10 +105,12 @@ func (d *imageDump) finish(storeDir string, stderr io.Writer) error {
 		if rerr == nil {
 			rerr = os.WriteFile(filepath.Join(d.dir, name+".def"), b, 0o644)
 		}
-		if rerr != nil {
+		if rerr == nil {
+			written++
+		} else {
 			err = errors.Join(err, fmt.Errorf("--images: Definition %s, which a run image replays: %w", name, rerr))
 		}
 	}
-	fmt.Fprintf(stderr, "hbgrun: wrote %d run images and %d Definitions to %s (hbgrun describe FILE prints one)\n", d.runs, len(hashes), d.dir)
+	fmt.Fprintf(stderr, "hbgrun: wrote %d run images and %d Definitions to %s (hbgrun describe FILE prints one)\n", d.runs, written, d.dir)
 	return err
 }

@@ -152,7 +152,7 @@ func runCmd(ctx context.Context, out, stderr io.Writer, path string, f *runFlags
 	}
 	var dump *imageDump
 	if f.images != "" {
-		if dump, err = newImageDump(f.images, &f.store.dir); err != nil {
+		if dump, err = newImageDump(f.images, &f.store.dir, f.noRetain); err != nil {
 			return err
 		}
 		defer dump.close()
