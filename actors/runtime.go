@@ -72,6 +72,11 @@ type Config struct {
 	StoreDir string
 	// StoreMax bounds the store on disk in bytes (0: diskstore.DefaultMax).
 	StoreMax int64
+	// Peers is where the store looks for a Definition it misses, after the
+	// store on disk and before recording it: the other nodes of a cluster
+	// (package peer), so that a Definition is recorded once per cluster.
+	// nil: nowhere (a single process records what it misses).
+	Peers DefinitionSource
 }
 
 // Orchestration is a program of tasks: a Go function or a model config
@@ -122,6 +127,12 @@ type Stats struct {
 	Loaded        atomic.Int64
 	StoreRejected atomic.Int64
 	StoreWritten  atomic.Int64
+	// Fetched, FetchedBytes and FetchRejected count Definitions fetched
+	// from Config.Peers, their bytes, and images from there that failed
+	// verification.
+	Fetched       atomic.Int64
+	FetchedBytes  atomic.Int64
+	FetchRejected atomic.Int64
 }
 
 // Runtime is hbg running inside an actor system.

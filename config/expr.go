@@ -551,13 +551,21 @@ func (p *exprParser) parseUnary(depth int) (*expr, error) {
 	return nil, p.errf(t, "unexpected %q", t.s)
 }
 
-// parseExpr compiles a whole string as one expression.
-func parseExpr(s string, res resolver) (*expr, error) {
-	toks, err := tokenize(s)
+// newParser tokenizes src and returns a parser over it.
+func newParser(src string, res resolver) (*exprParser, error) {
+	toks, err := tokenize(src)
 	if err != nil {
 		return nil, err
 	}
-	p := &exprParser{src: s, toks: toks, res: res}
+	return &exprParser{src: src, toks: toks, res: res}, nil
+}
+
+// parseExpr compiles a whole string as one expression.
+func parseExpr(s string, res resolver) (*expr, error) {
+	p, err := newParser(s, res)
+	if err != nil {
+		return nil, err
+	}
 	e, err := p.parseExpr(0)
 	if err != nil {
 		return nil, err

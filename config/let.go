@@ -19,12 +19,12 @@ import (
 func (sc *scope) let(o *op, n *yaml.Node) error {
 	l := sc.l
 	o.kind = opLet
-	f, order, err := l.fields(n, "let")
+	lets, err := l.keyValues(n, "let")
 	if err != nil {
 		return err
 	}
-	for _, name := range order {
-		kn, vn := keyNode(n, name), f[name]
+	for _, kv := range lets {
+		name, kn, vn := kv.key.Value, kv.key, kv.value
 		if !isIdent(name) {
 			return l.errf(kn, "let", name, "a name must be an identifier")
 		}

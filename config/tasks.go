@@ -98,11 +98,10 @@ func (sc *scope) taskRef(nd *yaml.Node, key string) (*taskRef, error) {
 	if nd.Kind != yaml.ScalarNode || src == "" {
 		return nil, l.errf(nd, key, nd.Value, "want a task: NAME, NAME*, NAME[i] or NAME[start:+n]")
 	}
-	toks, err := tokenize(src)
+	p, err := sc.parser(nd, key, src)
 	if err != nil {
-		return nil, l.errf(nd, key, src, "%v", err)
+		return nil, err
 	}
-	p := &exprParser{src: src, toks: toks, res: sc.intRes}
 	t := p.next()
 	if t.kind != tIdent {
 		return nil, l.errf(nd, key, src, "want a task: NAME, NAME*, NAME[i] or NAME[start:+n]")
@@ -198,11 +197,10 @@ func (e *expr) depsOr(a, b *expr) uint64 {
 // taskTarget parses NAME[i] or NAME[start:+n] naming a declared task list.
 func (sc *scope) taskTarget(nd *yaml.Node, key, src string) (*taskTarget, error) {
 	l := sc.l
-	toks, err := tokenize(src)
+	p, err := sc.parser(nd, key, src)
 	if err != nil {
-		return nil, l.errf(nd, key, src, "%v", err)
+		return nil, err
 	}
-	p := &exprParser{src: src, toks: toks, res: sc.intRes}
 	t := p.next()
 	if t.kind != tIdent {
 		return nil, l.errf(nd, key, src, "want LIST[i] or LIST[start:+n]")
@@ -235,26 +233,26 @@ func (sc *scope) taskTarget(nd *yaml.Node, key, src string) (*taskTarget, error)
 func (sc *scope) tasksOp(o *op, n *yaml.Node) error {
 	l := sc.l
 	o.kind = opTasks
-	f, order, err := l.fields(n, "tasks")
+	lists, err := l.keyValues(n, "tasks")
 	if err != nil {
 		return err
 	}
-	for _, name := range order {
-		kn := keyNode(n, name)
+	for _, kv := range lists {
+		name, kn, vn := kv.key.Value, kv.key, kv.value
 		if !isIdent(name) {
 			return l.errf(kn, "tasks", name, "a task list name must be an identifier")
 		}
 		if _, _, ok := sc.taskName(name); ok || sc.allIDs[name] {
 			return l.errf(kn, "tasks", name, "duplicate name: an op id, task list or task param of %s has this name", sc.b.name)
 		}
-		size, err := sc.expr(f[name].Value)
+		size, err := sc.expr(vn.Value)
 		if err != nil {
-			return l.errf(f[name], "tasks."+name, f[name].Value, "bad expression: %v", err)
+			return l.errf(vn, "tasks."+name, vn.Value, "bad expression: %v", err)
 		}
 		if size.isConst() && size.val <= 0 {
-			return l.errf(f[name], "tasks."+name, f[name].Value, "a task list needs a positive size")
+			return l.errf(vn, "tasks."+name, vn.Value, "a task list needs a positive size")
 		}
-		sc.use(size.deps, f[name].Line)
+		sc.use(size.deps, vn.Line)
 		o.taskDecls = append(o.taskDecls, taskDecl{list: len(sc.b.taskLists), size: size})
 		sc.b.taskLists = append(sc.b.taskLists, name)
 	}
@@ -265,32 +263,23 @@ func (sc *scope) tasksOp(o *op, n *yaml.Node) error {
 func (sc *scope) setOp(o *op, n *yaml.Node) error {
 	l := sc.l
 	o.kind = opSet
-	f, order, err := l.fields(n, "set")
+	sets, err := l.keyValues(n, "set")
 	if err != nil {
 		return err
 	}
-	for _, k := range order {
-		tt, err := sc.taskTarget(keyNode(n, k), "set", k)
+	for _, kv := range sets {
+		k := kv.key.Value
+		tt, err := sc.taskTarget(kv.key, "set", k)
 		if err != nil {
 			return err
 		}
-		v, err := sc.taskRefs(f[k], "set."+k)
+		v, err := sc.taskRefs(kv.value, "set."+k)
 		if err != nil {
 			return err
 		}
-		o.sets = append(o.sets, setItem{target: tt, value: v, line: f[k].Line})
+		o.sets = append(o.sets, setItem{target: tt, value: v, line: kv.value.Line})
 	}
 	return nil
-}
-
-// keyNode is the key node of a mapping entry, for error positions.
-func keyNode(n *yaml.Node, key string) *yaml.Node {
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			return n.Content[i]
-		}
-	}
-	return n
 }
 
 // ---- run time

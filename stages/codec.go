@@ -169,6 +169,16 @@ func (w *writer) layoutSlotDelta(v *View, slot uint64, delta int64) {
 	}
 }
 
+// dtypeFlags writes a root's dtype and flags byte.
+func (w *writer) dtypeFlags(dt DType, manualDep bool) {
+	w.U8(uint8(dt))
+	if manualDep {
+		w.U8(imagefmt.RootManualDep)
+	} else {
+		w.U8(0)
+	}
+}
+
 func (w *writer) view(v *View) {
 	w.Varint(int64(v.Root))
 	w.Varint(v.Offset)

@@ -230,12 +230,7 @@ func (w *writer) defRecords(d *Definition) {
 	}
 	for i := range d.Roots {
 		rt := &d.Roots[i]
-		w.U8(uint8(rt.DType))
-		if rt.ManualDep {
-			w.U8(imagefmt.RootManualDep)
-		} else {
-			w.U8(0)
-		}
+		w.dtypeFlags(rt.DType, rt.ManualDep)
 		w.Uvarint(uint64(rt.Elems))
 		w.Uvarint(uint64(rt.Creator))
 		w.Uvarint(uint64(rt.HeapOffset))

@@ -119,12 +119,7 @@ func (w *writer) runArgs(img *RunImage) {
 
 func (w *writer) runRoot(rt *RootDesc) {
 	w.Varint(int64(rt.ID))
-	w.U8(uint8(rt.DType))
-	if rt.ManualDep {
-		w.U8(imagefmt.RootManualDep)
-	} else {
-		w.U8(0)
-	}
+	w.dtypeFlags(rt.DType, rt.ManualDep)
 	w.Uvarint(uint64(rt.Elems))
 	w.Varint(int64(rt.Creator))
 	w.Uvarint(rt.Addr)

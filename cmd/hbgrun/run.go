@@ -38,6 +38,8 @@ type runFlags struct {
 	// tamper changes every run image before it is copied (tests of the
 	// golden check; no flag sets it).
 	tamper func(*stages.RunImage)
+	// images is run's --images DIR: where to write what the device got.
+	images string
 }
 
 func (f *runFlags) register(c *cobra.Command, withForm bool) {
@@ -135,6 +137,7 @@ Without MODEL it runs the embedded default, config/models/dsv4_flash_decode.yaml
 		},
 	}
 	f.register(c, true)
+	c.Flags().StringVar(&f.images, "images", "", "write every run image the device gets (run-NNNN.run) and every Definition they replay (HASH.def) to DIR; hbgrun describe prints them")
 	commands = append(commands, c)
 }
 
@@ -147,6 +150,14 @@ func runCmd(ctx context.Context, out, stderr io.Writer, path string, f *runFlags
 	if err != nil {
 		return err
 	}
+	var dump *imageDump
+	if f.images != "" {
+		if dump, err = newImageDump(f.images, &f.store.dir, f.noRetain); err != nil {
+			return err
+		}
+		defer dump.close()
+		f.tamper = dump.observe(f.tamper)
+	}
 	s, traceOut, err := openSession(ctx, f, stderr)
 	if err != nil {
 		return err
@@ -154,6 +165,9 @@ func runCmd(ctx context.Context, out, stderr io.Writer, path string, f *runFlags
 	info := trace.RunInfo{Model: modelName(model), Form: f.form, Rounds: f.rounds, Ranks: f.ranks}
 	cctx, cmdSpan := s.tracer.StartCommand(ctx, info)
 	rep, passes, err := runForm(cctx, s, f, orch, info)
+	if dump != nil {
+		err = errors.Join(err, dump.finish(f.store.dir, stderr))
+	}
 	var failed error // the golden check's: reported, then exit 1
 	if err == nil && !f.skipDevice {
 		failed = golden(rep, passes, orch.Kernels)
@@ -283,6 +297,9 @@ func buildReport(info trace.RunInfo, passes []*actors.PassResult) *trace.Report 
 		c.LoadedDefinitions += int64(p.Pass.LoadedDefinitions)
 		c.LoadedBytes += p.Pass.LoadedBytes
 		c.StoreRejected += int64(p.Pass.StoreRejected)
+		c.FetchedDefinitions += int64(p.Pass.FetchedDefinitions)
+		c.FetchedBytes += p.Pass.FetchedBytes
+		c.FetchRejected += int64(p.Pass.FetchRejected)
 		for _, w := range p.Warnings {
 			if !slices.Contains(rep.Warnings, w) {
 				rep.Warnings = append(rep.Warnings, w)

@@ -110,16 +110,14 @@ func (r *Reader) Uvarint() uint64 {
 	return x
 }
 
+// Varint reads a uvarint and undoes its zig-zag mapping, as
+// encoding/binary.Varint does.
 func (r *Reader) Varint() int64 {
-	if r.Err != nil {
-		return 0
+	ux := r.Uvarint()
+	x := int64(ux >> 1)
+	if ux&1 != 0 {
+		x = ^x
 	}
-	x, n := binary.Varint(r.B[r.Off:])
-	if n <= 0 {
-		r.Fail("bad varint")
-		return 0
-	}
-	r.Off += n
 	return x
 }
 
