@@ -76,16 +76,17 @@ func newDevTensor(t *stages.TensorRef) devTensor {
 }
 
 // newDefObj checks a decoded Definition against the device's own rules and
-// derives the device's form of it. def is the upload's scratch: nothing of
-// it is kept (every slice is copied).
-func newDefObj(def *stages.Definition) (*defObj, error) {
+// derives the device's form of it, with its tensor templates (decoded
+// straight into that form). def is the upload's scratch: nothing of it is
+// kept (every slice is copied).
+func newDefObj(def *stages.Definition, tensors []devTensor) (*defObj, error) {
 	n := len(def.Nodes)
 	o := &defObj{
 		hash: def.ContentHash, key: def.Key, fullKey: def.FullKey, heapBytes: def.HeapBytes,
 		boundary: append([]stages.BoundarySlot(nil), def.Boundary...), boundaryScalars: def.BoundaryScalars,
 		nodes:   make([]devNode, n),
 		fanin:   append([]uint32(nil), def.Fanin...),
-		tensors: make([]devTensor, len(def.Tensors)),
+		tensors: tensors,
 		scalars: append([]stages.ScalarRef(nil), def.Scalars...),
 		roots:   append([]stages.InternalRoot(nil), def.Roots...),
 	}
@@ -106,9 +107,6 @@ func newDefObj(def *stages.Definition) (*defObj, error) {
 	for i := range def.Preds {
 		p := &def.Preds[i]
 		o.preds[i] = devPred{op: p.Op, t: newDevTensor(&p.Tensor), index: p.Index, target: p.Target}
-	}
-	for i := range def.Tensors {
-		o.tensors[i] = newDevTensor(&def.Tensors[i])
 	}
 	o.foOff, o.foIdx = fanoutCSR[uint32, uint32](n, len(o.fanin), func(c int) []uint32 {
 		f := o.nodes[c].fanin

@@ -166,14 +166,22 @@ func (d *Die) Upload(image []byte) (ObjectID, error) {
 		d.stats.H2DCopies++
 		return o.id, nil
 	}
-	// The decoded Definition is scratch, reused upload after upload: the
-	// device keeps only its own narrow form of it (defObj).
+	// The image is read straight into the device's narrow form: each tensor
+	// template as it is decoded, the rest into a scratch Definition reused
+	// upload after upload (defObj copies what it keeps).
 	def := &d.scratch
-	if err := stages.DecodeDefinitionInto(image, def); err != nil {
+	var tensors []devTensor
+	err := stages.DecodeDefinitionFunc(image, def, func(t *stages.TensorRef, i, n int) {
+		if tensors == nil {
+			tensors = make([]devTensor, n)
+		}
+		tensors[i] = newDevTensor(t)
+	})
+	if err != nil {
 		d.stats.Refusals++
 		return 0, fmt.Errorf("npu: upload refused: %w", err)
 	}
-	o, err := newDefObj(def)
+	o, err := newDefObj(def, tensors)
 	if err != nil {
 		d.stats.Refusals++
 		return 0, fmt.Errorf("npu: upload refused: Definition %q: %w", def.Key, err)

@@ -22,15 +22,26 @@ func DecodeDefinition(b []byte) (*Definition, error) {
 // allocating a fresh one (its tensor templates are 120 bytes each, about a
 // megabyte for DSv4's eight). On error d holds a partial decode.
 func DecodeDefinitionInto(b []byte, d *Definition) error {
+	return DecodeDefinitionFunc(b, d, nil)
+}
+
+// DecodeDefinitionFunc is DecodeDefinitionInto, except that, with keep set,
+// the tensor templates are handed to keep one at a time (template i of n,
+// decoded and checked; t is reused) instead of kept in d.Tensors, which is
+// left empty. A decoder with a narrower form of its own (the device) so
+// never holds the 120-byte TensorRefs of a whole Definition.
+func DecodeDefinitionFunc(b []byte, d *Definition, keep func(t *TensorRef, i, n int)) error {
 	if err := imagefmt.CheckHeader(b, DefinitionMagic, DefinitionVersion, defHeaderSize, imagefmt.DefTotalAt, hashOff, "definition"); err != nil {
 		return err
 	}
-	return decodeDefinition(b, d)
+	return decodeDefinition(b, d, keep)
 }
 
 // decodeDefinition decodes a Definition image whose header has been checked
-// into d, section by section, in the sections' order.
-func decodeDefinition(b []byte, d *Definition) error {
+// into d, section by section, in the sections' order but for the internal
+// roots, which come before the tensor templates that are checked against
+// them.
+func decodeDefinition(b []byte, d *Definition, keep func(t *TensorRef, i, n int)) error {
 	h, sec, err := defLayout(b)
 	if err != nil {
 		return err
@@ -51,16 +62,13 @@ func decodeDefinition(b []byte, d *Definition) error {
 	if err := h.nodeTable(b, sec, d.Nodes); err != nil {
 		return err
 	}
-	if d.Tensors, err = h.tensors(b[sec[dsTensors]:sec[dsScalars]], d.Tensors); err != nil {
-		return err
-	}
-	if d.Scalars, err = h.scalars(b[sec[dsScalars]:sec[dsRoots]], d.Scalars); err != nil {
-		return err
-	}
 	if d.Roots, err = h.roots(b[sec[dsRoots]:sec[dsBoundary]], d.Roots); err != nil {
 		return err
 	}
-	if err := checkInternalDeltas(d); err != nil {
+	if d.Tensors, err = h.tensors(b[sec[dsTensors]:sec[dsScalars]], d.Tensors, d.Roots, keep); err != nil {
+		return err
+	}
+	if d.Scalars, err = h.scalars(b[sec[dsScalars]:sec[dsRoots]], d.Scalars); err != nil {
 		return err
 	}
 	if d.Boundary, err = decodeBoundary(b[sec[dsBoundary]:sec[dsPreds]], h.nbound, d.Boundary); err != nil {
@@ -300,17 +308,38 @@ func (h *defCounts) nodeTable(b []byte, sec []int, nodes []NodeDesc) error {
 	return nil
 }
 
-// tensors decodes the tensor template section (on dst's storage).
-func (h *defCounts) tensors(b []byte, dst []TensorRef) ([]TensorRef, error) {
-	ts := reuse(dst, h.ntens)
+// tensors decodes the tensor template section (on dst's storage), each
+// template's slot checked, and an internal one's offset inside its root
+// (roots, decoded already). With keep set, each is handed to keep instead
+// of kept, and the result is dst emptied.
+func (h *defCounts) tensors(b []byte, dst []TensorRef, roots []InternalRoot, keep func(t *TensorRef, i, n int)) ([]TensorRef, error) {
+	var ts []TensorRef
+	var one TensorRef
+	if keep == nil {
+		ts = reuse(dst, h.ntens)
+	} else {
+		ts = dst[:0]
+	}
 	r := newReader(b, "tensor")
-	for i := range ts {
-		r.tensorRef(&ts[i])
+	for i := 0; i < h.ntens; i++ {
+		t := &one
+		if keep == nil {
+			t = &ts[i]
+		} else {
+			one = TensorRef{}
+		}
+		r.tensorRef(t)
 		if r.Err != nil {
 			return nil, r.Err
 		}
-		if err := h.checkRef(&ts[i], "tensor", i); err != nil {
+		if err := h.checkRef(t, "tensor", i); err != nil {
 			return nil, err
+		}
+		if (t.Src == SrcInternal || t.Src == SrcOwnOutput) && (t.Delta < 0 || t.Delta > roots[t.Slot].Elems) {
+			return nil, badf("definition tensor %d offset %d is outside internal root %d (%d elems)", i, t.Delta, t.Slot, roots[t.Slot].Elems)
+		}
+		if keep != nil {
+			keep(t, i, h.ntens)
 		}
 	}
 	r.Done()
@@ -381,18 +410,6 @@ func (h *defCounts) roots(b []byte, dst []InternalRoot) ([]InternalRoot, error) 
 		return nil, r.Err
 	}
 	return rs, nil
-}
-
-// checkInternalDeltas checks that internal tensor templates stay inside
-// their root.
-func checkInternalDeltas(d *Definition) error {
-	for i := range d.Tensors {
-		t := &d.Tensors[i]
-		if (t.Src == SrcInternal || t.Src == SrcOwnOutput) && (t.Delta < 0 || t.Delta > d.Roots[t.Slot].Elems) {
-			return badf("definition tensor %d offset %d is outside internal root %d (%d elems)", i, t.Delta, t.Slot, d.Roots[t.Slot].Elems)
-		}
-	}
-	return nil
 }
 
 // decodeBoundary decodes the boundary signature section (on dst's storage).

@@ -135,7 +135,7 @@ func describeDefinition(b []byte) (*dnode, error) {
 	var d *Definition
 	err := defKind.decode(b, func(b []byte) error {
 		dd := new(Definition)
-		if err := decodeDefinition(b, dd); err != nil {
+		if err := decodeDefinition(b, dd, nil); err != nil {
 			return err
 		}
 		d = dd

@@ -325,6 +325,9 @@ func FuzzDecodeDefinition(f *testing.F) {
 		if err := DecodeDefinitionInto(c, scratch); err != nil || !reflect.DeepEqual(normalizedDef(d), normalizedDef(scratch)) {
 			t.Fatalf("decoding into a used scratch differs from a fresh decode (%v)", err)
 		}
+		if msg := streamAgrees(c, d); msg != "" {
+			t.Fatal(msg)
+		}
 		d2, err := DecodeDefinition(EncodeDefinition(d))
 		if err != nil {
 			t.Fatalf("re-encoded definition does not decode: %v", err)
@@ -345,6 +348,32 @@ func fuzzScratch() *Definition {
 	return d
 }
 
+// streamAgrees reports how DecodeDefinitionFunc's decode of b differs from
+// d, b's full decode ("" if it does not): the templates it hands out are
+// d's, in order, and the rest is d without them.
+func streamAgrees(b []byte, d *Definition) string {
+	var got []TensorRef
+	s := fuzzScratch()
+	if err := DecodeDefinitionFunc(b, s, func(t *TensorRef, i, n int) {
+		if i != len(got) || n != len(d.Tensors) {
+			got = append(got, TensorRef{Slot: -99}) // out of order: never equal
+			return
+		}
+		got = append(got, *t)
+	}); err != nil {
+		return "DecodeDefinitionFunc refuses what DecodeDefinition accepts: " + err.Error()
+	}
+	if len(got) != len(d.Tensors) || (len(got) > 0 && !reflect.DeepEqual(got, d.Tensors)) {
+		return "DecodeDefinitionFunc handed out other tensor templates than DecodeDefinition decodes"
+	}
+	want := *d
+	want.Tensors = s.Tensors
+	if len(s.Tensors) != 0 || !reflect.DeepEqual(normalizedDef(&want), normalizedDef(s)) {
+		return "DecodeDefinitionFunc's Definition differs from DecodeDefinition's but for the templates"
+	}
+	return ""
+}
+
 // TestDecodeDefinitionInto decodes images one after another into one
 // scratch Definition, larger then smaller, as the device does at upload:
 // each equals a fresh decode, with nothing left of the one before.
@@ -361,6 +390,9 @@ func TestDecodeDefinitionInto(t *testing.T) {
 		}
 		if !reflect.DeepEqual(fresh, &scratch) {
 			t.Fatalf("%s: decoded into a used scratch, the Definition differs from a fresh decode", d.Key)
+		}
+		if msg := streamAgrees(img, fresh); msg != "" {
+			t.Fatalf("%s: %s", d.Key, msg)
 		}
 	}
 }
