@@ -70,9 +70,15 @@ type Config struct {
 	NodeTimeout time.Duration
 	// Listen is the driver's own address, which nodes answer to (default:
 	// the address this machine reaches the first node from, any port).
+	// Unused with Remote.
 	Listen string
-	// Remote adds options to the driver's protoactor remote (gRPC options).
-	Remote []paremote.ConfigOption
+	// Remote, if set, is protoactor remote already running on sys (an
+	// embedder's): the driver uses it and leaves it running at Stop.
+	// Otherwise Start starts remote on sys at Listen, with RemoteOptions
+	// (gRPC options), and Stop stops it. protoactor's remote sets gRPC's
+	// process-wide logger as it starts, so a process runs one.
+	Remote        *paremote.Remote
+	RemoteOptions []paremote.ConfigOption
 }
 
 // Runtime is a driver: ranks that live on nodes, with the shape of
@@ -159,12 +165,14 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Listen == "" {
+	if cfg.Listen == "" && cfg.Remote == nil {
 		cfg.Listen = net.JoinHostPort(localHostFor(cfg.Nodes[0]), "0")
 	}
-	rem, err := startRemote(sys, cfg.Listen, cfg.Remote)
-	if err != nil {
-		return nil, fmt.Errorf("remote: driver: %w", err)
+	rem := cfg.Remote
+	if rem == nil {
+		if rem, err = startRemote(sys, cfg.Listen, cfg.RemoteOptions); err != nil {
+			return nil, fmt.Errorf("remote: driver: %w", err)
+		}
 	}
 	tp := cfg.TracerProvider
 	if tp == nil {
@@ -578,6 +586,9 @@ func (rt *Runtime) Stop(ctx context.Context) error {
 	slices.Sort(rt.warnings)
 	rt.sys.EventStream.Unsubscribe(rt.sub)
 	rt.sys.Root.Stop(rt.client)
+	if rt.cfg.Remote != nil {
+		return nil
+	}
 	return shutdownRemote(ctx, rt.rem)
 }
 

@@ -50,8 +50,10 @@ type NodeConfig struct {
 	// Flush, if set, is called as each run is released, so that the run's
 	// spans have left the node before the driver reports.
 	Flush func(context.Context) error
-	// Remote adds options to the node's protoactor remote (gRPC options).
-	Remote []paremote.ConfigOption
+	// RemoteOptions adds options to the node's protoactor remote (gRPC
+	// options). protoactor's remote sets gRPC's process-wide logger as it
+	// starts, so a process runs one: a node, or a driver.
+	RemoteOptions []paremote.ConfigOption
 }
 
 // Node hosts ranks for drivers: it serves Kind over protoactor remote until
@@ -71,7 +73,7 @@ type Node struct {
 // serves ranks there. sys must not run remote already.
 func StartNode(sys *actor.ActorSystem, cfg NodeConfig) (*Node, error) {
 	n := &Node{sys: sys, cfg: cfg, hosts: map[*host]bool{}}
-	rem, err := startRemote(sys, cfg.Listen, append(cfg.Remote, paremote.WithKinds(n.kinds()...)))
+	rem, err := startRemote(sys, cfg.Listen, append(cfg.RemoteOptions, paremote.WithKinds(n.kinds()...)))
 	if err != nil {
 		return nil, err
 	}
@@ -173,12 +175,14 @@ func startRemote(sys *actor.ActorSystem, listen string, opts []paremote.ConfigOp
 	return rem, nil
 }
 
-// shutdownRemote stops remote gracefully (its peers are told), giving up
-// when ctx ends.
+// shutdownRemote stops remote's server, giving up when ctx ends. Its
+// peers learn it from their connections ending. Not protoactor's graceful
+// shutdown: that races with its own connections' readers (a flag written
+// and read without a lock) and waits up to 10 s for peers to hang up.
 func shutdownRemote(ctx context.Context, rem *paremote.Remote) error {
 	done := make(chan struct{})
 	go func() {
-		rem.Shutdown(true)
+		rem.Shutdown(false)
 		close(done)
 	}()
 	select {
