@@ -72,6 +72,9 @@ type Config struct {
 	// the address this machine reaches the first node from, any port).
 	// Unused with Remote.
 	Listen string
+	// OnNodeLost, if set, is called once per node lost, as soon as it is
+	// (from whichever goroutine found it), before its passes fail.
+	OnNodeLost func(*NodeError)
 	// Remote, if set, is protoactor remote already running on sys (an
 	// embedder's): the driver uses it and leaves it running at Stop.
 	// Otherwise Start starts remote on sys at Listen, with RemoteOptions
@@ -454,6 +457,9 @@ func (rt *Runtime) nodeLost(i int, cause string) {
 	}
 	lost := ns.lost
 	rt.mu.Unlock()
+	if f := rt.cfg.OnNodeLost; f != nil {
+		f(lost)
+	}
 	for _, p := range ps {
 		p.reply <- &actors.PassResult{Pass: trace.NewPass(p.rank, p.round), Err: lost.forPass(p.rank, p.round)}
 	}

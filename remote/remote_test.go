@@ -3,6 +3,7 @@ package remote
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -70,24 +71,30 @@ func serveNode(listen string) int {
 
 // testNode is a node in a child process.
 type testNode struct {
-	addr string
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the process has exited
+	addr  string
+	cmd   *exec.Cmd
+	stdin io.Closer
+	done  chan struct{} // closed when the process has exited
 }
 
-// startNode starts a node process on listen ("127.0.0.1:0": any free
+// spawnNode starts a node process on listen ("127.0.0.1:0": any free
 // port) and waits for its address.
-func startNode(t testing.TB, listen string) *testNode {
-	t.Helper()
+func spawnNode(listen string) (*testNode, error) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), nodeEnv+"="+listen)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err
+	}
 	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	n := &testNode{cmd: cmd, done: make(chan struct{})}
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	n := &testNode{cmd: cmd, stdin: stdin, done: make(chan struct{})}
 	lines := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -101,22 +108,37 @@ func startNode(t testing.TB, listen string) *testNode {
 		_ = cmd.Wait()
 		close(n.done)
 	}()
-	t.Cleanup(func() {
-		_ = stdin.Close()
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-n.done:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-		}
-	})
 	select {
 	case line, ok := <-lines:
-		require.True(t, ok, "the node exited before serving")
+		if !ok {
+			n.stop()
+			return nil, errors.New("the node exited before serving")
+		}
 		n.addr = strings.TrimPrefix(line, "node ")
+		return n, nil
 	case <-time.After(60 * time.Second):
-		t.Fatal("no node address within 60s")
+		n.stop()
+		return nil, errors.New("no node address within 60s")
 	}
+}
+
+// stop stops the node (SIGTERM, then SIGKILL after 20s) and waits.
+func (n *testNode) stop() {
+	_ = n.stdin.Close()
+	_ = n.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-n.done:
+	case <-time.After(20 * time.Second):
+		_ = n.cmd.Process.Kill()
+		<-n.done
+	}
+}
+
+func startNode(t testing.TB, listen string) *testNode {
+	t.Helper()
+	n, err := spawnNode(listen)
+	require.NoError(t, err)
+	t.Cleanup(n.stop)
 	return n
 }
 
@@ -136,11 +158,16 @@ var (
 // sharedRemote is this process's actor system and remote, for drivers.
 func sharedRemote(t testing.TB) (*actor.ActorSystem, *paremote.Remote) {
 	t.Helper()
+	sys, rem := exampleRemote()
+	require.NoError(t, driverErr)
+	return sys, rem
+}
+
+func exampleRemote() (*actor.ActorSystem, *paremote.Remote) {
 	driverOnce.Do(func() {
 		driverSys = actors.NewActorSystem(nil)
 		driverRem, driverErr = startRemote(driverSys, "127.0.0.1:0", nil)
 	})
-	require.NoError(t, driverErr)
 	return driverSys, driverRem
 }
 

@@ -172,6 +172,8 @@ func startRanks(s *session, f *runFlags, orch *actors.Orchestration) (local *act
 	far, err = remote.Start(s.sys, remote.Config{
 		Nodes: f.remote.nodes, Ranks: f.ranks, ModelName: name, Model: data, Form: f.form,
 		Runtime: cfg, TracerProvider: s.provider.TracerProvider, NodeTimeout: f.remote.nodeTimeout, Listen: f.remote.listen,
+		// Said at once: the run goes on with the other nodes' ranks.
+		OnNodeLost: func(e *remote.NodeError) { fmt.Fprintf(s.stderr, "hbgrun: %v\n", e) },
 	})
 	if err != nil {
 		return nil, nil, err

@@ -215,7 +215,11 @@ func runForm(ctx context.Context, s *session, f *runFlags, orch *actors.Orchestr
 				defer mu.Unlock()
 				ended = append(ended, p)
 				if f.verbose {
-					fmt.Fprintf(s.stderr, "hbgrun: pass ended: rank %d round %d\n", p.Pass.Rank, p.Pass.Round)
+					digest := ""
+					if p.Device != nil {
+						digest = fmt.Sprintf(" (digest %016x)", p.Device.Digest)
+					}
+					fmt.Fprintf(s.stderr, "hbgrun: pass ended: rank %d round %d%s\n", p.Pass.Rank, p.Pass.Round, digest)
 				}
 			}})
 		ran <- result{passes, err}
