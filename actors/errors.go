@@ -32,3 +32,20 @@ func (e *RankBusyError) Error() string {
 
 // Is makes errors.Is(err, ErrRankBusy) hold.
 func (e *RankBusyError) Is(target error) bool { return target == ErrRankBusy }
+
+// ErrInvalidConfig is wrapped by every error Config.Validate returns.
+var ErrInvalidConfig = errors.New("invalid runtime config")
+
+// ConfigError names the Config field that does not validate, so a command
+// can name its own flag for it.
+type ConfigError struct {
+	Field string // the Config field, "Device." first for npu.Config's
+	Value any
+	Want  string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("%s %v: want %s", e.Field, e.Value, e.Want)
+}
+
+func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }

@@ -112,6 +112,11 @@ func TestBodyErrorIsAValue(t *testing.T) {
 	if n := rt.Stats.Restarts.Load(); n != 0 {
 		t.Errorf("%d restarts for a body that returned an error", n)
 	}
+	// Run inline (the eager twin), the same body fails the pass the same way.
+	_, err = rt.Pass(ctx, Inline(keysModel{keys: 2, calls: 1, body: failing}.orchestration("failing")), 0, 1)
+	if !errors.Is(err, errBad) || !strings.Contains(err.Error(), `graph "key-1"`) {
+		t.Fatalf("inline: want the body's error naming key-1, got %v", err)
+	}
 }
 
 // TestStop: Stop fails every pass in flight or queued at once with

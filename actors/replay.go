@@ -21,6 +21,9 @@ type replayActor struct {
 	axis       stages.DeviceAxis
 	runs       map[uint64]*passRun // by stages.Pass.ID, until the device owes them nothing
 	free       [][]byte            // run image buffers the device has read
+	// earlyFetch is, by pass, what the cluster did for Definitions that
+	// arrived before their pass was handed off (as stages.Replay's early).
+	earlyFetch map[uint64]mailbox.PeerFetch
 }
 
 func (r *replayActor) Receive(ctx actor.Context) {
@@ -32,9 +35,11 @@ func (r *replayActor) Receive(ctx actor.Context) {
 		r.submission = m.submission
 	case *handoff:
 		r.runs[m.run.pass.ID] = m.run
+		r.handoffFetch(m.run)
 		r.rp.Handoff(m.run.pass)
 	case *mailbox.DefinitionUploaded:
 		r.rp.Defined(m.Outcome)
+		r.fetched(m)
 	case *deviceReply:
 		r.deviceReplied(m)
 	case *cancelPass:
@@ -138,6 +143,7 @@ func (r *replayActor) reply(ctx actor.Context, run *passRun) {
 	run.ops.Add(trace.OpBuildDefinition, int64(p.BuiltDefinitions), p.BuildNs)
 	run.ops.Add(trace.OpStoreLoad, int64(p.Store.Loaded), p.Store.Ns)
 	res.Pass.LoadedDefinitions, res.Pass.LoadedBytes, res.Pass.StoreRejected = p.Store.Loaded, p.Store.Bytes, len(p.Store.Rejected)
+	replyFetch(run, res)
 	res.Pass.Ops = run.ops
 	if !p.AtDevice() {
 		delete(r.runs, p.ID)

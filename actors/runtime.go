@@ -8,6 +8,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -71,6 +72,11 @@ type Config struct {
 	StoreDir string
 	// StoreMax bounds the store on disk in bytes (0: diskstore.DefaultMax).
 	StoreMax int64
+	// Peers is where the store looks for a Definition it misses, after the
+	// store on disk and before recording it: the other nodes of a cluster
+	// (package peer), so that a Definition is recorded once per cluster.
+	// nil: nowhere (a single process records what it misses).
+	Peers DefinitionSource
 }
 
 // Orchestration is a program of tasks: a Go function or a model config
@@ -121,6 +127,12 @@ type Stats struct {
 	Loaded        atomic.Int64
 	StoreRejected atomic.Int64
 	StoreWritten  atomic.Int64
+	// Fetched, FetchedBytes and FetchRejected count Definitions fetched
+	// from Config.Peers, their bytes, and images from there that failed
+	// verification.
+	Fetched       atomic.Int64
+	FetchedBytes  atomic.Int64
+	FetchRejected atomic.Int64
 }
 
 // Runtime is hbg running inside an actor system.
@@ -152,31 +164,65 @@ type Runtime struct {
 // Start starts the runtime inside an existing actor system: the supervisor,
 // the store, the builder and the prewarmed recorder pool. Ranks (submission,
 // uploader, device) start on their first pass.
+// EnsureDefaults gives each zero field its default (Recorders 8,
+// PassTimeout 10 minutes, InFlight 2, QueueDepth 1024, the device's
+// DefaultConfig), leaving a negative value for Validate to refuse.
+func (c *Config) EnsureDefaults() {
+	def := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	def(&c.Recorders, 8)
+	def(&c.InFlight, 2)
+	def(&c.QueueDepth, 1024)
+	if c.PassTimeout == 0 {
+		c.PassTimeout = 10 * time.Minute
+	}
+	c.Device.EnsureDefaults()
+}
+
+// Validate reports the first field a runtime cannot start with, as a
+// *ConfigError (errors.Is ErrInvalidConfig). Start calls EnsureDefaults
+// first; a caller that validates alone (a command checking its flags)
+// refuses zero where Start would take the default.
+func (c *Config) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"Recorders", c.Recorders}, // the pool bounds how many bodies record at once
+		{"InFlight", c.InFlight},
+		{"QueueDepth", c.QueueDepth},
+	} {
+		if f.v < 1 {
+			return &ConfigError{Field: f.name, Value: f.v, Want: "at least 1"}
+		}
+	}
+	if c.PassTimeout <= 0 {
+		return &ConfigError{Field: "PassTimeout", Value: c.PassTimeout, Want: "a positive duration"}
+	}
+	if c.StoreMax < 0 {
+		return &ConfigError{Field: "StoreMax", Value: c.StoreMax, Want: "0 (the default bound) or more bytes"}
+	}
+	if err := c.Device.Validate(); err != nil {
+		var de *npu.ConfigError
+		if !errors.As(err, &de) {
+			panic(fmt.Sprintf("npu.Config.Validate returned %T, not *npu.ConfigError", err))
+		}
+		return &ConfigError{Field: "Device." + de.Field, Value: de.Value, Want: de.Want}
+	}
+	return nil
+}
+
 func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 	return start(sys, cfg, nil)
 }
 
 func start(sys *actor.ActorSystem, cfg Config, hook func(*mailbox.RecordJob)) (*Runtime, error) {
-	if cfg.Recorders == 0 {
-		cfg.Recorders = 8
-	}
-	if cfg.Recorders < 0 {
-		return nil, fmt.Errorf("recorder pool size %d: want at least 1", cfg.Recorders)
-	}
-	if cfg.PassTimeout == 0 {
-		cfg.PassTimeout = 10 * time.Minute
-	}
-	if cfg.InFlight == 0 {
-		cfg.InFlight = 2
-	}
-	if cfg.InFlight < 0 {
-		return nil, fmt.Errorf("passes in flight per rank %d: want at least 1", cfg.InFlight)
-	}
-	if cfg.QueueDepth == 0 {
-		cfg.QueueDepth = 1024
-	}
-	if cfg.QueueDepth < 0 {
-		return nil, fmt.Errorf("queue depth per rank %d: want at least 1", cfg.QueueDepth)
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	rt := &Runtime{sys: sys, cfg: cfg, tracer: cfg.Tracer, recorderHook: hook, imageHook: cfg.TamperImage, stopped: make(chan struct{}), ranks: map[int]*actor.PID{}}
 	if rt.tracer == nil {

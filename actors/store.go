@@ -27,17 +27,23 @@ type store struct {
 	verifies map[uint64][]*mailbox.RecordJob
 	stats    *Stats
 	disk     storeDisk
+	// peers is Config.Peers; fetchNotes is, per key, what asking them did
+	// before the key's recording, reported with the recording.
+	peers      DefinitionSource
+	fetchNotes map[uint64]mailbox.PeerFetch
 }
 
 func newStore(rt *Runtime) *store {
 	return &store{
-		defs:     map[uint64]*mailbox.Definition{},
-		busy:     map[string]*mailbox.RecordJob{},
-		inflight: map[uint64][]*mailbox.RecordJob{},
-		verified: map[uint64]bool{},
-		verifies: map[uint64][]*mailbox.RecordJob{},
-		stats:    &rt.Stats,
-		disk:     storeDisk{disk: rt.disk, writer: rt.diskWriter, tracer: rt.tracer, rejected: map[uint64][]string{}},
+		defs:       map[uint64]*mailbox.Definition{},
+		busy:       map[string]*mailbox.RecordJob{},
+		inflight:   map[uint64][]*mailbox.RecordJob{},
+		verified:   map[uint64]bool{},
+		verifies:   map[uint64][]*mailbox.RecordJob{},
+		stats:      &rt.Stats,
+		disk:       storeDisk{disk: rt.disk, writer: rt.diskWriter, tracer: rt.tracer, rejected: map[uint64][]string{}},
+		peers:      rt.cfg.Peers,
+		fetchNotes: map[uint64]mailbox.PeerFetch{},
 	}
 }
 
@@ -72,6 +78,8 @@ func (s *store) Receive(ctx actor.Context) {
 		s.dispatch(ctx)
 	case *mailbox.Built:
 		s.built(ctx, m)
+	case *fetched:
+		s.fetchDone(ctx, m)
 	case *forgetDefinitions:
 		for _, k := range m.keys {
 			delete(s.defs, k)
@@ -110,6 +118,9 @@ func (s *store) request(ctx actor.Context, job *mailbox.RecordJob) {
 		return
 	}
 	s.inflight[job.StoreKey] = []*mailbox.RecordJob{job}
+	if s.fetch(ctx, job) {
+		return // the answer comes back as *fetched
+	}
 	s.enqueue(ctx, job)
 }
 
@@ -152,8 +163,12 @@ func (s *store) built(ctx actor.Context, b *mailbox.Built) {
 		s.stats.Recorded.Add(1)
 		s.stats.RecordedNodes.Add(int64(rec.Nodes))
 		s.disk.store(ctx, job, d)
+		s.recordedHere(job, b.Image)
+	} else {
+		s.recordedHere(job, nil)
 	}
 	rejected := s.disk.takeRejected(job.StoreKey)
+	fetch := s.takeFetchNote(job.StoreKey)
 	waiters := s.inflight[job.StoreKey]
 	delete(s.inflight, job.StoreKey)
 	for i, w := range waiters {
@@ -162,6 +177,7 @@ func (s *store) built(ctx actor.Context, b *mailbox.Built) {
 		r.Recorded = i == 0
 		if i == 0 {
 			r.Store.Rejected = rejected
+			r.Fetch = fetch
 		} else {
 			r.RecordedNodes, r.RecordNs, r.BuildNs = 0, 0, 0
 		}

@@ -42,6 +42,8 @@ type passRun struct {
 	// timeline (stages.DeviceAxis); placed says it was.
 	beginNs, shipNs int64
 	placed          bool
+	// fetch is what asking the cluster did for the pass (reruns included).
+	fetch mailbox.PeerFetch
 }
 
 func (r *passRun) startPhase(tr *trace.Tracer, ph trace.Phase, rank int) context.Context {

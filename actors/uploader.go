@@ -34,7 +34,7 @@ type sentUpload struct {
 	span trace.UploadSpan
 	// waiting is the answers to pass on once it is on the device; the
 	// first one's pass paid for the upload.
-	waiting []stages.Outcome
+	waiting []mailbox.DefinitionUploaded
 }
 
 func (u *uploader) Receive(ctx actor.Context) {
@@ -53,26 +53,27 @@ func (u *uploader) ready(ctx actor.Context, m *mailbox.DefinitionReady) {
 		Recorded: m.Recorded, RecordedNodes: m.RecordedNodes, RecordNs: m.RecordNs, BuildNs: m.BuildNs,
 		Store: m.Store,
 	}
+	up := mailbox.DefinitionUploaded{Outcome: o, Fetch: m.Fetch}
 	if m.Verify || m.Err != nil || m.Def == nil {
-		ctx.Send(u.replay, &mailbox.DefinitionUploaded{Outcome: o})
+		ctx.Send(u.replay, &up)
 		return
 	}
 	d := m.Def
 	if _, ok := u.uploaded[d.Hash]; ok && !u.noRetain {
-		ctx.Send(u.replay, &mailbox.DefinitionUploaded{Outcome: o})
+		ctx.Send(u.replay, &up)
 		return
 	}
 	for i := range u.sent {
 		if u.sent[i].def.Hash == d.Hash {
 			// On its way to the device for another request.
-			u.sent[i].waiting = append(u.sent[i].waiting, o)
+			u.sent[i].waiting = append(u.sent[i].waiting, up)
 			return
 		}
 	}
 	_, span := u.tracer.StartUpload(m.Trace.Context(context.Background()), trace.UploadInfo{
 		Key: d.Def.Key, FullKey: d.Def.FullKey, Bytes: int64(len(d.Image)), Actor: fmt.Sprintf("uploader-%d", u.rank),
 	})
-	u.sent = append(u.sent, sentUpload{def: d, span: span, waiting: []stages.Outcome{o}})
+	u.sent = append(u.sent, sentUpload{def: d, span: span, waiting: []mailbox.DefinitionUploaded{up}})
 	// The device actor owns the queue: uploads are executed in order.
 	sendDevice(ctx, u.device, &deviceUpload{image: d.Image})
 }
@@ -88,7 +89,8 @@ func (u *uploader) replied(ctx actor.Context, m *deviceReply) {
 		}
 		u.uploaded[s.def.Hash] = m.object
 	}
-	for i, o := range s.waiting {
+	for i, up := range s.waiting {
+		o := &up.Outcome
 		if o.Store.Loaded > 0 && u.disk != nil {
 			// Loaded from disk and now uploaded (or failed): eviction
 			// may take it again.
@@ -100,6 +102,6 @@ func (u *uploader) replied(ctx actor.Context, m *deviceReply) {
 		if m.err != nil {
 			o.UploadErr = fmt.Errorf("uploading Definition %q: %w", s.def.Def.Key, m.err)
 		}
-		ctx.Send(u.replay, &mailbox.DefinitionUploaded{Outcome: o})
+		ctx.Send(u.replay, &up)
 	}
 }

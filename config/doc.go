@@ -122,4 +122,35 @@
 // or warnings. In a block with boundary: auto, a let must view a tensor the
 // block allocates (the boundary is computed from the calls before any let
 // runs).
+//
+// # Files
+//
+// Parse reads the document in load.go; yaml.go holds the YAML helpers: a
+// fixed-schema mapping decodes into a struct of *yaml.Node fields (which
+// keep their positions for messages), a list of them item by item. Each
+// schema area compiles in a file of its own:
+//
+//	entry.go     constants, entry tensors and scalars
+//	kernels.go   the kernel table; k: names and kernel lists
+//	races.go     declared races
+//	blocks.go    block headers (params, variants, tensor and task params) and bodies
+//	boundary.go  boundary slots and scalars, boundary: auto
+//	program.go   the program, forms and their Graph keys
+//	checks.go    the static Graph checks (structure, baked scalars)
+//	scope.go     the names a block's ops see while it compiles
+//	ops.go       the op dispatch, scope and loop ops
+//	alloc.go     alloc ops and runtime-allocated outputs' items
+//	let.go       let ops (compile and run)
+//	tasks.go     task values: op ids, task lists, task params, set (compile and run)
+//	taskop.go    kernel, MIX and dummy tasks: args, scalars, deps, pred
+//	touch.go     touch hints
+//	calls.go     block calls
+//	views.go     view syntax; expr.go expressions
+//	size.go      the bound on a pass's tasks
+//	model.go     the compiled program the interpreter runs
+//
+// The interpreter is run.go (the op loop, allocs, task submission),
+// run_view.go (views), run_call.go (block calls, inline and as Graphs)
+// and run_auto.go (auto boundaries). errors.go holds the error types,
+// validate.go Validate and orchestration.go Model.Orchestration.
 package config

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/hbg-dev/hbg/config"
-	"github.com/hbg-dev/hbg/config/trace"
+	"github.com/hbg-dev/hbg/internal/refwriter"
 )
 
 // tinyModel is a small valid model; each error case below breaks one thing.
@@ -343,7 +343,7 @@ func TestGraphBodyError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := trace.New(nil, m.EntryRoots(), m.Kernels())
+	w := refwriter.New(nil, m.EntryRoots(), m.Kernels())
 	err = m.Run(w, "graph")
 	var ce *config.Error
 	if !errors.As(err, &ce) || ce.Line != lineOf(src, "tmp[e + 1]") || !strings.Contains(err.Error(), "outside its root") {

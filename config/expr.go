@@ -28,15 +28,15 @@ const (
 
 // expr is a compiled expression.
 type expr struct {
-	kind  exprKind
-	op    string // exBin
-	val   int64  // exConst
-	slot  int    // exVar
-	a, b  *expr
-	c     *expr
-	deps  uint64 // bit i: the expression reads env slot i (slots < 64)
-	bscal int    // boundary scalar index when the whole expression is one (exVar), else -1
-	src   string // source text, for messages
+	kind           exprKind
+	op             string // exBin
+	val            int64  // exConst
+	slot           int    // exVar
+	a, b           *expr
+	c              *expr
+	deps           uint64 // bit i: the expression reads env slot i (slots < 64)
+	boundaryScalar int    // boundary scalar index when the whole expression is one (exVar), else -1
+	src            string // source text, for messages
 	// aff is the expression as c0 + Σ coef·env[slot] when it is affine in
 	// its names, as nearly every view offset is (24*layer, 1024*csa_i…):
 	// evaluating it is then a short loop, not a walk over the tree.
@@ -357,9 +357,9 @@ func tokenize(s string) ([]token, error) {
 	return out, nil
 }
 
-// resolver maps a name to a constant or an env slot. bscal is the boundary
+// resolver maps a name to a constant or an env slot. boundaryScalar is the boundary
 // scalar index of the name, or -1.
-type resolver func(name string) (val int64, slot int, bscal int, ok bool)
+type resolver func(name string) (val int64, slot int, boundaryScalar int, ok bool)
 
 // exprParser is a precedence-climbing parser over a token slice; views and
 // argument strings reuse it and stop at the first token it does not take.
@@ -428,7 +428,7 @@ func (p *exprParser) parseExpr(depth int) (*expr, error) {
 			}
 			return b, nil
 		}
-		return &expr{kind: exCond, c: c, a: a, b: b, deps: c.deps | a.deps | b.deps, bscal: -1}, nil
+		return &expr{kind: exCond, c: c, a: a, b: b, deps: c.deps | a.deps | b.deps, boundaryScalar: -1}, nil
 	}
 	return c, nil
 }
@@ -458,10 +458,10 @@ func (p *exprParser) parseBin(minPrec, depth int) (*expr, error) {
 				}
 				return nil, p.errf(t, "%d %s %d overflows int64", lhs.val, t.s, rhs.val)
 			}
-			lhs = &expr{kind: exConst, val: v, bscal: -1}
+			lhs = &expr{kind: exConst, val: v, boundaryScalar: -1}
 			continue
 		}
-		lhs = &expr{kind: exBin, op: t.s, a: lhs, b: rhs, deps: lhs.deps | rhs.deps, bscal: -1}
+		lhs = &expr{kind: exBin, op: t.s, a: lhs, b: rhs, deps: lhs.deps | rhs.deps, boundaryScalar: -1}
 		lhs.aff = affineOf(lhs)
 	}
 }
@@ -473,7 +473,7 @@ func (p *exprParser) parseUnary(depth int) (*expr, error) {
 	t := p.next()
 	switch {
 	case t.kind == tInt:
-		return &expr{kind: exConst, val: t.v, bscal: -1}, nil
+		return &expr{kind: exConst, val: t.v, boundaryScalar: -1}, nil
 	case t.kind == tIdent && (t.s == "min" || t.s == "max") && p.peek().kind == tOp && p.peek().s == "(":
 		p.next()
 		a, err := p.parseExpr(depth + 1)
@@ -491,9 +491,9 @@ func (p *exprParser) parseUnary(depth int) (*expr, error) {
 			return nil, p.errf(c, "expected ')' closing %s(a, b)", t.s)
 		}
 		if a.isConst() && b.isConst() {
-			return &expr{kind: exConst, val: binop(t.s, a.val, b.val, nil, t.s), bscal: -1}, nil
+			return &expr{kind: exConst, val: binop(t.s, a.val, b.val, nil, t.s), boundaryScalar: -1}, nil
 		}
-		return &expr{kind: exBin, op: t.s, a: a, b: b, deps: a.deps | b.deps, bscal: -1}, nil
+		return &expr{kind: exBin, op: t.s, a: a, b: b, deps: a.deps | b.deps, boundaryScalar: -1}, nil
 	case t.kind == tIdent:
 		if p.res == nil {
 			return nil, p.errf(t, "undefined name %q", t.s)
@@ -503,9 +503,9 @@ func (p *exprParser) parseUnary(depth int) (*expr, error) {
 			return nil, p.errf(t, "undefined name %q", t.s)
 		}
 		if slot < 0 {
-			return &expr{kind: exConst, val: v, bscal: -1}, nil
+			return &expr{kind: exConst, val: v, boundaryScalar: -1}, nil
 		}
-		e := &expr{kind: exVar, slot: slot, bscal: bs}
+		e := &expr{kind: exVar, slot: slot, boundaryScalar: bs}
 		if slot < 64 {
 			e.deps = 1 << uint(slot)
 		}
@@ -532,15 +532,15 @@ func (p *exprParser) parseUnary(depth int) (*expr, error) {
 				if a.val == math.MinInt64 {
 					return nil, p.errf(t, "-(%d) overflows int64", a.val)
 				}
-				return &expr{kind: exConst, val: -a.val, bscal: -1}, nil
+				return &expr{kind: exConst, val: -a.val, boundaryScalar: -1}, nil
 			}
-			return &expr{kind: exConst, val: b2i(a.val == 0), bscal: -1}, nil
+			return &expr{kind: exConst, val: b2i(a.val == 0), boundaryScalar: -1}, nil
 		}
 		k := exNeg
 		if t.s == "!" {
 			k = exNot
 		}
-		e := &expr{kind: k, a: a, deps: a.deps, bscal: -1}
+		e := &expr{kind: k, a: a, deps: a.deps, boundaryScalar: -1}
 		if k == exNeg {
 			e.aff = affineOf(e)
 		}
@@ -551,13 +551,21 @@ func (p *exprParser) parseUnary(depth int) (*expr, error) {
 	return nil, p.errf(t, "unexpected %q", t.s)
 }
 
-// parseExpr compiles a whole string as one expression.
-func parseExpr(s string, res resolver) (*expr, error) {
-	toks, err := tokenize(s)
+// newParser tokenizes src and returns a parser over it.
+func newParser(src string, res resolver) (*exprParser, error) {
+	toks, err := tokenize(src)
 	if err != nil {
 		return nil, err
 	}
-	p := &exprParser{src: s, toks: toks, res: res}
+	return &exprParser{src: src, toks: toks, res: res}, nil
+}
+
+// parseExpr compiles a whole string as one expression.
+func parseExpr(s string, res resolver) (*expr, error) {
+	p, err := newParser(s, res)
+	if err != nil {
+		return nil, err
+	}
 	e, err := p.parseExpr(0)
 	if err != nil {
 		return nil, err

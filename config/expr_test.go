@@ -57,10 +57,10 @@ func TestExprEval(t *testing.T) {
 			t.Errorf("%q = %d (%v), want %d", tc.src, got, ee.err, tc.want)
 		}
 	}
-	if e, _ := parseExpr("s", testRes); e.bscal != 0 {
+	if e, _ := parseExpr("s", testRes); e.boundaryScalar != 0 {
 		t.Error("a bare boundary scalar keeps its slot")
 	}
-	if e, _ := parseExpr("s + 0", testRes); e.bscal != -1 {
+	if e, _ := parseExpr("s + 0", testRes); e.boundaryScalar != -1 {
 		t.Error("a computed value loses the boundary scalar's provenance")
 	}
 	if e, _ := parseExpr("K * 2", testRes); !e.isConst() || e.val != 64 {
@@ -149,27 +149,27 @@ func FuzzView(f *testing.F) {
 		"[mm, mm][l]", "[mm][0]", "[mm, act][l]", "[mm,][", "[][l]"} {
 		f.Add(s, int64(1))
 	}
-	b := &block{name: "t", params: []string{"l"}, tensors: []string{}, vslot: -1}
+	b := &block{name: "t", params: []string{"l"}, tensors: []string{}, variantSlot: -1}
 	l := &loader{file: "fuzz", m: &Model{consts: map[string]int64{}, kernelIdx: map[string]stages.KernelID{"mm": 0, "act": 1},
 		kernels: []stages.Kernel{{Name: "mm", Core: stages.KindAIC}, {Name: "act", Core: stages.KindAIV}}}}
 	l.m.entry = []entryTensor{{name: "w"}}
 	// A body with a tensor w (16 x 16), a let view a, a tensor list h of
 	// two, a task list gate, an op id first and a task param prev.
-	body := &block{name: "body", params: []string{"l"}, vslot: -1, nvals: 1, structural: make([]int, 64),
-		tnames: []string{"w", "a", "h[0]", "h[1]"}, nfixed: 1, lists: []tensorList{{name: "h", slots: []int{2, 3}}},
-		tlists: []string{"gate"}, labels: []string{"first"}, tparams: []string{"prev"}}
+	body := &block{name: "body", params: []string{"l"}, variantSlot: -1, envSize: 1, structural: make([]int, 64),
+		slotNames: []string{"w", "a", "h[0]", "h[1]"}, fixedSlots: 1, lists: []tensorList{{name: "h", slots: []int{2, 3}}},
+		taskLists: []string{"gate"}, ids: []string{"first"}, taskParams: []string{"prev"}}
 	w := stages.NewView(0, 0, stages.FP32, 16, 16)
 	fr := newFrame(body)
 	f.Fuzz(func(t *testing.T, src string, lv int64) {
 		sc := &scope{l: l, b: b, boundary: true}
 		_, _ = sc.view(src, 1)
 		bs := &scope{l: l, b: body, vals: map[string]int{"l": 0}, labelDef: map[string]bool{"first": true}, allIDs: map[string]bool{"first": true}}
-		r := &runner{m: l.m, f: &form{name: "fuzz"}}
-		fr.vals[0] = lv
-		fr.tens = []stages.View{w, stages.NewView(0, 16, stages.FP32, 4, 4), w, w}
-		fr.tl = [][]stages.TaskID{{3, stages.NoTask, 5}}
-		fr.labels = [][]stages.TaskID{{7}}
-		fr.tp = [][]stages.TaskID{{1, 2}}
+		r := &runner{model: l.m, form: &form{name: "fuzz"}}
+		fr.env[0] = lv
+		fr.tensors = []stages.View{w, stages.NewView(0, 16, stages.FP32, 4, 4), w, w}
+		fr.taskLists = [][]stages.TaskID{{3, stages.NoTask, 5}}
+		fr.idTasks = [][]stages.TaskID{{7}}
+		fr.taskParams = [][]stages.TaskID{{1, 2}}
 		if v, err := bs.view(src, 1); err == nil {
 			var out stages.View
 			r.view(fr, v, &out)

@@ -19,12 +19,12 @@ import (
 func (sc *scope) let(o *op, n *yaml.Node) error {
 	l := sc.l
 	o.kind = opLet
-	f, order, err := l.fields(n, "let")
+	lets, err := l.keyValues(n, "let")
 	if err != nil {
 		return err
 	}
-	for _, name := range order {
-		kn, vn := keyNode(n, name), f[name]
+	for _, kv := range lets {
+		name, kn, vn := kv.key.Value, kv.key, kv.value
 		if !isIdent(name) {
 			return l.errf(kn, "let", name, "a name must be an identifier")
 		}
@@ -60,8 +60,8 @@ func (sc *scope) let(o *op, n *yaml.Node) error {
 		}
 		if vn.Kind == yaml.SequenceNode {
 			for k, v := range it.views {
-				slot := len(sc.b.tnames)
-				sc.b.tnames = append(sc.b.tnames, fmt.Sprintf("%s[%d]", name, k))
+				slot := len(sc.b.slotNames)
+				sc.b.slotNames = append(sc.b.slotNames, fmt.Sprintf("%s[%d]", name, k))
 				sc.markLocal(slot, v.local)
 				it.slots = append(it.slots, slot)
 			}
@@ -97,11 +97,11 @@ func (sc *scope) letSlot(kn *yaml.Node, name string, local bool) (int, error) {
 	if sc.tensorList(name) != nil {
 		return 0, l.errf(kn, "let", name, "duplicate name: %s is a tensor list (a let of one view cannot rebind it)", name)
 	}
-	for i := len(sc.b.tnames) - 1; i >= 0; i-- {
-		if sc.b.tnames[i] != name {
+	for i := len(sc.b.slotNames) - 1; i >= 0; i-- {
+		if sc.b.slotNames[i] != name {
 			continue
 		}
-		if i < sc.b.nfixed {
+		if i < sc.b.fixedSlots {
 			return 0, l.errf(kn, "let", name, "duplicate name: %s already names %s (a let names a new view or rebinds one of the block's own)", name, sc.tensorNames())
 		}
 		if sc.slotLocal(i) != local && sc.b.auto {
@@ -112,16 +112,16 @@ func (sc *scope) letSlot(kn *yaml.Node, name string, local bool) (int, error) {
 		}
 		return i, nil
 	}
-	slot := len(sc.b.tnames)
-	sc.b.tnames = append(sc.b.tnames, name)
+	slot := len(sc.b.slotNames)
+	sc.b.slotNames = append(sc.b.slotNames, name)
 	sc.markLocal(slot, local)
 	return slot, nil
 }
 
 // bindList names a tensor list; the newest definition of a name wins.
 func (sc *scope) bindList(nd *yaml.Node, name string, slots []int) error {
-	for i := len(sc.b.tnames) - 1; i >= 0; i-- {
-		if sc.b.tnames[i] == name {
+	for i := len(sc.b.slotNames) - 1; i >= 0; i-- {
+		if sc.b.slotNames[i] == name {
 			return sc.l.errf(nd, "tensor list", name, "duplicate name: %s already names a tensor of %s", name, sc.b.name)
 		}
 	}
@@ -142,7 +142,7 @@ func (r *runner) runLet(fr *frame, op *op) {
 			if !r.view(fr, v, &out) {
 				return
 			}
-			fr.tens[it.slots[k]] = out
+			fr.tensors[it.slots[k]] = out
 		}
 	}
 }

@@ -50,34 +50,34 @@ type entryTensor struct {
 // block is a compiled block template (the program is one too, with no
 // boundary).
 type block struct {
-	idx      int
-	name     string
-	line     int
-	params   []string // int params; env slots 0..len-1
-	variants []string
-	vslot    int // env slot of the variant index, -1 without variants
-	tensors  []string
-	bound    []*boundSlot
-	auto     bool
-	scalars  []*bscalar
-	sbase    int // env slot of the first boundary scalar
-	body     []*op
-	nvals    int
-	tnames   []string // tensor slots: boundary slots (or tensor params of an auto block), then locals
-	nfixed   int      // tensor slots filled at entry (boundary slots / tensor params / entry tensors)
-	labels   []string
-	calls    []*callOp // top-level calls, in order (auto boundary)
+	idx         int
+	name        string
+	line        int
+	params      []string // int params; env slots 0..len-1
+	variants    []string
+	variantSlot int // env slot of the variant index, -1 without variants
+	tensors     []string
+	boundary    []*boundSlot
+	auto        bool
+	scalars     []*bscalar
+	scalarBase  int // env slot of the first boundary scalar
+	body        []*op
+	envSize     int       // env slots: params, variant, boundary scalars, loop vars
+	slotNames   []string  // tensor slots: boundary slots (or tensor params of an auto block), then locals
+	fixedSlots  int       // tensor slots filled at entry (boundary slots / tensor params / entry tensors)
+	ids         []string  // op ids (id: NAME), the tasks of each kept in frame.idTasks
+	calls       []*callOp // top-level calls, in order (auto boundary)
 	// structural[slot] is the first line where the body's structure depends
 	// on env slot `slot` (a param or the variant); 0 if it never does.
 	structural []int
 	baked      []bakedUse
 	isProgram  bool
-	// Task values: tparams are the block's task params (bound by each call
+	// Task values: taskParams are the block's task params (bound by each call
 	// to tasks the caller made: a Graph call's external dependencies),
-	// tlists its task lists (declared by a tasks op, filled by ids like
+	// taskLists its task lists (declared by a tasks op, filled by ids like
 	// out[i]), in declaration order.
-	tparams []string
-	tlists  []string
+	taskParams []string
+	taskLists  []string
 	// lists are the tensor lists (alloc NAME[k] items, let NAME: [...]),
 	// newest last; nonLocal marks let slots that view a tensor the block
 	// does not allocate (a boundary slot, say).
@@ -129,22 +129,22 @@ const (
 )
 
 type op struct {
-	kind       opKind
-	line       int
-	cond       *expr
-	body       []*op
-	mode       stages.ScopeMode
-	loopSlot   int
-	from, to   *expr
-	step       *expr // nil: 1
-	loopLabels []int
-	allocs     []allocItem
-	task       []*taskOp // per variant; one entry when no variant differs
-	call       *callOp
-	readRoot   int
-	lets       []letItem
-	tdecls     []taskDecl
-	sets       []setItem
+	kind      opKind
+	line      int
+	cond      *expr
+	body      []*op
+	mode      stages.ScopeMode
+	loopSlot  int
+	from, to  *expr
+	step      *expr // nil: 1
+	loopIDs   []int
+	allocs    []allocItem
+	task      []*taskOp // per variant; one entry when no variant differs
+	call      *callOp
+	readRoot  int
+	lets      []letItem
+	taskDecls []taskDecl
+	sets      []setItem
 }
 
 // letItem binds a name (or each element of a tensor list) to a view
@@ -155,30 +155,30 @@ type letItem struct {
 }
 
 type allocItem struct {
-	slot   int
-	name   string
-	elem   int // element index of a tensor list (NAME[k]), or -1
-	dtype  stages.DType
-	shape  []*expr
-	mdep   bool
-	cshape []int64 // the shape when constant (retained by Alloc)
-	tmpl   stages.View
+	slot       int
+	name       string
+	elem       int // element index of a tensor list (NAME[k]), or -1
+	dtype      stages.DType
+	shape      []*expr
+	manualDep  bool
+	constShape []int64 // the shape when constant (retained by Alloc)
+	constView  stages.View
 }
 
 type taskOp struct {
-	kind    stages.Kind
-	kernel  [3]stages.KernelID
-	klist   [][3]stages.KernelID // k: "[a, b, c][EXPR]": kernels by index
-	kindex  *expr
-	name    string
-	bn      int32
-	args    []argOp
-	scalars []*expr
-	deps    []*taskRef
-	label   int
-	store   *taskTarget // id: NAME[i] or NAME[i:+n]
-	pred    *predOp
-	hasOut  bool
+	kind        stages.Kind
+	kernel      [3]stages.KernelID
+	kernelList  [][3]stages.KernelID // k: "[a, b, c][EXPR]": kernels by index
+	kernelIndex *expr
+	name        string
+	blockNum    int32
+	args        []argOp
+	scalars     []*expr
+	deps        []*taskRef
+	id          int
+	store       *taskTarget // id: NAME[i] or NAME[i:+n]
+	pred        *predOp
+	hasOutputs  bool
 }
 
 type argOp struct {
@@ -188,31 +188,31 @@ type argOp struct {
 }
 
 type predOp struct {
-	view   *viewExpr
-	idx    []*expr
-	op     stages.PredOp
-	target *expr
+	view    *viewExpr
+	indices []*expr
+	op      stages.PredOp
+	target  *expr
 }
 
 type callOp struct {
-	callee  *block
-	params  []*expr
-	variant int
-	targs   []*viewExpr
-	tasks   [][]*taskRef // per callee task param: the task values it is bound to
-	line    int
-	index   int // position among the caller's top-level calls
-	// localSlot[s]: callee boundary slot s resolves to a tensor the caller
+	callee     *block
+	params     []*expr
+	variant    int
+	tensorArgs []*viewExpr
+	tasks      [][]*taskRef // per callee task param: the task values it is bound to
+	line       int
+	index      int // position among the caller's top-level calls
+	// localSlots[s]: callee boundary slot s resolves to a tensor the caller
 	// allocates itself (known statically); such slots are not part of an
 	// auto boundary.
-	localSlot []bool
+	localSlots []bool
 }
 
 type form struct {
 	name   string
 	line   int
 	params []int64      // program param values
-	graph  []*graphSpec // by block idx; nil = inline
+	graphs []*graphSpec // by block idx; nil = inline
 }
 
 type graphSpec struct {

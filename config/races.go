@@ -23,30 +23,29 @@ type DeclaredRace struct {
 // DeclaredRaces is the model's races: section.
 func (m *Model) DeclaredRaces() []DeclaredRace { return m.races }
 
+// raceDoc is one entry of the races section.
+type raceDoc struct {
+	Kernels *yaml.Node `yaml:"kernels"`
+	Why     *yaml.Node `yaml:"why"`
+}
+
 // declaredRaces reads `races: [{kernels: [NAME...], why: TEXT}]` and marks
 // each named kernel's RaceGroup. A NAME matches a kernel of that name or
 // code identity, and upstream's numbered copies of it (NAME_0, NAME_1...).
 func (l *loader) declaredRaces(n *yaml.Node) error {
-	items, err := l.seq(n, "races")
-	if err != nil {
-		return err
-	}
-	for i, it := range items {
-		f, _, err := l.fields(it, "races", "kernels", "why")
+	for ri, err := range decodeEach[raceDoc](l, n, "races", "races", "want kernels (two or more names) and why (the reason they may race)", "kernels", "why") {
 		if err != nil {
 			return err
 		}
-		if f["kernels"] == nil || f["why"] == nil {
-			return l.errf(it, "races", "", "want kernels (two or more names) and why (the reason they may race)")
-		}
-		why, err := l.str(f["why"], "races.why")
+		i, it, f := ri.i, ri.node, &ri.doc
+		why, err := l.str(f.Why, "races.why")
 		if err != nil {
 			return err
 		}
 		if strings.TrimSpace(why) == "" {
-			return l.errf(f["why"], "races.why", why, "say why these kernels may race")
+			return l.errf(f.Why, "races.why", why, "say why these kernels may race")
 		}
-		names, err := l.strList(f["kernels"], "races.kernels")
+		names, err := l.strList(f.Kernels, "races.kernels")
 		if err != nil {
 			return err
 		}
@@ -59,13 +58,13 @@ func (l *loader) declaredRaces(n *yaml.Node) error {
 					continue
 				}
 				if k.RaceGroup != 0 && k.RaceGroup != group {
-					return l.errf(f["kernels"].Content[j], "races.kernels", name, "kernel %s is in an earlier race class already (a kernel belongs to one class)", k.Name)
+					return l.errf(f.Kernels.Content[j], "races.kernels", name, "kernel %s is in an earlier race class already (a kernel belongs to one class)", k.Name)
 				}
 				k.RaceGroup = group
 				matched = true
 			}
 			if !matched {
-				return l.errf(f["kernels"].Content[j], "races.kernels", name, "no kernel of this name or code")
+				return l.errf(f.Kernels.Content[j], "races.kernels", name, "no kernel of this name or code")
 			}
 		}
 		l.m.races = append(l.m.races, DeclaredRace{Kernels: names, Why: why, Line: it.Line})

@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/hbg-dev/hbg/config"
-	"github.com/hbg-dev/hbg/config/trace"
 	"github.com/hbg-dev/hbg/internal/reftrace"
+	"github.com/hbg-dev/hbg/internal/refwriter"
 )
 
 const (
@@ -47,7 +47,7 @@ func expand(t testing.TB, m *config.Model, form string) []refEvent {
 		t.Fatal(err)
 	}
 	zw := gzip.NewWriter(f)
-	w := trace.New(zw, m.EntryRoots(), m.Kernels())
+	w := refwriter.New(zw, m.EntryRoots(), m.Kernels())
 	if err := m.Run(w, form); err != nil {
 		t.Fatal(err)
 	}

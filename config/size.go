@@ -50,7 +50,7 @@ func (m *Model) Size(form string, limit int64) (int64, error) {
 		return 0, fmt.Errorf("config: model %s has no form %q", m.Name, form)
 	}
 	s := &sizer{m: m, limit: limit}
-	env := make([]int64, m.program.nvals)
+	env := make([]int64, m.program.envSize)
 	copy(env, f.params)
 	n := s.ops(m.program, env, m.program.body)
 	return n.tasks, s.err
@@ -160,7 +160,7 @@ func (s *sizer) ops(b *block, env []int64, ops []*op) cost {
 		case opAlloc, opTask:
 			c = cost{tasks: 1, work: 1}
 		case opTasks:
-			for _, d := range o.tdecls {
+			for _, d := range o.taskDecls {
 				c.add(cost{work: max(s.eval(d.size, env, o.line, "tasks"), 0)})
 			}
 		case opSet:
@@ -269,15 +269,15 @@ func bodyVaries(ops []*op, slot int) bool {
 
 func (s *sizer) call(caller *block, env []int64, c *callOp) cost {
 	cb := c.callee
-	cenv := make([]int64, cb.nvals)
+	cenv := make([]int64, cb.envSize)
 	for i, e := range c.params {
 		cenv[i] = s.eval(e, env, c.line, "with."+cb.params[i])
 	}
-	if cb.vslot >= 0 {
-		cenv[cb.vslot] = int64(c.variant)
+	if cb.variantSlot >= 0 {
+		cenv[cb.variantSlot] = int64(c.variant)
 	}
 	for i, sc := range cb.scalars {
-		cenv[cb.sbase+i] = s.eval(sc.value, cenv, sc.line, "scalars."+sc.name)
+		cenv[cb.scalarBase+i] = s.eval(sc.value, cenv, sc.line, "scalars."+sc.name)
 	}
 	if s.err != nil {
 		return cost{}

@@ -69,17 +69,17 @@ type setItem struct {
 // taskName resolves a name among the block's op ids, task lists and task
 // params.
 func (sc *scope) taskName(name string) (refKind, int, bool) {
-	for i, x := range sc.b.tlists {
+	for i, x := range sc.b.taskLists {
 		if x == name {
 			return refList, i, true
 		}
 	}
-	for i, x := range sc.b.tparams {
+	for i, x := range sc.b.taskParams {
 		if x == name {
 			return refParam, i, true
 		}
 	}
-	for i, x := range sc.b.labels {
+	for i, x := range sc.b.ids {
 		if x == name {
 			return refLabel, i, true
 		}
@@ -98,11 +98,10 @@ func (sc *scope) taskRef(nd *yaml.Node, key string) (*taskRef, error) {
 	if nd.Kind != yaml.ScalarNode || src == "" {
 		return nil, l.errf(nd, key, nd.Value, "want a task: NAME, NAME*, NAME[i] or NAME[start:+n]")
 	}
-	toks, err := tokenize(src)
+	p, err := sc.parser(nd, key, src)
 	if err != nil {
-		return nil, l.errf(nd, key, src, "%v", err)
+		return nil, err
 	}
-	p := &exprParser{src: src, toks: toks, res: sc.intRes}
 	t := p.next()
 	if t.kind != tIdent {
 		return nil, l.errf(nd, key, src, "want a task: NAME, NAME*, NAME[i] or NAME[start:+n]")
@@ -198,11 +197,10 @@ func (e *expr) depsOr(a, b *expr) uint64 {
 // taskTarget parses NAME[i] or NAME[start:+n] naming a declared task list.
 func (sc *scope) taskTarget(nd *yaml.Node, key, src string) (*taskTarget, error) {
 	l := sc.l
-	toks, err := tokenize(src)
+	p, err := sc.parser(nd, key, src)
 	if err != nil {
-		return nil, l.errf(nd, key, src, "%v", err)
+		return nil, err
 	}
-	p := &exprParser{src: src, toks: toks, res: sc.intRes}
 	t := p.next()
 	if t.kind != tIdent {
 		return nil, l.errf(nd, key, src, "want LIST[i] or LIST[start:+n]")
@@ -235,28 +233,28 @@ func (sc *scope) taskTarget(nd *yaml.Node, key, src string) (*taskTarget, error)
 func (sc *scope) tasksOp(o *op, n *yaml.Node) error {
 	l := sc.l
 	o.kind = opTasks
-	f, order, err := l.fields(n, "tasks")
+	lists, err := l.keyValues(n, "tasks")
 	if err != nil {
 		return err
 	}
-	for _, name := range order {
-		kn := keyNode(n, name)
+	for _, kv := range lists {
+		name, kn, vn := kv.key.Value, kv.key, kv.value
 		if !isIdent(name) {
 			return l.errf(kn, "tasks", name, "a task list name must be an identifier")
 		}
 		if _, _, ok := sc.taskName(name); ok || sc.allIDs[name] {
 			return l.errf(kn, "tasks", name, "duplicate name: an op id, task list or task param of %s has this name", sc.b.name)
 		}
-		size, err := sc.expr(f[name].Value)
+		size, err := sc.expr(vn.Value)
 		if err != nil {
-			return l.errf(f[name], "tasks."+name, f[name].Value, "bad expression: %v", err)
+			return l.errf(vn, "tasks."+name, vn.Value, "bad expression: %v", err)
 		}
 		if size.isConst() && size.val <= 0 {
-			return l.errf(f[name], "tasks."+name, f[name].Value, "a task list needs a positive size")
+			return l.errf(vn, "tasks."+name, vn.Value, "a task list needs a positive size")
 		}
-		sc.use(size.deps, f[name].Line)
-		o.tdecls = append(o.tdecls, taskDecl{list: len(sc.b.tlists), size: size})
-		sc.b.tlists = append(sc.b.tlists, name)
+		sc.use(size.deps, vn.Line)
+		o.taskDecls = append(o.taskDecls, taskDecl{list: len(sc.b.taskLists), size: size})
+		sc.b.taskLists = append(sc.b.taskLists, name)
 	}
 	return nil
 }
@@ -265,32 +263,23 @@ func (sc *scope) tasksOp(o *op, n *yaml.Node) error {
 func (sc *scope) setOp(o *op, n *yaml.Node) error {
 	l := sc.l
 	o.kind = opSet
-	f, order, err := l.fields(n, "set")
+	sets, err := l.keyValues(n, "set")
 	if err != nil {
 		return err
 	}
-	for _, k := range order {
-		tt, err := sc.taskTarget(keyNode(n, k), "set", k)
+	for _, kv := range sets {
+		k := kv.key.Value
+		tt, err := sc.taskTarget(kv.key, "set", k)
 		if err != nil {
 			return err
 		}
-		v, err := sc.taskRefs(f[k], "set."+k)
+		v, err := sc.taskRefs(kv.value, "set."+k)
 		if err != nil {
 			return err
 		}
-		o.sets = append(o.sets, setItem{target: tt, value: v, line: f[k].Line})
+		o.sets = append(o.sets, setItem{target: tt, value: v, line: kv.value.Line})
 	}
 	return nil
-}
-
-// keyNode is the key node of a mapping entry, for error positions.
-func keyNode(n *yaml.Node, key string) *yaml.Node {
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			return n.Content[i]
-		}
-	}
-	return n
 }
 
 // ---- run time
@@ -302,9 +291,9 @@ func (r *runner) taskSeq(dst []stages.TaskID, fr *frame, ref *taskRef, line int)
 	var what string
 	switch ref.kind {
 	case refLabel:
-		ts := fr.labels[ref.idx]
+		ts := fr.idTasks[ref.idx]
 		if len(ts) == 0 {
-			r.failAt(line, ref.key, ref.src, "explicit dependency on %q: that op has not been submitted in this block call", fr.b.labels[ref.idx])
+			r.failAt(line, ref.key, ref.src, "explicit dependency on %q: that op has not been submitted in this block call", fr.block.ids[ref.idx])
 			return dst, false
 		}
 		if ref.all {
@@ -312,9 +301,9 @@ func (r *runner) taskSeq(dst []stages.TaskID, fr *frame, ref *taskRef, line int)
 		}
 		return append(dst, ts[len(ts)-1]), true
 	case refParam:
-		seq, what = fr.tp[ref.idx], "task param "+fr.b.tparams[ref.idx]
+		seq, what = fr.taskParams[ref.idx], "task param "+fr.block.taskParams[ref.idx]
 	case refList:
-		seq, what = fr.tl[ref.idx], "task list "+fr.b.tlists[ref.idx]
+		seq, what = fr.taskLists[ref.idx], "task list "+fr.block.taskLists[ref.idx]
 	}
 	lo, hi := int64(0), int64(len(seq))
 	switch {
@@ -343,7 +332,7 @@ func (r *runner) taskSeq(dst []stages.TaskID, fr *frame, ref *taskRef, line int)
 
 // store writes tasks into a list target: one task fills it, n fill n.
 func (r *runner) store(fr *frame, tt *taskTarget, ids []stages.TaskID, line int) {
-	seq := fr.tl[tt.list]
+	seq := fr.taskLists[tt.list]
 	lo, n := int64(0), int64(1)
 	if tt.index != nil {
 		lo = r.eval(tt.index, fr, line)
@@ -354,7 +343,7 @@ func (r *runner) store(fr *frame, tt *taskTarget, ids []stages.TaskID, line int)
 		return
 	}
 	if lo < 0 || n < 0 || lo+n > int64(len(seq)) {
-		r.failAt(line, tt.key, tt.src, "elements [%d, %d) of task list %s, which has %d", lo, lo+n, fr.b.tlists[tt.list], len(seq))
+		r.failAt(line, tt.key, tt.src, "elements [%d, %d) of task list %s, which has %d", lo, lo+n, fr.block.taskLists[tt.list], len(seq))
 		return
 	}
 	if len(ids) != 1 && int64(len(ids)) != n {
@@ -371,20 +360,20 @@ func (r *runner) store(fr *frame, tt *taskTarget, ids []stages.TaskID, line int)
 }
 
 func (r *runner) declareTasks(fr *frame, op *op) {
-	for _, d := range op.tdecls {
+	for _, d := range op.taskDecls {
 		n := r.eval(d.size, fr, op.line)
 		if r.err != nil {
 			return
 		}
 		if n <= 0 || n > maxTaskList {
-			r.failAt(op.line, "tasks."+fr.b.tlists[d.list], d.size.src, "task list %s: size %d (want 1 to %d)", fr.b.tlists[d.list], n, maxTaskList)
+			r.failAt(op.line, "tasks."+fr.block.taskLists[d.list], d.size.src, "task list %s: size %d (want 1 to %d)", fr.block.taskLists[d.list], n, maxTaskList)
 			return
 		}
-		s := fr.tl[d.list][:0]
+		s := fr.taskLists[d.list][:0]
 		for range n {
 			s = append(s, stages.NoTask)
 		}
-		fr.tl[d.list] = s
+		fr.taskLists[d.list] = s
 	}
 }
 
@@ -395,14 +384,14 @@ const maxTaskList = 1 << 20
 func (r *runner) setTasks(fr *frame, op *op) {
 	for i := range op.sets {
 		s := &op.sets[i]
-		buf := r.tbuf[:0]
+		buf := r.taskBuf[:0]
 		var ok bool
 		for _, ref := range s.value {
 			if buf, ok = r.taskSeq(buf, fr, ref, s.line); !ok {
 				return
 			}
 		}
-		r.tbuf = buf
+		r.taskBuf = buf
 		r.store(fr, s.target, buf, s.line)
 	}
 }

@@ -74,8 +74,33 @@ type DefinitionReady struct {
 	BuildNs       int64
 	// Store is what the store on disk did for this request.
 	Store stages.StoreLoad
+	// Fetch is what asking the cluster did for this request.
+	Fetch PeerFetch
 	// Trace is the asking pass's host_orch span: the upload is its child.
 	Trace trace.Carrier
+}
+
+// PeerFetch is what asking the other nodes of a cluster for a Definition
+// did for one request (actors.DefinitionSource): the requests made, the
+// Definition fetched and its bytes, the images rejected, the time it took,
+// and what the pass should warn about.
+type PeerFetch struct {
+	Asked    int
+	Fetched  int
+	Bytes    int64
+	Rejected int
+	Ns       int64
+	Warnings []string
+}
+
+// Add sums another request's PeerFetch into f.
+func (f *PeerFetch) Add(o PeerFetch) {
+	f.Asked += o.Asked
+	f.Fetched += o.Fetched
+	f.Bytes += o.Bytes
+	f.Rejected += o.Rejected
+	f.Ns += o.Ns
+	f.Warnings = append(f.Warnings, o.Warnings...)
 }
 
 // DefinitionUploaded is a DefinitionReady once the rank's uploader has made
@@ -83,4 +108,6 @@ type DefinitionReady struct {
 // the rank's replay.
 type DefinitionUploaded struct {
 	stages.Outcome
+	// Fetch is DefinitionReady.Fetch, passed on.
+	Fetch PeerFetch
 }

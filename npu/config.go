@@ -16,7 +16,13 @@
 // fourth AICPU thread is the core-less completion resolver.
 package npu
 
-import "github.com/hbg-dev/hbg/stages"
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/hbg-dev/hbg/stages"
+)
 
 // Config holds the device model's parameters. DefaultConfig gives a2a3-like
 // values; each field says where its default comes from. Figures marked
@@ -136,51 +142,106 @@ func DefaultConfig() Config {
 
 // withDefaults fills zero fields from DefaultConfig, so a zero Config is a
 // usable a2a3.
-func (c Config) withDefaults() Config {
-	d := DefaultConfig()
-	if c.Clusters <= 0 {
-		c.Clusters = d.Clusters
-	}
-	if c.Schedulers <= 0 {
-		c.Schedulers = d.Schedulers
-	}
-	if c.Schedulers > c.Clusters {
-		c.Schedulers = c.Clusters
-	}
-	f := func(p *float64, v float64) {
-		if *p <= 0 {
-			*p = v
-		}
-	}
-	i := func(p *int64, v int64) {
-		if *p <= 0 {
-			*p = v
-		}
-	}
-	f(&c.HBMBytesPerSec, d.HBMBytesPerSec)
-	f(&c.CoreBytesPerSec, d.CoreBytesPerSec)
-	f(&c.AICOpsPerSec, d.AICOpsPerSec)
-	f(&c.AIVOpsPerSec, d.AIVOpsPerSec)
-	f(&c.AICIntensity, d.AICIntensity)
-	f(&c.AIVIntensity, d.AIVIntensity)
-	i(&c.DispatchNs, d.DispatchNs)
-	i(&c.SchedDispatchNs, d.SchedDispatchNs)
-	i(&c.SchedCollectNs, d.SchedCollectNs)
-	i(&c.ResolveNs, d.ResolveNs)
-	i(&c.WakeNs, d.WakeNs)
-	i(&c.RetireNs, d.RetireNs)
-	i(&c.PredicateNs, d.PredicateNs)
-	i(&c.ClassifyNs, d.ClassifyNs)
-	i(&c.GraphLocalizeNs, d.GraphLocalizeNs)
-	i(&c.MaterializeNodeNs, d.MaterializeNodeNs)
-	i(&c.GraphActivateNs, d.GraphActivateNs)
-	if c.MaterializeSlice <= 0 {
-		c.MaterializeSlice = d.MaterializeSlice
-	}
-	return c
+// ErrInvalidConfig is wrapped by every error Validate returns.
+var ErrInvalidConfig = errors.New("invalid device config")
+
+// ConfigError names the Config field that does not validate.
+type ConfigError struct {
+	Field string
+	Value any
+	Want  string
 }
 
-// Cores is the number of cores: one AIC and two AIV per cluster.
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("device config %s %v: want %s", e.Field, e.Value, e.Want)
+}
+
+func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
+
+// EnsureDefaults gives every zero field its DefaultConfig value, so a
+// caller sets only what it changes. It leaves a negative value alone, for
+// Validate to refuse: a typo must not run as the default.
+func (c *Config) EnsureDefaults() {
+	d := DefaultConfig()
+	c.forEachNumber(&d, func(_ string, p, def *float64) {
+		if *p == 0 {
+			*p = *def
+		}
+	}, func(_ string, p, def *int64) {
+		if *p == 0 {
+			*p = *def
+		}
+	})
+}
+
+// Validate reports the first field a device cannot run with: every count,
+// rate and cost must be positive (and finite), and no scheduler thread may
+// be left without a cluster to serve. MaxRaces may be 0 (the default cap).
+func (c *Config) Validate() error {
+	if c.MaxRaces < 0 {
+		return &ConfigError{Field: "MaxRaces", Value: c.MaxRaces, Want: "0 (the default cap) or more"}
+	}
+	var err error
+	c.forEachNumber(nil, func(name string, p, _ *float64) {
+		if err == nil && !(*p > 0 && !math.IsInf(*p, 1)) {
+			err = &ConfigError{Field: name, Value: *p, Want: "a positive finite number"}
+		}
+	}, func(name string, p, _ *int64) {
+		if err == nil && *p <= 0 {
+			err = &ConfigError{Field: name, Value: *p, Want: "at least 1"}
+		}
+	})
+	if err == nil && c.Schedulers > c.Clusters {
+		err = &ConfigError{Field: "Schedulers", Value: c.Schedulers, Want: fmt.Sprintf("at most Clusters (%d): a scheduler serves whole clusters", c.Clusters)}
+	}
+	return err
+}
+
+// forEachNumber calls fl and in on each numeric parameter with its name and,
+// when d is not nil, the same field of d. The int-typed counts go through
+// in as int64 copies written back, so one list names every parameter once.
+func (c *Config) forEachNumber(d *Config, fl func(string, *float64, *float64), in func(string, *int64, *int64)) {
+	if d == nil {
+		d = &Config{}
+	}
+	fl("HBMBytesPerSec", &c.HBMBytesPerSec, &d.HBMBytesPerSec)
+	fl("CoreBytesPerSec", &c.CoreBytesPerSec, &d.CoreBytesPerSec)
+	fl("AICOpsPerSec", &c.AICOpsPerSec, &d.AICOpsPerSec)
+	fl("AIVOpsPerSec", &c.AIVOpsPerSec, &d.AIVOpsPerSec)
+	fl("AICIntensity", &c.AICIntensity, &d.AICIntensity)
+	fl("AIVIntensity", &c.AIVIntensity, &d.AIVIntensity)
+	for _, f := range []struct {
+		name string
+		p, d *int64
+	}{
+		{"DispatchNs", &c.DispatchNs, &d.DispatchNs},
+		{"SchedDispatchNs", &c.SchedDispatchNs, &d.SchedDispatchNs},
+		{"SchedCollectNs", &c.SchedCollectNs, &d.SchedCollectNs},
+		{"ResolveNs", &c.ResolveNs, &d.ResolveNs},
+		{"WakeNs", &c.WakeNs, &d.WakeNs},
+		{"RetireNs", &c.RetireNs, &d.RetireNs},
+		{"PredicateNs", &c.PredicateNs, &d.PredicateNs},
+		{"ClassifyNs", &c.ClassifyNs, &d.ClassifyNs},
+		{"GraphLocalizeNs", &c.GraphLocalizeNs, &d.GraphLocalizeNs},
+		{"MaterializeNodeNs", &c.MaterializeNodeNs, &d.MaterializeNodeNs},
+		{"GraphActivateNs", &c.GraphActivateNs, &d.GraphActivateNs},
+	} {
+		in(f.name, f.p, f.d)
+	}
+	for _, f := range []struct {
+		name string
+		p, d *int
+	}{
+		{"Clusters", &c.Clusters, &d.Clusters},
+		{"Schedulers", &c.Schedulers, &d.Schedulers},
+		{"MaterializeSlice", &c.MaterializeSlice, &d.MaterializeSlice},
+	} {
+		v, dv := int64(*f.p), int64(*f.d)
+		in(f.name, &v, &dv)
+		*f.p = int(v)
+	}
+}
+
 func (c *Config) Cores() int { return 3 * c.Clusters }
 
 // shapeOf maps a kernel task's kind to its ready queue.

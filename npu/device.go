@@ -105,10 +105,16 @@ type Die struct {
 	stats     Stats
 }
 
-// New returns a device with cfg (zero fields take DefaultConfig values).
+// New returns a device with cfg; zero fields take DefaultConfig values
+// (Config.EnsureDefaults). It panics if the result does not Validate: a
+// caller that takes a config from a user validates it first, as
+// actors.Start does.
 func New(cfg Config) *Die {
-	d := &Die{cfg: cfg.withDefaults(), byHash: map[uint64]*defObj{}, nextDef: defRegionBase}
-	return d
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		panic(fmt.Sprintf("npu.New: %v", err))
+	}
+	return &Die{cfg: cfg, byHash: map[uint64]*defObj{}, nextDef: defRegionBase}
 }
 
 // Config returns the device's configuration.

@@ -150,15 +150,9 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 	if cfg.NodeTimeout == 0 {
 		cfg.NodeTimeout = DefaultNodeTimeout
 	}
-	o := &cfg.Runtime
-	if o.Recorders == 0 {
-		o.Recorders = 8
-	}
-	if o.InFlight == 0 {
-		o.InFlight = 2
-	}
-	if o.PassTimeout == 0 {
-		o.PassTimeout = 10 * time.Minute
+	cfg.Runtime.EnsureDefaults()
+	if err := cfg.Runtime.Validate(); err != nil {
+		return nil, fmt.Errorf("remote: %w", err)
 	}
 	model, err := config.Parse(cfg.ModelName, cfg.Model)
 	if err != nil {

@@ -164,6 +164,8 @@ func TestRunBadInput(t *testing.T) {
 		{[]string{"run", "missing.yaml"}, "missing.yaml"},
 		{[]string{"run", bad}, bad + ":"},
 		{[]string{"run", dsv4, "--defects", "maybe"}, "--defects"},
+		{[]string{"run", dsv4, "--in-flight", "-3"}, "--in-flight -3: want at least 1"},
+		{[]string{"compare", dsv4, "--recorders", "-1"}, "--recorders -1: want at least 1"},
 	}
 	for _, tc := range cases {
 		_, stderr, code := runCLI(t, tc.args...)

@@ -79,12 +79,13 @@ const (
 	OpGraphSubmit               // a replay: patch the boundary, emit the GraphSubmission
 	OpBuildDefinition           // building one Definition's flat image
 	OpStoreLoad                 // loading and verifying one Definition from the store on disk
+	OpPeerFetch                 // asking the cluster for one Definition: the image fetched from a peer, or the answer to record it
 
 	// NumOps sizes per-op arrays.
 	NumOps
 )
 
-var opNames = [NumOps]string{"submit_task", "alloc_tensors", "record_node", "graph_submit", "build_definition", "store_load"}
+var opNames = [NumOps]string{"submit_task", "alloc_tensors", "record_node", "graph_submit", "build_definition", "store_load", "peer_fetch"}
 
 // String is the operation's upstream name.
 func (o Op) String() string {
@@ -101,7 +102,7 @@ func ParseOp(s string) (Op, error) {
 			return Op(i), nil
 		}
 	}
-	return NumOps, fmt.Errorf("trace: unknown op %q (want submit_task, alloc_tensors, record_node, graph_submit, build_definition or store_load)", s)
+	return NumOps, fmt.Errorf("trace: unknown op %q (want submit_task, alloc_tensors, record_node, graph_submit, build_definition, store_load or peer_fetch)", s)
 }
 
 // epoch is the origin of Now. Capturing it once gives every figure in a
@@ -186,6 +187,13 @@ type Pass struct {
 	LoadedDefinitions int
 	LoadedBytes       int64
 	StoreRejected     int
+	// FetchedDefinitions and FetchedBytes count the Definitions this pass
+	// fetched from another node of the cluster instead of recording them
+	// (package peer), and their image bytes; FetchRejected the images a
+	// peer sent that failed verification (recorded here instead).
+	FetchedDefinitions int
+	FetchedBytes       int64
+	FetchRejected      int
 	// SimulationNs is the real (host) time the device simulation took; the
 	// simulated figure is Phases[PhaseDeviceWall].
 	SimulationNs int64

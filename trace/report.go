@@ -113,6 +113,13 @@ type RunCounts struct {
 	LoadedDefinitions int64 `json:"loaded_definitions"`
 	LoadedBytes       int64 `json:"loaded_bytes"`
 	StoreRejected     int64 `json:"store_rejected"`
+	// FetchedDefinitions and FetchedBytes count Definitions fetched from
+	// another node of the cluster instead of recorded; FetchRejected the
+	// images a peer sent that failed verification (recorded here instead,
+	// each also a warning).
+	FetchedDefinitions int64 `json:"fetched_definitions"`
+	FetchedBytes       int64 `json:"fetched_bytes"`
+	FetchRejected      int64 `json:"fetch_rejected"`
 }
 
 // Digest is a 64-bit output digest. It is JSON text (16 hex digits), since
@@ -349,6 +356,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "counts (whole run): definitions %d, recorded_definitions %d, recorded_nodes %d, demoted %d, boundary_mismatches %d\n",
 		c.Definitions, c.RecordedDefinitions, c.RecordedNodes, c.Demoted, c.BoundaryMismatches)
 	fmt.Fprintf(&b, "counts (whole run): loaded_definitions %d (%d bytes), store_rejected %d\n", c.LoadedDefinitions, c.LoadedBytes, c.StoreRejected)
+	fmt.Fprintf(&b, "counts (whole run): fetched_definitions %d (%d bytes), fetch_rejected %d\n", c.FetchedDefinitions, c.FetchedBytes, c.FetchRejected)
 	r.writeGolden(&b)
 	if d := r.Sim; d != nil {
 		fmt.Fprintf(&b, "device (simulated, rank 0, first pass): wall %s ms, critical path %s ms, %d tasks (%d kernels, %d predicated off), busy AIC %.0f%% AIV %.0f%%\n",
@@ -422,11 +430,12 @@ type opsJSON struct {
 	GraphSubmit     OpTotal `json:"graph_submit"`
 	BuildDefinition OpTotal `json:"build_definition"`
 	StoreLoad       OpTotal `json:"store_load"`
+	PeerFetch       OpTotal `json:"peer_fetch"`
 }
 
 // MarshalJSON gives {<op>: {count, total_ns}, …}.
 func (o Ops) MarshalJSON() ([]byte, error) {
-	return json.Marshal(opsJSON{o[OpSubmitTask], o[OpAllocTensors], o[OpRecordNode], o[OpGraphSubmit], o[OpBuildDefinition], o[OpStoreLoad]})
+	return json.Marshal(opsJSON{o[OpSubmitTask], o[OpAllocTensors], o[OpRecordNode], o[OpGraphSubmit], o[OpBuildDefinition], o[OpStoreLoad], o[OpPeerFetch]})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -435,7 +444,7 @@ func (o *Ops) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	*o = Ops{j.SubmitTask, j.AllocTensors, j.RecordNode, j.GraphSubmit, j.BuildDefinition, j.StoreLoad}
+	*o = Ops{j.SubmitTask, j.AllocTensors, j.RecordNode, j.GraphSubmit, j.BuildDefinition, j.StoreLoad, j.PeerFetch}
 	return nil
 }
 
@@ -464,6 +473,9 @@ type passJSON struct {
 	LoadedDefinitions       int         `json:"loaded_definitions"`
 	LoadedBytes             int64       `json:"loaded_bytes"`
 	StoreRejected           int         `json:"store_rejected"`
+	FetchedDefinitions      int         `json:"fetched_definitions"`
+	FetchedBytes            int64       `json:"fetched_bytes"`
+	FetchRejected           int         `json:"fetch_rejected"`
 	SimulationNs            int64       `json:"simulation_ns"`
 	DeviceIdleNs            *int64      `json:"device_idle_ns,omitempty"`
 	Ops                     Ops         `json:"ops"`
@@ -476,6 +488,7 @@ func (p Pass) MarshalJSON() ([]byte, error) {
 		RecordedNodes: p.RecordedNodes, BuiltDefinitions: p.BuiltDefinitions,
 		UploadedDefinitionBytes: p.UploadedDefinitionBytes, SimulationNs: p.SimulationNs,
 		LoadedDefinitions: p.LoadedDefinitions, LoadedBytes: p.LoadedBytes, StoreRejected: p.StoreRejected,
+		FetchedDefinitions: p.FetchedDefinitions, FetchedBytes: p.FetchedBytes, FetchRejected: p.FetchRejected,
 		Ops: p.Ops,
 	}
 	if p.Has(PhaseDeviceWall) {
@@ -502,6 +515,7 @@ func (p *Pass) UnmarshalJSON(b []byte) error {
 		RecordedNodes: j.RecordedNodes, BuiltDefinitions: j.BuiltDefinitions,
 		UploadedDefinitionBytes: j.UploadedDefinitionBytes, SimulationNs: j.SimulationNs,
 		LoadedDefinitions: j.LoadedDefinitions, LoadedBytes: j.LoadedBytes, StoreRejected: j.StoreRejected,
+		FetchedDefinitions: j.FetchedDefinitions, FetchedBytes: j.FetchedBytes, FetchRejected: j.FetchRejected,
 		Ops: j.Ops,
 	}
 	for ph, v := range j.Phases.fields() {

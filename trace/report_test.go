@@ -56,7 +56,7 @@ func TestReportJSONContract(t *testing.T) {
 	counts := doc["counts"].(map[string]any)
 	assert.Equal(t, []string{"per_pass", "per_run"}, keys(counts))
 	assert.Equal(t, []string{"device_tasks", "graph_submissions", "host_submissions", "ordinary_tasks"}, keys(counts["per_pass"]))
-	assert.Equal(t, []string{"boundary_mismatches", "definitions", "demoted", "loaded_bytes", "loaded_definitions", "recorded_definitions", "recorded_nodes", "store_rejected"}, keys(counts["per_run"]))
+	assert.Equal(t, []string{"boundary_mismatches", "definitions", "demoted", "fetch_rejected", "fetched_bytes", "fetched_definitions", "loaded_bytes", "loaded_definitions", "recorded_definitions", "recorded_nodes", "store_rejected"}, keys(counts["per_run"]))
 	sim := doc["sim"].(map[string]any)
 	assert.Equal(t, []string{"aic_cores", "core_busy", "critical_path_ns", "kernels", "skipped", "tasks", "wall_ns"}, keys(sim))
 	busy := sim["core_busy"].([]any)
@@ -72,7 +72,7 @@ func TestReportJSONContract(t *testing.T) {
 			assert.Equal(t, stat, keys(doc[table].(map[string]any)[ph]), "%s.%s", table, ph)
 		}
 	}
-	assert.Equal(t, []string{"alloc_tensors", "build_definition", "graph_submit", "record_node", "store_load", "submit_task"}, keys(doc["ops"]))
+	assert.Equal(t, []string{"alloc_tensors", "build_definition", "graph_submit", "peer_fetch", "record_node", "store_load", "submit_task"}, keys(doc["ops"]))
 	assert.Equal(t, []string{"count", "total_ns"}, keys(doc["ops"].(map[string]any)["submit_task"]))
 	assert.Subset(t, keys(doc["golden"]), []string{"reference", "digest", "reference_digest", "match", "verdict", "race_count", "eager_digest"})
 	assert.Equal(t, []any{}, doc["races"])
@@ -80,7 +80,7 @@ func TestReportJSONContract(t *testing.T) {
 
 	passes := doc["passes"].([]any)
 	require.Len(t, passes, 10)
-	assert.Subset(t, keys(passes[0]), []string{"rank", "round", "cold", "phases", "recorded_nodes", "built_definitions", "uploaded_definition_bytes", "loaded_definitions", "loaded_bytes", "store_rejected", "device_idle_ns"})
+	assert.Subset(t, keys(passes[0]), []string{"rank", "round", "cold", "phases", "recorded_nodes", "built_definitions", "uploaded_definition_bytes", "loaded_definitions", "loaded_bytes", "store_rejected", "fetched_definitions", "fetched_bytes", "fetch_rejected", "device_idle_ns"})
 	assert.Equal(t, []string{"arena_h2d_ns", "args_ns", "device_wall_ns", "graph_upload_ns", "host_orch_ns"}, keys(passes[0].(map[string]any)["phases"]))
 	assert.Equal(t, true, passes[0].(map[string]any)["cold"])
 	assert.Equal(t, 9_000_000.0, passes[0].(map[string]any)["phases"].(map[string]any)["host_orch_ns"])

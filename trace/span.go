@@ -27,6 +27,12 @@ const (
 	// SpanStoreLoad is loading and verifying one Definition from the store
 	// on disk, in place of its recording (a child of host_orch).
 	SpanStoreLoad = "store_load"
+	// SpanPeerFetch is asking the cluster for one Definition the store
+	// misses (package peer), in place of its recording or before it (a
+	// child of host_orch); SpanPeerServe is a node answering such a request
+	// (a child of the asker's peer_fetch, in another process).
+	SpanPeerFetch = "peer_fetch"
+	SpanPeerServe = "peer_serve"
 )
 
 // Attribute keys. They are a contract: the Jaeger end-to-end test and any
@@ -53,6 +59,8 @@ const (
 	KeyUploadBytes   = attribute.Key("hbg.upload.bytes")          // int: bytes copied to the device
 	KeyObjectID      = attribute.Key("hbg.device.object_id")      // int: the device object the upload made
 	KeyActor         = attribute.Key("hbg.actor")                 // string: the actor that did the work (its timeline track)
+	KeyPeer          = attribute.Key("hbg.peer")                  // string: the node asked (peer_fetch) or asking (peer_serve), host:port
+	KeyPeerOutcome   = attribute.Key("hbg.peer.outcome")          // string: image, record, wait or fallback (peer package)
 
 	// Optional phase payloads, upstream's segment attributes.
 	KeyTasks       = attribute.Key("hbg.tasks")       // int: tasks submitted (host_orch) or run (device_wall)
@@ -335,6 +343,45 @@ func (s StoreLoadSpan) Finish(imageBytes int64, err error) {
 	s.s.SetAttributes(KeyImageBytes.Int64(imageBytes))
 	s.Fail(err)
 	s.s.End()
+}
+
+// PeerFetchInfo describes a request to the cluster for a Definition.
+type PeerFetchInfo struct {
+	Key     string
+	FullKey uint64
+	Actor   string
+}
+
+// PeerFetchSpan is a running request to the cluster.
+type PeerFetchSpan struct{ Span }
+
+// StartPeerFetch starts a request to the cluster (SpanPeerFetch). ctx
+// should carry the host_orch phase span of the pass that asked for the
+// Definition.
+func (t *Tracer) StartPeerFetch(ctx context.Context, info PeerFetchInfo) (context.Context, PeerFetchSpan) {
+	ctx, s := t.t.Start(ctx, SpanPeerFetch, oteltrace.WithAttributes(
+		KeyGraphKey.String(info.Key), KeyFullKey.String(hex16(info.FullKey)),
+	), actorAttr(info.Actor))
+	return ctx, PeerFetchSpan{Span{s}}
+}
+
+// Finish ends the request: the node that answered, how (KeyPeerOutcome)
+// and the image's size (0 when the answer was to record it). A non-nil err
+// marks it failed: the image was rejected, or no answer came.
+func (s PeerFetchSpan) Finish(peer, outcome string, imageBytes int64, err error) {
+	s.s.SetAttributes(KeyPeer.String(peer), KeyPeerOutcome.String(outcome), KeyImageBytes.Int64(imageBytes))
+	s.Fail(err)
+	s.s.End()
+}
+
+// StartPeerServe starts a node's answer to another node's request
+// (SpanPeerServe); ctx carries the asker's peer_fetch span, propagated
+// across the wire.
+func (t *Tracer) StartPeerServe(ctx context.Context, info PeerFetchInfo, asker string) (context.Context, Span) {
+	ctx, s := t.t.Start(ctx, SpanPeerServe, oteltrace.WithAttributes(
+		KeyGraphKey.String(info.Key), KeyFullKey.String(hex16(info.FullKey)), KeyPeer.String(asker),
+	), actorAttr(info.Actor))
+	return ctx, Span{s}
 }
 
 // actorAttr adds KeyActor when the caller named its actor.

@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hbg-dev/hbg/config"
-	"github.com/hbg-dev/hbg/config/trace"
+	"github.com/hbg-dev/hbg/internal/refwriter"
 )
 
 func init() {
@@ -69,7 +69,7 @@ func writeExpansion(m *config.Model, form, out string, stdout io.Writer) (err er
 			w = zw
 		}
 	}
-	tw := trace.New(w, m.EntryRoots(), m.Kernels())
+	tw := refwriter.New(w, m.EntryRoots(), m.Kernels())
 	if err := m.Run(tw, form); err != nil {
 		return usageError{err}
 	}

@@ -43,6 +43,8 @@ type runFlags struct {
 	// tamper changes every run image before it is copied (tests of the
 	// golden check; no flag sets it).
 	tamper func(*stages.RunImage)
+	// images is run's --images DIR: where to write what the device got.
+	images string
 }
 
 func (f *runFlags) register(c *cobra.Command, withForm bool) {
@@ -52,14 +54,14 @@ func (f *runFlags) register(c *cobra.Command, withForm bool) {
 	}
 	fl.IntVar(&f.rounds, "rounds", 5, "passes per rank; the first pass of each rank is reported apart as cold")
 	fl.IntVar(&f.ranks, "ranks", 1, "ranks run concurrently, each with its own device")
-	fl.IntVar(&f.recorders, "recorders", 8, "size of the prewarmed recorder pool")
+	fl.IntVar(&f.recorders, "recorders", 8, "size of the prewarmed recorder pool (0: the runtime's default)")
 	fl.BoolVar(&f.noRetain, "no-retain", false, "drop Definitions after every pass, so each pass records, builds and uploads again (upstream's behaviour)")
 	fl.BoolVar(&f.skipDevice, "skip-device", false, "stop each pass after the run image is copied: no simulation, no golden check")
 	fl.BoolVar(&f.json, "json", false, "write the report as JSON")
 	fl.StringVar(&f.otlp, "otlp", "", "export spans over OTLP to ENDPOINT (grpc://host:4317 or http://host:4318); default: the OTEL_EXPORTER_OTLP_* variables, else nowhere")
 	fl.StringVar(&f.traceOut, "trace-out", "", "write a Chrome trace-event file (open it in Perfetto)")
 	fl.StringVar(&f.defects, "defects", "error", "what a detected body defect does: error or warn")
-	fl.IntVar(&f.inFlight, "in-flight", 2, "passes of one rank in flight: the host orchestrates the next while the device runs the previous (1: they take turns)")
+	fl.IntVar(&f.inFlight, "in-flight", 2, "passes of one rank in flight: the host orchestrates the next while the device runs the previous (1: they take turns; 0: the runtime's default)")
 	fl.BoolVar(&f.strict, "strict", false, "fail a pass when a body records something unsupported, instead of running that key on the ordinary path")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print a line on stderr as each pass ends")
 	fl.BoolVar(&f.race, "race", true, "check every device run for races (--race=false skips the detector; the golden check then compares digests only)")
@@ -72,17 +74,38 @@ func (f *runFlags) check() error {
 		return usageError{fmt.Errorf("--rounds %d: want at least 1", f.rounds)}
 	case f.ranks < 1:
 		return usageError{fmt.Errorf("--ranks %d: want at least 1", f.ranks)}
-	case f.recorders < 1:
-		return usageError{fmt.Errorf("--recorders %d: want at least 1", f.recorders)}
-	case f.inFlight < 1:
-		return usageError{fmt.Errorf("--in-flight %d: want at least 1", f.inFlight)}
 	case f.defects != "error" && f.defects != "warn":
 		return usageError{fmt.Errorf("--defects %q: want error or warn", f.defects)}
 	}
 	if err := f.remote.check(); err != nil {
 		return err
 	}
-	return f.store.resolve()
+	if len(f.remote.nodes) > 0 && f.images != "" {
+		return usageError{fmt.Errorf("--images with --nodes: the run images are made on the nodes")}
+	}
+	if err := f.store.resolve(); err != nil {
+		return err
+	}
+	// The runtime defaults and validates its own options, as it does an
+	// embedder's; the command only says which flag set the field it refuses.
+	cfg := f.config(nil, f.skipDevice)
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		var ce *actors.ConfigError
+		if errors.As(err, &ce) && configFlags[ce.Field] != "" {
+			return usageError{fmt.Errorf("%s %v: want %s", configFlags[ce.Field], ce.Value, ce.Want)}
+		}
+		return usageError{err}
+	}
+	return nil
+}
+
+// configFlags names the flag that sets each actors.Config field a user can
+// get wrong from the command line.
+var configFlags = map[string]string{
+	"Recorders": "--recorders",
+	"InFlight":  "--in-flight",
+	"StoreMax":  "--store-max",
 }
 
 func (f *runFlags) config(tr *trace.Tracer, skipDevice bool) actors.Config {
@@ -126,6 +149,7 @@ Without MODEL it runs the embedded default, config/models/dsv4_flash_decode.yaml
 	}
 	f.register(c, true)
 	f.remote.register(c.Flags())
+	c.Flags().StringVar(&f.images, "images", "", "write every run image the device gets (run-NNNN.run) and every Definition they replay (HASH.def) to DIR; hbgrun describe prints them")
 	commands = append(commands, c)
 }
 
@@ -139,6 +163,14 @@ func runCmd(ctx context.Context, out, stderr io.Writer, path string, f *runFlags
 		return err
 	}
 	f.model = path
+	var dump *imageDump
+	if f.images != "" {
+		if dump, err = newImageDump(f.images, &f.store.dir, f.noRetain); err != nil {
+			return err
+		}
+		defer dump.close()
+		f.tamper = dump.observe(f.tamper)
+	}
 	s, traceOut, err := openSession(ctx, f, stderr)
 	if err != nil {
 		return err
@@ -146,6 +178,9 @@ func runCmd(ctx context.Context, out, stderr io.Writer, path string, f *runFlags
 	info := trace.RunInfo{Model: modelName(model), Form: f.form, Rounds: f.rounds, Ranks: f.ranks}
 	cctx, cmdSpan := s.tracer.StartCommand(ctx, info)
 	rep, passes, err := runForm(cctx, s, f, orch, info)
+	if dump != nil {
+		err = errors.Join(err, dump.finish(f.store.dir, stderr))
+	}
 	var failed error // the golden check's: reported, then exit 1
 	if err == nil && !f.skipDevice {
 		failed = golden(rep, passes, orch.Kernels)
@@ -303,6 +338,9 @@ func buildReport(info trace.RunInfo, passes []*actors.PassResult) *trace.Report 
 		c.LoadedDefinitions += int64(p.Pass.LoadedDefinitions)
 		c.LoadedBytes += p.Pass.LoadedBytes
 		c.StoreRejected += int64(p.Pass.StoreRejected)
+		c.FetchedDefinitions += int64(p.Pass.FetchedDefinitions)
+		c.FetchedBytes += p.Pass.FetchedBytes
+		c.FetchRejected += int64(p.Pass.FetchRejected)
 		for _, w := range p.Warnings {
 			if !slices.Contains(rep.Warnings, w) {
 				rep.Warnings = append(rep.Warnings, w)

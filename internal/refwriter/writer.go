@@ -1,21 +1,23 @@
-// Package trace writes an orchestration's submission sequence in the
-// reference trace format (JSON lines; see the reference README): one event
-// per task with its arguments, scalars, explicit deps and fanin, scope and
-// Graph events, and a summary. Fanin comes from stages' own TensorMap.
-package trace
+// Package refwriter writes an orchestration's submission sequence in the
+// reference trace format that package reftrace reads (JSON lines; see the
+// reference README): one event per task with its arguments, scalars,
+// explicit deps and fanin, scope and Graph events, and a summary. Fanin
+// comes from stages' own TensorMap. It is reftrace's sibling rather than
+// part of it because it depends on stages, whose own tests read traces
+// with reftrace.
+package refwriter
 
 import (
-	"github.com/hbg-dev/hbg/internal/reftrace"
-
 	"bufio"
 	"encoding/json"
 	"io"
 	"strings"
 
+	"github.com/hbg-dev/hbg/internal/reftrace"
 	"github.com/hbg-dev/hbg/stages"
 )
 
-// Writer is an Submitter that submits to a stages.OrdinaryPath (the ordinary path)
+// Writer is a Submitter that submits to a stages.OrdinaryPath (the ordinary path)
 // and writes every event. Graph calls run their body inline, and the body's
 // tasks carry the graph field and the boundary slot of each argument.
 type Writer struct {

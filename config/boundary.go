@@ -1,0 +1,139 @@
+package config
+
+import (
+	"go.yaml.in/yaml/v3"
+
+	"github.com/hbg-dev/hbg/stages"
+)
+
+// boundaryRes resolves names in boundary expressions: block params and
+// constants (evaluated in the callee's env at call time, before the body).
+func (l *loader) boundaryRes(b *block) resolver {
+	return func(name string) (int64, int, int, bool) {
+		for i, p := range b.params {
+			if p == name {
+				return 0, i, -1, true
+			}
+		}
+		v, ok := l.m.consts[name]
+		return v, -1, -1, ok
+	}
+}
+
+// blockBoundary compiles block b's boundary: its scalars (env slots after
+// the params, evaluated in the caller), then its slots, or with boundary:
+// auto none of either: the block's calls' boundaries make it at run time
+// (runner.autoBoundary).
+// boundaryScalarDoc is a boundary scalar; boundarySlotDoc a boundary slot.
+type boundaryScalarDoc struct {
+	Name  *yaml.Node `yaml:"name"`
+	Value *yaml.Node `yaml:"value"`
+}
+
+type boundarySlotDoc struct {
+	Name  *yaml.Node `yaml:"name"`
+	Tag   *yaml.Node `yaml:"tag"`
+	View  *yaml.Node `yaml:"view"`
+	DType *yaml.Node `yaml:"dtype"`
+	Shape *yaml.Node `yaml:"shape"`
+}
+
+func (l *loader) blockBoundary(b *block, d *blockDoc, n *yaml.Node) error {
+	b.scalarBase = b.envSize
+	bres := l.boundaryRes(b)
+	if s := d.Scalars; s != nil {
+		items, err := l.seq(s, "scalars")
+		if err != nil {
+			return err
+		}
+		for _, it := range items {
+			var sf boundaryScalarDoc
+			if it.Kind == yaml.ScalarNode {
+				// A bare name passes the caller's value of that name.
+				sf.Name, sf.Value = it, it
+			} else if err := l.decode(it, "boundary scalar", &sf); err != nil {
+				return err
+			}
+			if sf.Name == nil || sf.Value == nil {
+				return l.errf(it, "boundary scalar", "", "want name and value (or a bare name: the caller's value of that name)")
+			}
+			nm := sf.Name.Value
+			for _, o := range b.scalars {
+				if o.name == nm {
+					return l.errf(sf.Name, "boundary scalar", nm, "duplicate name")
+				}
+			}
+			e, err := parseExpr(sf.Value.Value, bres)
+			if err != nil {
+				return l.errf(sf.Value, "boundary scalar "+nm, sf.Value.Value, "bad expression: %v", err)
+			}
+			b.scalars = append(b.scalars, &bscalar{name: nm, value: e, line: it.Line})
+		}
+	}
+	b.envSize += len(b.scalars)
+	bn := d.Boundary
+	if bn != nil && bn.Kind == yaml.ScalarNode && bn.Value == "auto" {
+		b.auto = true
+		b.slotNames = append(b.slotNames, b.tensors...)
+		b.fixedSlots = len(b.slotNames)
+		if len(b.scalars) > 0 {
+			return l.errf(d.Scalars, "scalars", "", "an auto boundary takes its scalars from its calls; declare none")
+		}
+		return nil
+	}
+	if bn == nil {
+		return l.errf(n, "blocks."+b.name+".boundary", "", "missing (a list of slots, or auto)")
+	}
+	tused := map[string]bool{}
+	for si, err := range decodeEach[boundarySlotDoc](l, bn, "boundary", "boundary slot", "want name and tag", "name", "tag") {
+		if err != nil {
+			return err
+		}
+		it, sf := si.node, &si.doc
+		s := &boundSlot{name: sf.Name.Value, line: it.Line}
+		for _, o := range b.boundary {
+			if o.name == s.name {
+				return l.errf(sf.Name, "boundary slot", s.name, "duplicate name (also at line %d)", o.line)
+			}
+		}
+		if !isIdent(s.name) {
+			return l.errf(sf.Name, "boundary slot", s.name, "a slot name must be an identifier")
+		}
+		if s.tag, err = stages.ParseTag(sf.Tag.Value); err != nil || s.tag == stages.TagOutput {
+			return l.errf(sf.Tag, "tag", sf.Tag.Value, "unknown boundary tag (want in, inout, out_existing or no_dep)")
+		}
+		src := s.name
+		vn := sf.View
+		if vn != nil {
+			src = vn.Value
+		} else {
+			vn = sf.Name
+		}
+		sc := &scope{l: l, b: b, boundary: true}
+		if s.view, err = sc.view(src, vn.Line); err != nil {
+			return l.errf(vn, "view", src, "%v", err)
+		}
+		if s.view.kind == baseTArg {
+			tused[b.tensors[s.view.base]] = true
+		}
+		if d := sf.DType; d != nil {
+			if s.dtype, err = stages.ParseDType(d.Value); err != nil {
+				return l.wrap(d, "dtype", d.Value, err)
+			}
+		}
+		if sh := sf.Shape; sh != nil {
+			if s.shape, err = l.shapeConst(sh, "shape"); err != nil {
+				return err
+			}
+		}
+		b.boundary = append(b.boundary, s)
+		b.slotNames = append(b.slotNames, s.name)
+	}
+	for i, t := range b.tensors {
+		if !tused[t] {
+			return l.errf(d.Tensors.Content[i], "tensors", t, "tensor param is not used by any boundary slot")
+		}
+	}
+	b.fixedSlots = len(b.slotNames)
+	return nil
+}

@@ -1,0 +1,76 @@
+package config
+
+import (
+	"fmt"
+	"sort"
+)
+
+// propagate makes a caller's structure depend on its params when they feed
+// a callee param that the callee's structure depends on, to a fixed point
+// (callees may be compiled after their callers).
+func (l *loader) propagate() {
+	for changed := true; changed; {
+		changed = false
+		for _, cs := range l.calls {
+			if cs.caller.isProgram {
+				continue
+			}
+			for p, e := range cs.c.params {
+				if cs.c.callee.structural[p] == 0 {
+					continue
+				}
+				for s := 0; s < 64; s++ {
+					if e.deps&(1<<uint(s)) != 0 && (s < len(cs.caller.params) || s == cs.caller.variantSlot) && cs.caller.structural[s] == 0 {
+						cs.caller.structural[s] = cs.c.line
+						changed = true
+					}
+				}
+			}
+		}
+	}
+}
+
+// GraphChecks runs the static Graph checks of every form (and marks the
+// Graph specs that pass them complete, see GraphCall.KeyComplete): a Graph body whose
+// structure depends on a param outside its key (*StructureError), and a
+// scalar computed from a boundary scalar (*BakedScalarError). The errors are
+// typed so that the runtime can treat them as errors or warnings.
+func (m *Model) GraphChecks() []error {
+	var out []error
+	for _, f := range m.forms {
+		for _, g := range f.graphs {
+			if g == nil {
+				continue
+			}
+			b := g.block
+			g.complete = true
+			var slots []int
+			for s, line := range b.structural {
+				if line > 0 && g.inKey&(1<<uint(s)) == 0 {
+					slots = append(slots, s)
+				}
+			}
+			sort.Ints(slots)
+			if len(slots) > 0 || len(b.baked) > 0 {
+				g.complete = false
+			}
+			for _, s := range slots {
+				out = append(out, &StructureError{File: m.file, Line: b.structural[s], Form: f.name, Block: b.name, Param: b.slotName(s)})
+			}
+			for _, u := range b.baked {
+				out = append(out, &BakedScalarError{File: m.file, Line: u.line, Form: f.name, Block: b.name, Scalar: u.scalar, Expr: u.expr})
+			}
+		}
+	}
+	return out
+}
+
+func (b *block) slotName(s int) string {
+	if s < len(b.params) {
+		return b.params[s]
+	}
+	if s == b.variantSlot {
+		return "variant"
+	}
+	return fmt.Sprintf("slot %d", s)
+}

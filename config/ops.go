@@ -1,0 +1,207 @@
+package config
+
+import (
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/hbg-dev/hbg/stages"
+)
+
+var opKeys = []string{"alloc", "scope", "loop", "call", "read", "let", "tasks", "set", "k", "mix", "dummy", "if", "body", "with", "id", "bn", "args", "scalars", "deps", "pred", "touch"}
+
+func (sc *scope) ops(n *yaml.Node, key string) ([]*op, error) {
+	items, err := sc.l.seq(n, key)
+	if err != nil {
+		return nil, err
+	}
+	var out []*op
+	for _, it := range items {
+		o, err := sc.op(it)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// op compiles one op; its keys say which kind it is, and a key another kind
+// takes is an error.
+func (sc *scope) op(n *yaml.Node) (*op, error) {
+	l := sc.l
+	allowed := append([]string(nil), opKeys...)
+	allowed = append(allowed, sc.b.variants...)
+	f, err := l.fields(n, "op", allowed...)
+	if err != nil {
+		return nil, err
+	}
+	o := &op{line: n.Line}
+	if c := f["if"]; c != nil {
+		if o.cond, err = sc.expr(c.Value); err != nil {
+			return nil, l.errf(c, "if", c.Value, "bad expression: %v", err)
+		}
+		sc.use(o.cond.deps, c.Line)
+	}
+	only := func(kind string, keys ...string) error {
+		for k, v := range f {
+			if k != kind && k != "if" && !contains(keys, k) {
+				return l.errf(v, kind, k, "unexpected key in a %s op (want %s)", kind, strings.Join(append([]string{kind, "if"}, keys...), ", "))
+			}
+		}
+		return nil
+	}
+	// The ops that are one key (and if), tried in this order, before the
+	// others.
+	for _, one := range []struct {
+		key     string
+		compile func(*op, *yaml.Node) error
+	}{{"alloc", sc.alloc}, {"let", sc.let}, {"tasks", sc.tasksOp}, {"set", sc.setOp}} {
+		if v := f[one.key]; v != nil {
+			if err := only(one.key); err != nil {
+				return nil, err
+			}
+			return o, one.compile(o, v)
+		}
+	}
+	switch {
+	case f["scope"] != nil:
+		if err := only("scope", "body"); err != nil {
+			return nil, err
+		}
+		o.kind = opScope
+		switch f["scope"].Value {
+		case "auto":
+			o.mode = stages.ScopeAuto
+		case "manual":
+			o.mode = stages.ScopeManual
+		default:
+			return nil, l.errf(f["scope"], "scope", f["scope"].Value, "unknown scope mode (want auto or manual)")
+		}
+		if f["body"] == nil {
+			return nil, l.errf(n, "scope.body", "", "missing")
+		}
+		o.body, err = sc.ops(f["body"], "body")
+		return o, err
+	case f["loop"] != nil:
+		if err := only("loop", "body"); err != nil {
+			return nil, err
+		}
+		return o, sc.loop(o, f["loop"], f["body"], n)
+	case f["call"] != nil:
+		if err := only("call", "with"); err != nil {
+			return nil, err
+		}
+		return o, sc.call(o, f["call"], f["with"])
+	case f["read"] != nil:
+		if err := only("read"); err != nil {
+			return nil, err
+		}
+		o.kind = opRead
+		o.readRoot = -1
+		for i, e := range l.m.entry {
+			if e.name == f["read"].Value {
+				o.readRoot = i
+				if !e.hasValue {
+					return nil, l.errf(f["read"], "read", e.name, "entry tensor has no value to read (want an entry tensor with value:)")
+				}
+			}
+		}
+		if o.readRoot < 0 {
+			return nil, l.errf(f["read"], "read", f["read"].Value, "unknown tensor (want an entry tensor)")
+		}
+		return o, nil
+	case f["k"] != nil || f["mix"] != nil || f["dummy"] != nil:
+		return o, sc.task(o, f, n)
+	case f["body"] != nil && f["if"] != nil:
+		if err := only("if", "body"); err != nil {
+			return nil, err
+		}
+		o.kind = opIf
+		o.body, err = sc.ops(f["body"], "body")
+		return o, err
+	}
+	return nil, l.errf(n, "op", "", "unknown op (want alloc, let, tasks, set, scope, loop, call, read, a task with k, mix or dummy, or if with body)")
+}
+
+// collectIDs finds every op id in a body, so that a dependency on a later op
+// is reported as the cycle it would be rather than as an unknown id.
+func collectIDs(n *yaml.Node, out map[string]bool) {
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == "id" && n.Content[i+1].Kind == yaml.ScalarNode && !strings.Contains(n.Content[i+1].Value, "[") {
+				out[n.Content[i+1].Value] = true
+			}
+		}
+	}
+	for _, c := range n.Content {
+		collectIDs(c, out)
+	}
+}
+
+// loopDoc is a loop op's loop: {var, from, to, step}.
+type loopDoc struct {
+	Var  *yaml.Node `yaml:"var"`
+	From *yaml.Node `yaml:"from"`
+	To   *yaml.Node `yaml:"to"`
+	Step *yaml.Node `yaml:"step"`
+}
+
+// loop compiles a loop op: its var takes an env slot of its own, and the op
+// ids in its body collect every iteration's tasks (id*).
+func (sc *scope) loop(o *op, ln, body, n *yaml.Node) error {
+	l := sc.l
+	o.kind = opLoop
+	var lf loopDoc
+	err := l.decode(ln, "loop", &lf)
+	if err != nil {
+		return err
+	}
+	if lf.Var == nil || lf.To == nil {
+		return l.errf(ln, "loop", "", "want var and to (from defaults to 0)")
+	}
+	v := lf.Var.Value
+	if !isIdent(v) {
+		return l.errf(lf.Var, "loop.var", v, "want an identifier")
+	}
+	if _, clash := sc.vals[v]; clash {
+		return l.errf(lf.Var, "loop.var", v, "duplicate name: already a param, scalar or enclosing loop var")
+	}
+	if _, clash := l.m.consts[v]; clash {
+		return l.errf(lf.Var, "loop.var", v, "duplicate name: a constant has this name")
+	}
+	o.from = &expr{kind: exConst, boundaryScalar: -1}
+	if fr := lf.From; fr != nil {
+		if o.from, err = sc.expr(fr.Value); err != nil {
+			return l.errf(fr, "loop.from", fr.Value, "bad expression: %v", err)
+		}
+	}
+	if o.to, err = sc.expr(lf.To.Value); err != nil {
+		return l.errf(lf.To, "loop.to", lf.To.Value, "bad expression: %v", err)
+	}
+	if st := lf.Step; st != nil {
+		if o.step, err = sc.expr(st.Value); err != nil {
+			return l.errf(st, "loop.step", st.Value, "bad expression: %v", err)
+		}
+		if o.step.isConst() && o.step.val <= 0 {
+			return l.errf(st, "loop.step", st.Value, "a loop's step must be positive")
+		}
+		sc.use(o.step.deps, ln.Line)
+	}
+	sc.use(o.from.deps|o.to.deps, ln.Line)
+	if body == nil {
+		return l.errf(n, "loop.body", "", "missing")
+	}
+	o.loopSlot = sc.b.envSize
+	sc.b.envSize++
+	sc.vals[v] = o.loopSlot
+	before := len(sc.b.ids)
+	sc.inLoop = append(sc.inLoop, o)
+	o.body, err = sc.ops(body, "body")
+	sc.inLoop = sc.inLoop[:len(sc.inLoop)-1]
+	delete(sc.vals, v)
+	for i := before; i < len(sc.b.ids); i++ {
+		o.loopIDs = append(o.loopIDs, i)
+	}
+	return err
+}

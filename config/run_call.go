@@ -1,0 +1,261 @@
+package config
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/hbg-dev/hbg/stages"
+)
+
+// prepare evaluates a call's params and tensor args into the callee frame.
+// While an auto block's boundary is computed (ahead of its body), tensor
+// args the block allocates itself do not exist yet and are skipped.
+func (r *runner) prepare(caller, cf *frame, c *callOp, ahead bool) {
+	for i, e := range c.params {
+		cf.env[i] = r.eval(e, caller, c.line)
+	}
+	if cf.block.variantSlot >= 0 {
+		cf.env[cf.block.variantSlot] = int64(c.variant)
+	}
+	for i, v := range c.tensorArgs {
+		if ahead && v.local {
+			continue
+		}
+		r.view(caller, v, &cf.tensorArgs[i])
+	}
+	for i, s := range cf.block.scalars {
+		cf.env[cf.block.scalarBase+i] = r.eval(s.value, cf, s.line)
+		cf.scalarVals[i] = uint64(cf.env[cf.block.scalarBase+i])
+	}
+	if ahead {
+		return // the tasks a call waits on do not change a boundary
+	}
+	for i, refs := range c.tasks {
+		seq := cf.taskParams[i][:0]
+		for _, ref := range refs {
+			var ok bool
+			if seq, ok = r.taskSeq(seq, caller, ref, c.line); !ok {
+				return
+			}
+		}
+		cf.taskParams[i] = seq
+	}
+}
+
+// boundary evaluates the callee's boundary slots (after prepare). Slots in
+// skip (tensors an auto block allocates itself, not yet allocated while its
+// boundary is computed) are left alone.
+func (r *runner) boundary(cf *frame, skip []bool) {
+	for s, b := range cf.block.boundary {
+		if skip != nil && skip[s] {
+			continue
+		}
+		cf.boundaryArgs[s].Tag = b.tag
+		if !r.view(cf, b.view, &cf.boundaryArgs[s].View) {
+			return
+		}
+		v := &cf.boundaryArgs[s].View
+		if b.dtype != stages.DTypeInvalid && v.DType != b.dtype {
+			r.fail(b.line, "boundary slot %s of %s: dtype %s, want %s", b.name, cf.block.name, v.DType, b.dtype)
+			return
+		}
+		if b.shape != nil && !sameShape(v.ShapeSlice(), b.shape) {
+			r.fail(b.line, "boundary slot %s of %s: shape %v, want %v", b.name, cf.block.name, v.ShapeSlice(), b.shape)
+			return
+		}
+	}
+}
+
+func sameShape(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *runner) call(o stages.Submitter, caller *frame, c *callOp) {
+	cb := c.callee
+	g := r.form.graphs[cb.idx]
+	asGraph := g != nil && !caller.inGraph
+	cf := r.frame(cb)
+	r.prepare(caller, cf, c, false)
+	var args []stages.Arg
+	var scal []uint64
+	var slotOf, scalarOf [][]int32
+	switch {
+	case cb.auto && (asGraph || caller.inGraph):
+		args, scal, slotOf, scalarOf = r.autoBoundary(cf)
+	case cb.auto:
+		// An auto block run on the ordinary path needs no boundary of its
+		// own: its calls evaluate theirs, as they would at the top level.
+	default:
+		r.boundary(cf, nil)
+		args, scal = cf.boundaryArgs, cf.scalarVals
+	}
+	if r.err != nil {
+		return
+	}
+	// Inside an auto block, the callee's boundary comes from the block's own
+	// boundary (so that a recording sees boundary views and patchable
+	// scalars, never the caller's tensors or baked values).
+	if caller.ownBoundary != nil && caller.ownSlotOf != nil {
+		for s, m := range caller.ownSlotOf[c.index] {
+			if m >= 0 {
+				args[s].View = caller.ownBoundary.Tensors[m].View
+			}
+		}
+	}
+	if !asGraph {
+		if cap(cf.inlineScalars) < len(scal) {
+			cf.inlineScalars = make([]stages.Scalar, len(scal))
+		}
+		cf.inlineBoundary = stages.Boundary{Tensors: args, Scalars: cf.inlineScalars[:len(scal)]}
+		ib := &cf.inlineBoundary
+		for i, v := range scal {
+			ib.Scalars[i] = stages.Static(v)
+			if caller.ownBoundary != nil && caller.ownScalarOf != nil {
+				if m := caller.ownScalarOf[c.index][i]; m >= 0 {
+					ib.Scalars[i] = caller.ownBoundary.Scalars[m]
+				}
+			}
+		}
+		r.runBody(o, cf, ib, caller.inGraph, slotOf, scalarOf)
+		return
+	}
+	// The frame's GraphCall is reused call after call: the runtime reads it
+	// only during o.Graph, and keeps the body past it through Detach, which
+	// copies the environment. A replay allocates nothing here.
+	if cf.graphCall.Body == nil {
+		r.graphBody(cf)
+	}
+	gc := &cf.graphCall
+	gc.Key = r.key(g, cf)
+	gc.KeyComplete = g.complete
+	gc.Boundary, gc.Scalars = args, scal
+	gc.Config = gc.Config[:0]
+	for _, s := range g.config {
+		gc.Config = append(gc.Config, uint64(cf.env[s]))
+	}
+	// The tasks the body may wait on are the call's task params, in order:
+	// a replay takes them from here.
+	gc.ExtDeps = gc.ExtDeps[:0]
+	for _, seq := range cf.taskParams {
+		gc.ExtDeps = append(gc.ExtDeps, seq...)
+	}
+	cf.graphSlotOf, cf.graphScalarOf = slotOf, scalarOf
+	o.Graph(gc)
+	cf.graphSlotOf, cf.graphScalarOf = nil, nil
+}
+
+// graphBody makes the frame's Graph body and its Detach, once per frame.
+// Body reads the frame's current environment, so it is valid during the
+// call; Detach snapshots it for a recorder that runs the body later.
+func (r *runner) graphBody(cf *frame) {
+	m, cb := r.model, cf.block
+	// The form is read when the body runs (Body) or is detached (Detach),
+	// not when the closures are made: a pooled runner serves every form.
+	run := func(f *form, key string, env []int64, tensorArgs []stages.View, taskParams [][]stages.TaskID, slotOf, scalarOf [][]int32, bo stages.Submitter, b *stages.Boundary) error {
+		br := m.newRunner(f)
+		bf := newFrame(cb)
+		copy(bf.env, env)
+		copy(bf.tensorArgs, tensorArgs)
+		copy(bf.taskParams, taskParams)
+		br.runBody(bo, bf, b, true, slotOf, scalarOf)
+		if br.err != nil {
+			return &BodyError{Key: key, Err: br.err}
+		}
+		return nil
+	}
+	cf.graphCall.Body = func(bo stages.Submitter, b *stages.Boundary) error {
+		err := run(r.form, cf.graphCall.Key, cf.env, cf.tensorArgs, cf.taskParams, cf.graphSlotOf, cf.graphScalarOf, bo, b)
+		if be, ok := err.(*BodyError); ok && r.err == nil {
+			// Run inline, during Run: the run fails with the body's error
+			// whatever the Submitter does with it.
+			r.err = be.Err
+		}
+		return err
+	}
+	cf.graphCall.Detach = func() stages.BodyFunc {
+		f, key := r.form, cf.graphCall.Key
+		env := append([]int64(nil), cf.env...)
+		tensorArgs := append([]stages.View(nil), cf.tensorArgs...)
+		taskParams := make([][]stages.TaskID, len(cf.taskParams))
+		for i := range cf.taskParams {
+			taskParams[i] = append([]stages.TaskID(nil), cf.taskParams[i]...)
+		}
+		slotOf, scalarOf := clone2(cf.graphSlotOf), clone2(cf.graphScalarOf)
+		return func(bo stages.Submitter, b *stages.Boundary) error {
+			return run(f, key, env, tensorArgs, taskParams, slotOf, scalarOf, bo, b)
+		}
+	}
+}
+
+// BodyError is the error of a Graph body that fails (a view outside its
+// root, say), naming the call's key.
+type BodyError struct {
+	Key string
+	Err error
+}
+
+func (e *BodyError) Error() string { return fmt.Sprintf("graph %s: %v", e.Key, e.Err) }
+func (e *BodyError) Unwrap() error { return e.Err }
+
+func clone2(s [][]int32) [][]int32 {
+	if s == nil {
+		return nil
+	}
+	out := make([][]int32, len(s))
+	for i := range s {
+		out[i] = append([]int32(nil), s[i]...)
+	}
+	return out
+}
+
+// runBody runs a block body against its boundary.
+func (r *runner) runBody(o stages.Submitter, cf *frame, b *stages.Boundary, inGraph bool, slotOf, scalarOf [][]int32) {
+	cb := cf.block
+	if cb.auto {
+		copy(cf.tensors, cf.tensorArgs)
+	} else {
+		for s := range cb.boundary {
+			cf.tensors[s] = b.Tensors[s].View
+		}
+	}
+	copy(cf.scalars, b.Scalars)
+	cf.inGraph = inGraph
+	cf.ownBoundary, cf.ownSlotOf, cf.ownScalarOf = nil, nil, nil
+	if cb.auto {
+		cf.ownBoundary, cf.ownSlotOf, cf.ownScalarOf = b, slotOf, scalarOf
+	}
+	cf.resetTasks()
+	r.body(o, cf, cb.body)
+	cf.ownBoundary, cf.ownSlotOf, cf.ownScalarOf = nil, nil, nil
+}
+
+// key builds a Graph call's key: the form's key text with {param}s filled in
+// (a variant by its name).
+func (r *runner) key(g *graphSpec, cf *frame) string {
+	if len(g.parts) == 1 && g.parts[0].slot < 0 {
+		return g.parts[0].lit
+	}
+	b := cf.keyBuf[:0]
+	for _, p := range g.parts {
+		if p.slot < 0 {
+			b = append(b, p.lit...)
+		} else if p.slot == cf.block.variantSlot {
+			b = append(b, cf.block.variants[cf.env[p.slot]]...)
+		} else {
+			b = strconv.AppendInt(b, cf.env[p.slot], 10)
+		}
+	}
+	cf.keyBuf = b
+	if string(b) == cf.graphCall.Key { // the same key as the last call: no new string
+		return cf.graphCall.Key
+	}
+	return string(b)
+}

@@ -1,0 +1,90 @@
+package config
+
+import "github.com/hbg-dev/hbg/stages"
+
+// view evaluates a view against a frame: a base, then row index or slice,
+// offset and reshape; the result must stay inside the base view.
+func (r *runner) view(fr *frame, v *viewExpr, out *stages.View) bool {
+	var base *stages.View
+	switch v.kind {
+	case baseSlot:
+		if v.list != nil {
+			i := r.eval(v.listIndex, fr, v.line)
+			if i < 0 || i >= int64(len(v.list)) {
+				if r.err == nil {
+					r.failAt(v.line, "view", v.src, "view %q: element %d of a tensor list of %d", shorten(v.src), i, len(v.list))
+				}
+				return false
+			}
+			base = &fr.tensors[v.list[i]]
+			break
+		}
+		base = &fr.tensors[v.base]
+	case baseEntry:
+		base = &r.model.entryViews[v.base]
+	case baseTArg:
+		base = &fr.tensorArgs[v.base]
+	}
+	*out = *base
+	if v.index == nil && v.start == nil && v.at == nil && v.as == nil {
+		return true
+	}
+	if v.index != nil || v.start != nil {
+		if base.NDims == 0 {
+			r.failAt(v.line, "view", v.src, "view %q: cannot index a rank-0 tensor", v.src)
+			return false
+		}
+		var start, count int64
+		if v.index != nil {
+			start, count = r.eval(v.index, fr, v.line), 1
+		} else {
+			start, count = r.eval(v.start, fr, v.line), r.eval(v.count, fr, v.line)
+		}
+		if start < 0 || count <= 0 || start > base.Shape[0] || count > base.Shape[0]-start {
+			r.failAt(v.line, "view", v.src, "view %q outside its root: rows [%d, %d) of a tensor with %d rows", shorten(v.src), start, start+count, base.Shape[0])
+			return false
+		}
+		out.Offset += start * base.Strides[0]
+		if v.index != nil {
+			if base.NDims == 1 {
+				out.Shape[0] = 1
+			} else {
+				copy(out.Shape[:], base.Shape[1:base.NDims])
+				copy(out.Strides[:], base.Strides[1:base.NDims])
+				out.NDims--
+				out.Shape[out.NDims] = 0
+				out.Strides[out.NDims] = 0
+			}
+		} else {
+			out.Shape[0] = count
+		}
+	}
+	if v.at != nil {
+		at := r.eval(v.at, fr, v.line)
+		var ok bool
+		if out.Offset, ok = addOK(out.Offset, at); !ok {
+			r.failAt(v.line, "view", v.src, "view %q outside its root: offset %d from a base covering [%d, %d)", shorten(v.src), at, base.Offset, base.End())
+			return false
+		}
+	}
+	if v.as != nil {
+		var shape [stages.MaxDims]int64
+		for i, d := range v.as {
+			if shape[i] = r.eval(d, fr, v.line); shape[i] <= 0 {
+				r.failAt(v.line, "view", v.src, "view %q: dimension %d is %d (want a positive size)", shorten(v.src), i, shape[i])
+				return false
+			}
+		}
+		if !shapeOK(shape[:len(v.as)], out.DType) {
+			// A copy, so that shape stays on the stack on the good path.
+			r.failAt(v.line, "view", v.src, "view %q: the shape %v overflows int64 bytes", shorten(v.src), append([]int64(nil), shape[:len(v.as)]...))
+			return false
+		}
+		*out = stages.NewView(out.Root, out.Offset, out.DType, shape[:len(v.as)]...)
+	}
+	if _, ok := addOK(out.Offset, out.Elems()); !ok || out.Offset < base.Offset || out.End() > base.End() {
+		r.failAt(v.line, "view", v.src, "view %q outside its root: elements [%d, %d) of a base covering [%d, %d)", shorten(v.src), out.Offset, out.End(), base.Offset, base.End())
+		return false
+	}
+	return true
+}

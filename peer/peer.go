@@ -1,0 +1,258 @@
+// Package peer makes a Definition recorded once per cluster: a node whose
+// store misses a full_key (in memory and on disk) asks the cluster before
+// recording it, over protoactor remote, and a node that has it sends the
+// image, the same flat bytes it is stored in. It implements
+// actors.DefinitionSource; one Node runs per hbg process (`hbgrun node`).
+//
+// # Agreement: one recorder per key
+//
+// Every full_key has an owner, chosen by rendezvous hashing over the
+// cluster's node list (Owner): every node computes the same owner with no
+// message, and a node joining or leaving moves only the keys it owns. A node
+// that misses a key asks its owner (the owner asks itself, through the same
+// code, with no message). The owner answers from what it holds, in memory
+// or in its store on disk, with the image; when it holds nothing and no node
+// is recording the key, it grants the asker the key's claim: the asker
+// records the Definition and Publishes the image to the owner, which answers
+// every asker that came meanwhile (they wait, in order) and serves the key
+// from then on. One owner per key and one claim per owner make one recorder
+// per key: two nodes that miss at the same moment reach the same owner, and
+// its actor takes their asks one at a time.
+//
+// Why that is enough, and where it stops:
+//   - A claim holder that dies (its endpoint terminates: the owner watches
+//     it), abandons the claim (its recording failed) or holds it longer
+//     than Config.ClaimTimeout loses it to the next waiter. A late Publish
+//     from the old holder is still taken, so nothing is recorded twice
+//     unless a recording outlasts the timeout.
+//   - An asker's wait is bounded: with no answer after Config.AskTimeout,
+//     or when the owner's endpoint terminates, it records the Definition
+//     itself and the pass says so in a warning. A dead owner costs each
+//     node at most one recording per key it owns, never a hang.
+//   - The owner knows what it recorded, fetched or was published, and what
+//     is in its own store on disk. A Definition that only a node other than
+//     the owner has on disk (from an earlier run with other nodes) is not
+//     found: it is recorded again, once, and is then served.
+//   - Every node must be given the same node list (the driver's placement
+//     does that); two lists give two owners, and a key is then recorded at
+//     most once per list.
+//
+// # Never trust the wire
+//
+// An image travels with its content hash and format version. The asker's
+// store checks the bytes against the hash, decodes the image's host part
+// (stages.DecodeDefinitionHost: magic, format version, its own content
+// hash, section table) and its full_key against the one asked for; an image
+// that fails is rejected, counted (fetch_rejected), warned about and
+// recorded locally. The owner checks a Published image the same way before
+// it serves it. A fetched image is kept in the asker's store, memory and
+// disk, like one it recorded.
+//
+// Images larger than Config.MaxImage are not sent (gRPC's default message
+// limit is 4 MiB): the asker records them.
+package peer
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/cespare/xxhash/v2"
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/hbg-dev/hbg/actors"
+	"github.com/hbg-dev/hbg/diskstore"
+	"github.com/hbg-dev/hbg/stages"
+	"github.com/hbg-dev/hbg/trace"
+)
+
+// ActorName is the name of a node's peer actor: the cluster reaches it at
+// actor.NewPID(address, ActorName).
+const ActorName = "hbg-peer"
+
+// Defaults of Config.
+const (
+	DefaultAskTimeout   = 10 * time.Second
+	DefaultClaimTimeout = 5 * time.Second
+	DefaultMaxImage     = 2 << 20
+)
+
+// Config configures a node's peer.
+type Config struct {
+	// Disk, when set, is this node's store on disk, which the node serves
+	// from too (also settable later: Node.SetDisk); else StoreDir, when
+	// set and not "off", names it (opened with StoreMax).
+	Disk     *diskstore.Store
+	StoreDir string
+	StoreMax int64
+	// AskTimeout bounds a request for a key (default DefaultAskTimeout):
+	// past it, the node records the key itself. It should exceed
+	// ClaimTimeout, so that a waiter is granted a dead holder's claim
+	// before it gives up.
+	AskTimeout time.Duration
+	// ClaimTimeout is how long a node may hold a key's claim before the
+	// owner passes it to the next waiter (default DefaultClaimTimeout).
+	ClaimTimeout time.Duration
+	// MaxImage is the largest image sent (default DefaultMaxImage).
+	MaxImage int
+	// Tracer makes the peer_serve spans; nil traces nothing.
+	Tracer *trace.Tracer
+
+	// owner replaces Owner in tests that need a key's owner to be a
+	// given node.
+	owner func(fullKey uint64) string
+}
+
+// view is a cluster as one node sees it: its own address and every
+// node's, itself among them.
+type view struct {
+	self  string
+	nodes []string
+}
+
+// ownerOf is the owner of fullKey in v.
+func (c *Config) ownerOf(v view, fullKey uint64) string {
+	if c.owner != nil {
+		return c.owner(fullKey)
+	}
+	return Owner(fullKey, v.nodes)
+}
+
+// Owner is the node that owns fullKey among nodes: the highest rendezvous
+// score, hash(node, full_key), ties to the lower address.
+func Owner(fullKey uint64, nodes []string) string {
+	var best string
+	var bestScore uint64
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], fullKey)
+	for i, n := range nodes {
+		d := xxhash.New()
+		_, _ = d.WriteString(n)
+		_, _ = d.Write(b[:])
+		s := d.Sum64()
+		if i == 0 || s > bestScore || (s == bestScore && n < best) {
+			best, bestScore = n, s
+		}
+	}
+	return best
+}
+
+// Node is one node's peer: its actor serves the keys it owns to the
+// cluster and asks the owners of the keys its store misses.
+type Node struct {
+	sys *actor.ActorSystem
+	pid *actor.PID
+}
+
+// Start spawns the node's peer actor (named ActorName) in sys, which must
+// run protoactor remote for other nodes to reach it. One node serves any
+// number of clusters (Cluster): a key's owner, claim and image do not
+// depend on which.
+func Start(sys *actor.ActorSystem, cfg Config) (*Node, error) {
+	if cfg.AskTimeout == 0 {
+		cfg.AskTimeout = DefaultAskTimeout
+	}
+	if cfg.ClaimTimeout == 0 {
+		cfg.ClaimTimeout = DefaultClaimTimeout
+	}
+	if cfg.MaxImage == 0 {
+		cfg.MaxImage = DefaultMaxImage
+	}
+	if cfg.AskTimeout < 0 || cfg.ClaimTimeout < 0 || cfg.MaxImage < 0 {
+		return nil, fmt.Errorf("peer: ask timeout %v, claim timeout %v, image limit %d: want positive values", cfg.AskTimeout, cfg.ClaimTimeout, cfg.MaxImage)
+	}
+	if cfg.Tracer == nil {
+		cfg.Tracer = trace.NewTracer(nil)
+	}
+	if cfg.Disk == nil && cfg.StoreDir != "" && cfg.StoreDir != "off" {
+		d, err := diskstore.Open(cfg.StoreDir, cfg.StoreMax)
+		if err != nil {
+			return nil, fmt.Errorf("peer: %w", err)
+		}
+		cfg.Disk = d
+	}
+	pid, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newServer(cfg) }), ActorName)
+	if err != nil {
+		return nil, fmt.Errorf("peer: spawning %s: %w", ActorName, err)
+	}
+	return &Node{sys: sys, pid: pid}, nil
+}
+
+// Cluster is the node's DefinitionSource for a cluster: self is this
+// node's address as the cluster names it (host:port), nodes every node's,
+// self among them; every node of the cluster must be given the same list,
+// in any order.
+func (n *Node) Cluster(self string, nodes []string) (actors.DefinitionSource, error) {
+	if !slices.Contains(nodes, self) {
+		return nil, fmt.Errorf("peer: this node %q is not in the node list %q", self, nodes)
+	}
+	return &source{n: n, v: view{self: self, nodes: slices.Clone(nodes)}}, nil
+}
+
+// source is a Node's DefinitionSource for one cluster.
+type source struct {
+	n *Node
+	v view
+}
+
+// Fetch implements actors.DefinitionSource.
+func (s *source) Fetch(req actors.FetchRequest, done func(actors.FetchResult)) {
+	s.n.sys.Root.Send(s.n.pid, &localAsk{v: s.v, req: req, done: done})
+}
+
+// Recorded implements actors.DefinitionSource.
+func (s *source) Recorded(req actors.FetchRequest, image []byte) {
+	s.n.sys.Root.Send(s.n.pid, &localRecorded{v: s.v, req: req, image: image})
+}
+
+// SetDisk makes the node serve from a store on disk as well (the
+// runtime's, actors.Runtime.Disk, opened after the node started).
+func (n *Node) SetDisk(d *diskstore.Store) {
+	n.sys.Root.Send(n.pid, &setDisk{disk: d})
+}
+
+// Stop stops the node's actor; asks still open are answered "record".
+func (n *Node) Stop() {
+	_ = n.sys.Root.StopFuture(n.pid).Wait()
+}
+
+var _ actors.DefinitionSource = (*source)(nil)
+
+// traceMap carries a span context across the wire (W3C trace context).
+func traceMap(c trace.Carrier) map[string]string {
+	if !c.IsValid() {
+		return nil
+	}
+	m := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(c.Context(context.Background()), m)
+	return m
+}
+
+func traceContext(m map[string]string) context.Context {
+	return propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier(m))
+}
+
+// checkImage is what a node checks of an image from the wire before it
+// keeps or serves it (the asker's store checks it again before use).
+func checkImage(fullKey uint64, img *Image) error {
+	if img == nil {
+		return fmt.Errorf("no image")
+	}
+	if img.FormatVersion != stages.DefinitionVersion {
+		return fmt.Errorf("image format version %d, this hbg reads %d", img.FormatVersion, stages.DefinitionVersion)
+	}
+	if h := stages.DefinitionHash(img.Image); h != img.ContentHash {
+		return fmt.Errorf("%d bytes hash to %016x, sent as %016x", len(img.Image), h, img.ContentHash)
+	}
+	def, _, err := stages.DecodeDefinitionHost(img.Image)
+	if err != nil {
+		return err
+	}
+	if def.FullKey != fullKey {
+		return fmt.Errorf("image is full_key %016x, want %016x", def.FullKey, fullKey)
+	}
+	return nil
+}

@@ -1,0 +1,384 @@
+package peer
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/hbg-dev/hbg/actors"
+	"github.com/hbg-dev/hbg/diskstore"
+	"github.com/hbg-dev/hbg/stages"
+	"github.com/hbg-dev/hbg/trace"
+)
+
+// Messages inside the process, never on the wire.
+type (
+	localAsk struct {
+		v    view
+		req  actors.FetchRequest
+		done func(actors.FetchResult)
+	}
+	localRecorded struct {
+		v     view
+		req   actors.FetchRequest
+		image []byte
+	}
+	setDisk      struct{ disk *diskstore.Store }
+	askTimeout   struct{ id uint64 }
+	claimTimeout struct {
+		fullKey uint64
+		gen     int
+	}
+	// claimQuery asks how many asks wait for a key's claim (-1: no
+	// claim), for tests that need an ask queued before they go on.
+	claimQuery struct{ fullKey uint64 }
+)
+
+// server is a node's peer actor: the owner's side (held images, claims and
+// their waiters) and the asker's (its open asks).
+type server struct {
+	cfg  Config
+	disk *diskstore.Store
+	// images is every image this node holds for the cluster: recorded
+	// here, or Published to it as an owner.
+	images map[uint64]held
+	claims map[uint64]*claim
+	asks   map[uint64]*ask
+	nextID uint64
+	// watched is the nodes whose peer actor this one watches, by address:
+	// an owner asked, a remote claim holder.
+	watched map[string]bool
+}
+
+type held struct {
+	image []byte
+	hash  uint64
+	from  string
+}
+
+// ask is one of this node's requests, open until answered.
+type ask struct {
+	id    uint64
+	req   actors.FetchRequest
+	done  func(actors.FetchResult)
+	owner string
+	timer *time.Timer
+}
+
+// claim is a key being recorded somewhere in the cluster, at its owner.
+type claim struct {
+	holder  waiter
+	gen     int
+	timer   *time.Timer
+	waiters []waiter
+	key     string
+}
+
+// waiter is an asker at the owner: another node's peer actor (addr is its
+// address) and its ask id, or an ask of this node (pid nil, addr "").
+type waiter struct {
+	pid  *actor.PID
+	id   uint64
+	addr string
+}
+
+func newServer(cfg Config) *server {
+	return &server{cfg: cfg, disk: cfg.Disk, images: map[uint64]held{}, claims: map[uint64]*claim{}, asks: map[uint64]*ask{}, watched: map[string]bool{}}
+}
+
+func (s *server) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *localAsk:
+		s.localAsk(ctx, m)
+	case *localRecorded:
+		s.localRecorded(ctx, m)
+	case *Ask:
+		s.remoteAsk(ctx, m)
+	case *Answer:
+		s.answered(m)
+	case *Publish:
+		if from := ctx.Sender(); from != nil {
+			s.published(ctx, m.FullKey, m.Image, from, from.Address)
+		}
+	case *Abandon:
+		if from := ctx.Sender(); from != nil {
+			s.abandoned(ctx, m.FullKey, from.Address)
+		}
+	case *askTimeout:
+		if a := s.take(m.id); a != nil {
+			a.done(actors.FetchResult{Peer: a.owner, Outcome: "fallback",
+				Warning: fmt.Sprintf("no answer from node %s, the key's owner, within %v: recorded here", a.owner, s.cfg.AskTimeout)})
+		}
+	case *claimTimeout:
+		if c := s.claims[m.fullKey]; c != nil && c.gen == m.gen {
+			s.passClaim(ctx, m.fullKey)
+		}
+	case *actor.Terminated:
+		s.terminated(ctx, m.Who.Address)
+	case *setDisk:
+		s.disk = m.disk
+	case *claimQuery:
+		n := -1
+		if c := s.claims[m.fullKey]; c != nil {
+			n = len(c.waiters)
+		}
+		ctx.Respond(n)
+	case *actor.Stopping:
+		for id, a := range s.asks {
+			delete(s.asks, id)
+			a.timer.Stop()
+			a.done(actors.FetchResult{Peer: a.owner, Outcome: "fallback", Warning: "the node is stopping: recorded here"})
+		}
+	}
+}
+
+// localAsk is this node's store missing a key.
+func (s *server) localAsk(ctx actor.Context, m *localAsk) {
+	s.nextID++
+	owner := s.cfg.ownerOf(m.v, m.req.FullKey)
+	a := &ask{id: s.nextID, req: m.req, done: m.done, owner: owner}
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	a.timer = time.AfterFunc(s.cfg.AskTimeout, func() { root.Send(self, &askTimeout{id: a.id}) })
+	s.asks[a.id] = a
+	if owner == m.v.self {
+		s.serve(ctx, waiter{id: a.id}, m.req.FullKey, m.req.Key, m.req.Model)
+		return
+	}
+	pid := actor.NewPID(owner, ActorName)
+	s.watch(ctx, pid)
+	ctx.Request(pid, &Ask{Id: a.id, FullKey: m.req.FullKey, Key: m.req.Key, Model: m.req.Model, Trace: traceMap(m.req.Trace)})
+}
+
+// remoteAsk is another node asking this one, the key's owner.
+func (s *server) remoteAsk(ctx actor.Context, m *Ask) {
+	from := ctx.Sender()
+	if from == nil {
+		return // nowhere to answer
+	}
+	info := trace.PeerFetchInfo{Key: m.Key, FullKey: m.FullKey, Actor: ActorName}
+	_, span := s.cfg.Tracer.StartPeerServe(traceContext(m.Trace), info, from.Address)
+	outcome := s.serve(ctx, waiter{pid: from, id: m.Id, addr: from.Address}, m.FullKey, m.Key, m.Model)
+	span.SetAttributes(trace.KeyPeerOutcome.String(outcome))
+	span.End()
+}
+
+// serve answers an ask at the key's owner: the image, the claim, or a
+// place in the claim's queue. It returns which.
+func (s *server) serve(ctx actor.Context, w waiter, fullKey uint64, key, model string) string {
+	if h, ok := s.lookup(fullKey, model); ok {
+		s.sendImage(ctx, w, fullKey, h)
+		return "image"
+	}
+	if c := s.claims[fullKey]; c != nil {
+		c.waiters = append(c.waiters, w)
+		return "wait"
+	}
+	c := &claim{key: key}
+	s.claims[fullKey] = c
+	s.grant(ctx, fullKey, c, w)
+	return "record"
+}
+
+// lookup finds an image this node holds, in memory or on disk.
+func (s *server) lookup(fullKey uint64, model string) (held, bool) {
+	if h, ok := s.images[fullKey]; ok {
+		return h, true
+	}
+	if s.disk == nil {
+		return held{}, false
+	}
+	l, err := s.disk.Load(fullKey, model)
+	if l == nil || err != nil {
+		return held{}, false
+	}
+	// Read and verified: the bytes are ours, the entry need not stay pinned.
+	s.disk.Unpin(fullKey)
+	h := held{image: l.Image, hash: l.Def.ContentHash, from: "this node's store on disk"}
+	s.images[fullKey] = h
+	return h, true
+}
+
+func (s *server) grant(ctx actor.Context, fullKey uint64, c *claim, w waiter) {
+	c.holder = w
+	c.gen++
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	self, root, gen := ctx.Self(), ctx.ActorSystem().Root, c.gen
+	c.timer = time.AfterFunc(s.cfg.ClaimTimeout, func() { root.Send(self, &claimTimeout{fullKey: fullKey, gen: gen}) })
+	if w.pid == nil {
+		if a := s.take(w.id); a != nil {
+			a.done(actors.FetchResult{Peer: a.owner, Outcome: "record"})
+		}
+		return
+	}
+	s.watch(ctx, w.pid)
+	ctx.Send(w.pid, &Answer{Id: w.id, FullKey: fullKey, Result: &Answer_Grant{Grant: &Grant{}}})
+}
+
+func (s *server) sendImage(ctx actor.Context, w waiter, fullKey uint64, h held) {
+	if w.pid == nil {
+		if a := s.take(w.id); a != nil {
+			a.done(actors.FetchResult{Image: h.image, Hash: h.hash, Peer: h.from, Outcome: "image"})
+		}
+		return
+	}
+	if len(h.image) > s.cfg.MaxImage {
+		ctx.Send(w.pid, &Answer{Id: w.id, FullKey: fullKey, Result: &Answer_Refusal{Refusal: &Refusal{
+			Reason: fmt.Sprintf("its image is %d bytes, over the %d-byte limit for one message", len(h.image), s.cfg.MaxImage)}}})
+		return
+	}
+	ctx.Send(w.pid, &Answer{Id: w.id, FullKey: fullKey, Result: &Answer_Image{Image: &Image{
+		Image: h.image, ContentHash: h.hash, FormatVersion: stages.DefinitionVersion}}})
+}
+
+// passClaim gives a key's claim to its next waiter still waiting, or
+// drops it when none is.
+func (s *server) passClaim(ctx actor.Context, fullKey uint64) {
+	c := s.claims[fullKey]
+	for len(c.waiters) > 0 {
+		w := c.waiters[0]
+		c.waiters = c.waiters[1:]
+		if w.pid == nil && s.asks[w.id] == nil {
+			continue // this node's ask gave up waiting: it records already
+		}
+		s.grant(ctx, fullKey, c, w)
+		return
+	}
+	c.timer.Stop()
+	delete(s.claims, fullKey)
+}
+
+// answered is an owner's Answer to one of this node's asks.
+func (s *server) answered(m *Answer) {
+	a := s.take(m.Id)
+	if a == nil {
+		return // gave up waiting: it records already
+	}
+	switch r := m.Result.(type) {
+	case *Answer_Image:
+		a.done(actors.FetchResult{Image: r.Image.GetImage(), Hash: r.Image.GetContentHash(), Peer: a.owner, Outcome: "image"})
+	case *Answer_Grant:
+		a.done(actors.FetchResult{Peer: a.owner, Outcome: "record"})
+	case *Answer_Refusal:
+		a.done(actors.FetchResult{Peer: a.owner, Outcome: "fallback",
+			Warning: fmt.Sprintf("node %s, the key's owner, refused it: %s; recorded here", a.owner, r.Refusal.GetReason())})
+	default:
+		a.done(actors.FetchResult{Peer: a.owner, Outcome: "fallback",
+			Warning: fmt.Sprintf("node %s, the key's owner, answered nothing usable; recorded here", a.owner)})
+	}
+}
+
+// localRecorded is this node's recording of a key it asked for: kept and
+// served here when this node owns the key, else Published to its owner.
+func (s *server) localRecorded(ctx actor.Context, m *localRecorded) {
+	fk := m.req.FullKey
+	owner := s.cfg.ownerOf(m.v, fk)
+	if m.image == nil {
+		if owner == m.v.self {
+			s.abandoned(ctx, fk, "")
+		} else {
+			ctx.Send(actor.NewPID(owner, ActorName), &Abandon{FullKey: fk, Reason: "its recording failed"})
+		}
+		return
+	}
+	img := &Image{Image: m.image, ContentHash: stages.DefinitionHash(m.image), FormatVersion: stages.DefinitionVersion}
+	if owner == m.v.self {
+		s.published(ctx, fk, img, nil, m.v.self)
+		return
+	}
+	if len(m.image) > s.cfg.MaxImage {
+		ctx.Send(actor.NewPID(owner, ActorName), &Abandon{FullKey: fk, Reason: "its image is over the size limit for one message"})
+		return
+	}
+	// Request, not Send: the owner sees who published.
+	ctx.Request(actor.NewPID(owner, ActorName), &Publish{FullKey: fk, Image: img})
+}
+
+// published is a key's image arriving at its owner (from the recorder at
+// addr, or this node's own recording: from nil): checked, kept, and sent to
+// every waiter.
+func (s *server) published(ctx actor.Context, fullKey uint64, img *Image, from *actor.PID, addr string) {
+	if _, ok := s.images[fullKey]; ok {
+		return
+	}
+	if err := checkImage(fullKey, img); err != nil {
+		// Not served: the claim goes on as if the holder had abandoned it.
+		s.abandoned(ctx, fullKey, holderAddr(from))
+		return
+	}
+	h := held{image: img.Image, hash: img.ContentHash, from: addr}
+	s.images[fullKey] = h
+	c := s.claims[fullKey]
+	if c == nil {
+		return
+	}
+	c.timer.Stop()
+	delete(s.claims, fullKey)
+	for _, w := range c.waiters {
+		s.sendImage(ctx, w, fullKey, h)
+	}
+}
+
+func holderAddr(from *actor.PID) string {
+	if from == nil {
+		return ""
+	}
+	return from.Address
+}
+
+// abandoned passes a claim on when its holder (at addr; "" for this node)
+// gave it up.
+func (s *server) abandoned(ctx actor.Context, fullKey uint64, addr string) {
+	if c := s.claims[fullKey]; c != nil && c.holder.addr == addr {
+		s.passClaim(ctx, fullKey)
+	}
+}
+
+// terminated is a node's endpoint gone: its claims pass on, its places in
+// queues are dropped, and this node's asks to it record here.
+func (s *server) terminated(ctx actor.Context, addr string) {
+	delete(s.watched, addr)
+	for fk, c := range s.claims {
+		c.waiters = deleteAddr(c.waiters, addr)
+		if c.holder.addr == addr {
+			s.passClaim(ctx, fk)
+		}
+	}
+	for id, a := range s.asks {
+		if a.owner == addr {
+			s.take(id)
+			a.done(actors.FetchResult{Peer: addr, Outcome: "fallback",
+				Warning: fmt.Sprintf("node %s, the key's owner, is unreachable: recorded here", addr)})
+		}
+	}
+}
+
+func deleteAddr(ws []waiter, addr string) []waiter {
+	out := ws[:0]
+	for _, w := range ws {
+		if w.addr != addr {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// take removes an open ask and stops its timer; nil when it is not open.
+func (s *server) take(id uint64) *ask {
+	a := s.asks[id]
+	if a == nil {
+		return nil
+	}
+	delete(s.asks, id)
+	a.timer.Stop()
+	return a
+}
+
+func (s *server) watch(ctx actor.Context, pid *actor.PID) {
+	if !s.watched[pid.Address] {
+		s.watched[pid.Address] = true
+		ctx.Watch(pid)
+	}
+}

@@ -1,0 +1,272 @@
+package stages
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/hbg-dev/hbg/stages/imagefmt"
+)
+
+// EncodeDefinition builds d's flat device image, sets d.ContentHash to the
+// image's content hash and returns the image. It sizes the image first and
+// allocates once. The fanin CSR is written in node order from each node's
+// Fanin span, and the fanout CSR is derived from it in place.
+func EncodeDefinition(d *Definition) []byte {
+	s := sizeDefinition(d)
+	total := s.sec[dsEnd]
+	w := writer{imagefmt.Writer{B: make([]byte, 0, total)}}
+	w.defHeader(d, &s)
+	w.faninCSR(d)
+	w.fanoutCSR(d, s.edges)
+	w.extCSR(d)
+	w.Pad8()
+	w.nodeTable(d)
+	w.defRecords(d)
+	w.B = append(w.B, d.Key...)
+	if len(w.B) != total {
+		panic(fmt.Sprintf("stages: definition image sized %d, wrote %d", total, len(w.B)))
+	}
+	h := imageHash(w.B, hashOff)
+	binary.LittleEndian.PutUint64(w.B[hashOff:], h)
+	d.ContentHash = h
+	return w.B
+}
+
+// defSizes is what EncodeDefinition computes before writing: the counts
+// that are not slice lengths, and the section offsets.
+type defSizes struct {
+	edges, npred, waits int
+	sec                 [dsCount]int
+}
+
+func sizeDefinition(d *Definition) defSizes {
+	var s defSizes
+	n := len(d.Nodes)
+	for i := range d.Nodes {
+		s.edges += int(d.Nodes[i].Fanin.N)
+	}
+	for i := range d.Nodes {
+		if d.Nodes[i].Pred.Valid {
+			s.npred++
+		}
+	}
+	for _, w := range d.ExtDeps {
+		s.waits += len(w)
+	}
+	sec := &s.sec
+	off := defHeaderSize
+	sec[dsFaninOff] = off
+	off += 4 * (n + 1)
+	sec[dsFaninIdx] = off
+	off += 4 * s.edges
+	sec[dsFanoutOff] = off
+	off += 4 * (n + 1)
+	sec[dsFanoutIdx] = off
+	off += 4 * s.edges
+	sec[dsExtOff] = off
+	off += 4 * (len(d.ExtDeps) + 1)
+	sec[dsExtIdx] = off
+	off += 4 * s.waits
+	off = imagefmt.Align8(off)
+	sec[dsNodes] = off
+	off += nodeRecSize * n
+	sec[dsTensors] = off
+	for i := range d.Tensors {
+		off += tensorRefLen(&d.Tensors[i])
+	}
+	sec[dsScalars] = off
+	for i := range d.Scalars {
+		sc := &d.Scalars[i]
+		if sc.Boundary {
+			off += 1 + uvLen(uint64(uint32(sc.Slot)))
+		} else {
+			off += 1 + uvLen(sc.Value)
+		}
+	}
+	sec[dsRoots] = off
+	for i := range d.Roots {
+		rt := &d.Roots[i]
+		off += 2 + uvLen(uint64(rt.Elems)) + uvLen(uint64(rt.Creator)) + uvLen(uint64(rt.HeapOffset))
+	}
+	sec[dsBoundary] = off
+	for i := range d.Boundary {
+		b := &d.Boundary[i]
+		off += 1 + layoutLen(&b.Layout) + uvLen(uint64(int64(b.AliasRep)+1)) + svLen(0) + uvLen(uint64(b.RootElems))
+	}
+	sec[dsPreds] = off
+	for i := range d.Nodes {
+		if p := &d.Nodes[i].Pred; p.Valid {
+			off += 1 + tensorRefLen(&p.Tensor) + svLen(p.Index) + svLen(p.Target)
+		}
+	}
+	sec[dsKey] = off
+	off += len(d.Key)
+	sec[dsEnd] = off
+	return s
+}
+
+// defHeader writes the Definition header, its content hash zero.
+func (w *writer) defHeader(d *Definition, s *defSizes) {
+	w.B = append(w.B, DefinitionMagic...)
+	w.U16(DefinitionVersion)
+	w.U16(defHeaderSize)
+	w.U64(d.FullKey)
+	w.U64(0) // content hash, filled last
+	w.U64(uint64(d.HeapBytes))
+	w.U32(uint32(s.sec[dsEnd]))
+	w.U32(uint32(len(d.Nodes)))
+	w.U32(uint32(s.edges))
+	w.U32(uint32(len(d.Tensors)))
+	w.U32(uint32(len(d.Scalars)))
+	w.U32(uint32(len(d.Roots)))
+	w.U32(uint32(len(d.Boundary)))
+	w.U32(uint32(d.BoundaryScalars))
+	w.U32(uint32(s.npred))
+	w.U32(uint32(len(d.Key)))
+	w.U32(uint32(len(d.ExtDeps)))
+	w.U32(uint32(s.waits))
+	for _, off := range s.sec {
+		w.U32(uint32(off))
+	}
+	w.Pad8()
+}
+
+func (w *writer) faninCSR(d *Definition) {
+	acc := uint32(0)
+	w.U32(0)
+	for i := range d.Nodes {
+		acc += d.Nodes[i].Fanin.N
+		w.U32(acc)
+	}
+	for i := range d.Nodes {
+		f := d.Nodes[i].Fanin
+		for _, p := range d.Fanin[f.Off : f.Off+f.N] {
+			w.U32(p)
+		}
+	}
+}
+
+// fanoutCSR writes the transpose of the fanin CSR in place: count,
+// prefix-sum, scatter using the offsets as cursors, then shift the offsets
+// back by one slot.
+func (w *writer) fanoutCSR(d *Definition, edges int) {
+	n := len(d.Nodes)
+	fo := len(w.B)
+	w.B = w.B[:fo+4*(n+1)+4*edges]
+	clear(w.B[fo:])
+	offs := w.B[fo : fo+4*(n+1)]
+	idx := w.B[fo+4*(n+1):]
+	get := func(i int) uint32 { return binary.LittleEndian.Uint32(offs[4*i:]) }
+	put := func(i int, v uint32) { binary.LittleEndian.PutUint32(offs[4*i:], v) }
+	for i := range d.Nodes {
+		f := d.Nodes[i].Fanin
+		for _, p := range d.Fanin[f.Off : f.Off+f.N] {
+			if int(p) < n {
+				put(int(p)+1, get(int(p)+1)+1)
+			}
+		}
+	}
+	for i := 1; i <= n; i++ {
+		put(i, get(i)+get(i-1))
+	}
+	for c := range d.Nodes {
+		f := d.Nodes[c].Fanin
+		for _, p := range d.Fanin[f.Off : f.Off+f.N] {
+			if int(p) < n {
+				cur := get(int(p))
+				binary.LittleEndian.PutUint32(idx[4*cur:], uint32(c))
+				put(int(p), cur+1)
+			}
+		}
+	}
+	for i := n; i > 0; i-- {
+		put(i, get(i-1))
+	}
+	put(0, 0)
+}
+
+func (w *writer) extCSR(d *Definition) {
+	acc := uint32(0)
+	w.U32(0)
+	for _, ws := range d.ExtDeps {
+		acc += uint32(len(ws))
+		w.U32(acc)
+	}
+	for _, ws := range d.ExtDeps {
+		for _, nd := range ws {
+			w.U32(nd)
+		}
+	}
+}
+
+func (w *writer) nodeTable(d *Definition) {
+	pslot := uint32(0)
+	for i := range d.Nodes {
+		nd := &d.Nodes[i]
+		w.U8(uint8(nd.Kind))
+		w.U8(0)
+		w.U16(0)
+		w.U32(uint32(nd.BlockNum))
+		for k := 0; k < 3; k++ {
+			w.U32(uint32(nd.Kernel[k]))
+		}
+		w.U32(nd.Tensors.Off)
+		w.U32(nd.Tensors.N)
+		w.U32(nd.Scalars.Off)
+		w.U32(nd.Scalars.N)
+		if nd.Pred.Valid {
+			pslot++
+			w.U32(pslot)
+		} else {
+			w.U32(0)
+		}
+	}
+}
+
+// defRecords writes the variable-width sections: tensor templates,
+// scalars, internal roots, the boundary signature and predicates.
+func (w *writer) defRecords(d *Definition) {
+	for i := range d.Tensors {
+		w.tensorRef(&d.Tensors[i])
+	}
+	for i := range d.Scalars {
+		s := &d.Scalars[i]
+		if s.Boundary {
+			w.U8(imagefmt.ScalarBoundary)
+			w.Uvarint(uint64(uint32(s.Slot)))
+		} else {
+			w.U8(imagefmt.ScalarStatic)
+			w.Uvarint(s.Value)
+		}
+	}
+	for i := range d.Roots {
+		rt := &d.Roots[i]
+		w.dtypeFlags(rt.DType, rt.ManualDep)
+		w.Uvarint(uint64(rt.Elems))
+		w.Uvarint(uint64(rt.Creator))
+		w.Uvarint(uint64(rt.HeapOffset))
+	}
+	for i := range d.Boundary {
+		b := &d.Boundary[i]
+		w.U8(uint8(b.Tag))
+		w.layoutSlotDelta(&b.Layout, uint64(int64(b.AliasRep)+1), 0)
+		w.Uvarint(uint64(b.RootElems))
+	}
+	for i := range d.Nodes {
+		if p := &d.Nodes[i].Pred; p.Valid {
+			w.U8(uint8(p.Op))
+			w.tensorRef(&p.Tensor)
+			w.Varint(p.Index)
+			w.Varint(p.Target)
+		}
+	}
+}
+
+// DefinitionHash returns the content hash recorded in a Definition image's
+// header without decoding or verifying it (0 if b is too short).
+func DefinitionHash(b []byte) uint64 {
+	if len(b) < hashOff+8 {
+		return 0
+	}
+	return binary.LittleEndian.Uint64(b[hashOff:])
+}
