@@ -229,6 +229,7 @@ func fromPass(p *trace.Pass) *Pass {
 		UploadedDefinitionBytes: p.UploadedDefinitionBytes,
 		LoadedDefinitions:       int64(p.LoadedDefinitions), LoadedBytes: p.LoadedBytes,
 		StoreRejected: int64(p.StoreRejected), SimulationNs: p.SimulationNs, DeviceIdleNs: p.DeviceIdleNs,
+		FetchedDefinitions: int64(p.FetchedDefinitions), FetchedBytes: p.FetchedBytes, FetchRejected: int64(p.FetchRejected),
 	}
 	for i, o := range p.Ops {
 		m.Ops[i] = &OpTotal{Count: o.Count, TotalNs: o.TotalNs}
@@ -260,7 +261,8 @@ func toPass(m *Pass, rank, round int) (trace.Pass, error) {
 		}
 		p.Ops[i] = trace.OpTotal{Count: o.GetCount(), TotalNs: o.GetTotalNs()}
 	}
-	for _, v := range []int64{m.GetRecordedNodes(), m.GetBuiltDefinitions(), m.GetUploadedDefinitionBytes(), m.GetLoadedDefinitions(), m.GetLoadedBytes(), m.GetStoreRejected()} {
+	for _, v := range []int64{m.GetRecordedNodes(), m.GetBuiltDefinitions(), m.GetUploadedDefinitionBytes(), m.GetLoadedDefinitions(), m.GetLoadedBytes(), m.GetStoreRejected(),
+		m.GetFetchedDefinitions(), m.GetFetchedBytes(), m.GetFetchRejected()} {
 		if v < 0 {
 			return p, bad("negative count %d", v)
 		}
@@ -269,6 +271,8 @@ func toPass(m *Pass, rank, round int) (trace.Pass, error) {
 	p.UploadedDefinitionBytes = m.GetUploadedDefinitionBytes()
 	p.LoadedDefinitions, p.LoadedBytes = int(m.GetLoadedDefinitions()), m.GetLoadedBytes()
 	p.StoreRejected = int(m.GetStoreRejected())
+	p.FetchedDefinitions, p.FetchedBytes = int(m.GetFetchedDefinitions()), m.GetFetchedBytes()
+	p.FetchRejected = int(m.GetFetchRejected())
 	p.SimulationNs, p.DeviceIdleNs = m.GetSimulationNs(), m.GetDeviceIdleNs()
 	return p, nil
 }

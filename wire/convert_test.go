@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -30,7 +31,8 @@ func race(a, b int32) npu.Race {
 
 // fullResult fills every field the wire carries with a distinct value.
 func fullResult() *actors.PassResult {
-	p := trace.NewPass(3, 0)
+	p := trace.NewPass(3, 2)
+	p.Cold = true // not round 0's: set, so it is seen to cross
 	for ph := trace.Phase(0); ph < trace.NumPhases; ph++ {
 		p.Set(ph, int64(100+ph))
 	}
@@ -40,6 +42,7 @@ func fullResult() *actors.PassResult {
 	p.RecordedNodes, p.BuiltDefinitions, p.UploadedDefinitionBytes = 1679, 8, 123456
 	p.LoadedDefinitions, p.LoadedBytes, p.StoreRejected = 2, 999, 1
 	p.SimulationNs, p.DeviceIdleNs = 55, 66
+	p.FetchedDefinitions, p.FetchedBytes, p.FetchRejected = 8, 4096, 1
 	races := []npu.Race{race(1, 2), race(3, 4)}
 	diff := &actors.Diff{Root: 9, Name: "out", Lo: 1, Hi: 2, Writer: taskInfo(8, -1, ""), Theirs: taskInfo(9, 1, "moe"), Against: "reference"}
 	return &actors.PassResult{
@@ -105,6 +108,23 @@ func TestResultRoundTrip(t *testing.T) {
 			}
 			assert.Equal(t, want, got)
 		})
+	}
+}
+
+// A field added to the structs a result carries must cross too: the
+// round trip above sees only fields fullResult sets, so it sets them all.
+func TestFullResultSetsEveryField(t *testing.T) {
+	r := fullResult()
+	for _, v := range []any{r.Pass, r.Counts, *r.Device, *r.Golden} {
+		rv := reflect.ValueOf(v)
+		for i := range rv.NumField() {
+			f := rv.Type().Field(i)
+			switch f.Name {
+			case "Outputs", "CriticalPath", "Timeline", "TaskDigests", "Match":
+				continue // npu.Result's per-run detail that stays on the node; Golden.Match may be false
+			}
+			assert.False(t, rv.Field(i).IsZero(), "%s.%s is not set in fullResult: does it cross the wire?", rv.Type(), f.Name)
+		}
 	}
 }
 

@@ -898,6 +898,9 @@ type Pass struct {
 	StoreRejected           int64      `protobuf:"varint,10,opt,name=store_rejected,json=storeRejected,proto3" json:"store_rejected,omitempty"`
 	SimulationNs            int64      `protobuf:"varint,11,opt,name=simulation_ns,json=simulationNs,proto3" json:"simulation_ns,omitempty"`
 	DeviceIdleNs            int64      `protobuf:"varint,12,opt,name=device_idle_ns,json=deviceIdleNs,proto3" json:"device_idle_ns,omitempty"`
+	FetchedDefinitions      int64      `protobuf:"varint,13,opt,name=fetched_definitions,json=fetchedDefinitions,proto3" json:"fetched_definitions,omitempty"`
+	FetchedBytes            int64      `protobuf:"varint,14,opt,name=fetched_bytes,json=fetchedBytes,proto3" json:"fetched_bytes,omitempty"`
+	FetchRejected           int64      `protobuf:"varint,15,opt,name=fetch_rejected,json=fetchRejected,proto3" json:"fetch_rejected,omitempty"`
 	unknownFields           protoimpl.UnknownFields
 	sizeCache               protoimpl.SizeCache
 }
@@ -1012,6 +1015,27 @@ func (x *Pass) GetSimulationNs() int64 {
 func (x *Pass) GetDeviceIdleNs() int64 {
 	if x != nil {
 		return x.DeviceIdleNs
+	}
+	return 0
+}
+
+func (x *Pass) GetFetchedDefinitions() int64 {
+	if x != nil {
+		return x.FetchedDefinitions
+	}
+	return 0
+}
+
+func (x *Pass) GetFetchedBytes() int64 {
+	if x != nil {
+		return x.FetchedBytes
+	}
+	return 0
+}
+
+func (x *Pass) GetFetchRejected() int64 {
+	if x != nil {
+		return x.FetchRejected
 	}
 	return 0
 }
@@ -1938,7 +1962,7 @@ const file_wire_proto_rawDesc = "" +
 	"\bwarnings\x18\n" +
 	" \x03(\tR\bwarnings\x12+\n" +
 	"\afailure\x18\v \x01(\v2\x11.hbg.wire.FailureR\afailure\x12&\n" +
-	"\x0fdevice_start_ns\x18\f \x01(\x03R\rdeviceStartNs\"\xcc\x03\n" +
+	"\x0fdevice_start_ns\x18\f \x01(\x03R\rdeviceStartNs\"\xc9\x04\n" +
 	"\x04Pass\x12\x12\n" +
 	"\x04cold\x18\x01 \x01(\bR\x04cold\x12\x1b\n" +
 	"\tphases_ns\x18\x02 \x03(\x03R\bphasesNs\x12\x1a\n" +
@@ -1952,7 +1976,10 @@ const file_wire_proto_rawDesc = "" +
 	"\x0estore_rejected\x18\n" +
 	" \x01(\x03R\rstoreRejected\x12#\n" +
 	"\rsimulation_ns\x18\v \x01(\x03R\fsimulationNs\x12$\n" +
-	"\x0edevice_idle_ns\x18\f \x01(\x03R\fdeviceIdleNs\":\n" +
+	"\x0edevice_idle_ns\x18\f \x01(\x03R\fdeviceIdleNs\x12/\n" +
+	"\x13fetched_definitions\x18\r \x01(\x03R\x12fetchedDefinitions\x12#\n" +
+	"\rfetched_bytes\x18\x0e \x01(\x03R\ffetchedBytes\x12%\n" +
+	"\x0efetch_rejected\x18\x0f \x01(\x03R\rfetchRejected\":\n" +
 	"\aOpTotal\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\x03R\x05count\x12\x19\n" +
 	"\btotal_ns\x18\x02 \x01(\x03R\atotalNs\"\x8c\x03\n" +
