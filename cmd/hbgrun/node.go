@@ -130,7 +130,7 @@ func (f *remoteFlags) check() error {
 			return err
 		}
 	}
-	if f.nodeTimeout <= 0 {
+	if f.nodeTimeout < 0 || (len(f.nodes) > 0 && f.nodeTimeout == 0) {
 		return usageError{fmt.Errorf("--node-timeout %v: want a positive duration", f.nodeTimeout)}
 	}
 	if f.listen != "" {
