@@ -3,8 +3,8 @@ package stages
 // This file holds the two things the host ships to the device: the run image
 // (one per run: task descriptors and Graph submissions) and the Definition
 // (one per distinct full_key, uploaded once as a shared device object). Both
-// are plain data; codec.go turns them into flat, versioned, little-endian
-// bytes with a content hash, and back.
+// are plain data; codec_*.go turn them into flat, versioned, little-endian
+// bytes with a content hash, and back (the byte layout: package imagefmt).
 
 // Span is a window into one of an image's flat pools.
 type Span struct {
@@ -172,6 +172,6 @@ type Definition struct {
 	ExtDeps [][]uint32
 	// HeapBytes is the size of the heap block a call needs.
 	HeapBytes int64
-	// ContentHash covers the encoded image (codec.go); 0 until built.
+	// ContentHash covers the encoded image (imagefmt.Hash); 0 until built.
 	ContentHash uint64
 }
