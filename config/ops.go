@@ -32,10 +32,11 @@ func (sc *scope) op(n *yaml.Node) (*op, error) {
 	l := sc.l
 	allowed := append([]string(nil), opKeys...)
 	allowed = append(allowed, sc.b.variants...)
-	f, err := l.fields(n, "op", allowed...)
+	kvs, err := l.keyValues(n, "op", allowed...)
 	if err != nil {
 		return nil, err
 	}
+	f := byKey(kvs)
 	o := &op{line: n.Line}
 	if c := f["if"]; c != nil {
 		if o.cond, err = sc.expr(c.Value); err != nil {
@@ -43,10 +44,12 @@ func (sc *scope) op(n *yaml.Node) (*op, error) {
 		}
 		sc.use(o.cond.deps, c.Line)
 	}
+	// only rejects the first key, in file order, that an op of kind does
+	// not take.
 	only := func(kind string, keys ...string) error {
-		for k, v := range f {
-			if k != kind && k != "if" && !contains(keys, k) {
-				return l.errf(v, kind, k, "unexpected key in a %s op (want %s)", kind, strings.Join(append([]string{kind, "if"}, keys...), ", "))
+		for _, kv := range kvs {
+			if k := kv.key.Value; k != kind && k != "if" && !contains(keys, k) {
+				return l.errf(kv.value, kind, k, "unexpected key in a %s op (want %s)", kind, strings.Join(append([]string{kind, "if"}, keys...), ", "))
 			}
 		}
 		return nil

@@ -58,11 +58,16 @@ func (l *loader) fields(n *yaml.Node, what string, allowed ...string) (map[strin
 	if err != nil {
 		return nil, err
 	}
+	return byKey(kvs), nil
+}
+
+// byKey maps entries' keys to their values.
+func byKey(kvs []keyValue) map[string]*yaml.Node {
 	out := make(map[string]*yaml.Node, len(kvs))
 	for _, kv := range kvs {
 		out[kv.key.Value] = kv.value
 	}
-	return out, nil
+	return out
 }
 
 func contains(s []string, x string) bool {
