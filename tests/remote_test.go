@@ -36,8 +36,14 @@ type nodeProc struct {
 // free port) and waits for the line that says where it serves.
 func startNodeProc(t *testing.T, listen string, args ...string) *nodeProc {
 	t.Helper()
-	cmd := exec.Command(hbgrun(t), append([]string{"node", "--listen", listen}, args...)...)
-	cmd.Env = append(os.Environ(), "HBG_STORE=off")
+	return startNodeBin(t, hbgrun(t), append(os.Environ(), "HBG_STORE=off"), listen, args...)
+}
+
+// startNodeBin starts bin as a node, with env.
+func startNodeBin(t *testing.T, bin string, env []string, listen string, args ...string) *nodeProc {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"node", "--listen", listen}, args...)...)
+	cmd.Env = env
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
