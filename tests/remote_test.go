@@ -40,7 +40,7 @@ func startNodeProc(t *testing.T, listen string, args ...string) *nodeProc {
 }
 
 // startNodeBin starts bin as a node, with env.
-func startNodeBin(t *testing.T, bin string, env []string, listen string, args ...string) *nodeProc {
+func startNodeBin(t testing.TB, bin string, env []string, listen string, args ...string) *nodeProc {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"node", "--listen", listen}, args...)...)
 	cmd.Env = env
