@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -46,17 +47,22 @@ func (w *wireCount) HandleRPC(_ context.Context, s stats.RPCStats) {
 	}
 }
 
-// BenchmarkRemotePass is one warm DSv4 full pass of one rank, in this
-// process and on an `hbgrun node` process over loopback (protoactor
-// remote, gRPC): the difference is what the wire adds to a pass. Passes
-// run one after another (each waits for the previous: latency, not
-// throughput). With device=skip the pass is the control plane alone; with
-// device=sim it includes the simulated device. Metrics: ns/op is the
-// pass as its caller sees it; hbg_msgs/op and hbg_bytes/op the wire
-// package's messages (a PassRequest out, a PassResult back) and their
-// encoded sizes; grpc_msgs/op and grpc_wire_bytes/op what gRPC put on the
-// wire both ways, counted by stats handlers on the driver. The node
-// timeout is an hour, so no ping falls in the measurement.
+// BenchmarkRemotePass is one warm DSv4 full pass of one rank in this
+// process against the same pass on an `hbgrun node` process over loopback
+// (protoactor remote, gRPC): the difference is what the wire adds to a
+// pass. Each iteration runs one pass of each, alternating, one after
+// another (latency, not throughput), so both see the same load; ns/op is
+// their sum. With device=skip a pass is the control plane alone; with
+// device=sim it includes the simulated device (on the node, for remote).
+//
+// Metrics: in_process_us and remote_us are the medians of each kind's
+// passes as the caller sees them, added_us the median of the per-iteration
+// differences; hbg_msgs/pass and hbg_bytes/pass are the wire package's
+// messages (a PassRequest out, a PassResult back) and their encoded sizes;
+// grpc_msgs/pass and grpc_wire_bytes/pass what gRPC put on the wire both
+// ways (protoactor's batches and envelopes included), counted by stats
+// handlers on the driver. The node timeout is an hour, so no ping falls in
+// the measurement.
 func BenchmarkRemotePass(b *testing.B) {
 	bin := filepath.Join(b.TempDir(), "hbgrun")
 	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/hbgrun").CombinedOutput(); err != nil {
@@ -67,8 +73,7 @@ func BenchmarkRemotePass(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	m := loadDSv4(b)
-	orch := orchestration(m, "full")
+	orch := orchestration(loadDSv4(b), "full")
 	sent, received := &wireCount{out: true}, &wireCount{}
 	sys := actors.NewActorSystem(nil)
 	defer sys.Shutdown()
@@ -82,48 +87,60 @@ func BenchmarkRemotePass(b *testing.B) {
 		name string
 		skip bool
 	}{{"device=skip", true}, {"device=sim", false}} {
-		cfg := actors.Config{SkipDevice: dev.skip}
-		b.Run("in-process/"+dev.name, func(b *testing.B) {
-			rt := startRuntime(b, cfg)
-			warmLoop(b, rt.Pass, orch, func() {})
-		})
-		b.Run("remote/"+dev.name, func(b *testing.B) {
-			rt, err := remote.Start(sys, remote.Config{Nodes: []string{node.addr}, Ranks: 1, ModelName: dsv4, Model: model, Form: "full",
+		b.Run(dev.name, func(b *testing.B) {
+			cfg := actors.Config{SkipDevice: dev.skip}
+			local := startRuntime(b, cfg)
+			far, err := remote.Start(sys, remote.Config{Nodes: []string{node.addr}, Ranks: 1, ModelName: dsv4, Model: model, Form: "full",
 				Runtime: cfg, NodeTimeout: time.Hour, Remote: rem})
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer rt.Stop(context.Background())
-			var hbgSent, hbgRecv, hbgMsgs, grpcMsgs, grpcBytes int64
-			n := warmLoop(b, rt.Pass, rt.Orchestration(), func() {
-				// After the cold pass: the figures are the warm passes'.
-				hbgSent, hbgRecv = rt.Wire.SentBytes.Load(), rt.Wire.ReceivedBytes.Load()
-				hbgMsgs = rt.Wire.Sent.Load() + rt.Wire.Received.Load()
-				grpcMsgs = sent.msgs.Load() + received.msgs.Load()
-				grpcBytes = sent.bytes.Load() + received.bytes.Load()
-			})
-			b.ReportMetric(float64(rt.Wire.Sent.Load()+rt.Wire.Received.Load()-hbgMsgs)/float64(n), "hbg_msgs/op")
-			b.ReportMetric(float64(rt.Wire.SentBytes.Load()+rt.Wire.ReceivedBytes.Load()-hbgSent-hbgRecv)/float64(n), "hbg_bytes/op")
-			b.ReportMetric(float64(sent.msgs.Load()+received.msgs.Load()-grpcMsgs)/float64(n), "grpc_msgs/op")
-			b.ReportMetric(float64(sent.bytes.Load()+received.bytes.Load()-grpcBytes)/float64(n), "grpc_wire_bytes/op")
+			defer far.Stop(context.Background())
+			ctx := context.Background()
+			timed := func(pass func(context.Context, *actors.Orchestration, int, int) (*actors.PassResult, error), o *actors.Orchestration, round int) time.Duration {
+				t0 := time.Now()
+				if _, err := pass(ctx, o, 0, round); err != nil {
+					b.Fatal(err)
+				}
+				return time.Since(t0)
+			}
+			// The cold passes, untimed and uncounted.
+			timed(local.Pass, orch, 0)
+			timed(far.Pass, far.Orchestration(), 0)
+			hbgMsgs := far.Wire.Sent.Load() + far.Wire.Received.Load()
+			hbgBytes := far.Wire.SentBytes.Load() + far.Wire.ReceivedBytes.Load()
+			grpcMsgs := sent.msgs.Load() + received.msgs.Load()
+			grpcBytes := sent.bytes.Load() + received.bytes.Load()
+			var in, out, added []float64
+			round := 1
+			for b.Loop() {
+				l := timed(local.Pass, orch, round)
+				r := timed(far.Pass, far.Orchestration(), round)
+				in, out, added = append(in, us(l)), append(out, us(r)), append(added, us(r-l))
+				round++
+			}
+			n := float64(len(in))
+			b.ReportMetric(median(in), "in_process_us")
+			b.ReportMetric(median(out), "remote_us")
+			b.ReportMetric(median(added), "added_us")
+			b.ReportMetric(float64(far.Wire.Sent.Load()+far.Wire.Received.Load()-hbgMsgs)/n, "hbg_msgs/pass")
+			b.ReportMetric(float64(far.Wire.SentBytes.Load()+far.Wire.ReceivedBytes.Load()-hbgBytes)/n, "hbg_bytes/pass")
+			b.ReportMetric(float64(sent.msgs.Load()+received.msgs.Load()-grpcMsgs)/n, "grpc_msgs/pass")
+			b.ReportMetric(float64(sent.bytes.Load()+received.bytes.Load()-grpcBytes)/n, "grpc_wire_bytes/pass")
 		})
 	}
 }
 
-// warmLoop runs the cold pass, calls warm, then runs b.N warm passes one
-// after another, and returns how many it timed.
-func warmLoop(b *testing.B, pass func(context.Context, *actors.Orchestration, int, int) (*actors.PassResult, error), orch *actors.Orchestration, warm func()) int {
-	ctx := context.Background()
-	if _, err := pass(ctx, orch, 0, 0); err != nil {
-		b.Fatal(err)
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
 	}
-	warm()
-	round := 1
-	for b.Loop() {
-		if _, err := pass(ctx, orch, 0, round); err != nil {
-			b.Fatal(err)
-		}
-		round++
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
 	}
-	return round - 1
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
