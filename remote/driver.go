@@ -433,6 +433,17 @@ func (rt *Runtime) deliver(m *wire.PassResult) {
 	switch {
 	case err == nil && (res.Pass.Rank != p.rank || res.Pass.Round != p.round):
 		err = fmt.Errorf("%w: the answer is rank %d round %d's", wire.ErrBadMessage, res.Pass.Rank, res.Pass.Round)
+	case err == nil && errors.Is(res.Err, actors.ErrStopped):
+		// The node is stopping (SIGTERM): lost to this run, as if it died.
+		rt.nodeLost(p.node, fmt.Sprintf("it is stopping (%v)", res.Err))
+		rt.mu.Lock()
+		lost := rt.nodes[p.node].lost
+		rt.mu.Unlock()
+		if lost != nil {
+			res.Err = lost.forPass(p.rank, p.round)
+		} else {
+			res.Err = fmt.Errorf("node %s: %w", addr, res.Err)
+		}
 	case err == nil && res.Err != nil:
 		res.Err = fmt.Errorf("node %s: %w", addr, res.Err)
 	}
