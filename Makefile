@@ -1,7 +1,7 @@
 GO ?= go
 MODEL ?= config/models/dsv4_flash_decode.yaml
 
-.PHONY: run test bench lint build jaeger
+.PHONY: run test bench lint build jaeger proto
 
 build:
 	$(GO) build ./...
@@ -24,3 +24,12 @@ lint:
 # is a module of its own, so Jaeger's dependencies stay out of hbg's).
 jaeger:
 	cd tools/jaeger && $(GO) build -o bin/jaeger github.com/jaegertracing/jaeger/cmd/jaeger
+
+# The wire's Go code (wire/wire.pb.go) is committed, so a build needs no
+# protoc; after editing wire/wire.proto, regenerate it (needs protoc, e.g.
+# apt-get install protobuf-compiler, and protoc-gen-go at go.mod's
+# google.golang.org/protobuf version).
+PROTOC_GEN_GO_VERSION ?= $(shell $(GO) list -m -f '{{.Version}}' google.golang.org/protobuf)
+proto:
+	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	cd wire && PATH="$$($(GO) env GOPATH)/bin:$$PATH" protoc --go_out=. --go_opt=paths=source_relative wire.proto

@@ -293,6 +293,28 @@ func (rt *Runtime) Pass(ctx context.Context, orch *Orchestration, rank, round in
 	return rt.wait(ctx, c)
 }
 
+// Pending is a pass asked for with Ask and not yet waited for.
+type Pending struct {
+	rt *Runtime
+	c  *call
+}
+
+// Ask asks for a pass without waiting for it: the passes of one rank asked
+// for in order start in that order, so a caller (a rank host serving
+// passes from another process) keeps several in flight as Run does. ctx
+// gives the pass its parent span and can end it, as in Pass. Every Pending
+// must be waited for.
+func (rt *Runtime) Ask(ctx context.Context, orch *Orchestration, rank, round int) (*Pending, error) {
+	c, err := rt.submit(ctx, orch, rank, round)
+	if err != nil {
+		return nil, err
+	}
+	return &Pending{rt: rt, c: c}, nil
+}
+
+// Wait waits for the pass's result, as Pass does.
+func (p *Pending) Wait(ctx context.Context) (*PassResult, error) { return p.rt.wait(ctx, p.c) }
+
 // call is a pass asked for and not yet waited for.
 type call struct {
 	req  *passReq

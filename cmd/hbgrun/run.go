@@ -14,6 +14,7 @@ import (
 
 	"github.com/hbg-dev/hbg/actors"
 	"github.com/hbg-dev/hbg/npu"
+	"github.com/hbg-dev/hbg/remote"
 	"github.com/hbg-dev/hbg/stages"
 	"github.com/hbg-dev/hbg/trace"
 )
@@ -35,6 +36,10 @@ type runFlags struct {
 	inFlight   int
 	race       bool
 	store      storeFlags
+	// remote places the ranks on nodes (run --nodes); model is MODEL's
+	// path, whose bytes the nodes are sent.
+	remote remoteFlags
+	model  string
 	// tamper changes every run image before it is copied (tests of the
 	// golden check; no flag sets it).
 	tamper func(*stages.RunImage)
@@ -71,6 +76,12 @@ func (f *runFlags) check() error {
 		return usageError{fmt.Errorf("--ranks %d: want at least 1", f.ranks)}
 	case f.defects != "error" && f.defects != "warn":
 		return usageError{fmt.Errorf("--defects %q: want error or warn", f.defects)}
+	}
+	if err := f.remote.check(); err != nil {
+		return err
+	}
+	if len(f.remote.nodes) > 0 && f.images != "" {
+		return usageError{fmt.Errorf("--images with --nodes: the run images are made on the nodes")}
 	}
 	if err := f.store.resolve(); err != nil {
 		return err
@@ -137,6 +148,7 @@ Without MODEL it runs the embedded default, config/models/dsv4_flash_decode.yaml
 		},
 	}
 	f.register(c, true)
+	f.remote.register(c.Flags())
 	c.Flags().StringVar(&f.images, "images", "", "write every run image the device gets (run-NNNN.run) and every Definition they replay (HASH.def) to DIR; hbgrun describe prints them")
 	commands = append(commands, c)
 }
@@ -150,6 +162,7 @@ func runCmd(ctx context.Context, out, stderr io.Writer, path string, f *runFlags
 	if err != nil {
 		return err
 	}
+	f.model = path
 	var dump *imageDump
 	if f.images != "" {
 		if dump, err = newImageDump(f.images, &f.store.dir, f.noRetain); err != nil {
@@ -206,9 +219,18 @@ func runCmd(ctx context.Context, out, stderr io.Writer, path string, f *runFlags
 // the command is interrupted it stops the runtime and reports the passes
 // that ended, with errInterrupted; it reports none (nil) when none ended.
 func runForm(ctx context.Context, s *session, f *runFlags, orch *actors.Orchestration, info trace.RunInfo) (*trace.Report, []*actors.PassResult, error) {
-	rt, err := actors.Start(s.sys, f.config(s.tracer, f.skipDevice))
+	var rt interface {
+		Run(context.Context, actors.RunSpec) ([]*actors.PassResult, error)
+		Stop(context.Context) error
+	}
+	local, far, err := startRanks(s, f, orch)
 	if err != nil {
 		return nil, nil, err
+	}
+	if far != nil {
+		rt = far
+	} else {
+		rt = local
 	}
 	st := &stopper{rt: rt}
 	defer st.stop()
@@ -228,7 +250,11 @@ func runForm(ctx context.Context, s *session, f *runFlags, orch *actors.Orchestr
 				defer mu.Unlock()
 				ended = append(ended, p)
 				if f.verbose {
-					fmt.Fprintf(s.stderr, "hbgrun: pass ended: rank %d round %d\n", p.Pass.Rank, p.Pass.Round)
+					digest := ""
+					if p.Device != nil {
+						digest = fmt.Sprintf(" (digest %016x)", p.Device.Digest)
+					}
+					fmt.Fprintf(s.stderr, "hbgrun: pass ended: rank %d round %d%s\n", p.Pass.Rank, p.Pass.Round, digest)
 				}
 			}})
 		ran <- result{passes, err}
@@ -244,28 +270,43 @@ func runForm(ctx context.Context, s *session, f *runFlags, orch *actors.Orchestr
 		}
 	}
 	bar.Finish()
-	if interrupted(ctx) {
+	lost := r.err != nil && errors.Is(r.err, remote.ErrNodeLost)
+	if interrupted(ctx) || lost {
 		mu.Lock()
 		passes := slices.Clone(ended)
 		mu.Unlock()
+		stop := errInterrupted
+		if !interrupted(ctx) {
+			stop = r.err
+		}
 		if len(passes) == 0 {
-			return nil, nil, errInterrupted
+			return nil, nil, stop
 		}
 		slices.SortFunc(passes, func(a, b *actors.PassResult) int {
 			return cmp.Or(cmp.Compare(a.Pass.Rank, b.Pass.Rank), cmp.Compare(a.Pass.Round, b.Pass.Round))
 		})
 		rep := buildReport(info, passes)
-		rep.Warnings = append(rep.Warnings, fmt.Sprintf("interrupted: %d of %d passes ended; golden not checked", len(passes), f.rounds*f.ranks))
-		return rep, passes, errInterrupted
+		why := "interrupted"
+		if !interrupted(ctx) {
+			why = "a node was lost"
+		}
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s: %d of %d passes ended; golden not checked", why, len(passes), f.rounds*f.ranks))
+		return rep, passes, stop
 	}
 	if r.err != nil {
 		return nil, r.passes, r.err
 	}
 	rep := buildReport(info, r.passes)
-	for _, err := range rt.FlushStore() {
+	if far != nil {
+		// The nodes' store warnings come as their runs are released.
+		st.stop()
+		rep.Warnings = append(rep.Warnings, far.Warnings()...)
+		return rep, r.passes, nil
+	}
+	for _, err := range local.FlushStore() {
 		rep.Warnings = append(rep.Warnings, err.Error())
 	}
-	for _, m := range rt.Mailboxes.Snapshots() {
+	for _, m := range local.Mailboxes.Snapshots() {
 		rep.Mailboxes = append(rep.Mailboxes, trace.MailboxStat(m))
 	}
 	return rep, r.passes, nil

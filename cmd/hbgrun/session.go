@@ -40,7 +40,7 @@ type session struct {
 }
 
 func newSession(ctx context.Context, f *runFlags, stderr io.Writer) (*session, error) {
-	p, shutdown, err := trace.Setup(ctx, trace.Config{Endpoint: f.otlp, Timeline: f.traceOut != "", ServiceVersion: version()})
+	p, shutdown, err := trace.Setup(ctx, trace.Config{Endpoint: f.otlp, Timeline: f.traceOut != "", ServiceVersion: version(), Attributes: instance("hbgrun")})
 	if err != nil {
 		return nil, usageError{fmt.Errorf("tracing: %w", err)}
 	}
@@ -78,7 +78,7 @@ func (s *session) finish() (string, error) {
 // stopper stops a runtime once, and gives up waiting after stopGrace (a
 // pass stuck in flight must not hold an interrupted command).
 type stopper struct {
-	rt   *actors.Runtime
+	rt   interface{ Stop(context.Context) error }
 	once sync.Once
 }
 

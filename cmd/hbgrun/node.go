@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/hbg-dev/hbg/actors"
+	"github.com/hbg-dev/hbg/config/models"
+	"github.com/hbg-dev/hbg/remote"
+	"github.com/hbg-dev/hbg/trace"
+)
+
+// nodeStopTimeout bounds a node's stop: its runs' passes fail and are
+// answered, their spans flushed.
+const nodeStopTimeout = 15 * time.Second
+
+type nodeFlags struct {
+	listen string
+	otlp   string
+	store  storeFlags
+}
+
+func init() {
+	var f nodeFlags
+	c := &cobra.Command{
+		Use:   "node --listen HOST:PORT",
+		Short: "Host ranks for drivers (hbgrun run --nodes) over protoactor remote, until stopped",
+		Long: `Serve ranks at HOST:PORT: a driver (hbgrun run MODEL --nodes HOST:PORT,...)
+places some of its ranks here, and each rank's actors (submission, replay,
+uploader, device) run in this process beside its Definition store (--store,
+as for run) and recorder pool. The node prints "hbgrun node: listening on
+HOST:PORT" on stderr once it serves, and runs until SIGINT or SIGTERM: then
+its passes in flight fail (their drivers are told), its spans are flushed,
+and it exits 0.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return nodeCmd(c.Context(), c.ErrOrStderr(), &f)
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&f.listen, "listen", "", "the address to serve ranks on, HOST:PORT (the address drivers and other nodes reach this one at)")
+	fl.StringVar(&f.otlp, "otlp", "", "export spans over OTLP to ENDPOINT (grpc://host:4317 or http://host:4318); default: the OTEL_EXPORTER_OTLP_* variables, else nowhere")
+	f.store.register(fl)
+	commands = append(commands, c)
+}
+
+func nodeCmd(ctx context.Context, stderr io.Writer, f *nodeFlags) error {
+	if f.listen == "" {
+		return usageError{fmt.Errorf("node: --listen HOST:PORT is required")}
+	}
+	if err := checkHostPort("--listen", f.listen, true); err != nil {
+		return err
+	}
+	if err := f.store.resolve(); err != nil {
+		return err
+	}
+	p, shutdown, err := trace.Setup(ctx, trace.Config{Endpoint: f.otlp, ServiceVersion: version(), Attributes: instance("hbgrun-node")})
+	if err != nil {
+		return usageError{fmt.Errorf("tracing: %w", err)}
+	}
+	sys := actors.NewActorSystem(nil)
+	defer sys.Shutdown()
+	n, err := remote.StartNode(sys, remote.NodeConfig{
+		Listen: f.listen, StoreDir: f.store.dir, StoreMax: f.store.max,
+		Tracer: p.Tracer(), Flush: flusher(p),
+	})
+	if err != nil {
+		return usageError{fmt.Errorf("node: %w", err)}
+	}
+	fmt.Fprintf(stderr, "hbgrun node: listening on %s\n", n.Addr())
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), nodeStopTimeout)
+	defer cancel()
+	err = n.Stop(sctx)
+	if ferr := shutdown(sctx); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return fmt.Errorf("node %s: stopping: %w", n.Addr(), err)
+	}
+	fmt.Fprintf(stderr, "hbgrun node: %s stopped\n", n.Addr())
+	return nil
+}
+
+// flusher pushes the spans ended so far out of the process (a run's spans
+// reach the collector before its driver reports).
+func flusher(p *trace.Provider) func(context.Context) error {
+	fl, ok := p.TracerProvider.(interface{ ForceFlush(context.Context) error })
+	if !ok {
+		return nil
+	}
+	return fl.ForceFlush
+}
+
+// instance names this process among the run's processes, as the resource's
+// service.instance.id: every span of a node or a driver says which it was.
+func instance(role string) []attribute.KeyValue {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown-host"
+	}
+	return []attribute.KeyValue{attribute.String("service.instance.id", fmt.Sprintf("%s@%s/%d", role, host, os.Getpid()))}
+}
+
+// remoteFlags are run's flags that place its ranks on nodes.
+type remoteFlags struct {
+	nodes       []string
+	nodeTimeout time.Duration
+	listen      string
+}
+
+func (f *remoteFlags) register(fl *pflag.FlagSet) {
+	fl.StringSliceVar(&f.nodes, "nodes", nil, "run the ranks on these nodes (hbgrun node), HOST:PORT,...: rank r on the (r mod N)th")
+	fl.DurationVar(&f.nodeTimeout, "node-timeout", remote.DefaultNodeTimeout, "with --nodes: a node unreachable or silent this long fails its ranks' passes")
+	fl.StringVar(&f.listen, "driver-listen", "", "with --nodes: the address nodes answer this driver at, HOST:PORT (default: the address this machine reaches the first node from, any port)")
+}
+
+func (f *remoteFlags) check() error {
+	for _, n := range f.nodes {
+		if err := checkHostPort("--nodes", n, false); err != nil {
+			return err
+		}
+	}
+	if f.nodeTimeout < 0 || (len(f.nodes) > 0 && f.nodeTimeout == 0) {
+		return usageError{fmt.Errorf("--node-timeout %v: want a positive duration", f.nodeTimeout)}
+	}
+	if f.listen != "" {
+		return checkHostPort("--driver-listen", f.listen, true)
+	}
+	return nil
+}
+
+func checkHostPort(flag, addr string, portZero bool) error {
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usageError{fmt.Errorf("%s %q: want HOST:PORT", flag, addr)}
+	}
+	low := 1
+	if portZero {
+		low = 0
+	}
+	if n, err := strconv.Atoi(p); err != nil || n < low || n > 65535 {
+		return usageError{fmt.Errorf("%s %q: port %q: want %d to 65535", flag, addr, p, low)}
+	}
+	return nil
+}
+
+// startRanks starts the run's ranks: in this process, or on the nodes of
+// --nodes (then far is set), sent the model's bytes.
+func startRanks(s *session, f *runFlags, orch *actors.Orchestration) (local *actors.Runtime, far *remote.Runtime, err error) {
+	cfg := f.config(s.tracer, f.skipDevice)
+	if len(f.remote.nodes) == 0 {
+		local, err = actors.Start(s.sys, cfg)
+		return local, nil, err
+	}
+	name, data := models.DefaultName, models.Default
+	if f.model != "" {
+		if data, err = os.ReadFile(f.model); err != nil {
+			return nil, nil, usageError{fmt.Errorf("config: %w", err)}
+		}
+		name = f.model
+	}
+	far, err = remote.Start(s.sys, remote.Config{
+		Nodes: f.remote.nodes, Ranks: f.ranks, ModelName: name, Model: data, Form: f.form,
+		Runtime: cfg, TracerProvider: s.provider.TracerProvider, NodeTimeout: f.remote.nodeTimeout, Listen: f.remote.listen,
+		// Said at once: the run goes on with the other nodes' ranks.
+		OnNodeLost: func(e *remote.NodeError) { fmt.Fprintf(s.stderr, "hbgrun: %v\n", e) },
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if far.Orchestration().Name != orch.Name {
+		// The file changed between the two reads: the nodes run what they
+		// were sent, which is not what was checked.
+		_ = far.Stop(context.Background())
+		return nil, nil, fmt.Errorf("%s changed while it was read", name)
+	}
+	return nil, far, nil
+}

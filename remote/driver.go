@@ -1,0 +1,665 @@
+package remote
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/eventstream"
+	paremote "github.com/asynkron/protoactor-go/remote"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	oteltrace "go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/hbg-dev/hbg/actors"
+	"github.com/hbg-dev/hbg/config"
+	"github.com/hbg-dev/hbg/trace"
+	"github.com/hbg-dev/hbg/wire"
+)
+
+// SpanPass is the driver's span of one pass of a remote rank, a child of
+// the rank's run span; the node's phase spans of the pass are its children.
+const SpanPass = "hbg.remote.pass"
+
+// KeyNode is the node (host:port) a remote pass ran on.
+const KeyNode = attribute.Key("hbg.node")
+
+// DefaultNodeTimeout is how long a node may stay silent before its passes
+// fail (Config.NodeTimeout).
+const DefaultNodeTimeout = 5 * time.Second
+
+// placeTimeout bounds a node's answer to a placement: it parses the model
+// and starts a runtime.
+const placeTimeout = 2 * time.Minute
+
+// Config configures a driver: the model and form its ranks run, and the
+// nodes they live on.
+type Config struct {
+	// Nodes are the nodes' addresses (host:port); rank r lives on
+	// Nodes[r % len(Nodes)].
+	Nodes []string
+	// Ranks is how many ranks the run has.
+	Ranks int
+	// Model is the model's YAML, sent by content; ModelName names it in
+	// messages (its file name); Form is the form the ranks run.
+	ModelName string
+	Model     []byte
+	Form      string
+	// Runtime is the nodes' runtime options: Recorders, NoRetain,
+	// SkipDevice, DefectsAsWarnings, StrictRecording, InFlight, Golden,
+	// Device.NoRace and PassTimeout cross to every node; Tracer makes the
+	// driver's run spans. The store on disk is each node's own (its
+	// --store); the rest of actors.Config does not cross.
+	Runtime actors.Config
+	// TracerProvider makes the driver's pass spans (nil: none).
+	TracerProvider oteltrace.TracerProvider
+	// NodeTimeout bounds how long a node may be unreachable or silent
+	// before its ranks' passes fail with a *NodeError (default
+	// DefaultNodeTimeout).
+	NodeTimeout time.Duration
+	// Listen is the driver's own address, which nodes answer to (default:
+	// the address this machine reaches the first node from, any port).
+	// Unused with Remote.
+	Listen string
+	// OnNodeLost, if set, is called once per node lost, as soon as it is
+	// (from whichever goroutine found it), before its passes fail.
+	OnNodeLost func(*NodeError)
+	// Remote, if set, is protoactor remote already running on sys (an
+	// embedder's): the driver uses it and leaves it running at Stop.
+	// Otherwise Start starts remote on sys at Listen, with RemoteOptions
+	// (gRPC options), and Stop stops it. protoactor's remote sets gRPC's
+	// process-wide logger as it starts, so a process runs one.
+	Remote        *paremote.Remote
+	RemoteOptions []paremote.ConfigOption
+}
+
+// Runtime is a driver: ranks that live on nodes, with the shape of
+// actors.Runtime (Pass, Run, Stop), so an embedder can swap one for the
+// other. Its orchestration is the model it placed (Orchestration), sent
+// by content: Pass takes that orchestration and refuses any other.
+type Runtime struct {
+	sys    *actor.ActorSystem
+	rem    *paremote.Remote
+	cfg    Config
+	orch   *actors.Orchestration
+	tracer *trace.Tracer
+	otel   oteltrace.Tracer
+	run    string
+	client *actor.PID
+	sub    *eventstream.Subscription
+	nodes  []*nodeState
+
+	mu      sync.Mutex
+	pending map[uint64]*pending
+	nextSeq uint64
+
+	stopped  chan struct{}
+	stopOnce sync.Once
+	beats    sync.WaitGroup
+	warnings []string
+
+	// Wire counts the passes' messages over the wire.
+	Wire WireStats
+}
+
+// WireStats count the messages of passes between a driver and its nodes
+// (PassRequest out, PassResult in) and their encoded sizes.
+type WireStats struct {
+	Sent, Received           atomic.Int64
+	SentBytes, ReceivedBytes atomic.Int64
+}
+
+type nodeState struct {
+	addr  string
+	pid   *actor.PID
+	ranks []int
+	lost  *NodeError // under Runtime.mu
+}
+
+// pending is a pass asked of a node and not yet answered.
+type pending struct {
+	rank, round, node int
+	reply             chan *actors.PassResult
+	span              oteltrace.Span
+}
+
+// Start places cfg.Ranks ranks round robin on cfg.Nodes and returns when
+// every node has them ready. It starts protoactor remote on sys (which
+// must not run remote already). A node that cannot be reached within
+// NodeTimeout fails Start with a *NodeError.
+func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
+	switch {
+	case len(cfg.Nodes) == 0:
+		return nil, errors.New("remote: no nodes")
+	case cfg.Ranks < 1:
+		return nil, fmt.Errorf("remote: %d ranks: want at least 1", cfg.Ranks)
+	case cfg.NodeTimeout < 0:
+		return nil, fmt.Errorf("remote: node timeout %v: want a positive duration", cfg.NodeTimeout)
+	}
+	if cfg.NodeTimeout == 0 {
+		cfg.NodeTimeout = DefaultNodeTimeout
+	}
+	cfg.Runtime.EnsureDefaults()
+	if err := cfg.Runtime.Validate(); err != nil {
+		return nil, fmt.Errorf("remote: %w", err)
+	}
+	model, err := config.Parse(cfg.ModelName, cfg.Model)
+	if err != nil {
+		return nil, err
+	}
+	orch, err := model.Orchestration(cfg.Form)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Listen == "" && cfg.Remote == nil {
+		cfg.Listen = net.JoinHostPort(localHostFor(cfg.Nodes[0]), "0")
+	}
+	rem := cfg.Remote
+	if rem == nil {
+		if rem, err = startRemote(sys, cfg.Listen, cfg.RemoteOptions); err != nil {
+			return nil, fmt.Errorf("remote: driver: %w", err)
+		}
+	}
+	tp := cfg.TracerProvider
+	if tp == nil {
+		tp = noop.NewTracerProvider()
+	}
+	rt := &Runtime{
+		sys: sys, rem: rem, cfg: cfg, orch: orch, tracer: cfg.Runtime.Tracer,
+		otel: tp.Tracer("github.com/hbg-dev/hbg/remote"), run: newRunID(),
+		pending: map[uint64]*pending{}, stopped: make(chan struct{}),
+	}
+	if rt.tracer == nil {
+		rt.tracer = trace.NewTracer(tp)
+	}
+	for _, a := range cfg.Nodes {
+		rt.nodes = append(rt.nodes, &nodeState{addr: a})
+	}
+	for r := 0; r < cfg.Ranks; r++ {
+		ns := rt.nodes[r%len(rt.nodes)]
+		ns.ranks = append(ns.ranks, r)
+	}
+	rt.client = sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &client{rt: rt} }))
+	rt.sub = sys.EventStream.Subscribe(func(ev any) {
+		if e, ok := ev.(*paremote.EndpointTerminatedEvent); ok {
+			rt.lostAddr(e.Address, "its connection ended")
+		}
+	})
+	errs := make([]error, len(rt.nodes))
+	var wg sync.WaitGroup
+	for i, ns := range rt.nodes {
+		if len(ns.ranks) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = rt.place(i)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+		defer cancel()
+		_ = rt.Stop(ctx)
+		return nil, err
+	}
+	for i, ns := range rt.nodes {
+		if ns.pid != nil {
+			rt.beats.Add(1)
+			go rt.heartbeat(i)
+		}
+	}
+	return rt, nil
+}
+
+// Orchestration is the orchestration the ranks run: the model's form, as
+// the driver parsed it (its Name is its identity, the same on every node).
+func (rt *Runtime) Orchestration() *actors.Orchestration { return rt.orch }
+
+// Node is the address of the node rank lives on.
+func (rt *Runtime) Node(rank int) string { return rt.nodes[rank%len(rt.nodes)].addr }
+
+// Warnings are what the nodes reported as their runs were released (store
+// writes that failed, spans not flushed); read them after Stop returned.
+func (rt *Runtime) Warnings() []string {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return slices.Clone(rt.warnings)
+}
+
+// place spawns the run's host on node i by name and places its ranks there.
+func (rt *Runtime) place(i int) error {
+	ns := rt.nodes[i]
+	lost := func(cause string) error {
+		return &NodeError{Node: ns.addr, Ranks: ns.ranks, Rank: -1, Round: -1, Cause: cause}
+	}
+	resp, err := rt.rem.SpawnNamed(ns.addr, "hbg-run-"+rt.run, Kind, rt.cfg.NodeTimeout)
+	if err != nil {
+		return lost(fmt.Sprintf("no answer within %v (--node-timeout) to spawning the run's ranks: %v", rt.cfg.NodeTimeout, err))
+	}
+	if resp.GetStatusCode() != 0 || resp.GetPid() == nil {
+		return fmt.Errorf("node %s: spawning the run's ranks (kind %s): status %d", ns.addr, Kind, resp.GetStatusCode())
+	}
+	pid := resp.GetPid()
+	ranks := make([]int32, len(ns.ranks))
+	for k, r := range ns.ranks {
+		ranks[k] = int32(r)
+	}
+	// The run's cluster is the nodes that host its ranks: a node given
+	// none has no runtime for this run, so nothing to ask it for.
+	var cluster []string
+	self := 0
+	for k, other := range rt.nodes {
+		if k == i {
+			self = len(cluster)
+		}
+		if len(other.ranks) > 0 {
+			cluster = append(cluster, other.addr)
+		}
+	}
+	o := &rt.cfg.Runtime
+	place := &wire.Place{
+		Run: rt.run, ModelName: rt.cfg.ModelName, ModelYaml: rt.cfg.Model, ModelSha256: wire.ModelHash(rt.cfg.Model),
+		Form: rt.cfg.Form, Ranks: ranks, Nodes: cluster, Node: int32(self),
+		DriverAddress: rt.client.GetAddress(), DriverId: rt.client.GetId(),
+		Options: &wire.Options{
+			Recorders: int32(o.Recorders), NoRetain: o.NoRetain, SkipDevice: o.SkipDevice,
+			DefectsAsWarnings: o.DefectsAsWarnings, StrictRecording: o.StrictRecording,
+			InFlight: int32(o.InFlight), Race: !o.Device.NoRace, Golden: o.Golden,
+			PassTimeoutNs: int64(o.PassTimeout),
+		},
+	}
+	res, err := rt.sys.Root.RequestFuture(pid, place, placeTimeout).Result()
+	if err != nil {
+		return lost(fmt.Sprintf("no answer to the placement of its ranks: %v", err))
+	}
+	placed, ok := res.(*wire.Placed)
+	if !ok {
+		return fmt.Errorf("node %s: placement answered with %T", ns.addr, res)
+	}
+	if f := placed.GetFailure(); f != nil {
+		return fmt.Errorf("node %s: placing ranks %v: %w", ns.addr, ns.ranks, f.Err())
+	}
+	rt.mu.Lock()
+	ns.pid = pid
+	rt.mu.Unlock()
+	rt.sys.Root.Send(rt.client, &watchHost{pid: pid})
+	return nil
+}
+
+// heartbeat pings node i's host every quarter of NodeTimeout; a ping not
+// answered within three quarters of it loses the node, so a node that
+// stops answering fails its passes about NodeTimeout after its last word.
+func (rt *Runtime) heartbeat(i int) {
+	defer rt.beats.Done()
+	ns := rt.nodes[i]
+	t := time.NewTicker(rt.cfg.NodeTimeout / 4)
+	defer t.Stop()
+	wait := rt.cfg.NodeTimeout * 3 / 4
+	for seq := uint64(1); ; seq++ {
+		select {
+		case <-rt.stopped:
+			return
+		case <-t.C:
+		}
+		rt.mu.Lock()
+		lost := ns.lost != nil
+		rt.mu.Unlock()
+		if lost {
+			return
+		}
+		if _, err := rt.sys.Root.RequestFuture(ns.pid, &wire.Ping{Seq: seq}, wait).Result(); err != nil {
+			rt.nodeLost(i, fmt.Sprintf("no answer to a ping within %v: %v", wait, err))
+			return
+		}
+	}
+}
+
+// Pass runs one pass of orch on a rank and waits for its result, as
+// actors.Runtime.Pass does. orch must be the placed model's
+// (Orchestration; its Name is checked): the nodes run the model they were
+// sent. A pass of a rank whose node is lost fails with a *NodeError
+// (errors.Is(err, ErrNodeLost)).
+func (rt *Runtime) Pass(ctx context.Context, orch *actors.Orchestration, rank, round int) (*actors.PassResult, error) {
+	seq, p, err := rt.submit(ctx, orch, rank, round)
+	if err != nil {
+		return nil, err
+	}
+	return rt.wait(ctx, seq, p)
+}
+
+func (rt *Runtime) submit(ctx context.Context, orch *actors.Orchestration, rank, round int) (uint64, *pending, error) {
+	switch {
+	case orch == nil:
+		return 0, nil, fmt.Errorf("rank %d round %d: %w: nil orchestration", rank, round, actors.ErrInvalidPass)
+	case orch.Name != rt.orch.Name:
+		return 0, nil, fmt.Errorf("rank %d round %d: %w: orchestration %q, but the nodes run %q", rank, round, actors.ErrInvalidPass, orch.Name, rt.orch.Name)
+	case rank < 0 || rank >= rt.cfg.Ranks:
+		return 0, nil, fmt.Errorf("rank %d round %d: %w: ranks are 0 to %d", rank, round, actors.ErrInvalidPass, rt.cfg.Ranks-1)
+	case round < 0:
+		return 0, nil, fmt.Errorf("rank %d round %d: %w: negative round", rank, round, actors.ErrInvalidPass)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, nil, fmt.Errorf("rank %d round %d: %w", rank, round, err)
+	}
+	select {
+	case <-rt.stopped:
+		return 0, nil, fmt.Errorf("rank %d round %d: %w", rank, round, actors.ErrStopped)
+	default:
+	}
+	i := rank % len(rt.nodes)
+	ns := rt.nodes[i]
+	sctx, span := rt.otel.Start(ctx, SpanPass, oteltrace.WithAttributes(
+		trace.KeyRank.Int(rank), trace.KeyRound.Int(round), trace.KeyCold.Bool(round == 0), KeyNode.String(ns.addr)))
+	carrier := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(sctx, carrier)
+	p := &pending{rank: rank, round: round, node: i, reply: make(chan *actors.PassResult, 1), span: span}
+	rt.mu.Lock()
+	if ns.lost != nil {
+		err := ns.lost.forPass(rank, round)
+		rt.mu.Unlock()
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+		span.End()
+		return 0, nil, err
+	}
+	rt.nextSeq++
+	seq := rt.nextSeq
+	rt.pending[seq] = p
+	rt.mu.Unlock()
+	req := &wire.PassRequest{Run: rt.run, Seq: seq, Rank: int32(rank), Round: int32(round), Trace: carrier}
+	rt.Wire.Sent.Add(1)
+	rt.Wire.SentBytes.Add(int64(proto.Size(req)))
+	rt.sys.Root.Send(ns.pid, req)
+	return seq, p, nil
+}
+
+func (rt *Runtime) wait(ctx context.Context, seq uint64, p *pending) (*actors.PassResult, error) {
+	t := time.NewTimer(rt.cfg.Runtime.PassTimeout)
+	defer t.Stop()
+	var err error
+	select {
+	case res := <-p.reply:
+		if res.Err != nil {
+			p.span.RecordError(res.Err)
+			p.span.SetStatus(codes.Error, res.Err.Error())
+		}
+		p.span.End()
+		return res, res.Err
+	case <-ctx.Done():
+		err = fmt.Errorf("rank %d round %d: %w", p.rank, p.round, ctx.Err())
+	case <-t.C:
+		err = fmt.Errorf("rank %d round %d: no result after %v (Config.PassTimeout): %w", p.rank, p.round, rt.cfg.Runtime.PassTimeout, context.DeadlineExceeded)
+	}
+	// Given up on: its answer, if it comes, is dropped.
+	rt.mu.Lock()
+	delete(rt.pending, seq)
+	rt.mu.Unlock()
+	p.span.RecordError(err)
+	p.span.SetStatus(codes.Error, err.Error())
+	p.span.End()
+	return nil, err
+}
+
+// deliver hands a node's answer to the pass waiting for it.
+func (rt *Runtime) deliver(m *wire.PassResult) {
+	rt.Wire.Received.Add(1)
+	rt.Wire.ReceivedBytes.Add(int64(proto.Size(m)))
+	rt.mu.Lock()
+	p := rt.pending[m.GetSeq()]
+	if p != nil && m.GetRun() == rt.run {
+		delete(rt.pending, m.GetSeq())
+	} else {
+		p = nil
+	}
+	rt.mu.Unlock()
+	if p == nil {
+		return // a pass given up on, or not this run's
+	}
+	addr := rt.nodes[p.node].addr
+	res, err := m.ToResult()
+	switch {
+	case err == nil && (res.Pass.Rank != p.rank || res.Pass.Round != p.round):
+		err = fmt.Errorf("%w: the answer is rank %d round %d's", wire.ErrBadMessage, res.Pass.Rank, res.Pass.Round)
+	case err == nil && errors.Is(res.Err, actors.ErrStopped):
+		// The node is stopping (SIGTERM): lost to this run, as if it died.
+		rt.nodeLost(p.node, fmt.Sprintf("it is stopping (%v)", res.Err))
+		rt.mu.Lock()
+		lost := rt.nodes[p.node].lost
+		rt.mu.Unlock()
+		if lost != nil {
+			res.Err = lost.forPass(p.rank, p.round)
+		} else {
+			res.Err = fmt.Errorf("node %s: %w", addr, res.Err)
+		}
+	case err == nil && res.Err != nil:
+		res.Err = fmt.Errorf("node %s: %w", addr, res.Err)
+	}
+	if err != nil {
+		res = &actors.PassResult{Pass: trace.NewPass(p.rank, p.round),
+			Err: fmt.Errorf("rank %d round %d: the result from node %s was refused: %w", p.rank, p.round, addr, err)}
+	}
+	p.reply <- res
+}
+
+// nodeLost fails every pass of node i's ranks now and later with a
+// *NodeError naming the node, its ranks and cause.
+func (rt *Runtime) nodeLost(i int, cause string) {
+	select {
+	case <-rt.stopped:
+		return // released: its silence is expected
+	default:
+	}
+	rt.mu.Lock()
+	ns := rt.nodes[i]
+	if ns.lost != nil {
+		rt.mu.Unlock()
+		return
+	}
+	ns.lost = &NodeError{Node: ns.addr, Ranks: ns.ranks, Rank: -1, Round: -1, Cause: cause}
+	var ps []*pending
+	for seq, p := range rt.pending {
+		if p.node == i {
+			ps = append(ps, p)
+			delete(rt.pending, seq)
+		}
+	}
+	lost := ns.lost
+	rt.mu.Unlock()
+	if f := rt.cfg.OnNodeLost; f != nil {
+		f(lost)
+	}
+	for _, p := range ps {
+		p.reply <- &actors.PassResult{Pass: trace.NewPass(p.rank, p.round), Err: lost.forPass(p.rank, p.round)}
+	}
+}
+
+// lostAddr loses the node at addr (as dialled, or as its PIDs name it).
+func (rt *Runtime) lostAddr(addr, cause string) {
+	for i, ns := range rt.nodes {
+		rt.mu.Lock()
+		match := ns.addr == addr || (ns.pid != nil && ns.pid.GetAddress() == addr)
+		rt.mu.Unlock()
+		if match {
+			rt.nodeLost(i, cause)
+		}
+	}
+}
+
+// Run runs every rank concurrently, each its rounds in order with up to
+// Config.Runtime.InFlight passes asked for, as actors.Runtime.Run does;
+// but a rank that fails does not stop the others: every rank runs until it
+// ends or fails, and the error joins the failed ranks' errors. out holds
+// the passes that ended, rank by rank, round by round (nil for the rest).
+func (rt *Runtime) Run(ctx context.Context, spec actors.RunSpec) ([]*actors.PassResult, error) {
+	if spec.Rounds < 1 || spec.Ranks < 1 || spec.Ranks > rt.cfg.Ranks {
+		return nil, fmt.Errorf("rounds %d and ranks %d: want at least 1 of each, and at most the %d ranks placed", spec.Rounds, spec.Ranks, rt.cfg.Ranks)
+	}
+	out := make([]*actors.PassResult, spec.Rounds*spec.Ranks)
+	errs := make([]error, spec.Ranks)
+	var wg sync.WaitGroup
+	for rank := 0; rank < spec.Ranks; rank++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[rank] = rt.runRank(ctx, spec, rank, out[rank*spec.Rounds:(rank+1)*spec.Rounds])
+		}()
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
+}
+
+type asked struct {
+	seq uint64
+	p   *pending
+}
+
+func (rt *Runtime) runRank(ctx context.Context, spec actors.RunSpec, rank int, out []*actors.PassResult) error {
+	rctx, span := rt.tracer.StartRun(ctx, spec.Info, rank)
+	defer span.End()
+	var window []asked
+	defer func() {
+		// No pass outlives Run: what is still asked for is given up on.
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		for _, a := range window {
+			_, _ = rt.wait(cctx, a.seq, a.p)
+		}
+	}()
+	next := 0
+	for round := 0; round < spec.Rounds; round++ {
+		for next < spec.Rounds && len(window) < rt.cfg.Runtime.InFlight {
+			seq, p, err := rt.submit(rctx, spec.Orchestration, rank, next)
+			if err != nil {
+				span.Fail(err)
+				return err
+			}
+			window = append(window, asked{seq, p})
+			next++
+		}
+		a := window[0]
+		window = window[1:]
+		res, err := rt.wait(ctx, a.seq, a.p)
+		if res != nil {
+			out[round] = res
+			if spec.OnPass != nil && res.Err == nil {
+				spec.OnPass(res)
+			}
+		}
+		if err != nil {
+			span.Fail(err)
+			if res != nil {
+				out[round] = nil
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// Stop fails every pass in flight with actors.ErrStopped, releases the
+// run on every node (each stops its ranks and flushes their spans), and
+// stops the driver's remote, waiting until ctx ends. Safe to call more
+// than once.
+func (rt *Runtime) Stop(ctx context.Context) error {
+	first := false
+	rt.stopOnce.Do(func() { close(rt.stopped); first = true })
+	if !first {
+		return nil
+	}
+	rt.mu.Lock()
+	ps := rt.pending
+	rt.pending = map[uint64]*pending{}
+	rt.mu.Unlock()
+	for _, p := range ps {
+		p.reply <- &actors.PassResult{Pass: trace.NewPass(p.rank, p.round), Err: fmt.Errorf("rank %d round %d: %w", p.rank, p.round, actors.ErrStopped)}
+	}
+	rt.beats.Wait()
+	var wg sync.WaitGroup
+	for _, ns := range rt.nodes {
+		rt.mu.Lock()
+		pid, lost := ns.pid, ns.lost != nil
+		rt.mu.Unlock()
+		if pid == nil || lost {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := rt.sys.Root.RequestFuture(pid, &wire.Release{Run: rt.run}, releaseTimeout+time.Second).Result()
+			rt.mu.Lock()
+			defer rt.mu.Unlock()
+			if err != nil {
+				rt.warnings = append(rt.warnings, fmt.Sprintf("node %s: releasing the run: %v", ns.addr, err))
+			} else if rel, ok := res.(*wire.Released); ok {
+				rt.warnings = append(rt.warnings, rel.GetWarnings()...)
+			}
+		}()
+	}
+	released := make(chan struct{})
+	go func() { wg.Wait(); close(released) }()
+	var err error
+	select {
+	case <-released:
+	case <-ctx.Done():
+		err = fmt.Errorf("releasing the run on its nodes: %w", ctx.Err())
+	}
+	rt.mu.Lock()
+	slices.Sort(rt.warnings)
+	rt.mu.Unlock()
+	rt.sys.EventStream.Unsubscribe(rt.sub)
+	rt.sys.Root.Stop(rt.client)
+	if rt.cfg.Remote != nil {
+		return err
+	}
+	return errors.Join(err, shutdownRemote(ctx, rt.rem))
+}
+
+// client is the driver's actor: nodes send it their passes' results, and
+// it watches their hosts.
+type client struct{ rt *Runtime }
+
+type watchHost struct{ pid *actor.PID }
+
+func (c *client) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *wire.PassResult:
+		c.rt.deliver(m)
+	case *watchHost:
+		ctx.Watch(m.pid)
+	case *actor.Terminated:
+		c.rt.lostAddr(m.GetWho().GetAddress(), fmt.Sprintf("its rank host ended (%s)", m.GetWhy()))
+	}
+}
+
+// localHostFor is the address this machine reaches node from (no packet
+// is sent: a UDP socket only picks its route), else loopback.
+func localHostFor(node string) string {
+	c, err := net.Dial("udp", node)
+	if err != nil {
+		return "127.0.0.1"
+	}
+	defer c.Close()
+	if a, ok := c.LocalAddr().(*net.UDPAddr); ok {
+		return a.IP.String()
+	}
+	return "127.0.0.1"
+}
+
+func newRunID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,240 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/hbg-dev/hbg/actors"
+	"github.com/hbg-dev/hbg/config"
+	"github.com/hbg-dev/hbg/trace"
+	"github.com/hbg-dev/hbg/wire"
+)
+
+// releaseTimeout bounds how long a released run may take to stop its ranks
+// and flush its spans.
+const releaseTimeout = 10 * time.Second
+
+// host is one run's ranks on a node, an actor of Kind: it is placed
+// (wire.Place: the model, the options, its ranks), runs passes
+// (wire.PassRequest) and answers each with a wire.PassResult to the
+// driver, until released (wire.Release) or its driver is gone.
+//
+// A rank's passes are asked of the runtime in the order they arrive, by
+// one goroutine per rank (so the host's mailbox never waits on a pass),
+// and answered as each ends.
+type host struct {
+	n      *Node
+	run    string
+	node   string
+	driver *actor.PID
+	rt     *actors.Runtime
+	orch   *actors.Orchestration
+	ranks  map[int32]chan *wire.PassRequest
+
+	done     chan struct{} // closed by shutdown: the rank loops end
+	loops    sync.WaitGroup
+	waiters  sync.WaitGroup
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// rankQueue bounds the passes of one rank waiting to be asked for; past
+// it a pass is refused with actors.ErrRankBusy (the runtime's own queue
+// is behind it).
+const rankQueue = 4096
+
+func (h *host) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *wire.Place:
+		placed := &wire.Placed{Run: m.GetRun(), Node: h.n.addr, Ranks: m.GetRanks()}
+		if err := h.place(ctx, m); err != nil {
+			placed.Failure = wire.FailureOf(err)
+		}
+		ctx.Respond(placed)
+	case *wire.PassRequest:
+		h.pass(m)
+	case *wire.Ping:
+		ctx.Respond(&wire.Pong{Seq: m.GetSeq(), Node: h.n.addr})
+	case *wire.Release:
+		rel := &wire.Released{Run: h.run}
+		// The store's writes first: a stopped runtime has no writer to ask.
+		for _, err := range h.flushStore() {
+			rel.Warnings = append(rel.Warnings, fmt.Sprintf("node %s: %v", h.n.addr, err))
+		}
+		sctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+		err := h.shutdown(sctx)
+		if f := h.n.cfg.Flush; f != nil {
+			err = errors.Join(err, f(sctx))
+		}
+		cancel()
+		if err != nil {
+			rel.Warnings = append(rel.Warnings, fmt.Sprintf("node %s: %v", h.n.addr, err))
+		}
+		ctx.Respond(rel)
+		ctx.Stop(ctx.Self())
+	case *actor.Terminated:
+		// The driver is gone: nobody will read these ranks' results.
+		sctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+		_ = h.shutdown(sctx)
+		cancel()
+		ctx.Stop(ctx.Self())
+	case *actor.Stopping:
+		sctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+		_ = h.shutdown(sctx)
+		cancel()
+	}
+}
+
+// place builds the run's runtime from a validated placement: the model
+// must hash to the hash sent, and parse.
+func (h *host) place(ctx actor.Context, m *wire.Place) error {
+	if h.rt != nil {
+		return fmt.Errorf("run %s: placed twice on node %s", h.run, h.n.addr)
+	}
+	if err := m.Validate(); err != nil {
+		return err
+	}
+	model, err := config.Parse(m.GetModelName(), m.GetModelYaml())
+	if err != nil {
+		return fmt.Errorf("node %s: %w", h.n.addr, err)
+	}
+	orch, err := model.Orchestration(m.GetForm())
+	if err != nil {
+		return fmt.Errorf("node %s: %w", h.n.addr, err)
+	}
+	rt, err := actors.Start(ctx.ActorSystem(), nodeConfig(h.n, m))
+	if err != nil {
+		return fmt.Errorf("node %s: %w", h.n.addr, err)
+	}
+	h.run, h.node, h.orch, h.rt = m.GetRun(), h.n.addr, orch, rt
+	h.driver = actor.NewPID(m.GetDriverAddress(), m.GetDriverId())
+	h.done = make(chan struct{})
+	h.ranks = map[int32]chan *wire.PassRequest{}
+	for _, r := range m.GetRanks() {
+		ch := make(chan *wire.PassRequest, rankQueue)
+		h.ranks[r] = ch
+		h.loops.Add(1)
+		go h.rankLoop(int(r), ch)
+	}
+	// Registered with every field set: Node.Stop may shut it down from
+	// another goroutine from now on.
+	if !h.n.add(h) {
+		_ = h.shutdown(context.Background())
+		return fmt.Errorf("node %s: %w", h.n.addr, actors.ErrStopped)
+	}
+	ctx.Watch(h.driver)
+	return nil
+}
+
+func (h *host) pass(m *wire.PassRequest) {
+	fail := func(err error) {
+		h.reply(m, &actors.PassResult{Pass: trace.NewPass(int(m.GetRank()), int(m.GetRound())), Err: err})
+	}
+	if err := m.Validate(); err != nil {
+		fail(err)
+		return
+	}
+	if h.stopping() {
+		fail(fmt.Errorf("rank %d round %d on node %s: %w", m.GetRank(), m.GetRound(), h.n.addr, actors.ErrStopped))
+		return
+	}
+	ch, ok := h.ranks[m.GetRank()]
+	if !ok {
+		fail(fmt.Errorf("rank %d round %d: %w: rank not placed on node %s", m.GetRank(), m.GetRound(), actors.ErrInvalidPass, h.n.addr))
+		return
+	}
+	select {
+	case ch <- m:
+	default:
+		fail(&actors.RankBusyError{Rank: int(m.GetRank()), Round: int(m.GetRound()), Queued: rankQueue})
+	}
+}
+
+// rankLoop asks the runtime for one rank's passes in order, and answers
+// each as it ends.
+func (h *host) rankLoop(rank int, ch chan *wire.PassRequest) {
+	defer h.loops.Done()
+	for {
+		select {
+		case <-h.done:
+			return
+		case m := <-ch:
+			// The pass's spans are children of the driver's pass span.
+			pctx := propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier(m.GetTrace()))
+			p, err := h.rt.Ask(pctx, h.orch, rank, int(m.GetRound()))
+			if err != nil {
+				h.reply(m, &actors.PassResult{Pass: trace.NewPass(rank, int(m.GetRound())), Err: err})
+				continue
+			}
+			h.waiters.Add(1)
+			go func() {
+				defer h.waiters.Done()
+				res, err := p.Wait(context.Background())
+				if res == nil {
+					res = &actors.PassResult{Pass: trace.NewPass(rank, int(m.GetRound())), Err: err}
+				}
+				h.reply(m, res)
+			}()
+		}
+	}
+}
+
+func (h *host) reply(m *wire.PassRequest, res *actors.PassResult) {
+	out := wire.FromResult(res)
+	out.Run, out.Seq, out.Node = m.GetRun(), m.GetSeq(), h.n.addr
+	if res.Pass.Rank != int(m.GetRank()) || res.Pass.Round != int(m.GetRound()) {
+		out.Rank, out.Round = m.GetRank(), m.GetRound()
+	}
+	h.n.sys.Root.Send(h.driver, out)
+}
+
+// shutdown stops the run's ranks: passes in flight or queued fail with
+// actors.ErrStopped and are answered. Safe to call more than once and from
+// any goroutine.
+func (h *host) shutdown(ctx context.Context) error {
+	h.stopOnce.Do(func() {
+		if h.rt == nil {
+			return
+		}
+		close(h.done)
+		// The loops end before the waiters are counted out: no pass is
+		// asked for after this.
+		h.loops.Wait()
+		h.stopErr = h.rt.Stop(ctx)
+		waited := make(chan struct{})
+		go func() { h.waiters.Wait(); close(waited) }()
+		select {
+		case <-waited:
+		case <-ctx.Done():
+			h.stopErr = errors.Join(h.stopErr, fmt.Errorf("run %s: passes still answering: %w", h.run, ctx.Err()))
+		}
+		h.n.remove(h)
+	})
+	return h.stopErr
+}
+
+func (h *host) stopping() bool {
+	if h.done == nil {
+		return false
+	}
+	select {
+	case <-h.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// flushStore is the run's store writes that failed.
+func (h *host) flushStore() []error {
+	if h.rt == nil {
+		return nil
+	}
+	return h.rt.FlushStore()
+}

@@ -1,0 +1,201 @@
+// Package remote runs hbg's ranks on many machines: a node (StartNode,
+// `hbgrun node`) hosts ranks in an actor system reached over protoactor
+// remote, and a driver (Start, `hbgrun run --nodes`) places ranks on nodes,
+// asks each rank for its passes and gathers the results. What crosses
+// between them is package wire's protobuf messages: the model by content
+// (its YAML and its hash), a pass as rank and round with the W3C trace
+// context of the driver's span, a result as plain figures.
+//
+// Ranks are spawned by name at fixed addresses (remote.SpawnNamed of Kind
+// on each node), not through protoactor's cluster layer: a rank lives on
+// the node the driver placed it on for the whole run, so there is nothing
+// for the cluster's membership, partitioning and virtual-actor activation
+// to decide, and remote spawning by name is protoactor's mature part.
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	paremote "github.com/asynkron/protoactor-go/remote"
+
+	"github.com/hbg-dev/hbg/actors"
+	"github.com/hbg-dev/hbg/npu"
+	"github.com/hbg-dev/hbg/trace"
+	"github.com/hbg-dev/hbg/wire"
+)
+
+// Kind is the protoactor kind every node registers: the driver spawns one
+// actor of it per run on each node it places ranks on, by name.
+const Kind = "hbg.ranks"
+
+// NodeConfig configures a node.
+type NodeConfig struct {
+	// Listen is the host:port the node serves on (port 0: any free port;
+	// Node.Addr says which).
+	Listen string
+	// StoreDir and StoreMax are the node's Definition store on disk
+	// (actors.Config.StoreDir, StoreMax): "" keeps Definitions in memory.
+	StoreDir string
+	StoreMax int64
+	// Tracer makes the node's spans (nil: none). They are children of the
+	// driver's pass spans, whose context crosses with every pass.
+	Tracer *trace.Tracer
+	// Flush, if set, is called as each run is released, so that the run's
+	// spans have left the node before the driver reports.
+	Flush func(context.Context) error
+	// RemoteOptions adds options to the node's protoactor remote (gRPC
+	// options). protoactor's remote sets gRPC's process-wide logger as it
+	// starts, so a process runs one: a node, or a driver.
+	RemoteOptions []paremote.ConfigOption
+}
+
+// Node hosts ranks for drivers: it serves Kind over protoactor remote until
+// Stop.
+type Node struct {
+	sys  *actor.ActorSystem
+	rem  *paremote.Remote
+	cfg  NodeConfig
+	addr string
+
+	mu      sync.Mutex
+	hosts   map[*host]bool
+	stopped bool
+}
+
+// StartNode starts protoactor remote on sys, listening on cfg.Listen, and
+// serves ranks there. sys must not run remote already.
+func StartNode(sys *actor.ActorSystem, cfg NodeConfig) (*Node, error) {
+	n := &Node{sys: sys, cfg: cfg, hosts: map[*host]bool{}}
+	rem, err := startRemote(sys, cfg.Listen, append(cfg.RemoteOptions, paremote.WithKinds(n.kinds()...)))
+	if err != nil {
+		return nil, err
+	}
+	n.rem, n.addr = rem, sys.Address()
+	return n, nil
+}
+
+// kinds are the protoactor kinds the node registers: its ranks' host, and
+// whatever else a node serves its peers.
+func (n *Node) kinds() []*paremote.Kind {
+	return []*paremote.Kind{
+		paremote.NewKind(Kind, actor.PropsFromProducer(func() actor.Actor { return &host{n: n} })),
+	}
+}
+
+// nodeConfig is the runtime a placement's ranks run in on this node: the
+// driver's options for a pass, the node's own store and tracer.
+func nodeConfig(n *Node, p *wire.Place) actors.Config {
+	o := p.GetOptions()
+	return actors.Config{
+		Recorders:         int(o.GetRecorders()),
+		NoRetain:          o.GetNoRetain(),
+		SkipDevice:        o.GetSkipDevice(),
+		DefectsAsWarnings: o.GetDefectsAsWarnings(),
+		StrictRecording:   o.GetStrictRecording(),
+		InFlight:          int(o.GetInFlight()),
+		Golden:            o.GetGolden(),
+		PassTimeout:       time.Duration(o.GetPassTimeoutNs()),
+		Device:            npu.Config{NoRace: !o.GetRace()},
+		Tracer:            n.cfg.Tracer,
+		StoreDir:          n.cfg.StoreDir,
+		StoreMax:          n.cfg.StoreMax,
+	}
+}
+
+// Addr is the address the node serves on (host:port).
+func (n *Node) Addr() string { return n.addr }
+
+// Stop stops every run the node hosts (their passes in flight or queued
+// fail with actors.ErrStopped, answered to their drivers), flushes their
+// spans and stops serving, waiting until ctx ends.
+func (n *Node) Stop(ctx context.Context) error {
+	n.mu.Lock()
+	n.stopped = true
+	hosts := make([]*host, 0, len(n.hosts))
+	for h := range n.hosts {
+		hosts = append(hosts, h)
+	}
+	n.mu.Unlock()
+	var errs []error
+	for _, h := range hosts {
+		errs = append(errs, h.shutdown(ctx))
+	}
+	if n.cfg.Flush != nil {
+		errs = append(errs, n.cfg.Flush(ctx))
+	}
+	errs = append(errs, shutdownRemote(ctx, n.rem))
+	return errors.Join(errs...)
+}
+
+func (n *Node) add(h *host) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.stopped {
+		return false
+	}
+	n.hosts[h] = true
+	return true
+}
+
+func (n *Node) remove(h *host) {
+	n.mu.Lock()
+	delete(n.hosts, h)
+	n.mu.Unlock()
+}
+
+// StartRemote starts protoactor remote on sys at listen (host:port; port
+// 0: any free port), as a node and a driver do: for an embedder that runs
+// one remote for several drivers (Config.Remote), or counts its traffic
+// with gRPC options. A listen failure is an error, not protoactor's panic.
+func StartRemote(sys *actor.ActorSystem, listen string, opts ...paremote.ConfigOption) (*paremote.Remote, error) {
+	return startRemote(sys, listen, opts)
+}
+
+func startRemote(sys *actor.ActorSystem, listen string, opts []paremote.ConfigOption) (rem *paremote.Remote, err error) {
+	h, p, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen address %q: %w (want HOST:PORT)", listen, err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return nil, fmt.Errorf("listen address %q: port %q: want 0 to 65535", listen, p)
+	}
+	cfg := paremote.Configure(h, port, opts...)
+	// One attempt to connect, not protoactor's five two seconds apart: a
+	// node that cannot be reached is reported within Config.NodeTimeout.
+	cfg.MaxRetryCount = 1
+	rem = paremote.NewRemote(sys, cfg)
+	// protoactor panics when it cannot listen; that is an error here.
+	defer func() {
+		if p := recover(); p != nil {
+			rem, err = nil, fmt.Errorf("listen on %s: %v", listen, p)
+		}
+	}()
+	rem.Start()
+	return rem, nil
+}
+
+// shutdownRemote stops remote's server, giving up when ctx ends. Its
+// peers learn it from their connections ending. Not protoactor's graceful
+// shutdown: that races with its own connections' readers (a flag written
+// and read without a lock) and waits up to 10 s for peers to hang up.
+func shutdownRemote(ctx context.Context, rem *paremote.Remote) error {
+	done := make(chan struct{})
+	go func() {
+		rem.Shutdown(false)
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stopping protoactor remote: %w", ctx.Err())
+	}
+}
