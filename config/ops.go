@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -48,7 +49,7 @@ func (sc *scope) op(n *yaml.Node) (*op, error) {
 	// not take.
 	only := func(kind string, keys ...string) error {
 		for _, kv := range kvs {
-			if k := kv.key.Value; k != kind && k != "if" && !contains(keys, k) {
+			if k := kv.key.Value; k != kind && k != "if" && !slices.Contains(keys, k) {
 				return l.errf(kv.value, kind, k, "unexpected key in a %s op (want %s)", kind, strings.Join(append([]string{kind, "if"}, keys...), ", "))
 			}
 		}

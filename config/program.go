@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -41,7 +42,7 @@ func (l *loader) programHeader(n *yaml.Node) (*yaml.Node, error) {
 		}
 		for _, kv := range params {
 			k := kv.key
-			if contains(p.params, k.Value) || !isIdent(k.Value) {
+			if slices.Contains(p.params, k.Value) || !isIdent(k.Value) {
 				return nil, l.errf(k, "program.params", k.Value, "duplicate or not an identifier")
 			}
 			v, err := l.constInt(kv.value, "program.params."+k.Value)

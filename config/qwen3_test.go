@@ -15,14 +15,7 @@ const (
 	qwen3RefDir = "testdata/qwen3_14b_decode"
 )
 
-func loadQwen3(t testing.TB) *config.Model {
-	t.Helper()
-	m, err := config.Load(qwen3Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
+func loadQwen3(t testing.TB) *config.Model { t.Helper(); return mustLoad(t, qwen3Path) }
 
 // TestQwen3GraphMatchesReference expands upstream's Graph form of Qwen3-14B
 // decode and compares it with the reference trace: every task (kind,

@@ -61,9 +61,12 @@ func expand(t testing.TB, m *config.Model, form string) []refEvent {
 	return readTrace(t, p)
 }
 
-func loadModel(t testing.TB) *config.Model {
+func loadModel(t testing.TB) *config.Model { t.Helper(); return mustLoad(t, modelPath) }
+
+// mustLoad loads a model file or fails the test.
+func mustLoad(t testing.TB, path string) *config.Model {
 	t.Helper()
-	m, err := config.Load(modelPath)
+	m, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ func (l *loader) keyValues(n *yaml.Node, what string, allowed ...string) ([]keyV
 	seen := make(map[string]bool, len(n.Content)/2)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k := n.Content[i]
-		if allowed != nil && !contains(allowed, k.Value) {
+		if allowed != nil && !slices.Contains(allowed, k.Value) {
 			return nil, l.errf(k, what, k.Value, "unknown key (want one of %s)", strings.Join(allowed, ", "))
 		}
 		if seen[k.Value] {
@@ -68,15 +68,6 @@ func byKey(kvs []keyValue) map[string]*yaml.Node {
 		out[kv.key.Value] = kv.value
 	}
 	return out
-}
-
-func contains(s []string, x string) bool {
-	for _, v := range s {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }
 
 func (l *loader) str(n *yaml.Node, key string) (string, error) {

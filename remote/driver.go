@@ -232,8 +232,12 @@ func (rt *Runtime) Orchestration() *actors.Orchestration { return rt.orch }
 func (rt *Runtime) Node(rank int) string { return rt.nodes[rank%len(rt.nodes)].addr }
 
 // Warnings are what the nodes reported as their runs were released (store
-// writes that failed, spans not flushed); filled by Stop.
-func (rt *Runtime) Warnings() []string { return rt.warnings }
+// writes that failed, spans not flushed); read them after Stop returned.
+func (rt *Runtime) Warnings() []string {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return slices.Clone(rt.warnings)
+}
 
 // place spawns the run's host on node i by name and places its ranks there.
 func (rt *Runtime) place(i int) error {
@@ -253,10 +257,22 @@ func (rt *Runtime) place(i int) error {
 	for k, r := range ns.ranks {
 		ranks[k] = int32(r)
 	}
+	// The run's cluster is the nodes that host its ranks: a node given
+	// none has no runtime for this run, so nothing to ask it for.
+	var cluster []string
+	self := 0
+	for k, other := range rt.nodes {
+		if k == i {
+			self = len(cluster)
+		}
+		if len(other.ranks) > 0 {
+			cluster = append(cluster, other.addr)
+		}
+	}
 	o := &rt.cfg.Runtime
 	place := &wire.Place{
 		Run: rt.run, ModelName: rt.cfg.ModelName, ModelYaml: rt.cfg.Model, ModelSha256: wire.ModelHash(rt.cfg.Model),
-		Form: rt.cfg.Form, Ranks: ranks, Nodes: rt.cfg.Nodes, Node: int32(i),
+		Form: rt.cfg.Form, Ranks: ranks, Nodes: cluster, Node: int32(self),
 		DriverAddress: rt.client.GetAddress(), DriverId: rt.client.GetId(),
 		Options: &wire.Options{
 			Recorders: int32(o.Recorders), NoRetain: o.NoRetain, SkipDevice: o.SkipDevice,
@@ -417,6 +433,17 @@ func (rt *Runtime) deliver(m *wire.PassResult) {
 	switch {
 	case err == nil && (res.Pass.Rank != p.rank || res.Pass.Round != p.round):
 		err = fmt.Errorf("%w: the answer is rank %d round %d's", wire.ErrBadMessage, res.Pass.Rank, res.Pass.Round)
+	case err == nil && errors.Is(res.Err, actors.ErrStopped):
+		// The node is stopping (SIGTERM): lost to this run, as if it died.
+		rt.nodeLost(p.node, fmt.Sprintf("it is stopping (%v)", res.Err))
+		rt.mu.Lock()
+		lost := rt.nodes[p.node].lost
+		rt.mu.Unlock()
+		if lost != nil {
+			res.Err = lost.forPass(p.rank, p.round)
+		} else {
+			res.Err = fmt.Errorf("node %s: %w", addr, res.Err)
+		}
 	case err == nil && res.Err != nil:
 		res.Err = fmt.Errorf("node %s: %w", addr, res.Err)
 	}
@@ -560,7 +587,6 @@ func (rt *Runtime) Stop(ctx context.Context) error {
 		p.reply <- &actors.PassResult{Pass: trace.NewPass(p.rank, p.round), Err: fmt.Errorf("rank %d round %d: %w", p.rank, p.round, actors.ErrStopped)}
 	}
 	rt.beats.Wait()
-	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, ns := range rt.nodes {
 		rt.mu.Lock()
@@ -573,8 +599,8 @@ func (rt *Runtime) Stop(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			res, err := rt.sys.Root.RequestFuture(pid, &wire.Release{Run: rt.run}, releaseTimeout+time.Second).Result()
-			mu.Lock()
-			defer mu.Unlock()
+			rt.mu.Lock()
+			defer rt.mu.Unlock()
 			if err != nil {
 				rt.warnings = append(rt.warnings, fmt.Sprintf("node %s: releasing the run: %v", ns.addr, err))
 			} else if rel, ok := res.(*wire.Released); ok {
@@ -582,14 +608,23 @@ func (rt *Runtime) Stop(ctx context.Context) error {
 			}
 		}()
 	}
-	wg.Wait()
+	released := make(chan struct{})
+	go func() { wg.Wait(); close(released) }()
+	var err error
+	select {
+	case <-released:
+	case <-ctx.Done():
+		err = fmt.Errorf("releasing the run on its nodes: %w", ctx.Err())
+	}
+	rt.mu.Lock()
 	slices.Sort(rt.warnings)
+	rt.mu.Unlock()
 	rt.sys.EventStream.Unsubscribe(rt.sub)
 	rt.sys.Root.Stop(rt.client)
 	if rt.cfg.Remote != nil {
-		return nil
+		return err
 	}
-	return shutdownRemote(ctx, rt.rem)
+	return errors.Join(err, shutdownRemote(ctx, rt.rem))
 }
 
 // client is the driver's actor: nodes send it their passes' results, and

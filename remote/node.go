@@ -163,7 +163,14 @@ func (n *Node) remove(h *host) {
 	n.mu.Unlock()
 }
 
-// startRemote starts protoactor remote on sys at listen (host:port).
+// StartRemote starts protoactor remote on sys at listen (host:port; port
+// 0: any free port), as a node and a driver do: for an embedder that runs
+// one remote for several drivers (Config.Remote), or counts its traffic
+// with gRPC options. A listen failure is an error, not protoactor's panic.
+func StartRemote(sys *actor.ActorSystem, listen string, opts ...paremote.ConfigOption) (*paremote.Remote, error) {
+	return startRemote(sys, listen, opts)
+}
+
 func startRemote(sys *actor.ActorSystem, listen string, opts []paremote.ConfigOption) (rem *paremote.Remote, err error) {
 	h, p, err := net.SplitHostPort(listen)
 	if err != nil {

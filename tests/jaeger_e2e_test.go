@@ -97,6 +97,12 @@ func TestJaegerEndToEnd(t *testing.T) {
 		})
 	}
 
+	// Ranks on two nodes: one trace, with spans from the driver and both
+	// node processes, the nodes' spans under the driver's pass spans.
+	t.Run("remote", func(t *testing.T) {
+		jaegerRemoteRun(t, jaeger, hbgrun)
+	})
+
 	// Without --otlp and OTEL_* variables hbgrun exports nothing: nothing
 	// connects to the default OTLP ports while it runs.
 	t.Run("no-exporter", func(t *testing.T) {

@@ -36,8 +36,14 @@ type nodeProc struct {
 // free port) and waits for the line that says where it serves.
 func startNodeProc(t *testing.T, listen string, args ...string) *nodeProc {
 	t.Helper()
-	cmd := exec.Command(hbgrun(t), append([]string{"node", "--listen", listen}, args...)...)
-	cmd.Env = append(os.Environ(), "HBG_STORE=off")
+	return startNodeBin(t, hbgrun(t), append(os.Environ(), "HBG_STORE=off"), listen, args...)
+}
+
+// startNodeBin starts bin as a node, with env.
+func startNodeBin(t testing.TB, bin string, env []string, listen string, args ...string) *nodeProc {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"node", "--listen", listen}, args...)...)
+	cmd.Env = env
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
@@ -164,8 +170,29 @@ func TestRemoteRun(t *testing.T) {
 // ranks complete; the driver exits 1; a node restarted on the same address
 // serves the next run.
 func TestRemoteNodeKilled(t *testing.T) {
+	a, b := remoteNodeLost(t, syscall.SIGKILL)
+
+	// The same address, a new process: the next run is served.
+	b2 := startNodeProc(t, b.addr)
+	require.Equal(t, b.addr, b2.addr)
+	_, errs, code := runCLI(t, "run", dsv4, "--form", "full", "--ranks", "4", "--rounds", "1", "--store", "off",
+		"--node-timeout", "3s", "--nodes", a.addr+","+b2.addr)
+	assert.Equal(t, 0, code, errs)
+}
+
+// TestRemoteNodeStopped: a node stopped (SIGTERM) mid-run fails its passes
+// in flight, exits 0, and is lost to the run as a killed one is.
+func TestRemoteNodeStopped(t *testing.T) {
+	_, b := remoteNodeLost(t, syscall.SIGTERM)
+	<-b.done
+	assert.NoError(t, b.err, "a node stopped by SIGTERM exits 0")
+}
+
+// remoteNodeLost runs 4 ranks on nodes a and b, and sends sig to b once
+// rank 1 (on b) has ended a pass; it checks what the driver says and does.
+func remoteNodeLost(t *testing.T, sig syscall.Signal) (a, b *nodeProc) {
 	const timeout = 3 * time.Second
-	a, b := startNodeProc(t, "127.0.0.1:0"), startNodeProc(t, "127.0.0.1:0")
+	a, b = startNodeProc(t, "127.0.0.1:0"), startNodeProc(t, "127.0.0.1:0")
 	const rounds = 20
 	cmd := exec.Command(hbgrun(t), "run", dsv4, "--form", "full", "--ranks", "4", "--rounds", fmt.Sprint(rounds), "--json", "-v",
 		"--store", "off", "--node-timeout", timeout.String(), "--nodes", a.addr+","+b.addr)
@@ -184,7 +211,7 @@ func TestRemoteNodeKilled(t *testing.T) {
 		stderr.WriteString(line + "\n")
 		// Rank 1 lives on b: once it has a pass behind it, b dies.
 		if killed.IsZero() && strings.HasPrefix(line, "hbgrun: pass ended: rank 1 round 1 ") {
-			require.NoError(t, b.cmd.Process.Kill())
+			require.NoError(t, b.cmd.Process.Signal(sig))
 			killed = time.Now()
 		}
 		if !killed.IsZero() && lostAt.IsZero() && strings.Contains(line, "node "+b.addr+" lost") {
@@ -214,13 +241,7 @@ func TestRemoteNodeKilled(t *testing.T) {
 	assert.Less(t, done[1], rounds)
 	assert.Less(t, done[3], rounds)
 	assert.Contains(t, strings.Join(rep.Warnings, "\n"), "a node was lost")
-
-	// The same address, a new process: the next run is served.
-	b2 := startNodeProc(t, b.addr)
-	require.Equal(t, b.addr, b2.addr)
-	_, errs, code := runCLI(t, "run", dsv4, "--form", "full", "--ranks", "4", "--rounds", "1", "--store", "off",
-		"--node-timeout", timeout.String(), "--nodes", a.addr+","+b2.addr)
-	assert.Equal(t, 0, code, errs)
+	return a, b
 }
 
 // TestRemoteUsage: the flags' mistakes are the user's (exit 2), an
