@@ -36,7 +36,7 @@ func DeviceProps(cfg npu.Config, opts ...actor.PropsOption) *actor.Props {
 // instrumented unbounded mailbox (its senders never block).
 func newDeviceProps(rt *Runtime, rank int) *actor.Props {
 	cfg := rt.cfg.Device
-	return rt.Mailboxes.Props(fmt.Sprintf("device-%d", rank), 0, func() actor.Actor { return NewDevice(cfg) })
+	return rt.props(fmt.Sprintf("device-%d", rank), 0, func() actor.Actor { return NewDevice(cfg) })
 }
 
 // The runtime's own device protocol (submission and uploader actors): sent

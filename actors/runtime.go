@@ -152,6 +152,7 @@ type Runtime struct {
 	// ErrStopped at once.
 	stopped  chan struct{}
 	stopOnce sync.Once
+	dispatch *warmDispatcher
 	mu       sync.Mutex
 	ranks    map[int]*actor.PID // submission actors, cached from the supervisor
 	// recorderHook injects faults in tests; imageHook tampers with a run
@@ -231,15 +232,17 @@ func start(sys *actor.ActorSystem, cfg Config, hook func(*mailbox.RecordJob)) (*
 	if err := rt.openDisk(); err != nil {
 		return nil, err
 	}
+	rt.dispatch = newWarmDispatcher(dispatchWorkers)
 	// A crashed child is restarted in place, its mailbox intact, every
 	// time: a budget of restarts would stop a recorder for good after a run
 	// of panicking bodies and strand the jobs queued to it. A body's own
 	// failure is a value (stages.BodyFunc), so a restart means a panic.
 	strategy := actor.NewRestartingStrategy()
-	props := rt.Mailboxes.Props("supervisor", 0, func() actor.Actor { return &supervisor{rt: rt} }, actor.WithSupervisor(strategy))
+	props := rt.props("supervisor", 0, func() actor.Actor { return &supervisor{rt: rt} }, actor.WithSupervisor(strategy))
 	rt.supervisor = sys.Root.Spawn(props)
 	f := sys.Root.RequestFuture(rt.supervisor, &spawnCore{}, 30*time.Second)
 	if _, err := f.Result(); err != nil {
+		rt.dispatch.close()
 		return nil, fmt.Errorf("starting the runtime: %w", err)
 	}
 	return rt, nil
@@ -260,6 +263,7 @@ func (rt *Runtime) Stop(ctx context.Context) error {
 		rt.flushDisk()
 		err := rt.sys.Root.StopFuture(rt.supervisor).Wait()
 		rt.closeDisk()
+		rt.dispatch.close()
 		done <- err
 	}()
 	select {
@@ -407,12 +411,12 @@ func (s *supervisor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *spawnCore:
 		rt.spawnDisk(ctx)
-		rt.store = ctx.Spawn(rt.Mailboxes.Props("store", 0, func() actor.Actor { return newStore(rt) }))
-		b := ctx.Spawn(rt.Mailboxes.Props("builder", 0, func() actor.Actor { return &builder{store: rt.store, tracer: rt.tracer} }))
+		rt.store = ctx.Spawn(rt.props("store", 0, func() actor.Actor { return newStore(rt) }))
+		b := ctx.Spawn(rt.props("builder", 0, func() actor.Actor { return &builder{store: rt.store, tracer: rt.tracer} }))
 		recs := make([]*actor.PID, rt.cfg.Recorders)
 		for i := range recs {
 			name := fmt.Sprintf("recorder-%d", i)
-			recs[i] = ctx.Spawn(rt.Mailboxes.Props(name, 4, func() actor.Actor {
+			recs[i] = ctx.Spawn(rt.props(name, 4, func() actor.Actor {
 				return newRecorder(name, rt.store, b, rt.tracer, &rt.Stats, rt.recorderHook)
 			}))
 		}
@@ -435,13 +439,13 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		default:
 		}
 		dev := ctx.Spawn(newDeviceProps(rt, m.rank))
-		rp := ctx.Spawn(rt.Mailboxes.Props(fmt.Sprintf("replay-%d", m.rank), 0, func() actor.Actor {
+		rp := ctx.Spawn(rt.props(fmt.Sprintf("replay-%d", m.rank), 0, func() actor.Actor {
 			return &replayActor{rt: rt, rank: m.rank, device: dev}
 		}))
-		up := ctx.Spawn(rt.Mailboxes.Props(fmt.Sprintf("uploader-%d", m.rank), 0, func() actor.Actor {
+		up := ctx.Spawn(rt.props(fmt.Sprintf("uploader-%d", m.rank), 0, func() actor.Actor {
 			return &uploader{rank: m.rank, device: dev, replay: rp, tracer: rt.tracer, noRetain: rt.cfg.NoRetain, disk: rt.disk}
 		}))
-		sub := ctx.Spawn(rt.Mailboxes.Props(fmt.Sprintf("submission-%d", m.rank), 0, func() actor.Actor {
+		sub := ctx.Spawn(rt.props(fmt.Sprintf("submission-%d", m.rank), 0, func() actor.Actor {
 			return &submission{rt: rt, rank: m.rank, uploader: up, device: dev, replay: rp}
 		}))
 		// Before any pass can reach the submission, so before any handoff.

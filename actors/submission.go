@@ -251,3 +251,7 @@ func (o submitter) ScopeBegin(m stages.ScopeMode) { o.s.host.Ordinary().ScopeBeg
 func (o submitter) ScopeEnd()                     { o.s.host.Ordinary().ScopeEnd() }
 
 func (o submitter) Graph(call *stages.GraphCall) stages.TaskID { return o.s.graph(call) }
+
+// GraphBoundary lets the interpreter write a Graph call's boundary straight
+// into the run image (stages.BoundaryWriter).
+func (o submitter) GraphBoundary(n int) []stages.Arg { return o.s.host.GraphBoundary(n) }

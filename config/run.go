@@ -178,6 +178,26 @@ func (r *runner) failAt(line int, key, value, format string, a ...any) {
 }
 
 func (r *runner) eval(e *expr, fr *frame, line int) int64 {
+	// An affine expression (nearly every view offset: 24*layer, ...) whose
+	// terms fit 32 bits cannot overflow a product: summed here without
+	// mulOK's division. Anything else, or a sum that overflows, takes the
+	// general path, which says where it overflows.
+	if a := e.aff; a != nil {
+		v, ok := a.c0, true
+		for i, s := range a.slots {
+			x, y := a.coefs[i], fr.env[s]
+			if x != int64(int32(x)) || y != int64(int32(y)) {
+				ok = false
+				break
+			}
+			if v, ok = addOK(v, x*y); !ok {
+				break
+			}
+		}
+		if ok {
+			return v
+		}
+	}
 	v := e.eval(fr.env, &r.exprErr)
 	if r.exprErr.err != nil && r.err == nil {
 		r.err = &Error{File: r.model.file, Line: line, Key: "expression", Value: e.src, Msg: r.exprErr.err.Error()}

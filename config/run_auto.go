@@ -26,7 +26,7 @@ func (r *runner) autoBoundary(af *frame) ([]stages.Arg, []uint64, [][]int32, [][
 	for ci, c := range af.block.calls {
 		cf := r.frame(c.callee)
 		r.prepare(af, cf, c, true)
-		r.boundary(cf, c.localSlots)
+		r.boundary(cf, c.localSlots, cf.boundaryArgs)
 		if r.err != nil {
 			return nil, nil, nil, nil
 		}

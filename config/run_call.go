@@ -42,19 +42,20 @@ func (r *runner) prepare(caller, cf *frame, c *callOp, ahead bool) {
 	}
 }
 
-// boundary evaluates the callee's boundary slots (after prepare). Slots in
-// skip (tensors an auto block allocates itself, not yet allocated while its
+// boundary evaluates the callee's boundary slots (after prepare) into out,
+// the frame's boundaryArgs or slots a BoundaryWriter lent. Slots in skip
+// (tensors an auto block allocates itself, not yet allocated while its
 // boundary is computed) are left alone.
-func (r *runner) boundary(cf *frame, skip []bool) {
+func (r *runner) boundary(cf *frame, skip []bool, out []stages.Arg) {
 	for s, b := range cf.block.boundary {
 		if skip != nil && skip[s] {
 			continue
 		}
-		cf.boundaryArgs[s].Tag = b.tag
-		if !r.view(cf, b.view, &cf.boundaryArgs[s].View) {
+		out[s].Tag = b.tag
+		if !r.view(cf, b.view, &out[s].View) {
 			return
 		}
-		v := &cf.boundaryArgs[s].View
+		v := &out[s].View
 		if b.dtype != stages.DTypeInvalid && v.DType != b.dtype {
 			r.fail(b.line, "boundary slot %s of %s: dtype %s, want %s", b.name, cf.block.name, v.DType, b.dtype)
 			return
@@ -94,8 +95,12 @@ func (r *runner) call(o stages.Submitter, caller *frame, c *callOp) {
 		// An auto block run on the ordinary path needs no boundary of its
 		// own: its calls evaluate theirs, as they would at the top level.
 	default:
-		r.boundary(cf, nil)
 		args, scal = cf.boundaryArgs, cf.scalarVals
+		if bw, ok := o.(stages.BoundaryWriter); ok && asGraph {
+			// Straight into the run image: the Graph call does not copy it.
+			args = bw.GraphBoundary(len(cb.boundary))
+		}
+		r.boundary(cf, nil, args)
 	}
 	if r.err != nil {
 		return

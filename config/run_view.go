@@ -82,7 +82,9 @@ func (r *runner) view(fr *frame, v *viewExpr, out *stages.View) bool {
 		}
 		*out = stages.NewView(out.Root, out.Offset, out.DType, shape[:len(v.as)]...)
 	}
-	if _, ok := addOK(out.Offset, out.Elems()); !ok || out.Offset < base.Offset || out.End() > base.End() {
+	// Each view's elements are counted once: this check runs for every
+	// boundary slot of every Graph call.
+	if end, ok := addOK(out.Offset, out.Elems()); !ok || out.Offset < base.Offset || end > base.Offset+base.Elems() {
 		r.failAt(v.line, "view", v.src, "view %q outside its root: elements [%d, %d) of a base covering [%d, %d)", shorten(v.src), out.Offset, out.End(), base.Offset, base.End())
 		return false
 	}

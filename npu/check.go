@@ -223,33 +223,32 @@ func (d *Die) check(img *stages.RunImage) (*plan, error) {
 		if o == nil {
 			return nil, refuse(ErrUnknownDefinition, "GRAPH task %d replays Definition %#016x (full_key %#016x), which was never uploaded", i, g.DefHash, g.FullKey)
 		}
-		if err := checkBoundary(img, g, o.def, rootElems); err != nil {
-			return nil, refuse(ErrBoundaryMismatch, "GRAPH task %d (%q): %v", i, o.def.Key, err)
+		if err := checkBoundary(img, g, o, rootElems); err != nil {
+			return nil, refuse(ErrBoundaryMismatch, "GRAPH task %d (%q): %v", i, o.key, err)
 		}
-		if g.HeapBase%objAlign != 0 && o.def.HeapBytes > 0 {
+		if g.HeapBase%objAlign != 0 && o.heapBytes > 0 {
 			return nil, refuse(ErrInvalidImage, "GRAPH task %d heap block at %#x is not %d-byte aligned", i, g.HeapBase, objAlign)
 		}
-		if o.def.HeapBytes > 0 {
-			regions = append(regions, region{g.HeapBase, g.HeapBase + uint64(o.def.HeapBytes), -1, i})
+		if o.heapBytes > 0 {
+			regions = append(regions, region{g.HeapBase, g.HeapBase + uint64(o.heapBytes), -1, i})
 		}
-		p.graphBytes += o.def.HeapBytes
+		p.graphBytes += o.heapBytes
 		// Boundary views stay inside their roots at this call's offsets.
-		def := o.def
-		for k := range def.Tensors {
-			ref := &def.Tensors[k]
-			if ref.Src != stages.SrcBoundaryView {
+		for k := range o.tensors {
+			ref := &o.tensors[k]
+			if ref.src != stages.SrcBoundaryView {
 				continue
 			}
-			b := &img.Args[g.Boundary.Off+uint32(ref.Slot)].View
+			b := &img.Args[g.Boundary.Off+uint32(ref.slot)].View
 			el, _ := rootElems(b.Root)
-			if off := b.Offset + ref.Delta; off < 0 || off > el {
-				return nil, refuse(ErrInvalidImage, "GRAPH task %d (%q) tensor %d lands at offset %d of a %d-element root", i, def.Key, k, off, el)
+			if off := b.Offset + ref.delta; off < 0 || off > el {
+				return nil, refuse(ErrInvalidImage, "GRAPH task %d (%q) tensor %d lands at offset %d of a %d-element root", i, o.key, k, off, el)
 			}
 		}
 		p.instOf[i] = int32(len(p.insts))
 		p.insts = append(p.insts, instPlan{g: t.Graph, def: o, shell: int32(i), base: next, objBase: int32(p.nObjs)})
-		next += int32(len(def.Nodes))
-		p.nObjs += len(def.Roots)
+		next += int32(len(o.nodes))
+		p.nObjs += len(o.roots)
 	}
 	p.nTasks = int(next)
 
@@ -311,20 +310,20 @@ func fanoutCSR[P, C ~int32 | ~uint32](n, edges int, fanin func(c int) []P) ([]ui
 // size, and the same alias partition. A slot shipped as (root, offset) only
 // takes the signature's layout here. Linear in the width: the alias check
 // keeps, per root, the first slot that viewed it.
-func checkBoundary(img *stages.RunImage, g *stages.GraphSubmission, def *stages.Definition, rootElems func(stages.RootID) (int64, bool)) error {
-	if g.FullKey != def.FullKey {
-		return fmt.Errorf("full_key %#016x, the Definition's is %#016x", g.FullKey, def.FullKey)
+func checkBoundary(img *stages.RunImage, g *stages.GraphSubmission, def *defObj, rootElems func(stages.RootID) (int64, bool)) error {
+	if g.FullKey != def.fullKey {
+		return fmt.Errorf("full_key %#016x, the Definition's is %#016x", g.FullKey, def.fullKey)
 	}
-	if int(g.Boundary.N) != len(def.Boundary) {
-		return fmt.Errorf("%d boundary tensors, the Definition has %d", g.Boundary.N, len(def.Boundary))
+	if int(g.Boundary.N) != len(def.boundary) {
+		return fmt.Errorf("%d boundary tensors, the Definition has %d", g.Boundary.N, len(def.boundary))
 	}
-	if int(g.Scalars.N) != def.BoundaryScalars {
-		return fmt.Errorf("%d boundary scalars, the Definition has %d", g.Scalars.N, def.BoundaryScalars)
+	if int(g.Scalars.N) != def.boundaryScalars {
+		return fmt.Errorf("%d boundary scalars, the Definition has %d", g.Scalars.N, def.boundaryScalars)
 	}
 	args := img.Args[g.Boundary.Off : g.Boundary.Off+g.Boundary.N]
 	first := make(map[stages.RootID]int32, len(args)) // lookups only
 	for i := range args {
-		a, s := &args[i], &def.Boundary[i]
+		a, s := &args[i], &def.boundary[i]
 		if a.Tag != s.Tag {
 			return fmt.Errorf("slot %d tag %s, the Definition has %s", i, a.Tag, s.Tag)
 		}

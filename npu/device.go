@@ -74,19 +74,6 @@ type Stats struct {
 	Refusals  int
 }
 
-// defObj is an uploaded Definition: the decoded, verified image plus what
-// the device derives from it once (roots, fanout CSR, layout hashes).
-type defObj struct {
-	id    ObjectID
-	def   *stages.Definition
-	image []byte
-	roots []uint32 // nodes with no internal fanin
-	foOff []uint32
-	foIdx []uint32
-	lh    []uint64 // layout hash per tensor template
-	plh   []uint64 // layout hash per node's predicate tensor (0 if none)
-}
-
 // Die is one rank's simulated a2a3 die. It is plain state: not safe for
 // concurrent use (the device actor serializes its requests).
 type Die struct {
@@ -103,6 +90,7 @@ type Die struct {
 	planGen   uint64
 	sim       sim
 	stats     Stats
+	scratch   stages.Definition // each upload is decoded into it
 }
 
 // New returns a device with cfg; zero fields take DefaultConfig values
@@ -178,12 +166,22 @@ func (d *Die) Upload(image []byte) (ObjectID, error) {
 		d.stats.H2DCopies++
 		return o.id, nil
 	}
-	def, err := stages.DecodeDefinition(image)
+	// The image is read straight into the device's narrow form: each tensor
+	// template as it is decoded, the rest into a scratch Definition reused
+	// upload after upload (defObj copies what it keeps).
+	def := &d.scratch
+	var tensors []devTensor
+	err := stages.DecodeDefinitionFunc(image, def, func(t *stages.TensorRef, i, n int) {
+		if tensors == nil {
+			tensors = make([]devTensor, n)
+		}
+		tensors[i] = newDevTensor(t)
+	})
 	if err != nil {
 		d.stats.Refusals++
 		return 0, fmt.Errorf("npu: upload refused: %w", err)
 	}
-	o, err := newDefObj(def)
+	o, err := newDefObj(def, tensors)
 	if err != nil {
 		d.stats.Refusals++
 		return 0, fmt.Errorf("npu: upload refused: Definition %q: %w", def.Key, err)
@@ -192,7 +190,7 @@ func (d *Die) Upload(image []byte) (ObjectID, error) {
 	o.id = ObjectID(d.nextDef)
 	d.nextDef += alignUp(uint64(len(image)))
 	d.defs = append(d.defs, o)
-	d.byHash[def.ContentHash] = o
+	d.byHash[o.hash] = o
 	d.stats.Uploads++
 	d.stats.DefinitionBytes += int64(len(image))
 	d.stats.H2DBytes += int64(len(image))
@@ -220,38 +218,6 @@ func kernelSlotsOK(k stages.Kind, ks [3]stages.KernelID) bool {
 // maxBlockNum bounds a task's SPMD width (upstream: block_num × cores per
 // block must fit total_required_subtasks, an int16).
 const maxBlockNum = 1<<15 - 1
-
-func newDefObj(def *stages.Definition) (*defObj, error) {
-	n := len(def.Nodes)
-	o := &defObj{def: def}
-	for i := range def.Nodes {
-		nd := &def.Nodes[i]
-		if !kernelSlotsOK(nd.Kind, nd.Kernel) {
-			return nil, fmt.Errorf("%w: node %d of kind %s has kernel slots %v", ErrInvalidImage, i, nd.Kind, nd.Kernel)
-		}
-		if nd.BlockNum > maxBlockNum {
-			return nil, fmt.Errorf("%w: node %d has block_num %d (at most %d)", ErrInvalidImage, i, nd.BlockNum, maxBlockNum)
-		}
-		if nd.Fanin.N == 0 {
-			o.roots = append(o.roots, uint32(i))
-		}
-	}
-	o.foOff, o.foIdx = fanoutCSR[uint32, uint32](n, len(def.Fanin), func(c int) []uint32 {
-		nd := &def.Nodes[c]
-		return def.Fanin[nd.Fanin.Off : nd.Fanin.Off+nd.Fanin.N]
-	})
-	o.lh = make([]uint64, len(def.Tensors))
-	for i := range def.Tensors {
-		o.lh[i] = layoutHash(&def.Tensors[i].Layout)
-	}
-	o.plh = make([]uint64, n)
-	for i := range def.Nodes {
-		if p := &def.Nodes[i].Pred; p.Valid {
-			o.plh[i] = layoutHash(&p.Tensor.Layout)
-		}
-	}
-	return o, nil
-}
 
 // CopyRun copies the run image to the device (one H2D copy of real bytes).
 // It is checked when launched.

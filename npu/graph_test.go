@@ -38,7 +38,11 @@ func blockDef() *stages.Definition {
 		d.Nodes = append(d.Nodes, stages.NodeDesc{Kind: kind, Kernel: ks, BlockNum: bn,
 			Tensors: stages.Span{Off: uint32(len(d.Tensors)), N: uint32(len(tens))},
 			Scalars: stages.Span{Off: uint32(len(d.Scalars)), N: uint32(len(sc))},
-			Fanin:   stages.Span{Off: uint32(len(d.Fanin)), N: uint32(len(fanin))}, Pred: pred})
+			Fanin:   stages.Span{Off: uint32(len(d.Fanin)), N: uint32(len(fanin))}})
+		if pred.Valid {
+			d.Preds = append(d.Preds, pred)
+			d.Nodes[len(d.Nodes)-1].Pred = int32(len(d.Preds))
+		}
 		d.Tensors = append(d.Tensors, tens...)
 		d.Scalars = append(d.Scalars, sc...)
 		d.Fanin = append(d.Fanin, fanin...)

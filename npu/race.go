@@ -280,7 +280,7 @@ func (s *sim) raceOrder() {
 		}
 		ii := s.tasks[t].inst
 		ip := &p.insts[ii]
-		for n := range ip.def.def.Nodes {
+		for n := range ip.def.nodes {
 			rs.posOf[int(ip.base)+n] = int32(len(rs.order))
 			rs.order = append(rs.order, ip.base+int32(n))
 		}
@@ -302,7 +302,7 @@ func (s *sim) raceOrder() {
 		case ti < 0:
 			ip := &p.insts[^ti]
 			o := ip.def
-			for n := range o.def.Nodes {
+			for n := range o.nodes {
 				if o.foOff[n] == o.foOff[n+1] { // a sink: every node reaches one
 					rs.pIdx = append(rs.pIdx, rs.posOf[int(ip.base)+n])
 				}
@@ -315,11 +315,11 @@ func (s *sim) raceOrder() {
 		default:
 			t := &s.tasks[ti]
 			ip := &p.insts[t.inst]
-			nd := &ip.def.def.Nodes[t.node]
-			if nd.Fanin.N == 0 {
+			nd := &ip.def.nodes[t.node]
+			if nd.fanin.N == 0 {
 				rs.pIdx = append(rs.pIdx, rs.posOf[ip.shell])
 			}
-			for _, f := range ip.def.def.Fanin[nd.Fanin.Off : nd.Fanin.Off+nd.Fanin.N] {
+			for _, f := range ip.def.fanin[nd.fanin.Off : nd.fanin.Off+nd.fanin.N] {
 				rs.pIdx = append(rs.pIdx, rs.posOf[int(ip.base)+int(f)])
 			}
 		}
@@ -335,9 +335,9 @@ func (s *sim) predElem(ti int32) (int32, int64) {
 		return s.p.rootObj[pr.View.Root], pr.View.Offset + pr.Index
 	}
 	ip := &s.p.insts[t.inst]
-	pr := &ip.def.def.Nodes[t.node].Pred
-	a := s.ref(ip, &pr.Tensor, 0)
-	return a.obj, a.off + pr.Index
+	pr := &ip.def.preds[ip.def.nodes[t.node].pred]
+	a := s.ref(ip, &pr.t)
+	return a.obj, a.off + pr.index
 }
 
 // reaches reports whether a dependency path leads from position a to b
@@ -520,7 +520,7 @@ func (s *sim) nameObj(obj int32, r *Race) {
 	default:
 		for ii := range p.insts {
 			ip := &p.insts[ii]
-			if obj >= ip.objBase && int(obj) < int(ip.objBase)+len(ip.def.def.Roots) {
+			if obj >= ip.objBase && int(obj) < int(ip.objBase)+len(ip.def.roots) {
 				r.Graph, r.Internal = stages.TaskID(ip.shell), obj-ip.objBase
 				return
 			}

@@ -48,7 +48,7 @@ func (s *sim) taskInfo(ti int32) TaskInfo {
 	t := &s.tasks[ti]
 	info := TaskInfo{Task: TaskRef{Task: stages.TaskID(t.src), Node: t.node}, Kind: t.kind, Kernel: t.kern}
 	if t.node >= 0 {
-		info.Key = s.p.insts[t.inst].def.def.Key
+		info.Key = s.p.insts[t.inst].def.key
 	}
 	return info
 }

@@ -638,7 +638,7 @@ func (s *sim) activateShell(ti int32) int64 {
 func (s *sim) prepare(ii int32) int64 {
 	in := &s.insts[ii]
 	ip := &s.p.insts[ii]
-	n := int32(len(ip.def.def.Nodes))
+	n := int32(len(ip.def.nodes))
 	var cost int64
 	if !in.localized {
 		in.localized = true
@@ -663,11 +663,11 @@ func (s *sim) prepare(ii int32) int64 {
 func (s *sim) activate(ii int32) int64 {
 	ip := &s.p.insts[ii]
 	shell := &s.tasks[ip.shell]
-	if len(ip.def.def.Nodes) == 0 {
+	if len(ip.def.nodes) == 0 {
 		return s.complete(ip.shell)
 	}
 	var cost int64
-	for _, r := range ip.def.roots {
+	for _, r := range ip.def.entry {
 		ti := ip.base + int32(r)
 		t := &s.tasks[ti]
 		t.cpIn, t.cpPred = shell.cpIn, shell.cpPred
@@ -703,24 +703,23 @@ func (s *sim) arg(t *dtask, i uint32) rarg {
 		return rarg{obj: p.rootObj[a.View.Root], tag: a.Tag, off: a.View.Offset, n: a.View.Elems(), esz: a.View.DType.Size(), rows: dim0(&a.View), cols: dimLast(&a.View), lh: p.lh[ai]}
 	}
 	ip := &p.insts[t.inst]
-	def := ip.def.def
-	ri := def.Nodes[t.node].Tensors.Off + i
-	return s.ref(ip, &def.Tensors[ri], ip.def.lh[ri])
+	o := ip.def
+	return s.ref(ip, &o.tensors[o.nodes[t.node].tensors.Off+i])
 }
 
-func (s *sim) ref(ip *instPlan, ref *stages.TensorRef, lh uint64) rarg {
-	r := rarg{tag: ref.Tag, off: ref.Delta, n: ref.Layout.Elems(), esz: ref.Layout.DType.Size(), rows: dim0(&ref.Layout), cols: dimLast(&ref.Layout), lh: lh}
-	switch ref.Src {
+func (s *sim) ref(ip *instPlan, ref *devTensor) rarg {
+	r := rarg{tag: ref.tag, off: ref.delta, n: ref.n, esz: int64(ref.esz), rows: ref.rows, cols: ref.cols, lh: ref.lh}
+	switch ref.src {
 	case stages.SrcBoundaryExact, stages.SrcBoundaryView:
 		g := &s.img.Graphs[ip.g]
-		b := &s.img.Args[g.Boundary.Off+uint32(ref.Slot)].View
+		b := &s.img.Args[g.Boundary.Off+uint32(ref.slot)].View
 		r.obj = s.p.rootObj[b.Root]
 		r.off = b.Offset
-		if ref.Src == stages.SrcBoundaryView {
-			r.off += ref.Delta
+		if ref.src == stages.SrcBoundaryView {
+			r.off += ref.delta
 		}
 	default:
-		r.obj = ip.objBase + ref.Slot
+		r.obj = ip.objBase + ref.slot
 	}
 	return r
 }
@@ -746,7 +745,7 @@ func (s *sim) nargs(t *dtask) uint32 {
 	if t.node < 0 {
 		return s.img.Tasks[t.src].Args.N
 	}
-	return s.p.insts[t.inst].def.def.Nodes[t.node].Tensors.N
+	return s.p.insts[t.inst].def.nodes[t.node].tensors.N
 }
 
 func (s *sim) scalarsOf(t *dtask, f func(v uint64)) {
@@ -758,10 +757,10 @@ func (s *sim) scalarsOf(t *dtask, f func(v uint64)) {
 		return
 	}
 	ip := &s.p.insts[t.inst]
-	def := ip.def.def
-	sp := def.Nodes[t.node].Scalars
+	def := ip.def
+	sp := def.nodes[t.node].scalars
 	g := &s.img.Graphs[ip.g]
-	for _, sc := range def.Scalars[sp.Off : sp.Off+sp.N] {
+	for _, sc := range def.scalars[sp.Off : sp.Off+sp.N] {
 		if sc.Boundary {
 			f(s.img.Scalars[g.Scalars.Off+uint32(sc.Slot)])
 		} else {
@@ -929,9 +928,9 @@ func (s *sim) evalPred(ti int32) bool {
 		return predTrue(pr.Op, s.objs[obj].elemValue(pr.View.Offset+pr.Index), pr.Target)
 	}
 	ip := &s.p.insts[t.inst]
-	pr := &ip.def.def.Nodes[t.node].Pred
-	a := s.ref(ip, &pr.Tensor, 0)
-	return predTrue(pr.Op, s.objs[a.obj].elemValue(a.off+pr.Index), pr.Target)
+	pr := &ip.def.preds[ip.def.nodes[t.node].pred]
+	a := s.ref(ip, &pr.t)
+	return predTrue(pr.op, s.objs[a.obj].elemValue(a.off+pr.index), pr.target)
 }
 
 // ---------------------------------------------------------------- driver
@@ -992,12 +991,12 @@ func (s *sim) setup(d *Die, p *plan) {
 	s.insts = resize(s.insts, len(p.insts))
 	for ii := range p.insts {
 		ip := &p.insts[ii]
-		def := ip.def.def
-		s.insts[ii] = instRT{remaining: int32(len(def.Nodes)), cpPred: -1}
-		for n := range def.Nodes {
-			nd := &def.Nodes[n]
-			s.tasks[int(ip.base)+n] = dtask{kind: nd.Kind, kern: nd.Kernel, bn: max(nd.BlockNum, 1), remaining: int32(nd.Fanin.N),
-				src: ip.shell, inst: int32(ii), node: int32(n), pred: nd.Pred.Valid, cpPred: -1}
+		def := ip.def
+		s.insts[ii] = instRT{remaining: int32(len(def.nodes)), cpPred: -1}
+		for n := range def.nodes {
+			nd := &def.nodes[n]
+			s.tasks[int(ip.base)+n] = dtask{kind: nd.kind, kern: nd.kernel, bn: max(nd.blockNum, 1), remaining: int32(nd.fanin.N),
+				src: ip.shell, inst: int32(ii), node: int32(n), pred: nd.pred >= 0, cpPred: -1}
 		}
 	}
 
@@ -1012,8 +1011,8 @@ func (s *sim) setup(d *Die, p *plan) {
 	}
 	for ii := range p.insts {
 		ip := &p.insts[ii]
-		for k := range ip.def.def.Roots {
-			r := &ip.def.def.Roots[k]
+		for k := range ip.def.roots {
+			r := &ip.def.roots[k]
 			s.objs[int(ip.objBase)+k].reset(r.Elems, freshDigest(r.DType, r.Elems))
 		}
 	}
@@ -1080,7 +1079,7 @@ func (s *sim) result(d *Die, p *plan) *Result {
 				continue
 			}
 			ip := &p.insts[t.inst]
-			for n := range ip.def.def.Nodes {
+			for n := range ip.def.nodes {
 				add(&s.tasks[int(ip.base)+n])
 			}
 		}

@@ -8,7 +8,7 @@ type RootSizer interface {
 }
 
 // RootElems implements RootSizer for the run's roots.
-func (o *OrdinaryPath) RootElems(r RootID) int64 { return o.roots[r].Elems }
+func (o *OrdinaryPath) RootElems(r RootID) int64 { return o.info[r].elems }
 
 // BoundaryMismatch says why a call cannot replay a Definition: the boundary
 // contract lets a replay change addresses and scalar values, never shape,
@@ -72,6 +72,12 @@ func Signature(args []Arg, roots RootSizer) []BoundarySlot {
 // name may change from call to call, as addresses do: the outer task waits
 // on this call's.
 func (m *Matcher) MatchSignature(sig []BoundarySlot, wantScalars, wantExt int, call *GraphCall, roots RootSizer) *BoundaryMismatch {
+	return matchSignature(m, sig, wantScalars, wantExt, call, roots)
+}
+
+// matchSignature is MatchSignature, generic so that the ordinary path's root
+// table is read inline on the replay's hot path.
+func matchSignature[R RootSizer](m *Matcher, sig []BoundarySlot, wantScalars, wantExt int, call *GraphCall, roots R) *BoundaryMismatch {
 	key, args := call.Key, call.Boundary
 	if len(args) != len(sig) {
 		return &BoundaryMismatch{Key: key, Slot: -1, What: "tensor count", Got: fmt.Sprint(len(args)), Want: fmt.Sprint(len(sig))}

@@ -9,56 +9,87 @@ import (
 
 // DecodeDefinition verifies and decodes a Definition image.
 func DecodeDefinition(b []byte) (*Definition, error) {
-	if err := imagefmt.CheckHeader(b, DefinitionMagic, DefinitionVersion, defHeaderSize, imagefmt.DefTotalAt, hashOff, "definition"); err != nil {
+	d := new(Definition)
+	if err := DecodeDefinitionInto(b, d); err != nil {
 		return nil, err
 	}
-	return decodeDefinition(b)
+	return d, nil
 }
 
-// decodeDefinition decodes a Definition image whose header has been checked,
-// section by section, in the sections' order.
-func decodeDefinition(b []byte) (*Definition, error) {
+// DecodeDefinitionInto is DecodeDefinition into d, whose pools' storage it
+// reuses: a decoder that keeps its own form of each Definition (the
+// device) decodes every upload into one scratch Definition instead of
+// allocating a fresh one (its tensor templates are 120 bytes each, about a
+// megabyte for DSv4's eight). On error d holds a partial decode.
+func DecodeDefinitionInto(b []byte, d *Definition) error {
+	return DecodeDefinitionFunc(b, d, nil)
+}
+
+// DecodeDefinitionFunc is DecodeDefinitionInto, except that, with keep set,
+// the tensor templates are handed to keep one at a time (template i of n,
+// decoded and checked; t is reused) instead of kept in d.Tensors, which is
+// left empty. A decoder with a narrower form of its own (the device) so
+// never holds the 120-byte TensorRefs of a whole Definition.
+func DecodeDefinitionFunc(b []byte, d *Definition, keep func(t *TensorRef, i, n int)) error {
+	if err := imagefmt.CheckHeader(b, DefinitionMagic, DefinitionVersion, defHeaderSize, imagefmt.DefTotalAt, hashOff, "definition"); err != nil {
+		return err
+	}
+	return decodeDefinition(b, d, keep)
+}
+
+// decodeDefinition decodes a Definition image whose header has been checked
+// into d, section by section, in the sections' order but for the internal
+// roots, which come before the tensor templates that are checked against
+// them.
+func decodeDefinition(b []byte, d *Definition, keep func(t *TensorRef, i, n int)) error {
 	h, sec, err := defLayout(b)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	d := h.definition(b)
+	h.definition(b, d)
 	if err := h.faninSpans(b, sec, d.Nodes); err != nil {
-		return nil, err
+		return err
 	}
-	if d.Fanin, err = h.faninEdges(b, sec, d.Nodes); err != nil {
-		return nil, err
+	if d.Fanin, err = h.faninEdges(b, sec, d.Nodes, d.Fanin); err != nil {
+		return err
 	}
 	if err := h.checkFanout(b, sec, d); err != nil {
-		return nil, err
+		return err
 	}
 	if d.ExtDeps, err = decodeExtDeps(b, sec, h); err != nil {
-		return nil, err
+		return err
 	}
-	preds, err := h.nodeTable(b, sec, d.Nodes)
-	if err != nil {
-		return nil, err
+	if err := h.nodeTable(b, sec, d.Nodes); err != nil {
+		return err
 	}
-	if d.Tensors, err = h.tensors(b[sec[dsTensors]:sec[dsScalars]]); err != nil {
-		return nil, err
+	if d.Roots, err = h.roots(b[sec[dsRoots]:sec[dsBoundary]], d.Roots); err != nil {
+		return err
 	}
-	if d.Scalars, err = h.scalars(b[sec[dsScalars]:sec[dsRoots]]); err != nil {
-		return nil, err
+	if d.Tensors, err = h.tensors(b[sec[dsTensors]:sec[dsScalars]], d.Tensors, d.Roots, keep); err != nil {
+		return err
 	}
-	if d.Roots, err = h.roots(b[sec[dsRoots]:sec[dsBoundary]]); err != nil {
-		return nil, err
+	if d.Scalars, err = h.scalars(b[sec[dsScalars]:sec[dsRoots]], d.Scalars); err != nil {
+		return err
 	}
-	if err := checkInternalDeltas(d); err != nil {
-		return nil, err
+	if d.Boundary, err = decodeBoundary(b[sec[dsBoundary]:sec[dsPreds]], h.nbound, d.Boundary); err != nil {
+		return err
 	}
-	if d.Boundary, err = decodeBoundary(b[sec[dsBoundary]:sec[dsPreds]], h.nbound); err != nil {
-		return nil, err
-	}
-	if err := h.predicates(b[sec[dsPreds]:sec[dsKey]], preds, d.Nodes); err != nil {
-		return nil, err
+	if err := h.predicates(b[sec[dsPreds]:sec[dsKey]], d); err != nil {
+		return err
 	}
 	d.Key = string(b[sec[dsKey]:sec[dsEnd]])
-	return d, nil
+	return nil
+}
+
+// reuse is s resized to n zero elements, on s's storage when it fits (a
+// nil s gets a fresh slice, as make gives).
+func reuse[T any](s []T, n int) []T {
+	if s == nil || cap(s) < n {
+		return make([]T, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
 }
 
 // defCounts is a Definition image's header counts, checked against its
@@ -119,16 +150,22 @@ func defLayout(b []byte) (defCounts, []int, error) {
 	return h, sec, nil
 }
 
-// definition is the Definition the header describes, its nodes allocated
-// and nothing else decoded.
-func (h *defCounts) definition(b []byte) *Definition {
+// definition makes d the Definition the header describes, its nodes
+// allocated (on d's storage when it fits) and nothing else decoded.
+func (h *defCounts) definition(b []byte, d *Definition) {
 	le := binary.LittleEndian
-	return &Definition{
+	*d = Definition{
 		FullKey:         le.Uint64(b[imagefmt.DefFullKeyAt:]),
 		ContentHash:     le.Uint64(b[hashOff:]),
 		HeapBytes:       h.heapBytes,
 		BoundaryScalars: h.nbsc,
-		Nodes:           make([]NodeDesc, h.nodes),
+		Nodes:           reuse(d.Nodes, h.nodes),
+		Fanin:           d.Fanin[:0],
+		Tensors:         d.Tensors[:0],
+		Scalars:         d.Scalars[:0],
+		Roots:           d.Roots[:0],
+		Boundary:        d.Boundary[:0],
+		Preds:           d.Preds[:0],
 	}
 }
 
@@ -152,10 +189,10 @@ func (h *defCounts) faninSpans(b []byte, sec []int, nodes []NodeDesc) error {
 
 // faninEdges decodes the fanin CSR's producers: each precedes its consumer
 // (node order is topological, so no cycle can be expressed).
-func (h *defCounts) faninEdges(b []byte, sec []int, nodes []NodeDesc) ([]uint32, error) {
+func (h *defCounts) faninEdges(b []byte, sec []int, nodes []NodeDesc, dst []uint32) ([]uint32, error) {
 	le := binary.LittleEndian
 	fi := b[sec[dsFaninIdx]:]
-	fanin := make([]uint32, h.edges)
+	fanin := reuse(dst, h.edges)
 	for i := range nodes {
 		s := nodes[i].Fanin
 		for e := s.Off; e < s.Off+s.N; e++ {
@@ -239,17 +276,16 @@ func decodeExtDeps(b []byte, sec []int, h defCounts) ([][]uint32, error) {
 }
 
 // nodeTable decodes the node records into nodes (their Fanin spans set
-// already) and returns each node's 1-based predicate index (0: none).
-func (h *defCounts) nodeTable(b []byte, sec []int, nodes []NodeDesc) ([]uint32, error) {
+// already), each with its 1-based predicate index (0: none).
+func (h *defCounts) nodeTable(b []byte, sec []int, nodes []NodeDesc) error {
 	le := binary.LittleEndian
-	preds := make([]uint32, len(nodes))
 	nb := b[sec[dsNodes]:]
 	for i := range nodes {
 		rec := nb[nodeRecSize*i:]
 		nd := &nodes[i]
 		nd.Kind = Kind(rec[imagefmt.NodeKindAt])
 		if nd.Kind < KindAIC || nd.Kind > KindAlloc {
-			return nil, badf("definition node %d has kind %d (want aic, aiv, mix, dummy or alloc; a GRAPH node cannot nest)", i, rec[imagefmt.NodeKindAt])
+			return badf("definition node %d has kind %d (want aic, aiv, mix, dummy or alloc; a GRAPH node cannot nest)", i, rec[imagefmt.NodeKindAt])
 		}
 		nd.BlockNum = int32(le.Uint32(rec[imagefmt.NodeBlockNumAt:]))
 		for k := 0; k < 3; k++ {
@@ -257,31 +293,53 @@ func (h *defCounts) nodeTable(b []byte, sec []int, nodes []NodeDesc) ([]uint32, 
 		}
 		nd.Tensors = Span{Off: le.Uint32(rec[imagefmt.NodeTensorOffAt:]), N: le.Uint32(rec[imagefmt.NodeTensorNAt:])}
 		nd.Scalars = Span{Off: le.Uint32(rec[imagefmt.NodeScalarOffAt:]), N: le.Uint32(rec[imagefmt.NodeScalarNAt:])}
-		preds[i] = le.Uint32(rec[imagefmt.NodePredicateAt:])
+		pred := le.Uint32(rec[imagefmt.NodePredicateAt:])
 		if uint64(nd.Tensors.Off)+uint64(nd.Tensors.N) > uint64(h.ntens) {
-			return nil, badf("definition node %d tensors [%d, +%d) exceed %d tensors", i, nd.Tensors.Off, nd.Tensors.N, h.ntens)
+			return badf("definition node %d tensors [%d, +%d) exceed %d tensors", i, nd.Tensors.Off, nd.Tensors.N, h.ntens)
 		}
 		if uint64(nd.Scalars.Off)+uint64(nd.Scalars.N) > uint64(h.nsc) {
-			return nil, badf("definition node %d scalars [%d, +%d) exceed %d scalars", i, nd.Scalars.Off, nd.Scalars.N, h.nsc)
+			return badf("definition node %d scalars [%d, +%d) exceed %d scalars", i, nd.Scalars.Off, nd.Scalars.N, h.nsc)
 		}
-		if int(preds[i]) > h.npred {
-			return nil, badf("definition node %d names predicate %d of %d", i, preds[i], h.npred)
+		if uint64(pred) > uint64(h.npred) {
+			return badf("definition node %d names predicate %d of %d", i, pred, h.npred)
 		}
+		nd.Pred = int32(pred) // npred < 2^29: its section bounds it (defLayout)
 	}
-	return preds, nil
+	return nil
 }
 
-// tensors decodes the tensor template section.
-func (h *defCounts) tensors(b []byte) ([]TensorRef, error) {
-	ts := make([]TensorRef, h.ntens)
+// tensors decodes the tensor template section (on dst's storage), each
+// template's slot checked, and an internal one's offset inside its root
+// (roots, decoded already). With keep set, each is handed to keep instead
+// of kept, and the result is dst emptied.
+func (h *defCounts) tensors(b []byte, dst []TensorRef, roots []InternalRoot, keep func(t *TensorRef, i, n int)) ([]TensorRef, error) {
+	var ts []TensorRef
+	var one TensorRef
+	if keep == nil {
+		ts = reuse(dst, h.ntens)
+	} else {
+		ts = dst[:0]
+	}
 	r := newReader(b, "tensor")
-	for i := range ts {
-		r.tensorRef(&ts[i])
+	for i := 0; i < h.ntens; i++ {
+		t := &one
+		if keep == nil {
+			t = &ts[i]
+		} else {
+			one = TensorRef{}
+		}
+		r.tensorRef(t)
 		if r.Err != nil {
 			return nil, r.Err
 		}
-		if err := h.checkRef(&ts[i], "tensor", i); err != nil {
+		if err := h.checkRef(t, "tensor", i); err != nil {
 			return nil, err
+		}
+		if (t.Src == SrcInternal || t.Src == SrcOwnOutput) && (t.Delta < 0 || t.Delta > roots[t.Slot].Elems) {
+			return nil, badf("definition tensor %d offset %d is outside internal root %d (%d elems)", i, t.Delta, t.Slot, roots[t.Slot].Elems)
+		}
+		if keep != nil {
+			keep(t, i, h.ntens)
 		}
 	}
 	r.Done()
@@ -292,9 +350,9 @@ func (h *defCounts) tensors(b []byte) ([]TensorRef, error) {
 }
 
 // scalars decodes the scalar section: static values and boundary slots.
-func (h *defCounts) scalars(b []byte) ([]ScalarRef, error) {
+func (h *defCounts) scalars(b []byte, dst []ScalarRef) ([]ScalarRef, error) {
 	nbsc := uint32(h.nbsc)
-	ss := make([]ScalarRef, h.nsc)
+	ss := reuse(dst, h.nsc)
 	r := newReader(b, "scalar")
 	for i := range ss {
 		s := &ss[i]
@@ -323,8 +381,8 @@ func (h *defCounts) scalars(b []byte) ([]ScalarRef, error) {
 
 // roots decodes the internal roots, each created by a node and inside the
 // heap block.
-func (h *defCounts) roots(b []byte) ([]InternalRoot, error) {
-	rs := make([]InternalRoot, h.nroots)
+func (h *defCounts) roots(b []byte, dst []InternalRoot) ([]InternalRoot, error) {
+	rs := reuse(dst, h.nroots)
 	r := newReader(b, "root")
 	for i := range rs {
 		rt := &rs[i]
@@ -354,21 +412,9 @@ func (h *defCounts) roots(b []byte) ([]InternalRoot, error) {
 	return rs, nil
 }
 
-// checkInternalDeltas checks that internal tensor templates stay inside
-// their root.
-func checkInternalDeltas(d *Definition) error {
-	for i := range d.Tensors {
-		t := &d.Tensors[i]
-		if (t.Src == SrcInternal || t.Src == SrcOwnOutput) && (t.Delta < 0 || t.Delta > d.Roots[t.Slot].Elems) {
-			return badf("definition tensor %d offset %d is outside internal root %d (%d elems)", i, t.Delta, t.Slot, d.Roots[t.Slot].Elems)
-		}
-	}
-	return nil
-}
-
-// decodeBoundary decodes the boundary signature section.
-func decodeBoundary(b []byte, nbound int) ([]BoundarySlot, error) {
-	sig := make([]BoundarySlot, nbound)
+// decodeBoundary decodes the boundary signature section (on dst's storage).
+func decodeBoundary(b []byte, nbound int, dst []BoundarySlot) ([]BoundarySlot, error) {
+	sig := reuse(dst, nbound)
 	r := newReader(b, "boundary")
 	for i := range sig {
 		if err := r.boundarySlot(sig, i); err != nil {
@@ -426,11 +472,12 @@ func (r *reader) boundarySlot(sig []BoundarySlot, i int) error {
 	return nil
 }
 
-// predicates decodes and checks a Definition's predicate section and gives
-// each node the predicate its record names (preds, from nodeTable); the full
-// and the host decode share it.
-func (h *defCounts) predicates(b []byte, preds []uint32, nodes []NodeDesc) error {
-	pr := make([]PredRef, h.npred)
+// predicates decodes and checks a Definition's predicate section into
+// d.Preds (on its storage), which the nodes name by index (nodeTable); the
+// full and the host decode share it.
+func (h *defCounts) predicates(b []byte, d *Definition) error {
+	pr := reuse(d.Preds, h.npred)
+	d.Preds = pr
 	r := newReader(b, "predicate")
 	for i := range pr {
 		p := &pr[i]
@@ -450,13 +497,5 @@ func (h *defCounts) predicates(b []byte, preds []uint32, nodes []NodeDesc) error
 		}
 	}
 	r.Done()
-	if r.Err != nil {
-		return r.Err
-	}
-	for i := range nodes {
-		if k := preds[i]; k > 0 {
-			nodes[i].Pred = pr[k-1]
-		}
-	}
-	return nil
+	return r.Err
 }

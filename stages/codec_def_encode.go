@@ -45,11 +45,7 @@ func sizeDefinition(d *Definition) defSizes {
 	for i := range d.Nodes {
 		s.edges += int(d.Nodes[i].Fanin.N)
 	}
-	for i := range d.Nodes {
-		if d.Nodes[i].Pred.Valid {
-			s.npred++
-		}
-	}
+	s.npred = len(d.Preds)
 	for _, w := range d.ExtDeps {
 		s.waits += len(w)
 	}
@@ -94,10 +90,9 @@ func sizeDefinition(d *Definition) defSizes {
 		off += 1 + layoutLen(&b.Layout) + uvLen(uint64(int64(b.AliasRep)+1)) + svLen(0) + uvLen(uint64(b.RootElems))
 	}
 	sec[dsPreds] = off
-	for i := range d.Nodes {
-		if p := &d.Nodes[i].Pred; p.Valid {
-			off += 1 + tensorRefLen(&p.Tensor) + svLen(p.Index) + svLen(p.Target)
-		}
+	for i := range d.Preds {
+		p := &d.Preds[i]
+		off += 1 + tensorRefLen(&p.Tensor) + svLen(p.Index) + svLen(p.Target)
 	}
 	sec[dsKey] = off
 	off += len(d.Key)
@@ -200,7 +195,6 @@ func (w *writer) extCSR(d *Definition) {
 }
 
 func (w *writer) nodeTable(d *Definition) {
-	pslot := uint32(0)
 	for i := range d.Nodes {
 		nd := &d.Nodes[i]
 		w.U8(uint8(nd.Kind))
@@ -214,12 +208,7 @@ func (w *writer) nodeTable(d *Definition) {
 		w.U32(nd.Tensors.N)
 		w.U32(nd.Scalars.Off)
 		w.U32(nd.Scalars.N)
-		if nd.Pred.Valid {
-			pslot++
-			w.U32(pslot)
-		} else {
-			w.U32(0)
-		}
+		w.U32(uint32(nd.Pred))
 	}
 }
 
@@ -252,13 +241,12 @@ func (w *writer) defRecords(d *Definition) {
 		w.layoutSlotDelta(&b.Layout, uint64(int64(b.AliasRep)+1), 0)
 		w.Uvarint(uint64(b.RootElems))
 	}
-	for i := range d.Nodes {
-		if p := &d.Nodes[i].Pred; p.Valid {
-			w.U8(uint8(p.Op))
-			w.tensorRef(&p.Tensor)
-			w.Varint(p.Index)
-			w.Varint(p.Target)
-		}
+	for i := range d.Preds {
+		p := &d.Preds[i]
+		w.U8(uint8(p.Op))
+		w.tensorRef(&p.Tensor)
+		w.Varint(p.Index)
+		w.Varint(p.Target)
 	}
 }
 

@@ -133,9 +133,13 @@ func describeDefinition(b []byte) (*dnode, error) {
 		u32(imagefmt.DefExtSlotsAt), u32(imagefmt.DefExtWaitsAt))
 	sections(h, b, defSecAt, imagefmt.DefSectionNames[:])
 	var d *Definition
-	err := defKind.decode(b, func(b []byte) (err error) {
-		d, err = decodeDefinition(b)
-		return err
+	err := defKind.decode(b, func(b []byte) error {
+		dd := new(Definition)
+		if err := decodeDefinition(b, dd, nil); err != nil {
+			return err
+		}
+		d = dd
+		return nil
 	})
 	if d == nil {
 		return root, err
@@ -197,7 +201,8 @@ func describeDefinition(b []byte) (*dnode, error) {
 			}
 			n.add("scalars [%d, +%d): %s", nd.Scalars.Off, nd.Scalars.N, strings.Join(vs, ", "))
 		}
-		if p := &nd.Pred; p.Valid {
+		if nd.Pred > 0 {
+			p := &d.Preds[nd.Pred-1]
 			n.add("predicate: element %d %s %d, of %s", p.Index, predOpNames[p.Op], p.Target, tensorRefString(&p.Tensor))
 		}
 	}

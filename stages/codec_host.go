@@ -32,24 +32,24 @@ func DecodeDefinitionHost(b []byte) (d *Definition, written []int32, err error) 
 	if err != nil {
 		return nil, nil, err
 	}
-	d = h.definition(b)
+	d = new(Definition)
+	h.definition(b, d)
 	if err := h.faninSpans(b, sec, d.Nodes); err != nil {
 		return nil, nil, err
 	}
 	if d.ExtDeps, err = decodeExtDeps(b, sec, h); err != nil {
 		return nil, nil, err
 	}
-	preds, err := h.nodeTable(b, sec, d.Nodes)
-	if err != nil {
+	if err := h.nodeTable(b, sec, d.Nodes); err != nil {
 		return nil, nil, err
 	}
 	if written, err = h.writtenSlots(b[sec[dsTensors]:sec[dsScalars]]); err != nil {
 		return nil, nil, err
 	}
-	if d.Boundary, err = decodeBoundary(b[sec[dsBoundary]:sec[dsPreds]], h.nbound); err != nil {
+	if d.Boundary, err = decodeBoundary(b[sec[dsBoundary]:sec[dsPreds]], h.nbound, nil); err != nil {
 		return nil, nil, err
 	}
-	if err := h.predicates(b[sec[dsPreds]:sec[dsKey]], preds, d.Nodes); err != nil {
+	if err := h.predicates(b[sec[dsPreds]:sec[dsKey]], d); err != nil {
 		return nil, nil, err
 	}
 	d.Key = string(b[sec[dsKey]:sec[dsEnd]])

@@ -29,11 +29,11 @@ func codecDef() *Definition {
 		Nodes: []NodeDesc{
 			{Kind: KindAlloc, Kernel: [3]KernelID{-1, -1, -1}, BlockNum: -1, Tensors: Span{0, 1}, Scalars: Span{0, 0}, Fanin: Span{0, 0}},
 			{Kind: KindAIC, Kernel: [3]KernelID{7, -1, -1}, BlockNum: 4, Tensors: Span{1, 3}, Scalars: Span{0, 2}, Fanin: Span{0, 1}},
-			{Kind: KindAIV, Kernel: [3]KernelID{-1, 9, -1}, BlockNum: 2, Tensors: Span{4, 2}, Scalars: Span{2, 1}, Fanin: Span{1, 1},
-				Pred: PredRef{Valid: true, Op: PredGT, Tensor: TensorRef{Tag: TagInput, Src: SrcBoundaryView, Slot: 2, Delta: 3, Layout: v(INT32, 4)}, Index: 1, Target: 0}},
+			{Kind: KindAIV, Kernel: [3]KernelID{-1, 9, -1}, BlockNum: 2, Tensors: Span{4, 2}, Scalars: Span{2, 1}, Fanin: Span{1, 1}, Pred: 1},
 			{Kind: KindMIX, Kernel: [3]KernelID{11, 12, 12}, BlockNum: 8, Tensors: Span{6, 2}, Scalars: Span{3, 0}, Fanin: Span{2, 2}},
 			{Kind: KindDummy, Kernel: [3]KernelID{-1, -1, -1}, BlockNum: -1, Tensors: Span{8, 0}, Scalars: Span{3, 0}, Fanin: Span{4, 2}},
 		},
+		Preds: []PredRef{{Valid: true, Op: PredGT, Tensor: TensorRef{Tag: TagInput, Src: SrcBoundaryView, Slot: 2, Delta: 3, Layout: v(INT32, 4)}, Index: 1, Target: 0}},
 		Tensors: []TensorRef{
 			{Tag: TagOutput, Src: SrcOwnOutput, Slot: 0, Layout: v(BF16, 16, 64)},
 			{Tag: TagInput, Src: SrcBoundaryExact, Slot: 0, Layout: v(BF16, 16, 64)},
@@ -320,6 +320,14 @@ func FuzzDecodeDefinition(f *testing.F) {
 		if err != nil {
 			return
 		}
+		// Into a scratch that held a larger Definition: the same value.
+		scratch := fuzzScratch()
+		if err := DecodeDefinitionInto(c, scratch); err != nil || !reflect.DeepEqual(normalizedDef(d), normalizedDef(scratch)) {
+			t.Fatalf("decoding into a used scratch differs from a fresh decode (%v)", err)
+		}
+		if msg := streamAgrees(c, d); msg != "" {
+			t.Fatal(msg)
+		}
 		d2, err := DecodeDefinition(EncodeDefinition(d))
 		if err != nil {
 			t.Fatalf("re-encoded definition does not decode: %v", err)
@@ -329,6 +337,64 @@ func FuzzDecodeDefinition(f *testing.F) {
 			t.Fatalf("re-encode changed the definition")
 		}
 	})
+}
+
+// fuzzScratch is a Definition that has held a DSv4-sized decode.
+func fuzzScratch() *Definition {
+	d := new(Definition)
+	if err := DecodeDefinitionInto(EncodeDefinition(dsv4LikeDefinition(64)), d); err != nil {
+		panic(err)
+	}
+	return d
+}
+
+// streamAgrees reports how DecodeDefinitionFunc's decode of b differs from
+// d, b's full decode ("" if it does not): the templates it hands out are
+// d's, in order, and the rest is d without them.
+func streamAgrees(b []byte, d *Definition) string {
+	var got []TensorRef
+	s := fuzzScratch()
+	if err := DecodeDefinitionFunc(b, s, func(t *TensorRef, i, n int) {
+		if i != len(got) || n != len(d.Tensors) {
+			got = append(got, TensorRef{Slot: -99}) // out of order: never equal
+			return
+		}
+		got = append(got, *t)
+	}); err != nil {
+		return "DecodeDefinitionFunc refuses what DecodeDefinition accepts: " + err.Error()
+	}
+	if len(got) != len(d.Tensors) || (len(got) > 0 && !reflect.DeepEqual(got, d.Tensors)) {
+		return "DecodeDefinitionFunc handed out other tensor templates than DecodeDefinition decodes"
+	}
+	want := *d
+	want.Tensors = s.Tensors
+	if len(s.Tensors) != 0 || !reflect.DeepEqual(normalizedDef(&want), normalizedDef(s)) {
+		return "DecodeDefinitionFunc's Definition differs from DecodeDefinition's but for the templates"
+	}
+	return ""
+}
+
+// TestDecodeDefinitionInto decodes images one after another into one
+// scratch Definition, larger then smaller, as the device does at upload:
+// each equals a fresh decode, with nothing left of the one before.
+func TestDecodeDefinitionInto(t *testing.T) {
+	var scratch Definition
+	for _, d := range []*Definition{dsv4LikeDefinition(291), codecDef(), {Key: "empty"}, dsv4LikeDefinition(7), codecDef()} {
+		img := EncodeDefinition(d)
+		fresh, err := DecodeDefinition(img)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := DecodeDefinitionInto(img, &scratch); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(fresh, &scratch) {
+			t.Fatalf("%s: decoded into a used scratch, the Definition differs from a fresh decode", d.Key)
+		}
+		if msg := streamAgrees(img, fresh); msg != "" {
+			t.Fatalf("%s: %s", d.Key, msg)
+		}
+	}
 }
 
 func FuzzDecodeRunImage(f *testing.F) {
@@ -391,7 +457,8 @@ func dsv4LikeDefinition(nodes int) *Definition {
 		nd := NodeDesc{Kind: KindAIC, Kernel: [3]KernelID{KernelID(i % 30), -1, -1}, BlockNum: 4,
 			Tensors: Span{uint32(tOff), 10}, Scalars: Span{uint32(sOff), 2}, Fanin: Span{uint32(fOff), uint32(len(d.Fanin) - fOff)}}
 		if i%3 == 0 {
-			nd.Pred = PredRef{Valid: true, Op: PredGT, Tensor: TensorRef{Tag: TagInput, Src: SrcBoundaryView, Slot: 5, Delta: int64(i), Layout: NewView(0, 0, INT32, 32, 1)}, Index: int64(i % 32)}
+			d.Preds = append(d.Preds, PredRef{Valid: true, Op: PredGT, Tensor: TensorRef{Tag: TagInput, Src: SrcBoundaryView, Slot: 5, Delta: int64(i), Layout: NewView(0, 0, INT32, 32, 1)}, Index: int64(i % 32)})
+			nd.Pred = int32(len(d.Preds))
 		}
 		d.Nodes = append(d.Nodes, nd)
 	}

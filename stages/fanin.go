@@ -60,7 +60,10 @@ type rootMetas interface {
 //     retires it;
 //  4. then inouts and output-existing args of tracked roots register;
 //  5. no self edges; edges are a set.
-func resolveFanin(tm *TensorMap, roots rootMetas, self TaskID, args []Arg, deps []TaskID, manual bool, fs *FaninSet) {
+//
+// It is generic so that the ordinary path's root table (rootTable, a slice
+// type) is read inline, not through an interface call per argument.
+func resolveFanin[M rootMetas](tm *TensorMap, roots M, self TaskID, args []Arg, deps []TaskID, manual bool, fs *FaninSet) {
 	fs.Begin(self)
 	for _, d := range deps {
 		fs.Add(d)

@@ -106,7 +106,7 @@ type ScalarRef struct {
 	Value    uint64
 }
 
-// PredRef is a recorded predicate over a recorded tensor.
+// PredRef is a recorded predicate over a recorded tensor (Definition.Preds).
 type PredRef struct {
 	Valid  bool
 	Op     PredOp
@@ -123,7 +123,10 @@ type NodeDesc struct {
 	Tensors  Span // into Definition.Tensors
 	Scalars  Span // into Definition.Scalars
 	Fanin    Span // into Definition.Fanin (node indices, all < this node)
-	Pred     PredRef
+	// Pred is the node's predicate, 1-based into Definition.Preds; 0: none
+	// (as the image numbers them). A predicate is apart from its node, as
+	// in the image: most nodes have none, and a PredRef is 150 bytes.
+	Pred int32
 }
 
 // InternalRoot is a root created inside the body; each replay gets fresh
@@ -158,6 +161,7 @@ type Definition struct {
 	Tensors  []TensorRef
 	Scalars  []ScalarRef
 	Fanin    []uint32
+	Preds    []PredRef
 	Roots    []InternalRoot
 	Boundary []BoundarySlot
 	// BoundaryScalars is the number of boundary scalars a call passes.

@@ -29,8 +29,14 @@ func fnvU64(h, v uint64) uint64 {
 // FullKey is hash(orchestration identity, graph key, every construction
 // value): two calls share a Definition only if all three agree.
 func FullKey(orchestration, key string, config []uint64) uint64 {
-	h := fnvString(fnvOffset, orchestration)
-	h = fnvString(h, key)
+	return fullKeyFrom(fnvString(fnvOffset, orchestration), key, config)
+}
+
+// fullKeyFrom is FullKey with the identity's part already hashed: a model's
+// identity carries its file's content hash, hashed once per pass rather than
+// once per Graph call.
+func fullKeyFrom(identity uint64, key string, config []uint64) uint64 {
+	h := fnvString(identity, key)
 	h = fnvU64(h, uint64(len(config)))
 	for _, v := range config {
 		h = fnvU64(h, v)

@@ -228,6 +228,7 @@ type Host struct {
 	rank     int
 	orch     *OrdinaryPath
 	identity string
+	idHash   uint64 // FullKey's hash of identity so far
 	keys     map[uint64]*keyState
 	matcher  Matcher
 	p        *Pass
@@ -240,6 +241,10 @@ type Host struct {
 func NewHost(rank int, cfg PassConfig) *Host {
 	return &Host{cfg: cfg, rank: rank, keys: map[uint64]*keyState{}}
 }
+
+// GraphBoundary implements stages.BoundaryWriter for the submitter that
+// routes Graph calls here: the run image's next n argument slots.
+func (h *Host) GraphBoundary(n int) []Arg { return h.orch.lendArgs(n) }
 
 // Ordinary is the ordinary path of the pass in host_orch.
 func (h *Host) Ordinary() *OrdinaryPath { return h.orch }
@@ -263,6 +268,7 @@ func (h *Host) Begin(identity string, entry []Root, nkernels, round int) *Pass {
 	if h.orch == nil || h.identity != identity {
 		h.orch = NewOrdinaryPath(entry)
 		h.identity = identity
+		h.idHash = fnvString(fnvOffset, identity)
 		clear(h.keys)
 	}
 	if h.cfg.NoRetain {
@@ -310,7 +316,7 @@ func (h *Host) storeKey(fk uint64) uint64 {
 func (h *Host) Graph(call *GraphCall, o Submitter) TaskID {
 	p := h.p
 	p.Counts.GraphCalls++
-	fk := FullKey(h.identity, call.Key, call.Config)
+	fk := fullKeyFrom(h.idHash, call.Key, call.Config)
 	sk := h.storeKey(fk)
 	e := h.keys[sk]
 	switch {
@@ -329,7 +335,7 @@ func (h *Host) Graph(call *GraphCall, o Submitter) TaskID {
 		p.Counts.FallbackCalls++
 		return h.inline(call, o)
 	}
-	if mm := h.matcher.MatchSignature(e.sig, e.nscalars, e.next, call, h.orch); mm != nil {
+	if mm := matchSignature(&h.matcher, e.sig, e.nscalars, e.next, call, rootTable(h.orch.info)); mm != nil {
 		p.Counts.BoundaryMismatches++
 		p.warn("boundary mismatch, call runs on the ordinary path: %v", mm)
 		return h.inline(call, o)
@@ -386,6 +392,12 @@ func differs(e *keyState, call *GraphCall) bool {
 }
 
 func (h *Host) inline(call *GraphCall, o Submitter) TaskID {
+	if h.orch.lent(call.Boundary) {
+		// The body's tasks go where the lent boundary is: it reads a copy.
+		c := *call
+		c.Boundary = slices.Clone(call.Boundary)
+		call = &c
+	}
 	if err := call.Body(o, call.NewBoundary()); err != nil {
 		h.p.errs = append(h.p.errs, fmt.Errorf("graph %q on the ordinary path: %w", call.Key, err))
 	}

@@ -78,7 +78,54 @@ func (o scriptSubmitter) Submit(t *Task) TaskID               { return o.e.host.
 func (o scriptSubmitter) ScopeBegin(m ScopeMode)              { o.e.host.Ordinary().ScopeBegin(m) }
 func (o scriptSubmitter) ScopeEnd()                           { o.e.host.Ordinary().ScopeEnd() }
 func (o scriptSubmitter) Graph(c *GraphCall) TaskID           { return o.e.host.Graph(c, o) }
-func scriptBody(o Submitter, b *Boundary) error               { o.Submit(scriptTask(b)); return nil }
+
+// TestLentBoundary: a Graph call whose boundary sits in the run image's
+// lent slots replays with it in place, and one that falls back to the
+// ordinary path (a boundary mismatch) runs its body on a copy, since the
+// body's own tasks are written where the lent slots are.
+func TestLentBoundary(t *testing.T) {
+	h := NewHost(0, PassConfig{})
+	o := hostOnly{h}
+	h.Begin("lent", scriptEntry, 1, 0)
+	var seen [][]Arg
+	body := func(o Submitter, b *Boundary) error {
+		// Its arguments in the other order: written over the lent slots,
+		// had they not been copied, they would change the boundary.
+		o.Submit(&Task{Kind: KindAIV, Kernel: [3]KernelID{-1, 0, -1}, BlockNum: 1, Args: []Arg{b.Tensors[1], b.Tensors[0]}})
+		seen = append(seen, slices.Clone(b.Tensors))
+		return nil
+	}
+	call := func(rows int64) (*GraphCall, []Arg) {
+		bnd := h.GraphBoundary(2)
+		bnd[0] = Arg{Tag: TagInput, View: NewView(0, 16, FP32, rows, 16)}
+		bnd[1] = Arg{Tag: TagInOut, View: NewView(1, 32, FP32, rows, 16)}
+		return &GraphCall{Key: "k", Boundary: bnd, Scalars: []uint64{7}, Body: body}, slices.Clone(bnd)
+	}
+	c, want := call(4)
+	id := h.Graph(c, o) // a new key: a shell, its boundary taken in place
+	img := h.Ordinary().Image()
+	if got := img.Args[img.Tasks[id].Args.Off:][:2]; !slices.Equal(got, want) {
+		t.Fatalf("shell boundary %v, want %v", got, want)
+	}
+	c, want = call(2) // another layout: a mismatch, run on the ordinary path
+	h.Graph(c, o)
+	if p := h.End(nil); p.Counts.BoundaryMismatches != 1 {
+		t.Fatalf("counts %+v, want one mismatch", p.Counts)
+	}
+	if len(seen) != 1 || !slices.Equal(seen[0], want) {
+		t.Fatalf("the body ran with boundary %v, want %v", seen, want)
+	}
+}
+
+// hostOnly routes a body's calls to a Host's ordinary path and its Graph.
+type hostOnly struct{ h *Host }
+
+func (o hostOnly) Alloc(s []RootSpec) (TaskID, RootID) { return o.h.Ordinary().Alloc(s) }
+func (o hostOnly) Submit(t *Task) TaskID               { return o.h.Ordinary().Submit(t) }
+func (o hostOnly) ScopeBegin(m ScopeMode)              { o.h.Ordinary().ScopeBegin(m) }
+func (o hostOnly) ScopeEnd()                           { o.h.Ordinary().ScopeEnd() }
+func (o hostOnly) Graph(c *GraphCall) TaskID           { return o.h.Graph(c, o) }
+func scriptBody(o Submitter, b *Boundary) error        { o.Submit(scriptTask(b)); return nil }
 func scriptTask(b *Boundary) *Task {
 	return &Task{Kind: KindAIV, Kernel: [3]KernelID{-1, 0, -1}, BlockNum: 1,
 		Args: []Arg{b.Tensors[0], b.Tensors[1]}, Scalars: []Scalar{b.Scalars[0]}}
@@ -157,14 +204,16 @@ func (e *passEnv) call(t *testing.T, d *datadriven.TestData) {
 	key := strArg(t, d, "key")
 	row := int64(intArg(t, d, "row", 0))
 	rows := int64(intArg(t, d, "rows", 4))
+	// The boundary is written into the run image's lent slots, as the
+	// model interpreter writes it (BoundaryWriter).
+	bnd := e.host.GraphBoundary(2)
+	bnd[0] = Arg{Tag: TagInput, View: NewView(0, row*16, FP32, rows, 16)}
+	bnd[1] = Arg{Tag: TagInOut, View: NewView(1, row*16, FP32, rows, 16)}
 	call := &GraphCall{
-		Key: key,
-		Boundary: []Arg{
-			{Tag: TagInput, View: NewView(0, row*16, FP32, rows, 16)},
-			{Tag: TagInOut, View: NewView(1, row*16, FP32, rows, 16)},
-		},
-		Scalars: []uint64{uint64(intArg(t, d, "scalar", 0))},
-		Body:    scriptBody,
+		Key:      key,
+		Boundary: bnd,
+		Scalars:  []uint64{uint64(intArg(t, d, "scalar", 0))},
+		Body:     scriptBody,
 	}
 	p := e.host.p
 	before := p.Counts

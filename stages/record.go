@@ -127,7 +127,7 @@ func (r *Recorder) Reset(key string, fullKey uint64, boundary []Arg, broots []Bo
 	r.def = Definition{
 		FullKey: fullKey, Key: key,
 		Nodes: r.def.Nodes[:0], Tensors: r.def.Tensors[:0], Scalars: r.def.Scalars[:0],
-		Fanin: r.def.Fanin[:0], Roots: r.def.Roots[:0], Boundary: r.def.Boundary[:0],
+		Fanin: r.def.Fanin[:0], Roots: r.def.Roots[:0], Boundary: r.def.Boundary[:0], Preds: r.def.Preds[:0],
 	}
 }
 
@@ -324,7 +324,8 @@ func (r *Recorder) Submit(t *Task) TaskID {
 		if !ok {
 			r.fail("predicate views root %d, which is neither a boundary tensor nor allocated in the body", t.Pred.View.Root)
 		}
-		nd.Pred = PredRef{Valid: true, Op: t.Pred.Op, Tensor: ref, Index: t.Pred.Index, Target: t.Pred.Target}
+		r.def.Preds = append(r.def.Preds, PredRef{Valid: true, Op: t.Pred.Op, Tensor: ref, Index: t.Pred.Index, Target: t.Pred.Target})
+		nd.Pred = int32(len(r.def.Preds))
 	}
 	r.def.Nodes = append(r.def.Nodes, nd)
 	return privateTaskBase + node
@@ -366,6 +367,7 @@ func (r *Recorder) Build() (*Definition, error) {
 		Tensors:         append([]TensorRef(nil), r.def.Tensors...),
 		Scalars:         append([]ScalarRef(nil), r.def.Scalars...),
 		Fanin:           append([]uint32(nil), r.def.Fanin...),
+		Preds:           append([]PredRef(nil), r.def.Preds...),
 		Roots:           make([]InternalRoot, len(r.roots)),
 		BoundaryScalars: r.nscalars,
 	}

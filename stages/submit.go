@@ -28,8 +28,12 @@ func grow2[T any](s []T, n int) []T {
 //
 // OrdinaryPath is not safe for concurrent use: one actor owns it.
 type OrdinaryPath struct {
-	nEntry  int
-	roots   []Root
+	nEntry int
+	roots  []Root
+	// info mirrors roots with what the hot paths read of each (size,
+	// creator, manual_dep): 16 bytes a root, where a Root is 80, so a
+	// Graph call's boundary of 30-odd roots stays in a few cache lines.
+	info    []rootInfo
 	tm      TensorMap
 	fs      FaninSet
 	img     RunImage
@@ -44,10 +48,19 @@ type OrdinaryPath struct {
 func NewOrdinaryPath(entry []Root) *OrdinaryPath {
 	o := &OrdinaryPath{nEntry: len(entry)}
 	o.roots = append(make([]Root, 0, len(entry)+1024), entry...)
+	o.info = make([]rootInfo, len(entry), len(entry)+1024)
 	for i := range o.roots {
 		o.roots[i].Creator = NoTask
+		o.info[i] = rootInfo{elems: o.roots[i].Elems, rootMeta: rootMeta{creator: NoTask, manualDep: o.roots[i].ManualDep}}
 	}
 	return o
+}
+
+// rootInfo is what dependency resolution and boundary matching read of a
+// root.
+type rootInfo struct {
+	elems int64
+	rootMeta
 }
 
 // Err is the first error a Graph body run inline returned (Graph has no
@@ -58,6 +71,7 @@ func (o *OrdinaryPath) Err() error { return o.bodyErr }
 func (o *OrdinaryPath) Reset() {
 	o.bodyErr = nil
 	o.roots = o.roots[:o.nEntry]
+	o.info = o.info[:o.nEntry]
 	o.tm.Reset()
 	o.img.Tasks = o.img.Tasks[:0]
 	o.img.Args = o.img.Args[:0]
@@ -70,21 +84,29 @@ func (o *OrdinaryPath) Reset() {
 	o.heapTop = 0
 }
 
-func (o *OrdinaryPath) meta(r RootID) rootMeta {
-	if int(r) >= len(o.roots) || r < 0 {
-		panic(fmt.Sprintf("stages: task references root %d, but the run has %d roots", r, len(o.roots)))
+func (o *OrdinaryPath) meta(r RootID) rootMeta { return rootTable(o.info).meta(r) }
+
+// rootTable is the ordinary path's root table as dependency resolution and
+// boundary matching read it (rootMetas, RootSizer).
+type rootTable []rootInfo
+
+func (t rootTable) meta(r RootID) rootMeta {
+	if uint(r) >= uint(len(t)) {
+		panic(fmt.Sprintf("stages: task references root %d, but the run has %d roots", r, len(t)))
 	}
-	rt := &o.roots[r]
-	return rootMeta{creator: rt.Creator, manualDep: rt.ManualDep}
+	return t[r].rootMeta
 }
+
+// RootElems implements RootSizer.
+func (t rootTable) RootElems(r RootID) int64 { return t[r].elems }
 
 // BoundaryRoots snapshots what a recording needs to know about the roots
 // behind a call's boundary, which this run's root table owns.
 func (o *OrdinaryPath) BoundaryRoots(boundary []Arg) []BoundaryRoot {
 	out := make([]BoundaryRoot, len(boundary))
 	for i := range boundary {
-		r := &o.roots[boundary[i].View.Root]
-		out[i] = BoundaryRoot{Elems: r.Elems, ManualDep: r.ManualDep}
+		r := &o.info[boundary[i].View.Root]
+		out[i] = BoundaryRoot{Elems: r.elems, ManualDep: r.manualDep}
 	}
 	return out
 }
@@ -132,6 +154,7 @@ func (o *OrdinaryPath) newRoot(name string, dt DType, shape []int64, mdep bool, 
 	id := RootID(len(o.roots))
 	r := Root{Name: name, Kind: RootAlloc, DType: dt, Shape: shape, Elems: prod(shape), Creator: task, ManualDep: mdep}
 	o.roots = append(grow2(o.roots, 1), r)
+	o.info = append(grow2(o.info, 1), rootInfo{elems: r.Elems, rootMeta: rootMeta{creator: task, manualDep: mdep}})
 	addr := uint64(o.heapTop)
 	o.heapTop += alignUp(r.Bytes())
 	o.img.Roots = append(grow2(o.img.Roots, 1), RootDesc{ID: id, DType: dt, Elems: r.Elems, Creator: task, ManualDep: mdep, Addr: addr})
@@ -174,7 +197,7 @@ func (o *OrdinaryPath) Submit(t *Task) TaskID {
 			t.Args[i].View.Root, t.Args[i].View.Offset = v.Root, 0
 		}
 	}
-	resolveFanin(&o.tm, o, id, args, t.Deps, o.scopes.inManual(), &o.fs)
+	resolveFanin(&o.tm, rootTable(o.info), id, args, t.Deps, o.scopes.inManual(), &o.fs)
 	scOff := len(o.img.Scalars)
 	for _, s := range t.Scalars {
 		o.img.Scalars = append(grow2(o.img.Scalars, 1), s.Value)
@@ -192,6 +215,23 @@ func (o *OrdinaryPath) Submit(t *Task) TaskID {
 		Graph:    -1,
 	})
 	return id
+}
+
+// lendArgs is the run image's next n argument slots, past its end: a Graph
+// caller evaluates its boundary into them (BoundaryWriter), and SubmitGraph
+// takes them in place.
+func (o *OrdinaryPath) lendArgs(n int) []Arg {
+	o.img.Args = grow2(o.img.Args, n)
+	l := len(o.img.Args)
+	return o.img.Args[l : l+n : l+n]
+}
+
+// lent reports whether b is the run image's argument slots lent by
+// lendArgs and not yet taken: anything submitted before the Graph call
+// takes them would write over them.
+func (o *OrdinaryPath) lent(b []Arg) bool {
+	l := len(o.img.Args)
+	return len(b) > 0 && cap(o.img.Args)-l >= len(b) && &o.img.Args[l : l+1][0] == &b[0]
 }
 
 // Graph runs the body inline on the ordinary path.
@@ -214,9 +254,13 @@ func (o *OrdinaryPath) SubmitGraph(call *GraphCall, sub GraphSubmission, heapByt
 	boundary, scalars := call.Boundary, call.Scalars
 	id := TaskID(len(o.img.Tasks))
 	argOff := len(o.img.Args)
-	o.img.Args = append(grow2(o.img.Args, len(boundary)), boundary...)
+	if o.lent(boundary) {
+		o.img.Args = o.img.Args[:argOff+len(boundary)] // written in place
+	} else {
+		o.img.Args = append(grow2(o.img.Args, len(boundary)), boundary...)
+	}
 	args := o.img.Args[argOff:]
-	resolveFanin(&o.tm, o, id, args, call.ExtDeps, o.scopes.inManual(), &o.fs)
+	resolveFanin(&o.tm, rootTable(o.info), id, args, call.ExtDeps, o.scopes.inManual(), &o.fs)
 	if !o.scopes.inManual() {
 		for _, s := range alsoWrites {
 			if a := &args[s]; a.Tag != TagInOut && a.Tag != TagOutputExisting && !o.meta(a.View.Root).manualDep {

@@ -59,6 +59,16 @@ func (m *TensorMap) Lookup(v *View, retire bool, fs *FaninSet) {
 	s := m.slot(v.Root)
 	start, end := v.Offset, v.End()
 	es := *s
+	if !retire {
+		// A read retires nothing: the entries stay as they are (an input
+		// of a root nobody wrote, a weight, costs a load and no store).
+		for i := range es {
+			if es[i].overlap(start, end) != OverlapNone {
+				fs.Add(es[i].producer)
+			}
+		}
+		return
+	}
 	kept := es[:0]
 	for i := range es {
 		e := es[i]

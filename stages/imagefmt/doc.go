@@ -6,8 +6,8 @@
 // indices, record flags, the content hash and the byte primitives both
 // formats are written and read with. The encoders and decoders, which know
 // hbg's data model, are in package stages (stages.EncodeDefinition,
-// stages.DecodeDefinition, stages.DecodeDefinitionHost,
-// stages.EncodeRunImage, stages.AppendRunImage, stages.DecodeRunImage);
+// stages.DecodeDefinition, stages.DecodeDefinitionInto,
+// stages.DecodeDefinitionHost, stages.EncodeRunImage, stages.AppendRunImage, stages.DecodeRunImage);
 // `hbgrun describe FILE` prints either image as an annotated tree.
 //
 // # Common ground
