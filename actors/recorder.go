@@ -57,8 +57,8 @@ func (r *recorder) record(ctx actor.Context, job *mailbox.RecordJob) {
 		if p := recover(); p != nil {
 			err := fmt.Errorf("graph %q: body panicked while recording: %v", job.Key, p)
 			span.Finish(r.rec.Nodes(), err)
-			ctx.Send(r.builder, &mailbox.Recorded{Job: job, Err: err, Panicked: true})
 			ctx.Send(r.store, &mailbox.RecorderIdle{Recorder: ctx.Self()})
+			ctx.Send(r.builder, &mailbox.Recorded{Job: job, Err: err, Panicked: true})
 			panic(p)
 		}
 	}()
@@ -71,8 +71,11 @@ func (r *recorder) record(ctx actor.Context, job *mailbox.RecordJob) {
 	out.RecordNs = trace.Now() - t0
 	out.Trace = span.Carrier()
 	span.Finish(out.Nodes, err)
-	ctx.Send(r.builder, out)
+	// Idle goes first: once the builder has the recording, the pass can end
+	// (built, uploaded, replayed) before this goroutine runs again, and a
+	// late idle would land in a later, warm pass's message count.
 	ctx.Send(r.store, &mailbox.RecorderIdle{Recorder: ctx.Self()})
+	ctx.Send(r.builder, out)
 }
 
 // builder turns recorded Definitions into flat images with a content hash

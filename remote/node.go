@@ -27,6 +27,7 @@ import (
 
 	"github.com/hbg-dev/hbg/actors"
 	"github.com/hbg-dev/hbg/npu"
+	"github.com/hbg-dev/hbg/peer"
 	"github.com/hbg-dev/hbg/trace"
 	"github.com/hbg-dev/hbg/wire"
 )
@@ -93,7 +94,7 @@ func (n *Node) kinds() []*paremote.Kind {
 // driver's options for a pass, the node's own store and tracer.
 func nodeConfig(n *Node, p *wire.Place) actors.Config {
 	o := p.GetOptions()
-	return actors.Config{
+	cfg := actors.Config{
 		Recorders:         int(o.GetRecorders()),
 		NoRetain:          o.GetNoRetain(),
 		SkipDevice:        o.GetSkipDevice(),
@@ -107,6 +108,18 @@ func nodeConfig(n *Node, p *wire.Place) actors.Config {
 		StoreDir:          n.cfg.StoreDir,
 		StoreMax:          n.cfg.StoreMax,
 	}
+	// A Definition is recorded once per cluster: the store asks the other
+	// nodes before recording (package peer). The node's peer outlives the
+	// placement's runtime; Place.Validate has checked the node index. Attach
+	// fails only when the store on disk cannot be opened, which fails the
+	// runtime's own start too, and says why.
+	if nodes := p.GetNodes(); len(nodes) > 1 {
+		pc := peer.Config{StoreDir: n.cfg.StoreDir, StoreMax: n.cfg.StoreMax, Tracer: n.cfg.Tracer}
+		if src, err := peer.Attach(n.sys, pc, nodes[p.GetNode()], nodes); err == nil {
+			cfg.Peers = src
+		}
+	}
+	return cfg
 }
 
 // Addr is the address the node serves on (host:port).
@@ -166,6 +179,11 @@ func startRemote(sys *actor.ActorSystem, listen string, opts []paremote.ConfigOp
 	port, err := strconv.Atoi(p)
 	if err != nil || port < 0 || port > 65535 {
 		return nil, fmt.Errorf("listen address %q: port %q: want 0 to 65535", listen, p)
+	}
+	if ip := net.ParseIP(h); h == "" || (ip != nil && ip.IsUnspecified()) {
+		// Every PID carries its process's address, and peers answer
+		// there: it must be one they can reach.
+		return nil, fmt.Errorf("listen address %q: name the address others reach this process at, not a wildcard", listen)
 	}
 	cfg := paremote.Configure(h, port, opts...)
 	// One attempt to connect, not protoactor's five two seconds apart: a
