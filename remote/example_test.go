@@ -19,7 +19,7 @@ func Example() {
 			fmt.Println(err)
 			return
 		}
-		defer n.stop()
+		defer func() { _ = n.stop() }()
 		nodes = append(nodes, n.addr)
 	}
 	model, err := os.ReadFile("../config/models/dsv4_flash_decode.yaml")

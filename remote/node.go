@@ -180,6 +180,11 @@ func startRemote(sys *actor.ActorSystem, listen string, opts []paremote.ConfigOp
 	if err != nil || port < 0 || port > 65535 {
 		return nil, fmt.Errorf("listen address %q: port %q: want 0 to 65535", listen, p)
 	}
+	if ip := net.ParseIP(h); h == "" || (ip != nil && ip.IsUnspecified()) {
+		// Every PID carries its process's address, and peers answer
+		// there: it must be one they can reach.
+		return nil, fmt.Errorf("listen address %q: name the address others reach this process at, not a wildcard", listen)
+	}
 	cfg := paremote.Configure(h, port, opts...)
 	// One attempt to connect, not protoactor's five two seconds apart: a
 	// node that cannot be reached is reported within Config.NodeTimeout.

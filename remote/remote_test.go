@@ -53,13 +53,19 @@ func serveNode(listen string) int {
 		return 2
 	}
 	fmt.Printf("node %s\n", n.Addr())
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
+	// Registered until the process exits: the test may close stdin and
+	// send SIGTERM one after the other.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM)
+	gone := make(chan struct{})
 	go func() {
 		_, _ = io.Copy(io.Discard, os.Stdin)
-		stop()
+		close(gone)
 	}()
-	<-ctx.Done()
+	select {
+	case <-sig:
+	case <-gone:
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := n.Stop(sctx); err != nil {
@@ -71,10 +77,12 @@ func serveNode(listen string) int {
 
 // testNode is a node in a child process.
 type testNode struct {
-	addr  string
-	cmd   *exec.Cmd
-	stdin io.Closer
-	done  chan struct{} // closed when the process has exited
+	addr   string
+	cmd    *exec.Cmd
+	stdin  io.Closer
+	done   chan struct{} // closed when the process has exited
+	err    error         // its exit, once done
+	killed bool
 }
 
 // spawnNode starts a node process on listen ("127.0.0.1:0": any free
@@ -105,25 +113,26 @@ func spawnNode(listen string) (*testNode, error) {
 		_, _ = io.Copy(io.Discard, out)
 	}()
 	go func() {
-		_ = cmd.Wait()
+		n.err = cmd.Wait()
 		close(n.done)
 	}()
 	select {
 	case line, ok := <-lines:
 		if !ok {
-			n.stop()
+			_ = n.stop()
 			return nil, errors.New("the node exited before serving")
 		}
 		n.addr = strings.TrimPrefix(line, "node ")
 		return n, nil
 	case <-time.After(60 * time.Second):
-		n.stop()
+		_ = n.stop()
 		return nil, errors.New("no node address within 60s")
 	}
 }
 
-// stop stops the node (SIGTERM, then SIGKILL after 20s) and waits.
-func (n *testNode) stop() {
+// stop stops the node (SIGTERM, then SIGKILL after 20s), waits, and
+// returns how it exited: under -race a node that raced exits non-zero.
+func (n *testNode) stop() error {
 	_ = n.stdin.Close()
 	_ = n.cmd.Process.Signal(syscall.SIGTERM)
 	select {
@@ -132,18 +141,24 @@ func (n *testNode) stop() {
 		_ = n.cmd.Process.Kill()
 		<-n.done
 	}
+	return n.err
 }
 
 func startNode(t testing.TB, listen string) *testNode {
 	t.Helper()
 	n, err := spawnNode(listen)
 	require.NoError(t, err)
-	t.Cleanup(n.stop)
+	t.Cleanup(func() {
+		if err := n.stop(); err != nil && !n.killed {
+			t.Errorf("node %s exited with %v", n.addr, err)
+		}
+	})
 	return n
 }
 
 func (n *testNode) kill(t testing.TB) {
 	t.Helper()
+	n.killed = true
 	require.NoError(t, n.cmd.Process.Kill())
 	<-n.done
 }

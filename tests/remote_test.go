@@ -253,6 +253,7 @@ func TestRemoteUsage(t *testing.T) {
 		{"run", "--nodes", "127.0.0.1:1", "--node-timeout", "0s"},
 		{"node"},
 		{"node", "--listen", "127.0.0.1:99999"},
+		{"node", "--listen", "0.0.0.0:7001"},
 	} {
 		_, stderr, code := runCLI(t, args...)
 		assert.Equal(t, 2, code, "%v: %s", args, stderr)
