@@ -247,7 +247,10 @@ func (rt *Runtime) place(i int) error {
 	}
 	resp, err := rt.rem.SpawnNamed(ns.addr, "hbg-run-"+rt.run, Kind, rt.cfg.NodeTimeout)
 	if err != nil {
-		return lost(fmt.Sprintf("no answer within %v (--node-timeout) to spawning the run's ranks: %v", rt.cfg.NodeTimeout, err))
+		// Answers come back to the driver's own address: a node that is
+		// up but cannot reach it looks the same from here.
+		return lost(fmt.Sprintf("no answer within %v (--node-timeout) to spawning the run's ranks, at this driver's %s: %v",
+			rt.cfg.NodeTimeout, rt.sys.Address(), err))
 	}
 	if resp.GetStatusCode() != 0 || resp.GetPid() == nil {
 		return fmt.Errorf("node %s: spawning the run's ranks (kind %s): status %d", ns.addr, Kind, resp.GetStatusCode())

@@ -31,7 +31,6 @@ const releaseTimeout = 10 * time.Second
 type host struct {
 	n      *Node
 	run    string
-	node   string
 	driver *actor.PID
 	rt     *actors.Runtime
 	orch   *actors.Orchestration
@@ -112,7 +111,7 @@ func (h *host) place(ctx actor.Context, m *wire.Place) error {
 	if err != nil {
 		return fmt.Errorf("node %s: %w", h.n.addr, err)
 	}
-	h.run, h.node, h.orch, h.rt = m.GetRun(), h.n.addr, orch, rt
+	h.run, h.orch, h.rt = m.GetRun(), orch, rt
 	h.driver = actor.NewPID(m.GetDriverAddress(), m.GetDriverId())
 	h.done = make(chan struct{})
 	h.ranks = map[int32]chan *wire.PassRequest{}
