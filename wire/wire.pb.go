@@ -110,8 +110,9 @@ type Place struct {
 	Options     *Options `protobuf:"bytes,6,opt,name=options,proto3" json:"options,omitempty"`
 	// ranks are the global rank ids placed on this node.
 	Ranks []int32 `protobuf:"varint,7,rep,packed,name=ranks,proto3" json:"ranks,omitempty"`
-	// nodes is every node of the cluster (host:port), in placement order;
-	// node is this node's index in it.
+	// nodes is the run's cluster: every node that hosts some of its ranks
+	// (host:port, as the driver dials it), in placement order; node is this
+	// node's index in it.
 	Nodes []string `protobuf:"bytes,8,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	Node  int32    `protobuf:"varint,9,opt,name=node,proto3" json:"node,omitempty"`
 	// driver_address and driver_id name the driver's actor (a protoactor
