@@ -57,8 +57,11 @@ func (m *TensorMap) slot(r RootID) *[]tmEntry {
 // removed after being reported.
 func (m *TensorMap) Lookup(v *View, retire bool, fs *FaninSet) {
 	s := m.slot(v.Root)
-	start, end := v.Offset, v.End()
 	es := *s
+	if len(es) == 0 {
+		return // a root nobody wrote (a weight): no region to compute
+	}
+	start, end := v.Offset, v.End()
 	if !retire {
 		// A read retires nothing: the entries stay as they are (an input
 		// of a root nobody wrote, a weight, costs a load and no store).
