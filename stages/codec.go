@@ -117,25 +117,8 @@ type writer struct{ imagefmt.Writer }
 
 // layout writes dtype, ndims|flag, shape and (if not contiguous) strides.
 func (w *writer) layout(v *View) {
-	nd := v.NDims
-	if nd > MaxDims {
-		nd = MaxDims
-	}
-	c := contiguous(v)
-	w.U8(uint8(v.DType))
-	if c {
-		w.U8(nd)
-	} else {
-		w.U8(nd | stridesFlag)
-	}
-	for i := 0; i < int(nd); i++ {
-		w.Uvarint(uint64(v.Shape[i]))
-	}
-	if !c {
-		for i := 0; i < int(nd); i++ {
-			w.Varint(v.Strides[i])
-		}
-	}
+	nd, c := w.layoutHead(v)
+	w.layoutDims(v, nd, c)
 }
 
 func (w *writer) tensorRef(t *TensorRef) {
@@ -143,26 +126,34 @@ func (w *writer) tensorRef(t *TensorRef) {
 	w.layoutSlotDelta(&t.Layout, uint64(uint32(t.Slot)), t.Delta)
 }
 
-// layoutSlotDelta is layout with a slot and delta between header and shape;
-// written without a closure so the encoder does not allocate.
+// layoutSlotDelta is layout with a slot and delta between header and shape.
 func (w *writer) layoutSlotDelta(v *View, slot uint64, delta int64) {
-	nd := v.NDims
-	if nd > MaxDims {
-		nd = MaxDims
-	}
-	c := contiguous(v)
+	nd, c := w.layoutHead(v)
+	w.Uvarint(slot)
+	w.Varint(delta)
+	w.layoutDims(v, nd, c)
+}
+
+// layoutHead writes a layout's dtype and ndims|flag, and returns the dims
+// written and whether the strides are the contiguous ones (then omitted).
+func (w *writer) layoutHead(v *View) (nd uint8, contig bool) {
+	nd = min(v.NDims, MaxDims)
+	contig = contiguous(v)
 	w.U8(uint8(v.DType))
-	if c {
+	if contig {
 		w.U8(nd)
 	} else {
 		w.U8(nd | stridesFlag)
 	}
-	w.Uvarint(slot)
-	w.Varint(delta)
+	return nd, contig
+}
+
+// layoutDims writes a layout's shape and, unless contiguous, its strides.
+func (w *writer) layoutDims(v *View, nd uint8, contig bool) {
 	for i := 0; i < int(nd); i++ {
 		w.Uvarint(uint64(v.Shape[i]))
 	}
-	if !c {
+	if !contig {
 		for i := 0; i < int(nd); i++ {
 			w.Varint(v.Strides[i])
 		}

@@ -22,14 +22,7 @@ import (
 func jaegerRemoteRun(t *testing.T, jaeger *jaegerServer, bin string) {
 	tag := fmt.Sprintf("remote-%d", time.Now().UnixNano())
 	since := time.Now().Add(-time.Minute)
-	env := []string{"HBG_STORE=off", "OTEL_RESOURCE_ATTRIBUTES=hbg.e2e.run=" + tag}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "OTEL_") && !strings.HasPrefix(kv, "HBG_STORE=") {
-			env = append(env, kv)
-		}
-	}
-	a := startNodeBin(t, bin, env, "127.0.0.1:0", "--otlp", jaeger.OTLPHTTP())
-	b := startNodeBin(t, bin, env, "127.0.0.1:0", "--otlp", jaeger.OTLPHTTP())
+	a, b := startTracedNodes(t, bin, jaeger, tag)
 	rep := jaegerHbgrunRun(t, bin, tag, append(jaegerRunArgs, "--store", "off", "--otlp", jaeger.OTLPHTTP(),
 		"--nodes", a.addr+","+b.addr)...)
 	require.Len(t, rep.Passes, 4)
@@ -117,4 +110,19 @@ func jaegerRemoteRun(t *testing.T, jaeger *jaegerServer, bin string) {
 		}
 	}
 	assert.GreaterOrEqual(t, records, int(rep.Counts.RecordedDefinitions))
+}
+
+// startTracedNodes starts two `hbgrun node` processes that export to jaeger,
+// their spans tagged with the run's tag (hbg.e2e.run) and no store on disk,
+// whatever the test's own environment says.
+func startTracedNodes(t *testing.T, bin string, jaeger *jaegerServer, tag string) (a, b *nodeProc) {
+	env := []string{"HBG_STORE=off", "OTEL_RESOURCE_ATTRIBUTES=hbg.e2e.run=" + tag}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "OTEL_") && !strings.HasPrefix(kv, "HBG_STORE=") {
+			env = append(env, kv)
+		}
+	}
+	a = startNodeBin(t, bin, env, "127.0.0.1:0", "--otlp", jaeger.OTLPHTTP())
+	b = startNodeBin(t, bin, env, "127.0.0.1:0", "--otlp", jaeger.OTLPHTTP())
+	return a, b
 }

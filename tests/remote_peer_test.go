@@ -7,8 +7,6 @@ package tests
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -85,14 +83,7 @@ func TestJaegerPeerSpans(t *testing.T) {
 	bin := jaegerHbgrunBinary(t)
 	tag := fmt.Sprintf("peer-%d", time.Now().UnixNano())
 	since := time.Now().Add(-time.Minute)
-	env := []string{"HBG_STORE=off", "OTEL_RESOURCE_ATTRIBUTES=hbg.e2e.run=" + tag}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "OTEL_") && !strings.HasPrefix(kv, "HBG_STORE=") {
-			env = append(env, kv)
-		}
-	}
-	a := startNodeBin(t, bin, env, "127.0.0.1:0", "--otlp", jaeger.OTLPHTTP())
-	b := startNodeBin(t, bin, env, "127.0.0.1:0", "--otlp", jaeger.OTLPHTTP())
+	a, b := startTracedNodes(t, bin, jaeger, tag)
 	rep := jaegerHbgrunRun(t, bin, tag, "run", "config/models/dsv4_flash_decode.yaml", "--form", "full", "--rounds", "1", "--ranks", "2",
 		"--json", "--store", "off", "--otlp", jaeger.OTLPHTTP(), "--nodes", a.addr+","+b.addr)
 	require.Equal(t, int64(8), rep.Counts.RecordedDefinitions)
