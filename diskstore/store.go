@@ -51,6 +51,7 @@
 package diskstore
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -382,12 +383,23 @@ func (s *Store) put(def *stages.Definition, img []byte, model string) (int64, er
 	hash := hex16(def.ContentHash)
 	var added int64
 	obj := s.objectPath(hash)
-	if _, err := os.Stat(obj); errors.Is(err, fs.ErrNotExist) {
+	have, err := os.ReadFile(obj)
+	switch {
+	case err == nil && !bytes.Equal(have, img):
+		// Damaged on disk, and left here by an entry that lost its index
+		// (a load moves aside only an index it cannot read; a missing one
+		// is a miss). A link never replaces: moved aside, or the entry
+		// written next would point at it and be rejected again.
+		s.reject(def.FullKey, "", obj)
+		fallthrough
+	case errors.Is(err, fs.ErrNotExist):
 		n, err := s.writeFile(obj, img)
 		if err != nil {
 			return 0, err
 		}
 		added += n
+	case err != nil:
+		return 0, fmt.Errorf("definition store: %w", err)
 	}
 	e := Entry{Format: entryFormat, FullKey: hex16(def.FullKey), Hash: hash, Bytes: int64(len(img)),
 		Version: stages.DefinitionVersion, Model: model, Key: def.Key}
