@@ -110,27 +110,37 @@ func newRoot() *cobra.Command {
 		return usageError{fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
 	})
 	for _, c := range commands {
-		if args := c.Args; args != nil {
-			c.Args = func(c *cobra.Command, a []string) error {
-				if err := args(c, a); err != nil {
-					return usageError{fmt.Errorf("%s: %w (usage: %s)", strings.TrimPrefix(c.CommandPath(), "hbgrun "), err, c.UseLine())}
-				}
-				return nil
-			}
-		}
-		if run := c.RunE; run != nil {
-			c.RunE = func(c *cobra.Command, args []string) error {
-				err := run(c, args)
-				var ue usageError
-				if err == nil || errors.As(err, &ue) || errors.Is(err, errInterrupted) {
-					return err
-				}
-				return runError{err}
-			}
-		}
+		markErrors(c)
 		root.AddCommand(c)
 	}
 	return root
+}
+
+// markErrors makes c's argument errors usage errors and the errors its
+// RunE returns failed runs, and its subcommands' (store ls, verify, gc)
+// likewise.
+func markErrors(c *cobra.Command) {
+	if args := c.Args; args != nil {
+		c.Args = func(c *cobra.Command, a []string) error {
+			if err := args(c, a); err != nil {
+				return usageError{fmt.Errorf("%s: %w (usage: %s)", strings.TrimPrefix(c.CommandPath(), "hbgrun "), err, c.UseLine())}
+			}
+			return nil
+		}
+	}
+	if run := c.RunE; run != nil {
+		c.RunE = func(c *cobra.Command, args []string) error {
+			err := run(c, args)
+			var ue usageError
+			if err == nil || errors.As(err, &ue) || errors.Is(err, errInterrupted) {
+				return err
+			}
+			return runError{err}
+		}
+	}
+	for _, sub := range c.Commands() {
+		markErrors(sub)
+	}
 }
 
 // commands is filled by each subcommand's file in its init.

@@ -78,6 +78,10 @@ on the machine: a fresh process replays what an earlier one recorded.
   ls      every Definition: key, model, size, last use (most recent first)
   verify  check every image (exit 1 when one is bad; a run moves bad ones aside)
   gc      remove leftovers and evict the least recently used down to --store-max`,
+		// A command with subcommands runs nothing itself: without these,
+		// cobra prints the help for a mistyped subcommand and exits 0.
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
 	f.register(c.PersistentFlags())
 	sub := func(use, short string, fn func(io.Writer, *diskstore.Store) error) {
