@@ -43,6 +43,14 @@ func Validate(m *Model) (*Summary, error) {
 	return s, errors.Join(errs...)
 }
 
+// ValidateForm interprets one form on the ordinary path, as Validate does
+// every form: a mistake its program reaches (a view outside its root, a task
+// list element past its end, a pass over max_tasks) is found before a run
+// starts, not in its first pass, where it would be a failed run.
+func ValidateForm(m *Model, form string) error {
+	return m.Run(&counter{o: stages.NewOrdinaryPath(m.EntryRoots())}, form)
+}
+
 // counter counts a run's submissions on top of the ordinary path.
 type counter struct {
 	o                       *stages.OrdinaryPath

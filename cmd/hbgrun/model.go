@@ -40,10 +40,14 @@ func modelArg(args []string) string {
 func modelName(m *config.Model) string { return m.Name }
 
 // orchestrationFor makes one form of a model an orchestration; an unknown
-// form is the user's mistake.
+// form, or one whose program fails (interpreted once on the ordinary path,
+// before any runtime starts), is the user's mistake.
 func orchestrationFor(m *config.Model, form string) (*actors.Orchestration, error) {
 	o, err := m.Orchestration(form)
 	if err != nil {
+		return nil, usageError{err}
+	}
+	if err := config.ValidateForm(m, form); err != nil {
 		return nil, usageError{err}
 	}
 	return o, nil
