@@ -244,3 +244,39 @@ func TestUploadReadsAtFirstLaunch(t *testing.T) {
 	}
 	launch(t, d, goodRun.bytes())
 }
+
+// FuzzUploadLaunch: a Definition image mutated and re-hashed (so the upload
+// takes it) and then replayed by a launch never panics the device, and a
+// refused launch leaves it serving the next one as before: the records are
+// read at that first launch (materialize), so that is where a bad one must
+// be caught.
+func FuzzUploadLaunch(f *testing.F) {
+	good := blockDef()
+	goodRun, _ := graphForm(good)
+	f.Add(stages.EncodeDefinition(blockDef()))
+	ref := launch(f, newDevice(f), synth(synthOpts{}).bytes())
+	f.Fuzz(func(t *testing.T, img []byte) {
+		if len(img) < imagefmt.DefHeaderSize {
+			return
+		}
+		img = append([]byte(nil), img...)
+		binary.LittleEndian.PutUint64(img[imagefmt.DefHashAt:], imagefmt.Hash(img, imagefmt.DefHashAt))
+		d := New(DefaultConfig())
+		d.RegisterEntry(synthEntry())
+		d.RegisterKernels(testKernels())
+		if _, err := d.Upload(img); err != nil {
+			return
+		}
+		def := blockDef()
+		def.ContentHash = stages.DefinitionHash(img)
+		gb, _ := graphForm(def)
+		_ = launchBytes(d, gb.bytes())
+		if _, err := d.Upload(stages.EncodeDefinition(good)); err != nil {
+			t.Fatal(err)
+		}
+		launch(t, d, goodRun.bytes())
+		if r := launch(t, d, synth(synthOpts{}).bytes()); r.Digest != ref.Digest {
+			t.Fatal("device changed by a refused launch")
+		}
+	})
+}
