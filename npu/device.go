@@ -91,7 +91,7 @@ type Die struct {
 	planGen   uint64
 	sim       sim
 	stats     Stats
-	scratch   stages.Definition // each upload is decoded into it
+	scratch   stages.Definition // each object is read into it at its first launch
 }
 
 // New returns a device with cfg; zero fields take DefaultConfig values
