@@ -110,7 +110,7 @@ func (sd *storeDisk) load(job *mailbox.RecordJob, stats *Stats) (*mailbox.Defini
 	span.Finish(int64(len(l.Image)), nil)
 	stats.Loaded.Add(1)
 	// l.Def is the host's part of the Definition (no tensor, scalar, fanin
-	// or root pool): the device decodes the image at upload.
+	// or root pool): the device reads the rest at its first launch.
 	d := &mailbox.Definition{Def: l.Def, Image: l.Image, Hash: l.Def.ContentHash, Written: l.Written}
 	return d, stages.StoreLoad{Loaded: 1, Bytes: int64(len(l.Image)), Ns: ns}
 }

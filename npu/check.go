@@ -223,6 +223,9 @@ func (d *Die) check(img *stages.RunImage) (*plan, error) {
 		if o == nil {
 			return nil, refuse(ErrUnknownDefinition, "GRAPH task %d replays Definition %#016x (full_key %#016x), which was never uploaded", i, g.DefHash, g.FullKey)
 		}
+		if err := d.materialize(o); err != nil {
+			return nil, refuse(ErrInvalidImage, "GRAPH task %d replays Definition %#016x (full_key %#016x), whose image does not read: %v", i, g.DefHash, g.FullKey, err)
+		}
 		if err := checkBoundary(img, g, o, rootElems); err != nil {
 			return nil, refuse(ErrBoundaryMismatch, "GRAPH task %d (%q): %v", i, o.key, err)
 		}

@@ -8,7 +8,7 @@ import (
 
 // defObj is an uploaded Definition as the device keeps it: the image's
 // bytes (the H2D copy) and a narrow form of what a launch reads, derived
-// once at upload. A tensor template is kept as the few figures the
+// once, at the first launch that replays it. A tensor template is kept as the few figures the
 // simulation asks of it (elements, element size, its first and last dims, a
 // layout hash) rather than as a five-dimension stages.View: 48 bytes
 // instead of 120, and nothing to recompute per task.
@@ -16,6 +16,10 @@ type defObj struct {
 	id    ObjectID
 	image []byte
 	hash  uint64
+	// ready: the records below are read (Die.materialize, at the first
+	// launch that replays the object); err: they did not decode.
+	ready bool
+	err   error
 
 	key             string
 	fullKey         uint64

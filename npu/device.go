@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/hbg-dev/hbg/stages"
+	"github.com/hbg-dev/hbg/stages/imagefmt"
 )
 
 // Refusals. Every error Die returns wraps one of these (or
@@ -90,7 +91,7 @@ type Die struct {
 	planGen   uint64
 	sim       sim
 	stats     Stats
-	scratch   stages.Definition // each upload is decoded into it
+	scratch   stages.Definition // each object is read into it at its first launch
 }
 
 // New returns a device with cfg; zero fields take DefaultConfig values
@@ -154,9 +155,10 @@ func (d *Die) RegisterKernels(ks []stages.Kernel) {
 	d.plan = nil
 }
 
-// Upload decodes and verifies a Definition image and keeps it as a shared
-// device object. Uploading a content hash already resident returns the
-// existing object (the copy is still counted: the bytes crossed).
+// Upload copies a Definition image, checks its header and content hash,
+// and keeps it as a shared device object. Uploading a content hash already
+// resident returns the existing object (the copy is still counted: the
+// bytes crossed).
 func (d *Die) Upload(image []byte) (ObjectID, error) {
 	h := stages.DefinitionHash(image)
 	if o, ok := d.byHash[h]; ok && string(o.image) == string(image) {
@@ -166,26 +168,19 @@ func (d *Die) Upload(image []byte) (ObjectID, error) {
 		d.stats.H2DCopies++
 		return o.id, nil
 	}
-	// The image is read straight into the device's narrow form: each tensor
-	// template as it is decoded, the rest into a scratch Definition reused
-	// upload after upload (defObj copies what it keeps).
-	def := &d.scratch
-	var tensors []devTensor
-	err := stages.DecodeDefinitionFunc(image, def, func(t *stages.TensorRef, i, n int) {
-		if tensors == nil {
-			tensors = make([]devTensor, n)
-		}
-		tensors[i] = newDevTensor(t)
-	})
-	if err != nil {
+	// Upload is the H2D copy and the header's checks (magic, version,
+	// length, content hash); the device reads the image's records the first
+	// time a launch replays it (materialize), as a device's scheduler reads
+	// an uploaded object in place when it first expands a GRAPH task, so a
+	// Definition the host loaded from its store costs the control plane a
+	// copy, not a decode. A record that does not decode then refuses that
+	// launch, naming the Definition.
+	if err := imagefmt.CheckHeader(image, stages.DefinitionMagic, stages.DefinitionVersion,
+		imagefmt.DefHeaderSize, imagefmt.DefTotalAt, imagefmt.DefHashAt, "Definition"); err != nil {
 		d.stats.Refusals++
 		return 0, fmt.Errorf("npu: upload refused: %w", err)
 	}
-	o, err := newDefObj(def, tensors)
-	if err != nil {
-		d.stats.Refusals++
-		return 0, fmt.Errorf("npu: upload refused: Definition %q: %w", def.Key, err)
-	}
+	o := &defObj{hash: h}
 	o.image = append([]byte(nil), image...) // the H2D copy
 	o.id = ObjectID(d.nextDef)
 	d.nextDef += alignUp(uint64(len(image)))
@@ -197,6 +192,38 @@ func (d *Die) Upload(image []byte) (ObjectID, error) {
 	d.stats.H2DCopies++
 	d.plan = nil
 	return o.id, nil
+}
+
+// materialize reads o's records into the device's narrow form, once, at
+// the first launch that replays it: each tensor template as it is decoded,
+// the rest into a scratch Definition reused from one object to the next
+// (defObj copies what it keeps). An image that does not decode, or breaks
+// the device's rules, stays refused for every launch.
+func (d *Die) materialize(o *defObj) error {
+	if o.ready || o.err != nil {
+		return o.err
+	}
+	def := &d.scratch
+	var tensors []devTensor
+	err := stages.DecodeDefinitionFunc(o.image, def, func(t *stages.TensorRef, i, n int) {
+		if tensors == nil {
+			tensors = make([]devTensor, n)
+		}
+		tensors[i] = newDevTensor(t)
+	})
+	if err == nil {
+		var m *defObj
+		if m, err = newDefObj(def, tensors); err == nil {
+			m.id, m.image = o.id, o.image
+			*o = *m
+			o.ready = true
+			return nil
+		}
+		err = fmt.Errorf("Definition %q: %w", def.Key, err)
+	}
+	d.stats.Refusals++
+	o.err = err
+	return err
 }
 
 // kernelSlotsOK reports whether a task's kernel slots fit its kind: an AIC

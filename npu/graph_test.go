@@ -1,9 +1,13 @@
 package npu
 
 import (
+	"encoding/binary"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/hbg-dev/hbg/stages"
+	"github.com/hbg-dev/hbg/stages/imagefmt"
 )
 
 // blockDef is a hand-built Definition of a 7-node block: an alloc of two
@@ -199,4 +203,80 @@ func TestGraphMatchesEager(t *testing.T) {
 		t.Fatal("a Definition with a different baked scalar matched the eager digest")
 	}
 	t.Logf("graph wall %d ns, eager wall %d ns, digest %#x, skipped %d", gr.SimNs, er.SimNs, gr.Digest, gr.Skipped)
+}
+
+// TestUploadReadsAtFirstLaunch: an upload checks the header and the content
+// hash; the records are read at the first launch that replays the object. An
+// image whose hash verifies but whose records do not read is refused there,
+// at that launch and every later one, naming the Definition; the device
+// still serves the next request.
+func TestUploadReadsAtFirstLaunch(t *testing.T) {
+	good := blockDef()
+	goodRun, _ := graphForm(good)
+	img := stages.EncodeDefinition(blockDef())
+	// The first section offset past the end: the offsets are no longer
+	// non-decreasing. Re-hashed, so only reading the records can tell.
+	binary.LittleEndian.PutUint32(img[imagefmt.DefSectionsAt:], uint32(len(img)))
+	binary.LittleEndian.PutUint64(img[imagefmt.DefHashAt:], imagefmt.Hash(img, imagefmt.DefHashAt))
+	def := blockDef()
+	def.ContentHash = stages.DefinitionHash(img) // the run image replays the bad one
+	gb, _ := graphForm(def)
+
+	d := New(DefaultConfig())
+	d.RegisterEntry(synthEntry())
+	d.RegisterKernels(testKernels())
+	if _, err := d.Upload(img); err != nil {
+		t.Fatalf("upload of an image whose header and hash verify: %v", err)
+	}
+	for i := range 2 {
+		err := launchBytes(d, gb.bytes())
+		if !errors.Is(err, ErrInvalidImage) || !strings.Contains(err.Error(), "does not read") {
+			t.Fatalf("launch %d: %v, want ErrInvalidImage: its Definition does not read", i, err)
+		}
+	}
+	if n := d.Stats().Refusals; n < 2 {
+		t.Fatalf("%d refusals counted, want at least 2", n)
+	}
+	// The good image of the same Definition is another object (another
+	// hash): it reads, and a launch that replays it succeeds.
+	if _, err := d.Upload(stages.EncodeDefinition(good)); err != nil {
+		t.Fatal(err)
+	}
+	launch(t, d, goodRun.bytes())
+}
+
+// FuzzUploadLaunch: a Definition image mutated and re-hashed (so the upload
+// takes it) and then replayed by a launch never panics the device, and a
+// refused launch leaves it serving the next one as before: the records are
+// read at that first launch (materialize), so that is where a bad one must
+// be caught.
+func FuzzUploadLaunch(f *testing.F) {
+	good := blockDef()
+	goodRun, _ := graphForm(good)
+	f.Add(stages.EncodeDefinition(blockDef()))
+	ref := launch(f, newDevice(f), synth(synthOpts{}).bytes())
+	f.Fuzz(func(t *testing.T, img []byte) {
+		if len(img) < imagefmt.DefHeaderSize {
+			return
+		}
+		img = append([]byte(nil), img...)
+		binary.LittleEndian.PutUint64(img[imagefmt.DefHashAt:], imagefmt.Hash(img, imagefmt.DefHashAt))
+		d := New(DefaultConfig())
+		d.RegisterEntry(synthEntry())
+		d.RegisterKernels(testKernels())
+		if _, err := d.Upload(img); err != nil {
+			return
+		}
+		def := blockDef()
+		def.ContentHash = stages.DefinitionHash(img)
+		gb, _ := graphForm(def)
+		_ = launchBytes(d, gb.bytes())
+		if _, err := d.Upload(stages.EncodeDefinition(good)); err != nil {
+			t.Fatal(err)
+		}
+		launch(t, d, goodRun.bytes())
+		if r := launch(t, d, synth(synthOpts{}).bytes()); r.Digest != ref.Digest {
+			t.Fatal("device changed by a refused launch")
+		}
+	})
 }
