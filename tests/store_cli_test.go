@@ -1,10 +1,14 @@
 package tests
 
 import (
+	"bytes"
+	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hbg-dev/hbg/diskstore"
 	"github.com/hbg-dev/hbg/stages"
@@ -44,6 +48,33 @@ func TestStoreCommandExitCodes(t *testing.T) {
 		out, stderr, code := runCLI(t, args...)
 		if code != 2 || out != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "unknown command") {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and one line", args, code, out, stderr)
+		}
+	}
+}
+
+// A --store that cannot be a store (here a file) is the flag's mistake,
+// found before any work: run exits 2 naming it, and a node refuses to
+// start rather than serve and fail every placement.
+func TestStoreFlagUnusable(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"run", "--store", file, "--rounds", "1", "--skip-device"},
+		{"node", "--listen", "127.0.0.1:0", "--store", file},
+	} {
+		// A node that starts anyway serves until stopped: bounded.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		cmd := exec.CommandContext(ctx, hbgrun(t), args...)
+		var out, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &stderr
+		err := cmd.Run()
+		timedOut := ctx.Err() != nil
+		cancel()
+		code := cmd.ProcessState.ExitCode()
+		if timedOut || code != 2 || out.Len() != 0 || strings.Count(stderr.String(), "\n") != 1 || !strings.Contains(stderr.String(), "--store "+file+": ") {
+			t.Errorf("%v: %v, exit %d, stdout %q, stderr %q; want exit 2 and one line naming --store %s", args, err, code, out.String(), stderr.String(), file)
 		}
 	}
 }

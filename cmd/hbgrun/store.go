@@ -50,6 +50,16 @@ func (f *storeFlags) resolve() error {
 	default:
 		f.dir = dir
 	}
+	if f.dir != "" {
+		// Opened once here, so that a store that cannot be made or read
+		// is the flag's mistake before any work (a node would otherwise
+		// serve and fail every placement).
+		s, err := diskstore.Open(f.dir, f.max)
+		if err != nil {
+			return usageError{fmt.Errorf("--store %s: %w", f.dir, err)}
+		}
+		s.Close()
+	}
 	return nil
 }
 
