@@ -25,11 +25,12 @@ lint:
 jaeger:
 	cd tools/jaeger && $(GO) build -o bin/jaeger github.com/jaegertracing/jaeger/cmd/jaeger
 
-# The wire's Go code (wire/wire.pb.go) is committed, so a build needs no
-# protoc; after editing wire/wire.proto, regenerate it (needs protoc, e.g.
+# The protobuf Go code (wire/wire.pb.go, peer/peer.pb.go) is committed, so a
+# build needs no protoc; after editing a .proto, regenerate them (needs protoc, e.g.
 # apt-get install protobuf-compiler, and protoc-gen-go at go.mod's
 # google.golang.org/protobuf version).
 PROTOC_GEN_GO_VERSION ?= $(shell $(GO) list -m -f '{{.Version}}' google.golang.org/protobuf)
 proto:
 	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 	cd wire && PATH="$$($(GO) env GOPATH)/bin:$$PATH" protoc --go_out=. --go_opt=paths=source_relative wire.proto
+	cd peer && PATH="$$($(GO) env GOPATH)/bin:$$PATH" protoc --go_out=. --go_opt=paths=source_relative peer.proto
