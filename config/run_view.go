@@ -12,7 +12,7 @@ func (r *runner) view(fr *frame, v *viewExpr, out *stages.View) bool {
 			i := r.eval(v.listIndex, fr, v.line)
 			if i < 0 || i >= int64(len(v.list)) {
 				if r.err == nil {
-					r.failAt(v.line, "view", v.src, "view %q: element %d of a tensor list of %d", shorten(v.src), i, len(v.list))
+					r.failAt(v.line, "view", v.src, "element %d of a tensor list of %d", i, len(v.list))
 				}
 				return false
 			}
@@ -31,7 +31,7 @@ func (r *runner) view(fr *frame, v *viewExpr, out *stages.View) bool {
 	}
 	if v.index != nil || v.start != nil {
 		if base.NDims == 0 {
-			r.failAt(v.line, "view", v.src, "view %q: cannot index a rank-0 tensor", v.src)
+			r.failAt(v.line, "view", v.src, "cannot index a rank-0 tensor")
 			return false
 		}
 		var start, count int64
@@ -41,7 +41,7 @@ func (r *runner) view(fr *frame, v *viewExpr, out *stages.View) bool {
 			start, count = r.eval(v.start, fr, v.line), r.eval(v.count, fr, v.line)
 		}
 		if start < 0 || count <= 0 || start > base.Shape[0] || count > base.Shape[0]-start {
-			r.failAt(v.line, "view", v.src, "view %q outside its root: rows [%d, %d) of a tensor with %d rows", shorten(v.src), start, start+count, base.Shape[0])
+			r.failAt(v.line, "view", v.src, "outside its root: rows [%d, %d) of a tensor with %d rows", start, start+count, base.Shape[0])
 			return false
 		}
 		out.Offset += start * base.Strides[0]
@@ -63,7 +63,7 @@ func (r *runner) view(fr *frame, v *viewExpr, out *stages.View) bool {
 		at := r.eval(v.at, fr, v.line)
 		var ok bool
 		if out.Offset, ok = addOK(out.Offset, at); !ok {
-			r.failAt(v.line, "view", v.src, "view %q outside its root: offset %d from a base covering [%d, %d)", shorten(v.src), at, base.Offset, base.End())
+			r.failAt(v.line, "view", v.src, "outside its root: offset %d from a base covering [%d, %d)", at, base.Offset, base.End())
 			return false
 		}
 	}
@@ -71,13 +71,13 @@ func (r *runner) view(fr *frame, v *viewExpr, out *stages.View) bool {
 		var shape [stages.MaxDims]int64
 		for i, d := range v.as {
 			if shape[i] = r.eval(d, fr, v.line); shape[i] <= 0 {
-				r.failAt(v.line, "view", v.src, "view %q: dimension %d is %d (want a positive size)", shorten(v.src), i, shape[i])
+				r.failAt(v.line, "view", v.src, "dimension %d is %d (want a positive size)", i, shape[i])
 				return false
 			}
 		}
 		if !shapeOK(shape[:len(v.as)], out.DType) {
 			// A copy, so that shape stays on the stack on the good path.
-			r.failAt(v.line, "view", v.src, "view %q: the shape %v overflows int64 bytes", shorten(v.src), append([]int64(nil), shape[:len(v.as)]...))
+			r.failAt(v.line, "view", v.src, "the shape %v overflows int64 bytes", append([]int64(nil), shape[:len(v.as)]...))
 			return false
 		}
 		*out = stages.NewView(out.Root, out.Offset, out.DType, shape[:len(v.as)]...)
@@ -85,7 +85,7 @@ func (r *runner) view(fr *frame, v *viewExpr, out *stages.View) bool {
 	// Each view's elements are counted once: this check runs for every
 	// boundary slot of every Graph call.
 	if end, ok := addOK(out.Offset, out.Elems()); !ok || out.Offset < base.Offset || end > base.Offset+base.Elems() {
-		r.failAt(v.line, "view", v.src, "view %q outside its root: elements [%d, %d) of a base covering [%d, %d)", shorten(v.src), out.Offset, out.End(), base.Offset, base.End())
+		r.failAt(v.line, "view", v.src, "outside its root: elements [%d, %d) of a base covering [%d, %d)", out.Offset, out.End(), base.Offset, base.End())
 		return false
 	}
 	return true
