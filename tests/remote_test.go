@@ -254,6 +254,8 @@ func TestRemoteUsage(t *testing.T) {
 		{"node"},
 		{"node", "--listen", "127.0.0.1:99999"},
 		{"node", "--listen", "0.0.0.0:7001"},
+		{"node", "--listen", ":7001"},
+		{"run", "--nodes", "127.0.0.1:7001", "--driver-listen", "0.0.0.0:0"},
 	} {
 		_, stderr, code := runCLI(t, args...)
 		assert.Equal(t, 2, code, "%v: %s", args, stderr)

@@ -139,17 +139,22 @@ func (f *remoteFlags) check() error {
 	return nil
 }
 
-func checkHostPort(flag, addr string, portZero bool) error {
-	_, p, err := net.SplitHostPort(addr)
+func checkHostPort(flag, addr string, listen bool) error {
+	h, p, err := net.SplitHostPort(addr)
 	if err != nil {
 		return usageError{fmt.Errorf("%s %q: want HOST:PORT", flag, addr)}
 	}
 	low := 1
-	if portZero {
-		low = 0
+	if listen {
+		low = 0 // any free port
 	}
 	if n, err := strconv.Atoi(p); err != nil || n < low || n > 65535 {
 		return usageError{fmt.Errorf("%s %q: port %q: want %d to 65535", flag, addr, p, low)}
+	}
+	// A listen address is also the address peers answer at (every PID
+	// carries it), so it must be one they can reach.
+	if ip := net.ParseIP(h); listen && (h == "" || ip != nil && ip.IsUnspecified()) {
+		return usageError{fmt.Errorf("%s %q: want the address others reach this process at, not a wildcard", flag, addr)}
 	}
 	return nil
 }
