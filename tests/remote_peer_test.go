@@ -5,7 +5,6 @@ package tests
 // --nodes`.
 
 import (
-	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -29,19 +28,7 @@ func TestRemoteRecordedOnce(t *testing.T) {
 	a, b := startNodeProc(t, "127.0.0.1:0"), startNodeProc(t, "127.0.0.1:0")
 	run := func() *trace.Report {
 		t.Helper()
-		out, stderr, code := runCLI(t, "run", dsv4, "--form", "full", "--ranks", "4", "--rounds", "3", "--json", "-v", "--store", "off",
-			"--nodes", a.addr+","+b.addr)
-		require.Equal(t, 0, code, stderr)
-		digests := passDigests(stderr)
-		require.Len(t, digests, 4, stderr)
-		for rank := range 4 {
-			for round := range 3 {
-				assert.Equal(t, want, digests[rank][round], "rank %d round %d", rank, round)
-			}
-		}
-		var rep trace.Report
-		require.NoError(t, json.Unmarshal([]byte(out), &rep))
-		require.Len(t, rep.Passes, 12)
+		rep := runOnNodes(t, want, a, b)
 		for _, p := range rep.Passes {
 			if p.Round > 0 {
 				assert.Zero(t, p.BuiltDefinitions+p.FetchedDefinitions+int(p.Ops[trace.OpPeerFetch].Count),
@@ -49,7 +36,7 @@ func TestRemoteRecordedOnce(t *testing.T) {
 			}
 		}
 		assert.Zero(t, rep.Counts.FetchRejected, rep.Warnings)
-		return &rep
+		return rep
 	}
 
 	rep := run()

@@ -124,12 +124,11 @@ func localDigest(t *testing.T) string {
 	return d
 }
 
-// TestRemoteRun: a driver and two nodes, DSv4 full, 4 ranks, 3 rounds:
-// every rank ends every round with the digest of an in-process run, and
-// the report is a local run's.
-func TestRemoteRun(t *testing.T) {
-	want := localDigest(t)
-	a, b := startNodeProc(t, "127.0.0.1:0"), startNodeProc(t, "127.0.0.1:0")
+// runOnNodes runs DSv4 full on nodes a and b, 4 ranks and 3 rounds, and
+// checks that it exits 0 and that every rank ends every round with digest
+// want; it returns the run's JSON report.
+func runOnNodes(t *testing.T, want string, a, b *nodeProc) *trace.Report {
+	t.Helper()
 	out, stderr, code := runCLI(t, "run", dsv4, "--form", "full", "--ranks", "4", "--rounds", "3", "--json", "-v", "--store", "off",
 		"--nodes", a.addr+","+b.addr)
 	require.Equal(t, 0, code, stderr)
@@ -143,6 +142,17 @@ func TestRemoteRun(t *testing.T) {
 	}
 	var rep trace.Report
 	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	require.Len(t, rep.Passes, 12)
+	return &rep
+}
+
+// TestRemoteRun: a driver and two nodes, DSv4 full, 4 ranks, 3 rounds:
+// every rank ends every round with the digest of an in-process run, and
+// the report is a local run's.
+func TestRemoteRun(t *testing.T) {
+	want := localDigest(t)
+	a, b := startNodeProc(t, "127.0.0.1:0"), startNodeProc(t, "127.0.0.1:0")
+	rep := runOnNodes(t, want, a, b)
 	assert.Equal(t, 4, rep.Ranks)
 	assert.Len(t, rep.Passes, 12)
 	require.NotNil(t, rep.Golden)
