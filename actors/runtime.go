@@ -162,9 +162,6 @@ type Runtime struct {
 	golden       goldenCache
 }
 
-// Start starts the runtime inside an existing actor system: the supervisor,
-// the store, the builder and the prewarmed recorder pool. Ranks (submission,
-// uploader, device) start on their first pass.
 // EnsureDefaults gives each zero field its default (Recorders 8,
 // PassTimeout 10 minutes, InFlight 2, QueueDepth 1024, the device's
 // DefaultConfig), leaving a negative value for Validate to refuse.
@@ -216,6 +213,9 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+// Start starts the runtime inside an existing actor system: the supervisor,
+// the store, the builder and the prewarmed recorder pool. Ranks (submission,
+// uploader, device) start on their first pass.
 func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 	return start(sys, cfg, nil)
 }

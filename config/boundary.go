@@ -20,10 +20,6 @@ func (l *loader) boundaryRes(b *block) resolver {
 	}
 }
 
-// blockBoundary compiles block b's boundary: its scalars (env slots after
-// the params, evaluated in the caller), then its slots, or with boundary:
-// auto none of either: the block's calls' boundaries make it at run time
-// (runner.autoBoundary).
 // boundaryScalarDoc is a boundary scalar; boundarySlotDoc a boundary slot.
 type boundaryScalarDoc struct {
 	Name  *yaml.Node `yaml:"name"`
@@ -38,6 +34,10 @@ type boundarySlotDoc struct {
 	Shape *yaml.Node `yaml:"shape"`
 }
 
+// blockBoundary compiles block b's boundary: its scalars (env slots after
+// the params, evaluated in the caller), then its slots, or with boundary:
+// auto none of either: the block's calls' boundaries make it at run time
+// (runner.autoBoundary).
 func (l *loader) blockBoundary(b *block, d *blockDoc, n *yaml.Node) error {
 	b.scalarBase = b.envSize
 	bres := l.boundaryRes(b)

@@ -97,8 +97,6 @@ type output struct {
 	f          *os.File
 }
 
-// createOutput creates path for flag; "" is no output (a nil *output,
-// whose methods do nothing).
 // openSession creates the --trace-out file before any work (a bad path is
 // the user's mistake, found before the run), then the session.
 func openSession(ctx context.Context, f *runFlags, stderr io.Writer) (*session, *output, error) {
@@ -114,6 +112,8 @@ func openSession(ctx context.Context, f *runFlags, stderr io.Writer) (*session, 
 	return s, traceOut, nil
 }
 
+// createOutput creates path for flag; "" is no output (a nil *output,
+// whose methods do nothing).
 func createOutput(flag, path string) (*output, error) {
 	if path == "" {
 		return nil, nil
