@@ -364,6 +364,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"validate"}, "accepts 1 arg(s), received 0"},
 		{[]string{"expand"}, "accepts 1 arg(s), received 0"},
 		{[]string{"version", "x"}, `unknown command "x"`},
+		{[]string{"store", "ls", "--max-tasks", "3"}, "unknown flag: --max-tasks"},
+		{[]string{"describe", "x.def", "--max-tasks", "3"}, "unknown flag: --max-tasks"},
 		{[]string{"run", dsv4, "--trace-out", missing}, "--trace-out: open " + missing},
 		{[]string{"compare", dsv4, "--trace-out", missing}, "--trace-out: open " + missing},
 		{[]string{"expand", dsv4, "--form", "eager", "--out", missing}, "--out: open " + missing},

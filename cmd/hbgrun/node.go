@@ -50,6 +50,7 @@ and it exits 0.`,
 	fl.StringVar(&f.listen, "listen", "", "the address to serve ranks on, HOST:PORT (the address drivers and other nodes reach this one at)")
 	fl.StringVar(&f.otlp, "otlp", "", "export spans over OTLP to ENDPOINT (grpc://host:4317 or http://host:4318); default: the OTEL_EXPORTER_OTLP_* variables, else nowhere")
 	f.store.register(fl)
+	addMaxTasks(c)
 	commands = append(commands, c)
 }
 
