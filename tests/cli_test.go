@@ -166,6 +166,8 @@ func TestRunBadInput(t *testing.T) {
 		{[]string{"run", dsv4, "--defects", "maybe"}, "--defects"},
 		{[]string{"run", dsv4, "--in-flight", "-3"}, "--in-flight -3: want at least 1"},
 		{[]string{"compare", dsv4, "--recorders", "-1"}, "--recorders -1: want at least 1"},
+		{[]string{"run", dsv4, "--max-tasks", "100"}, "(a pass is bounded by max_tasks: 100; raise it"},
+		{[]string{"expand", dsv4, "--form", "eager", "--max-tasks", "100"}, "(a pass is bounded by max_tasks: 100; raise it"},
 	}
 	for _, tc := range cases {
 		_, stderr, code := runCLI(t, tc.args...)
