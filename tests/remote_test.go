@@ -274,5 +274,11 @@ func TestRemoteUsage(t *testing.T) {
 	_, stderr, code := runCLI(t, "run", "--nodes", "127.0.0.1:1", "--node-timeout", "1s", "--store", "off")
 	assert.Equal(t, 1, code, stderr)
 	assert.Contains(t, stderr, "node 127.0.0.1:1 lost")
+	// Said once: the refused connection, not also a timeout after it.
+	assert.Equal(t, 1, strings.Count(stderr, "lost"), stderr)
 	assert.Less(t, time.Since(t0), 10*time.Second)
+	// Refused before the default timeout: the connection's end is the cause.
+	_, stderr, code = runCLI(t, "run", "--nodes", "127.0.0.1:1", "--store", "off")
+	assert.Equal(t, 1, code, stderr)
+	assert.Equal(t, 1, strings.Count(stderr, "lost"), stderr)
 }
