@@ -1,7 +1,12 @@
 package actors
 
 import (
+	"os"
+	"runtime"
+	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 )
@@ -14,22 +19,64 @@ import (
 // to runtime.newstack and newproc. A worker keeps its grown stack from one
 // run to the next.
 //
-// A run is handed to an idle worker; when none is idle (every worker busy,
-// or the runtime stopped) it gets a goroutine of its own, as before, so a
-// mailbox never waits for a worker. The mailbox guarantees one run at a
-// time per actor, whichever goroutine carries it.
+// A worker that finishes a run spins for a moment before it parks, and a run
+// scheduled meanwhile goes to it. Waking a parked worker readies a goroutine
+// while a P is idle, so the Go scheduler wakes an OS thread (a futex call,
+// and on a VM an interrupt to the other core) and that thread spins looking
+// for work beside the running actor: on a warm pass, whose messages follow
+// one another a few µs apart, that cost more than the spinning.
+//
+// A run is handed to a spinning worker, else to a parked one; when none is
+// idle (every worker busy, or the runtime stopped) it gets a goroutine of
+// its own, as before, so a mailbox never waits for a worker. The mailbox
+// guarantees one run at a time per actor, whichever goroutine carries it.
 type warmDispatcher struct {
-	work chan func()
-	stop chan struct{}
-	once sync.Once
+	work chan func() // parked workers receive here
+	// spin carries runs to spinning workers. tokens counts the spinning
+	// workers no run has claimed: Schedule takes one before it sends, a
+	// worker gives one back to stop spinning, and a worker that cannot
+	// (every token claimed) receives the run that is on its way. So
+	// tokens + len(spin) is the number of spinning workers, and no run is
+	// left in spin with nobody to take it.
+	spin     chan func()
+	tokens   atomic.Int32
+	spinners atomic.Int32
+	// spins is false with one P: a spinning worker would hold the only
+	// processor, and a handoff there wakes no thread anyway.
+	spins   bool
+	spinFor time.Duration
+	// handed counts the runs handed to a spinning worker.
+	handed atomic.Uint64
+	stop   chan struct{}
+	once   sync.Once
 }
 
 // dispatchThroughput is protoactor's default: messages a run processes
 // before it yields.
 const dispatchThroughput = 300
 
-func newWarmDispatcher(workers int) *warmDispatcher {
-	d := &warmDispatcher{work: make(chan func()), stop: make(chan struct{})}
+// maxSpinners bounds the workers spinning at once: a pass's messages follow
+// one another, so one spinning worker takes each next run, and more would
+// only burn the cores other work needs.
+var maxSpinners int32 = 1
+
+// spinFor is how long a worker spins after a run before it parks.
+var spinFor = 50 * time.Microsecond
+
+func init() {
+	if v, err := strconv.Atoi(os.Getenv("HBG_SPIN_US")); err == nil {
+		spinFor = time.Duration(v) * time.Microsecond
+	}
+	if v, err := strconv.Atoi(os.Getenv("HBG_SPINNERS")); err == nil {
+		maxSpinners = int32(v)
+	}
+}
+
+func newWarmDispatcher(workers int, spin time.Duration) *warmDispatcher {
+	d := &warmDispatcher{
+		work: make(chan func()), spin: make(chan func(), workers), stop: make(chan struct{}),
+		spinFor: spin, spins: spin > 0 && runtime.GOMAXPROCS(0) > 1,
+	}
 	for range workers {
 		go d.worker()
 	}
@@ -40,15 +87,81 @@ func (d *warmDispatcher) worker() {
 	for {
 		select {
 		case fn := <-d.work:
-			fn()
+			for fn != nil {
+				fn()
+				fn = d.spinning()
+			}
 		case <-d.stop:
 			return
 		}
 	}
 }
 
+// spinning waits a moment for a run, yielding the processor between looks
+// (a goroutine readied on this P runs meanwhile); nil when none came, or
+// when another worker is already spinning.
+func (d *warmDispatcher) spinning() func() {
+	if !d.spins || d.stopped() {
+		return nil
+	}
+	if d.spinners.Add(1) > maxSpinners {
+		d.spinners.Add(-1)
+		return nil
+	}
+	defer d.spinners.Add(-1)
+	d.tokens.Add(1)
+	var deadline time.Time
+	for i := 0; ; i++ {
+		select {
+		case fn := <-d.spin:
+			return fn
+		default:
+		}
+		if i&15 == 0 {
+			now := time.Now()
+			switch {
+			case i == 0:
+				deadline = now.Add(d.spinFor)
+			case now.After(deadline) || d.stopped():
+				if d.claim() {
+					return nil // our token back: nobody is sending to us
+				}
+				return <-d.spin // a Schedule took our token; its run is on its way
+			}
+		}
+		runtime.Gosched()
+	}
+}
+
+func (d *warmDispatcher) stopped() bool {
+	select {
+	case <-d.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// claim takes a spinning worker's token.
+func (d *warmDispatcher) claim() bool {
+	for {
+		n := d.tokens.Load()
+		if n <= 0 {
+			return false
+		}
+		if d.tokens.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
+}
+
 // Schedule implements actor.Dispatcher.
 func (d *warmDispatcher) Schedule(fn func()) {
+	if d.claim() {
+		d.spin <- fn // never blocks: at most one run per spinning worker
+		d.handed.Add(1)
+		return
+	}
 	select {
 	case d.work <- fn:
 	default:
