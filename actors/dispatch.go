@@ -45,6 +45,8 @@ type warmDispatcher struct {
 	// processor, and a handoff there wakes no thread anyway.
 	spins   bool
 	spinFor time.Duration
+	// quietUntil (Unix ns): no worker spins before it.
+	quietUntil atomic.Int64
 	// handed counts the runs handed to a spinning worker.
 	handed atomic.Uint64
 	stop   chan struct{}
@@ -61,7 +63,14 @@ const dispatchThroughput = 300
 var maxSpinners int32 = 1
 
 // spinFor is how long a worker spins after a run before it parks.
-var spinFor = 50 * time.Microsecond
+var spinFor = 250 * time.Microsecond
+
+// spinPreempted is a gap between two looks of a spinner that says the OS
+// took its core; spinQuiet is how long workers then park at once.
+const (
+	spinPreempted = 20 * time.Microsecond
+	spinQuiet     = 20 * time.Millisecond
+)
 
 func init() {
 	if v, err := strconv.Atoi(os.Getenv("HBG_SPIN_US")); err == nil {
@@ -97,9 +106,13 @@ func (d *warmDispatcher) worker() {
 	}
 }
 
-// spinning waits a moment for a run, yielding the processor between looks
-// (a goroutine readied on this P runs meanwhile); nil when none came, or
-// when another worker is already spinning.
+// spinning waits a moment for a run; nil when none came, or when enough
+// workers spin already. It yields once first, so that what the last run
+// readied on this P (a caller woken by its answer) goes first, then polls
+// without yielding: runtime.Gosched puts the spinner on the global queue
+// and wakes an idle P's thread, the cost a spinner is there to save, and
+// the spinner may then wait there behind a long run while the run it
+// claimed waits for it.
 func (d *warmDispatcher) spinning() func() {
 	if !d.spins || d.stopped() {
 		return nil
@@ -109,27 +122,37 @@ func (d *warmDispatcher) spinning() func() {
 		return nil
 	}
 	defer d.spinners.Add(-1)
+	runtime.Gosched()
+	last := time.Now()
+	if last.UnixNano() < d.quietUntil.Load() {
+		return nil
+	}
 	d.tokens.Add(1)
-	var deadline time.Time
-	for i := 0; ; i++ {
+	deadline := last.Add(d.spinFor)
+	for i := 1; ; i++ {
 		select {
 		case fn := <-d.spin:
 			return fn
 		default:
 		}
-		if i&15 == 0 {
-			now := time.Now()
-			switch {
-			case i == 0:
-				deadline = now.Add(d.spinFor)
-			case now.After(deadline) || d.stopped():
-				if d.claim() {
-					return nil // our token back: nobody is sending to us
-				}
-				return <-d.spin // a Schedule took our token; its run is on its way
-			}
+		if i&63 != 0 {
+			continue
 		}
-		runtime.Gosched()
+		now := time.Now()
+		if gap := now.Sub(last); gap > spinPreempted {
+			// The OS ran something else on this core: the machine is
+			// oversubscribed, and a spinner there takes time from the
+			// threads doing work. Park, and spin no more for a while.
+			d.quietUntil.Store(now.Add(spinQuiet).UnixNano())
+			deadline = now
+		}
+		last = now
+		if now.After(deadline) || d.stopped() {
+			if d.claim() {
+				return nil // our token back: nobody is sending to us
+			}
+			return <-d.spin // a Schedule took our token; its run is on its way
+		}
 	}
 }
 
