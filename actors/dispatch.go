@@ -1,9 +1,7 @@
 package actors
 
 import (
-	"os"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,12 +17,15 @@ import (
 // to runtime.newstack and newproc. A worker keeps its grown stack from one
 // run to the next.
 //
-// A worker that finishes a run spins for a moment before it parks, and a run
-// scheduled meanwhile goes to it. Waking a parked worker readies a goroutine
-// while a P is idle, so the Go scheduler wakes an OS thread (a futex call,
-// and on a VM an interrupt to the other core) and that thread spins looking
-// for work beside the running actor: on a warm pass, whose messages follow
-// one another a few µs apart, that cost more than the spinning.
+// A worker that finishes a run spins for a moment (spinPolicy) before it
+// parks, and a run scheduled meanwhile goes to it. Waking a parked worker
+// readies a goroutine while a P is idle, so the Go scheduler wakes an OS
+// thread (a futex call, and on a VM an interrupt to the other core) and
+// that thread hunts for work beside the running actor. On a warm DSv4 pass
+// that was ~20 µs at the handoff from host_orch to the replay (all of
+// graph_upload), and host_orch itself ran ~30% slower than the same code on
+// one goroutine; with a worker spinning, both went. Spinning takes a core,
+// so it stops when the machine is oversubscribed.
 //
 // A run is handed to a spinning worker, else to a parked one; when none is
 // idle (every worker busy, or the runtime stopped) it gets a goroutine of
@@ -43,8 +44,8 @@ type warmDispatcher struct {
 	spinners atomic.Int32
 	// spins is false with one P: a spinning worker would hold the only
 	// processor, and a handoff there wakes no thread anyway.
-	spins   bool
-	spinFor time.Duration
+	spins  bool
+	policy spinPolicy
 	// quietUntil (Unix ns): no worker spins before it.
 	quietUntil atomic.Int64
 	// handed counts the runs handed to a spinning worker.
@@ -58,33 +59,24 @@ type warmDispatcher struct {
 const dispatchThroughput = 300
 
 // maxSpinners bounds the workers spinning at once: a pass's messages follow
-// one another, so one spinning worker takes each next run, and more would
-// only burn the cores other work needs.
-var maxSpinners int32 = 1
+// one another, so one spinner takes the next run while the other waits out
+// the submission's turn for its handoff; more would only take the cores
+// other work needs.
+const maxSpinners = 2
 
-// spinFor is how long a worker spins after a run before it parks.
-var spinFor = 250 * time.Microsecond
+// spinPolicy is how workers spin: for how long after a run (For, 0: never),
+// what gap between two looks of a spinner says the OS took its core
+// (Preempted), and how long workers then park at once (Quiet).
+type spinPolicy struct{ For, Preempted, Quiet time.Duration }
 
-// spinPreempted is a gap between two looks of a spinner that says the OS
-// took its core; spinQuiet is how long workers then park at once.
-const (
-	spinPreempted = 20 * time.Microsecond
-	spinQuiet     = 20 * time.Millisecond
-)
+// defaultSpin covers the submission's warm DSv4 turn (~150 µs), so that its
+// handoff finds a spinner.
+var defaultSpin = spinPolicy{For: 250 * time.Microsecond, Preempted: 20 * time.Microsecond, Quiet: 20 * time.Millisecond}
 
-func init() {
-	if v, err := strconv.Atoi(os.Getenv("HBG_SPIN_US")); err == nil {
-		spinFor = time.Duration(v) * time.Microsecond
-	}
-	if v, err := strconv.Atoi(os.Getenv("HBG_SPINNERS")); err == nil {
-		maxSpinners = int32(v)
-	}
-}
-
-func newWarmDispatcher(workers int, spin time.Duration) *warmDispatcher {
+func newWarmDispatcher(workers int, policy spinPolicy) *warmDispatcher {
 	d := &warmDispatcher{
 		work: make(chan func()), spin: make(chan func(), workers), stop: make(chan struct{}),
-		spinFor: spin, spins: spin > 0 && runtime.GOMAXPROCS(0) > 1,
+		policy: policy, spins: policy.For > 0 && runtime.GOMAXPROCS(0) > 1,
 	}
 	for range workers {
 		go d.worker()
@@ -122,13 +114,13 @@ func (d *warmDispatcher) spinning() func() {
 		return nil
 	}
 	defer d.spinners.Add(-1)
-	runtime.Gosched()
-	last := time.Now()
-	if last.UnixNano() < d.quietUntil.Load() {
+	if time.Now().UnixNano() < d.quietUntil.Load() {
 		return nil
 	}
+	runtime.Gosched()
+	last := time.Now()
 	d.tokens.Add(1)
-	deadline := last.Add(d.spinFor)
+	deadline := last.Add(d.policy.For)
 	for i := 1; ; i++ {
 		select {
 		case fn := <-d.spin:
@@ -139,15 +131,15 @@ func (d *warmDispatcher) spinning() func() {
 			continue
 		}
 		now := time.Now()
-		if gap := now.Sub(last); gap > spinPreempted {
+		preempted := now.Sub(last) > d.policy.Preempted
+		if preempted {
 			// The OS ran something else on this core: the machine is
 			// oversubscribed, and a spinner there takes time from the
 			// threads doing work. Park, and spin no more for a while.
-			d.quietUntil.Store(now.Add(spinQuiet).UnixNano())
-			deadline = now
+			d.quietUntil.Store(now.Add(d.policy.Quiet).UnixNano())
 		}
 		last = now
-		if now.After(deadline) || d.stopped() {
+		if preempted || now.After(deadline) || d.stopped() {
 			if d.claim() {
 				return nil // our token back: nobody is sending to us
 			}

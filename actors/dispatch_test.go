@@ -14,7 +14,7 @@ func TestDispatcherRunsEverything(t *testing.T) {
 	if runtime.GOMAXPROCS(0) < 2 {
 		t.Skip("the spinning path needs two Ps")
 	}
-	d := newWarmDispatcher(4, spinFor)
+	d := newWarmDispatcher(4, defaultSpin)
 	if !d.spins {
 		t.Fatal("workers do not spin with two Ps")
 	}
@@ -47,7 +47,7 @@ func TestDispatcherHandsToSpinner(t *testing.T) {
 	if runtime.GOMAXPROCS(0) < 2 {
 		t.Skip("the spinning path needs two Ps")
 	}
-	d := newWarmDispatcher(2, time.Hour) // spins until the next run or close
+	d := newWarmDispatcher(2, spinPolicy{For: time.Hour, Preempted: time.Hour}) // spins until the next run or close
 	defer d.close()
 	ran := make(chan struct{}, 1)
 	// Until a worker has run something and spins (a run scheduled before
@@ -73,7 +73,7 @@ func TestDispatcherHandsToSpinner(t *testing.T) {
 // still runs.
 func TestDispatcherClose(t *testing.T) {
 	before := runtime.NumGoroutine()
-	d := newWarmDispatcher(3, time.Hour)
+	d := newWarmDispatcher(3, spinPolicy{For: time.Hour, Preempted: time.Hour})
 	ran := make(chan struct{}, 2)
 	d.Schedule(func() { ran <- struct{}{} })
 	<-ran
@@ -86,5 +86,25 @@ func TestDispatcherClose(t *testing.T) {
 			t.Fatalf("%d goroutines, %d before the dispatcher", runtime.NumGoroutine(), before)
 		}
 		runtime.Gosched()
+	}
+}
+
+// A spinner that finds its core was taken (a gap between two looks) stops,
+// and no worker spins for the quiet period after.
+func TestDispatcherQuietWhenPreempted(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("the spinning path needs two Ps")
+	}
+	// Every gap is a preemption.
+	d := newWarmDispatcher(0, spinPolicy{For: time.Hour, Preempted: time.Nanosecond, Quiet: time.Hour})
+	defer d.close()
+	if fn := d.spinning(); fn != nil {
+		t.Fatal("a spinner got a run nobody scheduled")
+	}
+	if q := d.quietUntil.Load(); q <= time.Now().UnixNano() {
+		t.Fatalf("quiet until %d, not after now", q)
+	}
+	if fn := d.spinning(); fn != nil || d.tokens.Load() != 0 {
+		t.Fatalf("a worker spins in the quiet period: %d tokens", d.tokens.Load())
 	}
 }
