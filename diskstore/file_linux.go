@@ -86,10 +86,17 @@ func readImage(path string, n int64) (img []byte, size int64, err error) {
 		}
 	}
 	// One byte more than expected: a longer file shows without a stat.
-	b, err := readAll(fd, make([]byte, 0, n+1), n+1)
+	// A read of a regular file returns less than asked only at its end,
+	// so one that returns the n bytes expected needs no second read to
+	// see the end (were it cut short on some other file system, the bytes
+	// would still be the n the image's own length and hash are checked
+	// against).
+	b := make([]byte, n+1)
+	k, err := readFull(fd, b, n)
 	if err != nil {
 		return nil, 0, fmt.Errorf("definition store: reading %s: %w", path, err)
 	}
+	b = b[:k]
 	if int64(len(b)) != n {
 		size = int64(len(b))
 		var st syscall.Stat_t
@@ -130,6 +137,28 @@ func readAll(fd int, buf []byte, hint int64) ([]byte, error) {
 		buf = buf[:len(buf)+n]
 	}
 	return buf, nil
+}
+
+// readFull reads fd into b until b is full, the file ends, or a read
+// returns exactly enough to make stop bytes.
+func readFull(fd int, b []byte, stop int64) (int, error) {
+	k := 0
+	for k < len(b) {
+		n, err := syscall.Read(fd, b[k:])
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err != nil:
+			return 0, err
+		case n == 0:
+			return k, nil
+		}
+		k += n
+		if int64(k) == stop {
+			return k, nil
+		}
+	}
+	return k, nil
 }
 
 func retry(f func() error) error {
