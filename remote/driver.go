@@ -72,6 +72,9 @@ type Config struct {
 	// the address this machine reaches the first node from, any port).
 	// Unused with Remote.
 	Listen string
+	// Advertise, if set, is the host:port nodes reach the driver at, when
+	// that is not Listen (as NodeConfig.Advertise).
+	Advertise string
 	// OnNodeLost, if set, is called once per node lost, as soon as it is
 	// (from whichever goroutine found it), before its passes fail. A node
 	// lost while Start places the ranks is Start's error instead.
@@ -171,7 +174,7 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 	}
 	rem := cfg.Remote
 	if rem == nil {
-		if rem, err = startRemote(sys, cfg.Listen, cfg.RemoteOptions); err != nil {
+		if rem, err = startRemote(sys, cfg.Listen, cfg.Advertise, cfg.RemoteOptions); err != nil {
 			return nil, fmt.Errorf("remote: driver: %w", err)
 		}
 	}
