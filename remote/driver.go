@@ -72,8 +72,12 @@ type Config struct {
 	// the address this machine reaches the first node from, any port).
 	// Unused with Remote.
 	Listen string
+	// Advertise, if set, is the host:port nodes reach the driver at, when
+	// that is not Listen (as NodeConfig.Advertise).
+	Advertise string
 	// OnNodeLost, if set, is called once per node lost, as soon as it is
-	// (from whichever goroutine found it), before its passes fail.
+	// (from whichever goroutine found it), before its passes fail. A node
+	// lost while Start places the ranks is Start's error instead.
 	OnNodeLost func(*NodeError)
 	// Remote, if set, is protoactor remote already running on sys (an
 	// embedder's): the driver uses it and leaves it running at Stop.
@@ -106,6 +110,9 @@ type Runtime struct {
 
 	stopped  chan struct{}
 	stopOnce sync.Once
+	// placed is set when Start has placed every rank: a node lost before
+	// that is Start's error, said once, not also OnNodeLost's.
+	placed   atomic.Bool
 	beats    sync.WaitGroup
 	warnings []string
 
@@ -167,7 +174,7 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 	}
 	rem := cfg.Remote
 	if rem == nil {
-		if rem, err = startRemote(sys, cfg.Listen, cfg.RemoteOptions); err != nil {
+		if rem, err = startRemote(sys, cfg.Listen, cfg.Advertise, cfg.RemoteOptions); err != nil {
 			return nil, fmt.Errorf("remote: driver: %w", err)
 		}
 	}
@@ -215,6 +222,18 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 		_ = rt.Stop(ctx)
 		return nil, err
 	}
+	rt.placed.Store(true)
+	if f := rt.cfg.OnNodeLost; f != nil {
+		// Lost after its own placement, while another node's went on.
+		for _, ns := range rt.nodes {
+			rt.mu.Lock()
+			lost := ns.lost
+			rt.mu.Unlock()
+			if lost != nil {
+				f(lost)
+			}
+		}
+	}
 	for i, ns := range rt.nodes {
 		if ns.pid != nil {
 			rt.beats.Add(1)
@@ -243,6 +262,13 @@ func (rt *Runtime) Warnings() []string {
 func (rt *Runtime) place(i int) error {
 	ns := rt.nodes[i]
 	lost := func(cause string) error {
+		// The endpoint's end (a refused or dropped connection) is what
+		// failed the request, and says more than its timeout or dead letter.
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		if ns.lost != nil {
+			return ns.lost
+		}
 		return &NodeError{Node: ns.addr, Ranks: ns.ranks, Rank: -1, Round: -1, Cause: cause}
 	}
 	resp, err := rt.rem.SpawnNamed(ns.addr, "hbg-run-"+rt.run, Kind, rt.cfg.NodeTimeout)
@@ -481,7 +507,7 @@ func (rt *Runtime) nodeLost(i int, cause string) {
 	}
 	lost := ns.lost
 	rt.mu.Unlock()
-	if f := rt.cfg.OnNodeLost; f != nil {
+	if f := rt.cfg.OnNodeLost; f != nil && rt.placed.Load() {
 		f(lost)
 	}
 	for _, p := range ps {
