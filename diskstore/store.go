@@ -249,8 +249,30 @@ func (s *Store) objectPath(hash string) string {
 // when what is on disk is bad (its files are moved aside first), another
 // error when the store cannot be read. model, when not empty, must be the
 // entry's orchestration identity. A loaded entry is pinned until Unpin: no
-// eviction, by this process or another, removes it meanwhile.
+// eviction, by this process or another, removes it meanwhile. Load is Find,
+// then Found.Load.
 func (s *Store) Load(fullKey uint64, model string) (*Loaded, error) {
+	f, err := s.Find(fullKey)
+	if f == nil {
+		return nil, err
+	}
+	return f.Load(model)
+}
+
+// Found is an entry Find pinned, not yet loaded.
+type Found struct {
+	s       *Store
+	fullKey uint64
+	idx     string
+	f       entryFile
+	st      entryStat
+}
+
+// Find pins fullKey's entry, if the store has one: nil (and a nil error) on
+// a miss. It costs an open, a lock and a stat, so a caller can tell a miss
+// at once and load a hit elsewhere (Found.Load reads, checks and decodes).
+// The Found must be loaded.
+func (s *Store) Find(fullKey uint64) (*Found, error) {
 	idx := s.indexPath(fullKey)
 	// Pin first, then read: an entry pinned is one no eviction removes
 	// under us. The lock is taken without waiting: an evictor holding it
@@ -259,6 +281,13 @@ func (s *Store) Load(fullKey uint64, model string) (*Loaded, error) {
 	if !ok {
 		return nil, err
 	}
+	return &Found{s: s, fullKey: fullKey, idx: idx, f: f, st: st}, nil
+}
+
+// Load reads, checks and decodes a found entry's Definition, as Store.Load
+// does; on a nil Loaded the pin is released.
+func (fd *Found) Load(model string) (*Loaded, error) {
+	s, fullKey, idx, f, st := fd.s, fd.fullKey, fd.idx, fd.f, fd.st
 	keep := false
 	defer func() {
 		if !keep {
