@@ -42,7 +42,7 @@ func warmRunImage(b *testing.B) *stages.RunImage {
 // BenchmarkRunImage is a warm DSv4 full pass's run image: encoded as the
 // replay ships it (into the previous pass's buffer, content hash included)
 // and copied as the device's CopyRun does, and decoded and checked as the
-// device's launch reads it.
+// device's launch reads it (into the storage of the image before).
 func BenchmarkRunImage(b *testing.B) {
 	img := warmRunImage(b)
 	buf := stages.AppendRunImage(nil, img)
@@ -56,9 +56,10 @@ func BenchmarkRunImage(b *testing.B) {
 		b.ReportMetric(float64(len(buf)), "bytes")
 	})
 	b.Run("decode", func(b *testing.B) {
+		var d stages.RunImageDecoder
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := stages.DecodeRunImage(buf); err != nil {
+			if _, err := d.Decode(buf); err != nil {
 				b.Fatal(err)
 			}
 		}
