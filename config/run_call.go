@@ -47,11 +47,17 @@ func (r *runner) prepare(caller, cf *frame, c *callOp, ahead bool) {
 // (tensors an auto block allocates itself, not yet allocated while its
 // boundary is computed) are left alone.
 func (r *runner) boundary(cf *frame, skip []bool, out []stages.Arg) {
-	for s, b := range cf.block.boundary {
+	env, out := cf.env, out[:len(cf.block.fastBoundary)]
+	for s := range cf.block.fastBoundary {
 		if skip != nil && skip[s] {
 			continue
 		}
-		out[s].Tag = b.tag
+		f := &cf.block.fastBoundary[s]
+		out[s].Tag = f.tag
+		if f.ok && f.eval(env, &out[s].View) {
+			continue
+		}
+		b := cf.block.boundary[s]
 		if !r.view(cf, b.view, &out[s].View) {
 			return
 		}
