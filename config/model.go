@@ -115,6 +115,14 @@ type fastSlot struct {
 	viewFast
 	tag stages.Tag
 	ok  bool
+	// A slot that is a tensor param as it is (targ >= 0) is accepted when
+	// its dtype is dtype (or dtype is invalid) and, with ndims >= 0, its
+	// shape is shape, dims past ndims zero; otherwise the general path
+	// checks it and says what is wrong.
+	targ  int32
+	dtype stages.DType
+	ndims int8
+	shape [stages.MaxDims]int64
 }
 
 type bscalar struct {

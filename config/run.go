@@ -132,6 +132,11 @@ type frame struct {
 	graphCall                  stages.GraphCall
 	graphSlotOf, graphScalarOf [][]int32
 	keyBuf                     []byte
+	keys                       map[string]string // the keys made so far (runner.key)
+	// The last key made, for which spec and from which param values.
+	keyOf   *graphSpec
+	keyVals []int64
+	lastKey string
 }
 
 func newFrame(b *block) *frame {

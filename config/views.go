@@ -27,8 +27,14 @@ type viewExpr struct {
 	list         []int // a tensor list's slots: the base is list[listIndex]
 	listIndex    *expr
 	local        bool // the base is a tensor the body allocates itself
+	slotPlain    bool // a tensor slot as it is: the view is a copy of it
 	src          string
 	line         int
+}
+
+// plain reports whether the view is its base as it is.
+func (v *viewExpr) plain() bool {
+	return v.list == nil && v.index == nil && v.start == nil && v.at == nil && v.as == nil
 }
 
 // view parses NAME ( [i] | [start:+count] )? (@ off)? (as [d, ...])?.
@@ -48,6 +54,7 @@ func (sc *scope) view(src string, line int) (*viewExpr, error) {
 	for _, e := range append([]*expr{v.index, v.start, v.count, v.at, v.listIndex}, v.as...) {
 		setSrc(e, src)
 	}
+	v.slotPlain = v.kind == baseSlot && v.plain()
 	return v, nil
 }
 
