@@ -86,6 +86,7 @@ const (
 	DefaultAskTimeout   = 10 * time.Second
 	DefaultClaimTimeout = 5 * time.Second
 	DefaultMaxImage     = 2 << 20
+	DefaultMaxHeld      = 256 << 20
 )
 
 // Config configures a node's peer.
@@ -106,6 +107,9 @@ type Config struct {
 	ClaimTimeout time.Duration
 	// MaxImage is the largest image sent (default DefaultMaxImage).
 	MaxImage int
+	// MaxHeld bounds the bytes of images the node keeps in memory to serve
+	// (default DefaultMaxHeld); past it the least recently served go.
+	MaxHeld int64
 	// Tracer makes the peer_serve spans; nil traces nothing.
 	Tracer *trace.Tracer
 
@@ -169,8 +173,11 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Node, error) {
 	if cfg.MaxImage == 0 {
 		cfg.MaxImage = DefaultMaxImage
 	}
-	if cfg.AskTimeout < 0 || cfg.ClaimTimeout < 0 || cfg.MaxImage < 0 {
-		return nil, fmt.Errorf("peer: ask timeout %v, claim timeout %v, image limit %d: want positive values", cfg.AskTimeout, cfg.ClaimTimeout, cfg.MaxImage)
+	if cfg.MaxHeld == 0 {
+		cfg.MaxHeld = DefaultMaxHeld
+	}
+	if cfg.AskTimeout < 0 || cfg.ClaimTimeout < 0 || cfg.MaxImage < 0 || cfg.MaxHeld < 0 {
+		return nil, fmt.Errorf("peer: ask timeout %v, claim timeout %v, image limit %d, held limit %d: want positive values", cfg.AskTimeout, cfg.ClaimTimeout, cfg.MaxImage, cfg.MaxHeld)
 	}
 	if cfg.Tracer == nil {
 		cfg.Tracer = trace.NewTracer(nil)

@@ -40,9 +40,9 @@ type (
 type server struct {
 	cfg  Config
 	disk *diskstore.Store
-	// images is every image this node holds for the cluster: recorded
-	// here, or Published to it as an owner.
-	images map[uint64]held
+	// images is what this node holds for the cluster, recorded here or
+	// Published to it as an owner, within Config.MaxHeld bytes.
+	images *heldImages
 	claims map[uint64]*claim
 	asks   map[uint64]*ask
 	nextID uint64
@@ -84,7 +84,7 @@ type waiter struct {
 }
 
 func newServer(cfg Config) *server {
-	return &server{cfg: cfg, disk: cfg.Disk, images: map[uint64]held{}, claims: map[uint64]*claim{}, asks: map[uint64]*ask{}, watched: map[string]bool{}}
+	return &server{cfg: cfg, disk: cfg.Disk, images: newHeldImages(cfg.MaxHeld), claims: map[uint64]*claim{}, asks: map[uint64]*ask{}, watched: map[string]bool{}}
 }
 
 func (s *server) Receive(ctx actor.Context) {
@@ -182,7 +182,7 @@ func (s *server) serve(ctx actor.Context, w waiter, fullKey uint64, key, model s
 
 // lookup finds an image this node holds, in memory or on disk.
 func (s *server) lookup(fullKey uint64, model string) (held, bool) {
-	if h, ok := s.images[fullKey]; ok {
+	if h, ok := s.images.get(fullKey); ok {
 		return h, true
 	}
 	if s.disk == nil {
@@ -195,7 +195,7 @@ func (s *server) lookup(fullKey uint64, model string) (held, bool) {
 	// Read and verified: the bytes are ours, the entry need not stay pinned.
 	s.disk.Unpin(fullKey)
 	h := held{image: l.Image, hash: l.Def.ContentHash, from: "this node's store on disk"}
-	s.images[fullKey] = h
+	s.images.put(fullKey, h)
 	return h, true
 }
 
@@ -300,7 +300,7 @@ func (s *server) localRecorded(ctx actor.Context, m *localRecorded) {
 // addr, or this node's own recording: from nil): checked, kept, and sent to
 // every waiter.
 func (s *server) published(ctx actor.Context, fullKey uint64, img *Image, from *actor.PID, addr string) {
-	if _, ok := s.images[fullKey]; ok {
+	if s.images.has(fullKey) {
 		return
 	}
 	if err := checkImage(fullKey, img); err != nil {
@@ -309,7 +309,7 @@ func (s *server) published(ctx actor.Context, fullKey uint64, img *Image, from *
 		return
 	}
 	h := held{image: img.Image, hash: img.ContentHash, from: addr}
-	s.images[fullKey] = h
+	s.images.put(fullKey, h)
 	c := s.claims[fullKey]
 	if c == nil {
 		return

@@ -166,6 +166,8 @@ func TestRunBadInput(t *testing.T) {
 		{[]string{"run", dsv4, "--defects", "maybe"}, "--defects"},
 		{[]string{"run", dsv4, "--in-flight", "-3"}, "--in-flight -3: want at least 1"},
 		{[]string{"compare", dsv4, "--recorders", "-1"}, "--recorders -1: want at least 1"},
+		{[]string{"run", dsv4, "--max-tasks", "100"}, "(a pass is bounded by max_tasks: 100; raise it"},
+		{[]string{"expand", dsv4, "--form", "eager", "--max-tasks", "100"}, "(a pass is bounded by max_tasks: 100; raise it"},
 	}
 	for _, tc := range cases {
 		_, stderr, code := runCLI(t, tc.args...)
@@ -364,6 +366,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"validate"}, "accepts 1 arg(s), received 0"},
 		{[]string{"expand"}, "accepts 1 arg(s), received 0"},
 		{[]string{"version", "x"}, `unknown command "x"`},
+		{[]string{"store", "ls", "--max-tasks", "3"}, "unknown flag: --max-tasks"},
+		{[]string{"describe", "x.def", "--max-tasks", "3"}, "unknown flag: --max-tasks"},
 		{[]string{"run", dsv4, "--trace-out", missing}, "--trace-out: open " + missing},
 		{[]string{"compare", dsv4, "--trace-out", missing}, "--trace-out: open " + missing},
 		{[]string{"expand", dsv4, "--form", "eager", "--out", missing}, "--out: open " + missing},

@@ -35,6 +35,7 @@ func init() {
 	}
 	f.register(c, false)
 	c.Flags().StringVar(&forms, "forms", "eager,pair,blocks,full", "comma-separated forms; ratios are to the first")
+	addMaxTasks(c)
 	commands = append(commands, c)
 }
 

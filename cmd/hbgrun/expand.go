@@ -42,6 +42,7 @@ gzip-compressed; without --out the trace goes to standard output.`,
 	}
 	cmd.Flags().StringVar(&form, "form", "", "form to expand (eager, pair, blocks, full, ...)")
 	cmd.Flags().StringVar(&out, "out", "", "output file (.gz compresses); default standard output")
+	addMaxTasks(cmd)
 	commands = append(commands, cmd)
 }
 

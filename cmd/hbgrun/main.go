@@ -104,7 +104,6 @@ func newRoot() *cobra.Command {
 		},
 		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
-	root.PersistentFlags().Int64Var(&config.MaxTasksOverride, "max-tasks", 0, "refuse a pass of more device tasks than this (default: the model's max_tasks, else 4194304)")
 	root.SetVersionTemplate("hbgrun {{.Version}}\n")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
@@ -141,6 +140,12 @@ func markErrors(c *cobra.Command) {
 	for _, sub := range c.Commands() {
 		markErrors(sub)
 	}
+}
+
+// addMaxTasks gives a command that interprets a model (run, compare, expand,
+// validate, node) the --max-tasks flag; the others would take it and ignore it.
+func addMaxTasks(c *cobra.Command) {
+	c.Flags().Int64Var(&config.MaxTasksOverride, "max-tasks", 0, "refuse a pass of more device tasks than this (default: the model's max_tasks, else 4194304)")
 }
 
 // commands is filled by each subcommand's file in its init.

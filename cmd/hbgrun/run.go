@@ -150,6 +150,7 @@ Without MODEL it runs the embedded default, config/models/dsv4_flash_decode.yaml
 	f.register(c, true)
 	f.remote.register(c.Flags())
 	c.Flags().StringVar(&f.images, "images", "", "write every run image the device gets (run-NNNN.run) and every Definition they replay (HASH.def) to DIR; hbgrun describe prints them")
+	addMaxTasks(c)
 	commands = append(commands, c)
 }
 

@@ -37,5 +37,6 @@ scalar. It prints a one-line summary; any error exits with status 2.`,
 			return nil
 		},
 	}
+	addMaxTasks(cmd)
 	commands = append(commands, cmd)
 }
