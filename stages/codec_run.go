@@ -3,6 +3,7 @@ package stages
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/hbg-dev/hbg/stages/imagefmt"
 )
@@ -95,25 +96,45 @@ func (w *writer) runTask(t *TaskDesc) {
 }
 
 // runArgs writes the args section. A Graph submission's boundary travels as
-// (root, offset) pairs: the rest of each view (dtype, shape, strides) is
-// fixed by the Definition's boundary signature, which the host matched
-// before replaying and the device holds. Graph boundary spans come in
-// increasing order.
+// fixed-width (tag, root, offset) records: the rest of each view (dtype,
+// shape, strides) is fixed by the Definition's boundary signature, which the
+// host matched before replaying and the device holds. A warm pass is mostly
+// boundaries (DSv4 full: 2,962 of 3,113 args), and a fixed record is three
+// stores where varints took a loop per field. Graph boundary spans come in
+// increasing order; one that does not (a forged image) is sent with layouts.
 func (w *writer) runArgs(img *RunImage) {
-	gi := 0
-	for i := range img.Args {
-		for gi < len(img.Graphs) && uint32(i) >= img.Graphs[gi].Boundary.Off+img.Graphs[gi].Boundary.N {
-			gi++
-		}
-		a := &img.Args[i]
-		if gi < len(img.Graphs) && uint32(i) >= img.Graphs[gi].Boundary.Off {
-			w.U8(uint8(a.Tag) | compactArg)
-			w.Varint(int64(a.View.Root))
-			w.Varint(a.View.Offset)
+	args := img.Args
+	a := 0
+	for gi := range img.Graphs {
+		b := img.Graphs[gi].Boundary
+		lo, hi := max(int(b.Off), a), min(int(b.Off)+int(b.N), len(args))
+		if hi <= lo {
 			continue
 		}
-		w.U8(uint8(a.Tag))
-		w.view(&a.View)
+		for ; a < lo; a++ {
+			w.U8(uint8(args[a].Tag))
+			w.view(&args[a].View)
+		}
+		w.compactArgs(args[lo:hi])
+		a = hi
+	}
+	for ; a < len(args); a++ {
+		w.U8(uint8(args[a].Tag))
+		w.view(&args[a].View)
+	}
+}
+
+// compactArgs writes Graph boundary args as CompactArgSize-byte records.
+func (w *writer) compactArgs(args []Arg) {
+	n := len(w.B)
+	w.B = slices.Grow(w.B, imagefmt.CompactArgSize*len(args))[:n+imagefmt.CompactArgSize*len(args)]
+	b := w.B[n:]
+	for i := range args {
+		r := b[:imagefmt.CompactArgSize:imagefmt.CompactArgSize]
+		r[0] = uint8(args[i].Tag) | compactArg
+		binary.LittleEndian.PutUint32(r[1:], uint32(args[i].View.Root))
+		binary.LittleEndian.PutUint64(r[5:], uint64(args[i].View.Offset))
+		b = b[imagefmt.CompactArgSize:]
 	}
 }
 
@@ -312,8 +333,8 @@ func (c *runCounts) args(b []byte) (args []Arg, compact []bool, err error) {
 		a := &args[i]
 		tag := r.U8()
 		if tag&compactArg != 0 {
-			a.View.Root = RootID(r.Int32())
-			a.View.Offset = r.Varint()
+			a.View.Root = RootID(int32(r.U32()))
+			a.View.Offset = int64(r.U64())
 			compact[i] = true
 		} else {
 			r.view(&a.View)

@@ -164,7 +164,7 @@ func TestRunImageRoundTrip(t *testing.T) {
 // deliberate version bump (update the constants with -run Golden -v output).
 const (
 	goldenDefHash = 0xc6cec5388aa175fe
-	goldenRunHash = 0xc4d8c6f28b15c73c
+	goldenRunHash = 0x95608dd49df69640
 	goldenDefHead = "48424744020088008877665544332211fe75a18a38c5cec60008100000000000"
 )
 
