@@ -46,8 +46,11 @@
 // no store lock: a Load pins its entry with a shared flock on the entry's
 // file, and eviction takes each entry's flock exclusive without waiting, so
 // a pinned entry (loaded, not yet uploaded, by this process or any other)
-// is never evicted. flock locks belong to open files, so they vanish with a
-// killed process: no stale lock survives a crash.
+// is never evicted. An evictor removes the entry's file while it holds the
+// lock; a load that opened the file before that and locked it after sees a
+// file with no link left, which is a miss. flock locks belong to open
+// files, so they vanish with a killed process: no stale lock survives a
+// crash.
 package diskstore
 
 import (
@@ -56,6 +59,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -74,6 +78,10 @@ const DefaultMax = 1 << 30
 // touchEvery is how stale an entry's last use may be before a load
 // records it again: LRU eviction needs no finer order than this.
 const touchEvery = time.Minute
+
+// bigImage is the image size beyond which a load checks the file's length
+// before it allocates what the entry claims.
+const bigImage = 16 << 20
 
 // entryFormat is the version of an index entry's JSON shape.
 const entryFormat = 1
@@ -135,8 +143,8 @@ type Store struct {
 }
 
 type pin struct {
-	n  int
-	fl *flock.Flock
+	n int
+	f entryFile
 }
 
 // DefaultDir is where a store lives unless told otherwise:
@@ -183,7 +191,7 @@ func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for k, p := range s.pins {
-		_ = p.fl.Close()
+		p.f.close()
 		delete(s.pins, k)
 	}
 	return s.lock.Close()
@@ -209,36 +217,17 @@ func (s *Store) Load(fullKey uint64, model string) (*Loaded, error) {
 	// Pin first, then read: an entry pinned is one no eviction removes
 	// under us. The lock is taken without waiting: an evictor holding it
 	// is removing the entry, which is a miss.
-	fl := flock.New(idx, flock.SetFlag(os.O_RDONLY))
-	ok, err := fl.TryRLock()
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, nil
-	case err != nil:
-		return nil, fmt.Errorf("definition store: pinning %s: %w", idx, err)
-	case !ok:
-		_ = fl.Close()
-		return nil, nil
+	var buf [512]byte
+	f, data, mod, ok, err := openEntry(idx, buf[:0])
+	if !ok {
+		return nil, err
 	}
 	keep := false
 	defer func() {
 		if !keep {
-			_ = fl.Close()
+			f.close()
 		}
 	}()
-	data, err := os.ReadFile(idx)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil // evicted between the lock and the read
-	}
-	if err != nil {
-		return nil, fmt.Errorf("definition store: %w", err)
-	}
-	st, err := fl.Stat()
-	if err == nil {
-		if cur, err := os.Stat(idx); err != nil || !os.SameFile(st, cur) {
-			return nil, nil // replaced or removed since we pinned it
-		}
-	}
 	var e Entry
 	if err := json.Unmarshal(data, &e); err != nil {
 		return nil, s.reject(fullKey, "index entry is not valid JSON: "+err.Error(), idx)
@@ -254,14 +243,18 @@ func (s *Store) Load(fullKey uint64, model string) (*Loaded, error) {
 		return nil, s.reject(fullKey, fmt.Sprintf("index entry is model %q, want %q", e.Model, model), idx)
 	case !validHash(e.Hash):
 		return nil, s.reject(fullKey, fmt.Sprintf("index entry hash %q is not 16 hex digits", e.Hash), idx)
+	case e.Bytes < 0 || e.Bytes > math.MaxUint32:
+		return nil, s.reject(fullKey, fmt.Sprintf("index entry says the image is %d bytes", e.Bytes), idx)
 	}
 	obj := s.objectPath(e.Hash)
-	img, err := os.ReadFile(obj)
-	if errors.Is(err, fs.ErrNotExist) {
+	img, size, err := readImage(obj, e.Bytes)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, s.reject(fullKey, "index entry points to a missing image "+filepath.Base(obj), idx)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("definition store: %w", err)
+	case err != nil:
+		return nil, err
+	case img == nil:
+		return nil, s.reject(fullKey, fmt.Sprintf("image %s is %d bytes, its entry says %d", e.Hash, size, e.Bytes), idx, obj)
 	}
 	def, written, reason := checkImage(img, fullKey, e)
 	if reason != "" {
@@ -270,16 +263,15 @@ func (s *Store) Load(fullKey uint64, model string) (*Loaded, error) {
 	// Last use, for LRU eviction: touched when more than touchEvery
 	// old, so that loading a store that is in use writes nothing to it.
 	now := time.Now()
-	e.LastUse = now
-	if st == nil || now.Sub(st.ModTime()) > touchEvery {
+	e.LastUse = mod
+	if now.Sub(mod) > touchEvery {
 		_ = os.Chtimes(idx, now, now)
-	} else {
-		e.LastUse = st.ModTime()
+		e.LastUse = now
 	}
 	s.mu.Lock()
 	p := s.pins[fullKey]
 	if p == nil {
-		s.pins[fullKey] = &pin{n: 1, fl: fl}
+		s.pins[fullKey] = &pin{n: 1, f: f}
 		keep = true
 	} else {
 		p.n++
@@ -339,7 +331,7 @@ func (s *Store) Unpin(fullKey uint64) {
 		return
 	}
 	if p.n--; p.n == 0 {
-		_ = p.fl.Close()
+		p.f.close()
 		delete(s.pins, fullKey)
 	}
 }
