@@ -126,6 +126,24 @@ func (l *loader) blockBoundary(b *block, d *blockDoc, n *yaml.Node) error {
 				return err
 			}
 		}
+		// A slot over an entry tensor with a fast form whose dtype and shape
+		// are the declared ones whatever the call: runner.boundary checks
+		// neither.
+		var f viewFast
+		ok := false
+		if ev := l.m.entryViews; s.view.kind == baseEntry && s.view.base < len(ev) {
+			f, ok = compileFast(s.view, ev[s.view.base])
+			ok = ok && (s.dtype == stages.DTypeInvalid || f.tmpl.DType == s.dtype) && (s.shape == nil || sameShape(f.tmpl.ShapeSlice(), s.shape))
+		}
+		fs := fastSlot{viewFast: f, tag: s.tag, ok: ok, targ: -1, dtype: s.dtype, ndims: -1}
+		if v := s.view; v.kind == baseTArg && v.plain() && len(s.shape) <= stages.MaxDims {
+			fs.targ = int32(v.base)
+			if s.shape != nil {
+				fs.ndims = int8(len(s.shape))
+				copy(fs.shape[:], s.shape)
+			}
+		}
+		b.fastBoundary = append(b.fastBoundary, fs)
 		b.boundary = append(b.boundary, s)
 		b.slotNames = append(b.slotNames, s.name)
 	}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -159,10 +160,17 @@ func FuzzView(f *testing.F) {
 		slotNames: []string{"w", "a", "h[0]", "h[1]"}, fixedSlots: 1, lists: []tensorList{{name: "h", slots: []int{2, 3}}},
 		taskLists: []string{"gate"}, ids: []string{"first"}, taskParams: []string{"prev"}}
 	w := stages.NewView(0, 0, stages.FP32, 16, 16)
+	l.m.entryViews = []stages.View{w}
 	fr := newFrame(body)
+	bfr := newFrame(b)
 	f.Fuzz(func(t *testing.T, src string, lv int64) {
 		sc := &scope{l: l, b: b, boundary: true}
-		_, _ = sc.view(src, 1)
+		if v, err := sc.view(src, 1); err == nil {
+			// A boundary view's fast form agrees with the general path
+			// whenever it accepts.
+			bfr.env = []int64{lv}
+			checkFast(t, &runner{model: l.m, form: &form{name: "fuzz"}}, bfr, v)
+		}
 		bs := &scope{l: l, b: body, vals: map[string]int{"l": 0}, labelDef: map[string]bool{"first": true}, allIDs: map[string]bool{"first": true}}
 		r := &runner{model: l.m, form: &form{name: "fuzz"}}
 		fr.env[0] = lv
@@ -216,5 +224,68 @@ func TestShorten(t *testing.T) {
 	got := shorten(long)
 	if !utf8.ValidString(got) || !strings.Contains(got, " … ") || len(got) >= len(long) {
 		t.Errorf("shorten(%d bytes) = %q", len(long), got)
+	}
+}
+
+// checkFast: when v has a fast form and it accepts in fr's env, the general
+// path accepts too, with the same view.
+func checkFast(t *testing.T, r *runner, fr *frame, v *viewExpr) {
+	t.Helper()
+	if v.kind != baseEntry {
+		return
+	}
+	f, ok := compileFast(v, r.model.entryViews[v.base])
+	if !ok {
+		return
+	}
+	var fast, slow stages.View
+	if !f.eval(fr.env, &fast) {
+		return
+	}
+	r.err = nil
+	if !r.view(fr, v, &slow) || r.err != nil {
+		t.Fatalf("%q env %v: the fast form gives %+v, the general path fails: %v", v.src, fr.env, fast, r.err)
+	}
+	if fast != slow {
+		t.Fatalf("%q env %v: the fast form gives %+v, the general path %+v", v.src, fr.env, fast, slow)
+	}
+}
+
+// TestFastBoundaryViews: every boundary view of the shipped models with a
+// fast form gives what the general path gives, over params around the
+// bounds (and past them, where the fast form must refuse).
+func TestFastBoundaryViews(t *testing.T) {
+	vals := []int64{math.MinInt64, math.MinInt32 - 1, math.MinInt32, -1000, -2, -1, 0, 1, 2, 3, 7, 8, 20, 41, 42, 43, 63, 64, 85, 86, 128, 1000, 1 << 20, math.MaxInt32, math.MaxInt32 + 1, math.MaxInt64}
+	n := 0
+	for _, path := range []string{"models/dsv4_flash_decode.yaml", "models/qwen3_14b_decode.yaml"} {
+		m, err := Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &runner{model: m, form: m.forms[0]}
+		for _, b := range m.blocks {
+			fr := newFrame(b)
+			for s, bs := range b.boundary {
+				if !b.fastBoundary[s].ok {
+					continue
+				}
+				n++
+				for _, x := range vals {
+					for i := range fr.env {
+						fr.env[i] = x
+					}
+					checkFast(t, r, fr, bs.view)
+					// One param at a time, the others in range.
+					for i := range b.params {
+						clear(fr.env)
+						fr.env[i] = x
+						checkFast(t, r, fr, bs.view)
+					}
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no boundary view has a fast form")
 	}
 }

@@ -58,15 +58,17 @@ type block struct {
 	variantSlot int // env slot of the variant index, -1 without variants
 	tensors     []string
 	boundary    []*boundSlot
-	auto        bool
-	scalars     []*bscalar
-	scalarBase  int // env slot of the first boundary scalar
-	body        []*op
-	envSize     int       // env slots: params, variant, boundary scalars, loop vars
-	slotNames   []string  // tensor slots: boundary slots (or tensor params of an auto block), then locals
-	fixedSlots  int       // tensor slots filled at entry (boundary slots / tensor params / entry tensors)
-	ids         []string  // op ids (id: NAME), the tasks of each kept in frame.idTasks
-	calls       []*callOp // top-level calls, in order (auto boundary)
+	// fastBoundary[s] is boundary slot s's fast form (runner.boundary).
+	fastBoundary []fastSlot
+	auto         bool
+	scalars      []*bscalar
+	scalarBase   int // env slot of the first boundary scalar
+	body         []*op
+	envSize      int       // env slots: params, variant, boundary scalars, loop vars
+	slotNames    []string  // tensor slots: boundary slots (or tensor params of an auto block), then locals
+	fixedSlots   int       // tensor slots filled at entry (boundary slots / tensor params / entry tensors)
+	ids          []string  // op ids (id: NAME), the tasks of each kept in frame.idTasks
+	calls        []*callOp // top-level calls, in order (auto boundary)
 	// structural[slot] is the first line where the body's structure depends
 	// on env slot `slot` (a param or the variant); 0 if it never does.
 	structural []int
@@ -105,6 +107,22 @@ type boundSlot struct {
 	dtype stages.DType
 	shape []int64
 	line  int
+}
+
+// fastSlot is a boundary slot's fast form (ok: it has one), kept by value
+// in a slice beside block.boundary so that a call reads them in order.
+type fastSlot struct {
+	viewFast
+	tag stages.Tag
+	ok  bool
+	// A slot that is a tensor param as it is (targ >= 0) is accepted when
+	// its dtype is dtype (or dtype is invalid) and, with ndims >= 0, its
+	// shape is shape, dims past ndims zero; otherwise the general path
+	// checks it and says what is wrong.
+	targ  int32
+	dtype stages.DType
+	ndims int8
+	shape [stages.MaxDims]int64
 }
 
 type bscalar struct {

@@ -21,6 +21,10 @@ func (r *runner) prepare(caller, cf *frame, c *callOp, ahead bool) {
 		if ahead && v.local {
 			continue
 		}
+		if v.slotPlain {
+			cf.tensorArgs[i] = caller.tensors[v.base]
+			continue
+		}
 		r.view(caller, v, &cf.tensorArgs[i])
 	}
 	for i, s := range cf.block.scalars {
@@ -47,11 +51,24 @@ func (r *runner) prepare(caller, cf *frame, c *callOp, ahead bool) {
 // (tensors an auto block allocates itself, not yet allocated while its
 // boundary is computed) are left alone.
 func (r *runner) boundary(cf *frame, skip []bool, out []stages.Arg) {
-	for s, b := range cf.block.boundary {
+	env, out := cf.env, out[:len(cf.block.fastBoundary)]
+	for s := range cf.block.fastBoundary {
 		if skip != nil && skip[s] {
 			continue
 		}
-		out[s].Tag = b.tag
+		f := &cf.block.fastBoundary[s]
+		out[s].Tag = f.tag
+		if f.ok && f.eval(env, &out[s].View) {
+			continue
+		}
+		if f.targ >= 0 {
+			v := &cf.tensorArgs[f.targ]
+			if (f.dtype == stages.DTypeInvalid || v.DType == f.dtype) && (f.ndims < 0 || int8(v.NDims) == f.ndims && v.Shape == f.shape) {
+				out[s].View = *v
+				continue
+			}
+		}
+		b := cf.block.boundary[s]
 		if !r.view(cf, b.view, &out[s].View) {
 			return
 		}
@@ -248,19 +265,52 @@ func (r *runner) key(g *graphSpec, cf *frame) string {
 	if len(g.parts) == 1 && g.parts[0].slot < 0 {
 		return g.parts[0].lit
 	}
-	b := cf.keyBuf[:0]
+	// The same params as the frame's last call of this spec: the same key.
+	if cf.keyOf == g {
+		j, same := 0, true
+		for _, p := range g.parts {
+			if p.slot >= 0 {
+				if cf.keyVals[j] != cf.env[p.slot] {
+					same = false
+					break
+				}
+				j++
+			}
+		}
+		if same {
+			return cf.lastKey
+		}
+	}
+	b, vals := cf.keyBuf[:0], cf.keyVals[:0]
 	for _, p := range g.parts {
 		if p.slot < 0 {
 			b = append(b, p.lit...)
-		} else if p.slot == cf.block.variantSlot {
+			continue
+		}
+		vals = append(vals, cf.env[p.slot])
+		if p.slot == cf.block.variantSlot {
 			b = append(b, cf.block.variants[cf.env[p.slot]]...)
 		} else {
 			b = strconv.AppendInt(b, cf.env[p.slot], 10)
 		}
 	}
-	cf.keyBuf = b
-	if string(b) == cf.graphCall.Key { // the same key as the last call: no new string
-		return cf.graphCall.Key
+	cf.keyBuf, cf.keyVals = b, vals
+	// The keys a frame makes repeat pass after pass (a variant, a routing
+	// choice): kept, up to a bound, so a warm pass allocates none.
+	k, ok := cf.keys[string(b)]
+	if !ok {
+		k = string(b)
+		if len(cf.keys) < maxFrameKeys {
+			if cf.keys == nil {
+				cf.keys = map[string]string{}
+			}
+			cf.keys[k] = k
+		}
 	}
-	return string(b)
+	cf.keyOf, cf.lastKey = g, k
+	return k
 }
+
+// maxFrameKeys bounds the keys a frame keeps (a key interpolating a layer
+// number, say, takes a new value every call).
+const maxFrameKeys = 64
