@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"reflect"
 	"slices"
@@ -409,6 +410,15 @@ func FuzzDecodeRunImage(f *testing.F) {
 		c := append([]byte(nil), b...)
 		binary.LittleEndian.PutUint64(c[runHashOff:], imageHash(c, runHashOff))
 		img, err := DecodeRunImage(c)
+		// A decoder reused after another image decodes the same, or
+		// refuses the same.
+		var d RunImageDecoder
+		if _, err := d.Decode(EncodeRunImage(codecRun())); err != nil {
+			t.Fatal(err)
+		}
+		if again, err2 := d.Decode(c); fmt.Sprint(err) != fmt.Sprint(err2) || err == nil && !reflect.DeepEqual(img, again) {
+			t.Fatalf("a reused decoder gives %v (%v), a fresh one %v (%v)", again, err2, img, err)
+		}
 		if err != nil {
 			return
 		}
