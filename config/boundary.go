@@ -1,6 +1,8 @@
 package config
 
 import (
+	"slices"
+
 	"go.yaml.in/yaml/v3"
 
 	"github.com/hbg-dev/hbg/stages"
@@ -68,6 +70,8 @@ func (l *loader) blockBoundary(b *block, d *blockDoc, n *yaml.Node) error {
 				return l.errf(sf.Value, "boundary scalar "+nm, sf.Value.Value, "bad expression: %v", err)
 			}
 			b.scalars = append(b.scalars, &bscalar{name: nm, value: e, line: it.Line})
+			t, _ := termOf(e)
+			b.scalarTerms = append(b.scalarTerms, t)
 		}
 	}
 	b.envSize += len(b.scalars)
@@ -126,22 +130,9 @@ func (l *loader) blockBoundary(b *block, d *blockDoc, n *yaml.Node) error {
 				return err
 			}
 		}
-		// A slot over an entry tensor with a fast form whose dtype and shape
-		// are the declared ones whatever the call: runner.boundary checks
-		// neither.
-		var f viewFast
-		ok := false
-		if ev := l.m.entryViews; s.view.kind == baseEntry && s.view.base < len(ev) {
-			f, ok = compileFast(s.view, ev[s.view.base])
-			ok = ok && (s.dtype == stages.DTypeInvalid || f.tmpl.DType == s.dtype) && (s.shape == nil || sameShape(f.tmpl.ShapeSlice(), s.shape))
-		}
-		fs := fastSlot{viewFast: f, tag: s.tag, ok: ok, targ: -1, dtype: s.dtype, ndims: -1}
-		if v := s.view; v.kind == baseTArg && v.plain() && len(s.shape) <= stages.MaxDims {
-			fs.targ = int32(v.base)
-			if s.shape != nil {
-				fs.ndims = int8(len(s.shape))
-				copy(fs.shape[:], s.shape)
-			}
+		fs := l.fastSlot(s)
+		if fs.kind == slotRow && !slices.Contains(b.rowSlots, fs.row.slot) {
+			b.rowSlots = append(b.rowSlots, fs.row.slot)
 		}
 		b.fastBoundary = append(b.fastBoundary, fs)
 		b.boundary = append(b.boundary, s)

@@ -58,11 +58,14 @@ type block struct {
 	variantSlot int // env slot of the variant index, -1 without variants
 	tensors     []string
 	boundary    []*boundSlot
-	// fastBoundary[s] is boundary slot s's fast form (runner.boundary).
+	// fastBoundary[s] is boundary slot s's fast form (runner.boundary);
+	// rowSlots, the env slots its slotRow slots read.
 	fastBoundary []fastSlot
+	rowSlots     []int32
 	auto         bool
 	scalars      []*bscalar
-	scalarBase   int // env slot of the first boundary scalar
+	scalarTerms  []term // each scalar's value as one term, when it is one
+	scalarBase   int    // env slot of the first boundary scalar
 	body         []*op
 	envSize      int       // env slots: params, variant, boundary scalars, loop vars
 	slotNames    []string  // tensor slots: boundary slots (or tensor params of an auto block), then locals
@@ -107,22 +110,6 @@ type boundSlot struct {
 	dtype stages.DType
 	shape []int64
 	line  int
-}
-
-// fastSlot is a boundary slot's fast form (ok: it has one), kept by value
-// in a slice beside block.boundary so that a call reads them in order.
-type fastSlot struct {
-	viewFast
-	tag stages.Tag
-	ok  bool
-	// A slot that is a tensor param as it is (targ >= 0) is accepted when
-	// its dtype is dtype (or dtype is invalid) and, with ndims >= 0, its
-	// shape is shape, dims past ndims zero; otherwise the general path
-	// checks it and says what is wrong.
-	targ  int32
-	dtype stages.DType
-	ndims int8
-	shape [stages.MaxDims]int64
 }
 
 type bscalar struct {
@@ -215,6 +202,7 @@ type predOp struct {
 type callOp struct {
 	callee     *block
 	params     []*expr
+	paramTerms []term // each param as one term, when it is one
 	variant    int
 	tensorArgs []*viewExpr
 	tasks      [][]*taskRef // per callee task param: the task values it is bound to

@@ -11,7 +11,15 @@ import (
 // While an auto block's boundary is computed (ahead of its body), tensor
 // args the block allocates itself do not exist yet and are skipped.
 func (r *runner) prepare(caller, cf *frame, c *callOp, ahead bool) {
+	// Params and scalars that are one term (nearly all) are evaluated
+	// inline; r.eval takes the rest, and any term that does not fit.
 	for i, e := range c.params {
+		if t := &c.paramTerms[i]; t.used {
+			if v, ok := t.eval(caller.env); ok {
+				cf.env[i] = v
+				continue
+			}
+		}
 		cf.env[i] = r.eval(e, caller, c.line)
 	}
 	if cf.block.variantSlot >= 0 {
@@ -28,8 +36,15 @@ func (r *runner) prepare(caller, cf *frame, c *callOp, ahead bool) {
 		r.view(caller, v, &cf.tensorArgs[i])
 	}
 	for i, s := range cf.block.scalars {
-		cf.env[cf.block.scalarBase+i] = r.eval(s.value, cf, s.line)
-		cf.scalarVals[i] = uint64(cf.env[cf.block.scalarBase+i])
+		v, ok := int64(0), false
+		if t := &cf.block.scalarTerms[i]; t.used {
+			v, ok = t.eval(cf.env)
+		}
+		if !ok {
+			v = r.eval(s.value, cf, s.line)
+		}
+		cf.env[cf.block.scalarBase+i] = v
+		cf.scalarVals[i] = uint64(v)
 	}
 	if ahead {
 		return // the tasks a call waits on do not change a boundary
@@ -52,21 +67,35 @@ func (r *runner) prepare(caller, cf *frame, c *callOp, ahead bool) {
 // boundary is computed) are left alone.
 func (r *runner) boundary(cf *frame, skip []bool, out []stages.Arg) {
 	env, out := cf.env, out[:len(cf.block.fastBoundary)]
+	// The row starts of slotRow slots are c0 + coef·env[slot], c0 and coef
+	// within 32 bits: with every env value they read within 32 bits too,
+	// none overflows.
+	rows := true
+	for _, sl := range cf.block.rowSlots {
+		if y := env[sl]; y != int64(int32(y)) {
+			rows = false
+		}
+	}
 	for s := range cf.block.fastBoundary {
 		if skip != nil && skip[s] {
 			continue
 		}
 		f := &cf.block.fastBoundary[s]
-		out[s].Tag = f.tag
-		if f.ok && f.eval(env, &out[s].View) {
+		o := &out[s]
+		o.Tag = f.tag
+		// The two commonest kinds inline; fastSlot.eval says why they hold.
+		switch {
+		case f.kind == slotConst:
+			o.View = f.tmpl
 			continue
-		}
-		if f.targ >= 0 {
-			v := &cf.tensorArgs[f.targ]
-			if (f.dtype == stages.DTypeInvalid || v.DType == f.dtype) && (f.ndims < 0 || int8(v.NDims) == f.ndims && v.Shape == f.shape) {
-				out[s].View = *v
+		case f.kind == slotRow && rows:
+			if y := f.row.c0 + f.row.coef*env[f.row.slot]; y >= 0 && y <= f.rowMax {
+				o.View = f.tmpl
+				o.View.Offset = f.base + y*f.stride0
 				continue
 			}
+		case f.eval(env, rows, cf.tensorArgs, &o.View):
+			continue
 		}
 		b := cf.block.boundary[s]
 		if !r.view(cf, b.view, &out[s].View) {

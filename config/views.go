@@ -185,13 +185,14 @@ func (v *viewExpr) rows(own bool) (int64, bool) {
 // value does not fit 32 bits, the general path (runner.view) evaluates the
 // view again and says what is wrong, exactly as it would have.
 type viewFast struct {
-	tmpl    stages.View // the result, but for its offset
-	row     term        // the index or row start (unused: none)
-	at      term        // the element offset (unused: none)
-	rowMax  int64       // the largest valid row start
+	// In the order a row slice reads them (fastSlot's slotRow).
+	row     term  // the index or row start (unused: none)
+	rowMax  int64 // the largest valid row start
 	stride0 int64
-	base    int64 // the base's offset
-	lo, hi  int64 // the result's offset stays in [lo, hi]
+	base    int64       // the base's offset
+	tmpl    stages.View // the result, but for its offset
+	at      term        // the element offset (unused: none)
+	lo, hi  int64       // the result's offset stays in [lo, hi]
 }
 
 // term is c0 + coef·env[slot] (slot -1: c0), coef within 32 bits; used
