@@ -87,32 +87,91 @@ type storeDisk struct {
 	rejected map[uint64][]string
 }
 
-// load loads job's Definition from disk: nil on a miss or a rejection,
-// which is kept for the recording's answer. Without retention store keys
-// are salted per pass, and nothing is looked up or kept on disk.
-func (sd *storeDisk) load(job *mailbox.RecordJob, stats *Stats) (*mailbox.Definition, stages.StoreLoad) {
+// diskLoaded is a load from the store on disk, back at the store: the
+// Definition (nil on a miss or a rejection) and what the load did.
+type diskLoaded struct {
+	job      *mailbox.RecordJob
+	def      *mailbox.Definition
+	load     stages.StoreLoad
+	rejected string // why the entry on disk was refused, if it was
+}
+
+// startLoad looks for job's Definition on disk and reports whether it
+// found it: then it loads it off the store's turn, and the answer comes
+// back to the store as a *diskLoaded; on a miss (or an entry it cannot
+// open) the store goes on at once, as it would without a store on disk.
+// The store marks the key in flight first, so later requests for it wait
+// for the load. Loads of distinct keys run at once, and with the
+// orchestration that asks for them; each is a few system calls, a hash and
+// a scan of the image. Without retention store keys are salted per pass,
+// and nothing is looked up or kept on disk.
+func (sd *storeDisk) startLoad(ctx actor.Context, job *mailbox.RecordJob, stats *Stats) bool {
 	if sd.disk == nil || job.StoreKey != job.FullKey {
-		return nil, stages.StoreLoad{}
+		return false
 	}
 	_, span := sd.tracer.StartStoreLoad(job.Trace.Context(context.Background()), trace.StoreLoadInfo{Key: job.Key, FullKey: job.FullKey, Actor: "store"})
 	t0 := trace.Now()
-	l, err := sd.disk.Load(job.FullKey, job.Model)
-	ns := trace.Now() - t0
+	found, err := sd.disk.Find(job.FullKey)
+	if found == nil {
+		span.Finish(0, err)
+		if err != nil {
+			sd.reject(job, err, stats)
+		}
+		return false
+	}
+	findNs := trace.Now() - t0
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	go func() { root.Send(self, sd.load(job, found, span, findNs, stats)) }()
+	return true
+}
+
+// load loads a found entry's Definition. Its store_load time is the find's
+// (findNs) and the load's, not the wait between them.
+func (sd *storeDisk) load(job *mailbox.RecordJob, found *diskstore.Found, span trace.StoreLoadSpan, findNs int64, stats *Stats) *diskLoaded {
+	t0 := trace.Now()
+	l, err := found.Load(job.Model)
+	ns := findNs + trace.Now() - t0
 	if l == nil {
 		span.Finish(0, err)
+		m := &diskLoaded{job: job}
 		if err != nil {
 			// Rejected (moved aside) or unreadable: recorded again.
 			stats.StoreRejected.Add(1)
-			sd.rejected[job.StoreKey] = append(sd.rejected[job.StoreKey], fmt.Sprintf("graph %q: %v", job.Key, err))
+			m.rejected = rejection(job, err)
 		}
-		return nil, stages.StoreLoad{}
+		return m
 	}
 	span.Finish(int64(len(l.Image)), nil)
 	stats.Loaded.Add(1)
 	// l.Def is the host's part of the Definition (no tensor, scalar, fanin
 	// or root pool): the device reads the rest at its first launch.
 	d := &mailbox.Definition{Def: l.Def, Image: l.Image, Hash: l.Def.ContentHash, Written: l.Written}
-	return d, stages.StoreLoad{Loaded: 1, Bytes: int64(len(l.Image)), Ns: ns}
+	return &diskLoaded{job: job, def: d, load: stages.StoreLoad{Loaded: 1, Bytes: int64(len(l.Image)), Ns: ns}}
+}
+
+// reject counts an entry that could not be used and keeps why for the
+// answer to the recording that replaces it.
+func (sd *storeDisk) reject(job *mailbox.RecordJob, err error, stats *Stats) {
+	stats.StoreRejected.Add(1)
+	sd.rejected[job.StoreKey] = append(sd.rejected[job.StoreKey], rejection(job, err))
+}
+
+func rejection(job *mailbox.RecordJob, err error) string {
+	return fmt.Sprintf("graph %q: %v", job.Key, err)
+}
+
+// diskLoaded takes a load's answer: a Definition is published to every
+// request waiting for its key; a miss or a rejection goes on as a miss.
+func (s *store) diskLoaded(ctx actor.Context, m *diskLoaded) {
+	if m.def != nil {
+		s.publish(ctx, m.job, m.def, func(r *mailbox.DefinitionReady) { r.Store = m.load })
+		return
+	}
+	if m.rejected != "" {
+		k := m.job.StoreKey
+		s.disk.rejected[k] = append(s.disk.rejected[k], m.rejected)
+	}
+	s.missed(ctx, m.job)
 }
 
 // store sends a built Definition to the writer.

@@ -118,21 +118,8 @@ func (s *store) fetchDone(ctx actor.Context, m *fetched) {
 	s.stats.Fetched.Add(1)
 	s.stats.FetchedBytes.Add(int64(len(r.Image)))
 	note.Fetched, note.Bytes = 1, int64(len(r.Image))
-	s.defs[job.StoreKey] = d
 	s.disk.store(ctx, job, d)
-	waiters := s.inflight[job.StoreKey]
-	delete(s.inflight, job.StoreKey)
-	for i, w := range waiters {
-		ready := &mailbox.DefinitionReady{Pass: w.Pass, StoreKey: w.StoreKey, Def: d, Trace: w.Trace}
-		if i == 0 {
-			ready.Fetch = note
-		}
-		ctx.Send(w.ReplyTo, ready)
-	}
-	for _, v := range s.verifies[job.StoreKey] {
-		s.request(ctx, v)
-	}
-	delete(s.verifies, job.StoreKey)
+	s.publish(ctx, job, d, func(r *mailbox.DefinitionReady) { r.Fetch = note })
 }
 
 // verifyFetched trusts nothing that came over the wire: the bytes must

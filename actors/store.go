@@ -80,6 +80,8 @@ func (s *store) Receive(ctx actor.Context) {
 		s.built(ctx, m)
 	case *fetched:
 		s.fetchDone(ctx, m)
+	case *diskLoaded:
+		s.diskLoaded(ctx, m)
 	case *forgetDefinitions:
 		for _, k := range m.keys {
 			delete(s.defs, k)
@@ -112,16 +114,39 @@ func (s *store) request(ctx actor.Context, job *mailbox.RecordJob) {
 		s.inflight[job.StoreKey] = append(w, job)
 		return
 	}
-	if d, load := s.disk.load(job, s.stats); d != nil {
-		s.defs[job.StoreKey] = d
-		ctx.Send(job.ReplyTo, &mailbox.DefinitionReady{Pass: job.Pass, StoreKey: job.StoreKey, Def: d, Trace: job.Trace, Store: load})
-		return
-	}
 	s.inflight[job.StoreKey] = []*mailbox.RecordJob{job}
+	if s.disk.startLoad(ctx, job, s.stats) {
+		return // the answer comes back as *diskLoaded
+	}
+	s.missed(ctx, job)
+}
+
+// missed goes on with a key that is in neither the store's memory nor its
+// store on disk: ask the cluster, else record it.
+func (s *store) missed(ctx actor.Context, job *mailbox.RecordJob) {
 	if s.fetch(ctx, job) {
 		return // the answer comes back as *fetched
 	}
 	s.enqueue(ctx, job)
+}
+
+// publish makes d the key's Definition and answers every request waiting
+// for it; the first one's answer carries what getting it did (first).
+func (s *store) publish(ctx actor.Context, job *mailbox.RecordJob, d *mailbox.Definition, first func(*mailbox.DefinitionReady)) {
+	s.defs[job.StoreKey] = d
+	waiters := s.inflight[job.StoreKey]
+	delete(s.inflight, job.StoreKey)
+	for i, w := range waiters {
+		ready := &mailbox.DefinitionReady{Pass: w.Pass, StoreKey: w.StoreKey, Def: d, Trace: w.Trace}
+		if i == 0 {
+			first(ready)
+		}
+		ctx.Send(w.ReplyTo, ready)
+	}
+	for _, v := range s.verifies[job.StoreKey] {
+		s.request(ctx, v)
+	}
+	delete(s.verifies, job.StoreKey)
 }
 
 func (s *store) enqueue(ctx actor.Context, job *mailbox.RecordJob) {

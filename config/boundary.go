@@ -1,6 +1,8 @@
 package config
 
 import (
+	"slices"
+
 	"go.yaml.in/yaml/v3"
 
 	"github.com/hbg-dev/hbg/stages"
@@ -68,6 +70,8 @@ func (l *loader) blockBoundary(b *block, d *blockDoc, n *yaml.Node) error {
 				return l.errf(sf.Value, "boundary scalar "+nm, sf.Value.Value, "bad expression: %v", err)
 			}
 			b.scalars = append(b.scalars, &bscalar{name: nm, value: e, line: it.Line})
+			t, _ := termOf(e)
+			b.scalarTerms = append(b.scalarTerms, t)
 		}
 	}
 	b.envSize += len(b.scalars)
@@ -126,6 +130,11 @@ func (l *loader) blockBoundary(b *block, d *blockDoc, n *yaml.Node) error {
 				return err
 			}
 		}
+		fs := l.fastSlot(s)
+		if fs.kind == slotRow && !slices.Contains(b.rowSlots, fs.row.slot) {
+			b.rowSlots = append(b.rowSlots, fs.row.slot)
+		}
+		b.fastBoundary = append(b.fastBoundary, fs)
 		b.boundary = append(b.boundary, s)
 		b.slotNames = append(b.slotNames, s.name)
 	}

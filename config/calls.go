@@ -26,7 +26,7 @@ func (sc *scope) call(o *op, cn, wn *yaml.Node) error {
 	if sc.b.auto && callee.auto {
 		return l.errf(cn, "call", cn.Value, "a block with boundary: auto cannot call another such block")
 	}
-	c := &callOp{callee: callee, line: cn.Line, params: make([]*expr, len(callee.params)), tensorArgs: make([]*viewExpr, len(callee.tensors)), variant: -1}
+	c := &callOp{callee: callee, line: cn.Line, params: make([]*expr, len(callee.params)), paramTerms: make([]term, len(callee.params)), tensorArgs: make([]*viewExpr, len(callee.tensors)), variant: -1}
 	var with map[string]*yaml.Node
 	if wn != nil {
 		var err error
@@ -44,6 +44,7 @@ func (sc *scope) call(o *op, cn, wn *yaml.Node) error {
 			return l.errf(vn, "with."+p, vn.Value, "bad expression: %v", err)
 		}
 		c.params[i] = e
+		c.paramTerms[i], _ = termOf(e)
 	}
 	if vn := with["variant"]; vn != nil {
 		for i, v := range callee.variants {

@@ -65,6 +65,23 @@ func (a *affine) eval(env []int64) (v int64, ok bool) {
 	return v, true
 }
 
+// eval32 is the affine form's value when every coefficient and env value
+// it reads fits 32 bits (so no product overflows) and the sum does not
+// overflow; ok is false otherwise, and the caller takes a general path.
+func (a *affine) eval32(env []int64) (v int64, ok bool) {
+	v = a.c0
+	for i, s := range a.slots {
+		x, y := a.coefs[i], env[s]
+		if x != int64(int32(x)) || y != int64(int32(y)) {
+			return 0, false
+		}
+		if v, ok = addOK(v, x*y); !ok {
+			return 0, false
+		}
+	}
+	return v, true
+}
+
 // scaled is k·a, or nil when a coefficient overflows.
 func (a *affine) scaled(k int64) *affine {
 	c0, ok := mulOK(a.c0, k)

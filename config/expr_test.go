@@ -1,6 +1,9 @@
 package config
 
 import (
+	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -149,6 +152,12 @@ func FuzzView(f *testing.F) {
 		"[mm, mm][l]", "[mm][0]", "[mm, act][l]", "[mm,][", "[][l]"} {
 		f.Add(s, int64(1))
 	}
+	// Row starts at and just past the last valid one (w has 16 rows).
+	for _, l := range []int64{7, 8, 14, 15, 16} {
+		f.Add("w[l:+2]", l)
+		f.Add("w[2*l:+2] @ 16", l)
+		f.Add("w[l]", l)
+	}
 	b := &block{name: "t", params: []string{"l"}, tensors: []string{}, variantSlot: -1}
 	l := &loader{file: "fuzz", m: &Model{consts: map[string]int64{}, kernelIdx: map[string]stages.KernelID{"mm": 0, "act": 1},
 		kernels: []stages.Kernel{{Name: "mm", Core: stages.KindAIC}, {Name: "act", Core: stages.KindAIV}}}}
@@ -159,10 +168,19 @@ func FuzzView(f *testing.F) {
 		slotNames: []string{"w", "a", "h[0]", "h[1]"}, fixedSlots: 1, lists: []tensorList{{name: "h", slots: []int{2, 3}}},
 		taskLists: []string{"gate"}, ids: []string{"first"}, taskParams: []string{"prev"}}
 	w := stages.NewView(0, 0, stages.FP32, 16, 16)
+	l.m.entryViews = []stages.View{w}
 	fr := newFrame(body)
+	bfr := newFrame(b)
 	f.Fuzz(func(t *testing.T, src string, lv int64) {
 		sc := &scope{l: l, b: b, boundary: true}
-		_, _ = sc.view(src, 1)
+		if v, err := sc.view(src, 1); err == nil {
+			// A boundary view's fast form agrees with the general path
+			// whenever it accepts.
+			bfr.env = []int64{lv}
+			r := &runner{model: l.m, form: &form{name: "fuzz"}}
+			checkFast(t, r, bfr, v)
+			checkFastSlot(t, l, r, bfr, &boundSlot{name: "s", view: v, line: 1})
+		}
 		bs := &scope{l: l, b: body, vals: map[string]int{"l": 0}, labelDef: map[string]bool{"first": true}, allIDs: map[string]bool{"first": true}}
 		r := &runner{model: l.m, form: &form{name: "fuzz"}}
 		fr.env[0] = lv
@@ -216,5 +234,137 @@ func TestShorten(t *testing.T) {
 	got := shorten(long)
 	if !utf8.ValidString(got) || !strings.Contains(got, " … ") || len(got) >= len(long) {
 		t.Errorf("shorten(%d bytes) = %q", len(long), got)
+	}
+}
+
+// checkFast: when v has a fast form and it accepts in fr's env, the general
+// path accepts too, with the same view.
+func checkFast(t *testing.T, r *runner, fr *frame, v *viewExpr) {
+	t.Helper()
+	if v.kind != baseEntry {
+		return
+	}
+	f, ok := compileFast(v, r.model.entryViews[v.base])
+	if !ok {
+		return
+	}
+	var fast, slow stages.View
+	if !f.eval(fr.env, &fast) {
+		return
+	}
+	r.err = nil
+	if !r.view(fr, v, &slow) || r.err != nil {
+		t.Fatalf("%q env %v: the fast form gives %+v, the general path fails: %v", v.src, fr.env, fast, r.err)
+	}
+	if fast != slow {
+		t.Fatalf("%q env %v: the fast form gives %+v, the general path %+v", v.src, fr.env, fast, slow)
+	}
+}
+
+// checkFastSlot: a boundary slot's fast form agrees with the general path
+// whenever it accepts.
+func checkFastSlot(t *testing.T, l *loader, r *runner, fr *frame, s *boundSlot) {
+	t.Helper()
+	fs := l.fastSlot(s)
+	rows := true
+	if fs.kind == slotRow {
+		y := fr.env[fs.row.slot]
+		rows = y == int64(int32(y))
+	}
+	var fast, slow stages.View
+	if !fs.eval(fr.env, rows, fr.tensorArgs, &fast) {
+		return
+	}
+	r.err = nil
+	if !r.view(fr, s.view, &slow) || r.err != nil {
+		t.Fatalf("%q env %v: the fast slot (kind %d) gives %+v, the general path fails: %v", s.view.src, fr.env, fs.kind, fast, r.err)
+	}
+	if fast != slow {
+		t.Fatalf("%q env %v: the fast slot (kind %d) gives %+v, the general path %+v", s.view.src, fr.env, fs.kind, fast, slow)
+	}
+}
+
+// TestFastBoundary: the boundaries of the shipped models' blocks come out
+// of runner.boundary the same, views and errors, with the slots' fast
+// forms as with the general path alone, over params around the bounds and
+// past them (where the fast forms must refuse) and tensor params of the
+// declared dtype and shape or not.
+func TestFastBoundary(t *testing.T) {
+	vals := []int64{math.MinInt64, math.MinInt32 - 1, math.MinInt32, -1000, -2, -1, 0, 1, 2, 3, 7, 8, 20, 41, 42, 43, 63, 64, 85, 86, 128, 1000, 1 << 20, math.MaxInt32, math.MaxInt32 + 1, math.MaxInt64}
+	kinds := map[slotKind]int{}
+	for _, path := range []string{"models/dsv4_flash_decode.yaml", "models/qwen3_14b_decode.yaml"} {
+		m, err := Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range m.blocks {
+			if b.auto {
+				continue
+			}
+			for _, f := range b.fastBoundary {
+				kinds[f.kind]++
+			}
+			general := *b
+			general.fastBoundary = make([]fastSlot, len(b.fastBoundary))
+			for i, f := range b.fastBoundary {
+				general.fastBoundary[i] = fastSlot{kind: slotGeneral, tag: f.tag}
+			}
+			fast, slow := newFrame(b), newFrame(&general)
+			out1, out2 := make([]stages.Arg, len(b.boundary)), make([]stages.Arg, len(b.boundary))
+			run := func(what string) {
+				t.Helper()
+				r1, r2 := &runner{model: m, form: m.forms[0]}, &runner{model: m, form: m.forms[0]}
+				copy(slow.env, fast.env)
+				copy(slow.tensorArgs, fast.tensorArgs)
+				r1.boundary(fast, nil, out1)
+				r2.boundary(slow, nil, out2)
+				if fmt.Sprint(r1.err) != fmt.Sprint(r2.err) {
+					t.Fatalf("%s %s env %v: %v with the fast forms, %v without", b.name, what, fast.env, r1.err, r2.err)
+				}
+				if r1.err == nil && !slices.Equal(out1, out2) {
+					t.Fatalf("%s %s env %v: the fast forms give\n%v\nthe general path\n%v", b.name, what, fast.env, out1, out2)
+				}
+			}
+			// Tensor params as declared, of another dtype, of another shape
+			// of the same rank, of another rank.
+			for _, bad := range []string{"", "dtype", "shape", "rank"} {
+				for i, s := range b.boundary {
+					if s.view.kind == baseTArg && s.view.plain() {
+						sh := append([]int64(nil), s.shape...)
+						if sh == nil {
+							sh = []int64{3, int64(i + 1)}
+						}
+						dt := s.dtype
+						if dt == stages.DTypeInvalid {
+							dt = stages.BF16
+						}
+						switch bad {
+						case "dtype":
+							dt = stages.INT8
+						case "shape":
+							sh[len(sh)-1]++
+						case "rank":
+							sh = append(sh, 1)
+						}
+						fast.tensorArgs[s.view.base] = stages.NewView(stages.RootID(200+i), 0, dt, sh...)
+					}
+				}
+				for _, x := range vals {
+					for i := range fast.env {
+						fast.env[i] = x
+					}
+					run("all params")
+					// One param at a time, the others 0.
+					for i := range b.params {
+						clear(fast.env)
+						fast.env[i] = x
+						run(b.params[i])
+					}
+				}
+			}
+		}
+	}
+	if kinds[slotRow] == 0 || kinds[slotConst] == 0 || kinds[slotTArg] == 0 {
+		t.Fatalf("slot kinds %v: want some of each fast kind", kinds)
 	}
 }

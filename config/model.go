@@ -58,15 +58,20 @@ type block struct {
 	variantSlot int // env slot of the variant index, -1 without variants
 	tensors     []string
 	boundary    []*boundSlot
-	auto        bool
-	scalars     []*bscalar
-	scalarBase  int // env slot of the first boundary scalar
-	body        []*op
-	envSize     int       // env slots: params, variant, boundary scalars, loop vars
-	slotNames   []string  // tensor slots: boundary slots (or tensor params of an auto block), then locals
-	fixedSlots  int       // tensor slots filled at entry (boundary slots / tensor params / entry tensors)
-	ids         []string  // op ids (id: NAME), the tasks of each kept in frame.idTasks
-	calls       []*callOp // top-level calls, in order (auto boundary)
+	// fastBoundary[s] is boundary slot s's fast form (runner.boundary);
+	// rowSlots, the env slots its slotRow slots read.
+	fastBoundary []fastSlot
+	rowSlots     []int32
+	auto         bool
+	scalars      []*bscalar
+	scalarTerms  []term // each scalar's value as one term, when it is one
+	scalarBase   int    // env slot of the first boundary scalar
+	body         []*op
+	envSize      int       // env slots: params, variant, boundary scalars, loop vars
+	slotNames    []string  // tensor slots: boundary slots (or tensor params of an auto block), then locals
+	fixedSlots   int       // tensor slots filled at entry (boundary slots / tensor params / entry tensors)
+	ids          []string  // op ids (id: NAME), the tasks of each kept in frame.idTasks
+	calls        []*callOp // top-level calls, in order (auto boundary)
 	// structural[slot] is the first line where the body's structure depends
 	// on env slot `slot` (a param or the variant); 0 if it never does.
 	structural []int
@@ -197,6 +202,7 @@ type predOp struct {
 type callOp struct {
 	callee     *block
 	params     []*expr
+	paramTerms []term // each param as one term, when it is one
 	variant    int
 	tensorArgs []*viewExpr
 	tasks      [][]*taskRef // per callee task param: the task values it is bound to

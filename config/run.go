@@ -132,6 +132,11 @@ type frame struct {
 	graphCall                  stages.GraphCall
 	graphSlotOf, graphScalarOf [][]int32
 	keyBuf                     []byte
+	keys                       map[string]string // the keys made so far (runner.key)
+	// The last key made, for which spec and from which param values.
+	keyOf   *graphSpec
+	keyVals []int64
+	lastKey string
 }
 
 func newFrame(b *block) *frame {
@@ -182,19 +187,14 @@ func (r *runner) eval(e *expr, fr *frame, line int) int64 {
 	// terms fit 32 bits cannot overflow a product: summed here without
 	// mulOK's division. Anything else, or a sum that overflows, takes the
 	// general path, which says where it overflows.
+	switch e.kind {
+	case exConst:
+		return e.val
+	case exVar:
+		return fr.env[e.slot]
+	}
 	if a := e.aff; a != nil {
-		v, ok := a.c0, true
-		for i, s := range a.slots {
-			x, y := a.coefs[i], fr.env[s]
-			if x != int64(int32(x)) || y != int64(int32(y)) {
-				ok = false
-				break
-			}
-			if v, ok = addOK(v, x*y); !ok {
-				break
-			}
-		}
-		if ok {
+		if v, ok := a.eval32(fr.env); ok {
 			return v
 		}
 	}

@@ -11,7 +11,15 @@ import (
 // While an auto block's boundary is computed (ahead of its body), tensor
 // args the block allocates itself do not exist yet and are skipped.
 func (r *runner) prepare(caller, cf *frame, c *callOp, ahead bool) {
+	// Params and scalars that are one term (nearly all) are evaluated
+	// inline; r.eval takes the rest, and any term that does not fit.
 	for i, e := range c.params {
+		if t := &c.paramTerms[i]; t.used {
+			if v, ok := t.eval(caller.env); ok {
+				cf.env[i] = v
+				continue
+			}
+		}
 		cf.env[i] = r.eval(e, caller, c.line)
 	}
 	if cf.block.variantSlot >= 0 {
@@ -21,11 +29,22 @@ func (r *runner) prepare(caller, cf *frame, c *callOp, ahead bool) {
 		if ahead && v.local {
 			continue
 		}
+		if v.slotPlain {
+			cf.tensorArgs[i] = caller.tensors[v.base]
+			continue
+		}
 		r.view(caller, v, &cf.tensorArgs[i])
 	}
 	for i, s := range cf.block.scalars {
-		cf.env[cf.block.scalarBase+i] = r.eval(s.value, cf, s.line)
-		cf.scalarVals[i] = uint64(cf.env[cf.block.scalarBase+i])
+		v, ok := int64(0), false
+		if t := &cf.block.scalarTerms[i]; t.used {
+			v, ok = t.eval(cf.env)
+		}
+		if !ok {
+			v = r.eval(s.value, cf, s.line)
+		}
+		cf.env[cf.block.scalarBase+i] = v
+		cf.scalarVals[i] = uint64(v)
 	}
 	if ahead {
 		return // the tasks a call waits on do not change a boundary
@@ -47,11 +66,38 @@ func (r *runner) prepare(caller, cf *frame, c *callOp, ahead bool) {
 // (tensors an auto block allocates itself, not yet allocated while its
 // boundary is computed) are left alone.
 func (r *runner) boundary(cf *frame, skip []bool, out []stages.Arg) {
-	for s, b := range cf.block.boundary {
+	env, out := cf.env, out[:len(cf.block.fastBoundary)]
+	// The row starts of slotRow slots are c0 + coef·env[slot], c0 and coef
+	// within 32 bits: with every env value they read within 32 bits too,
+	// none overflows.
+	rows := true
+	for _, sl := range cf.block.rowSlots {
+		if y := env[sl]; y != int64(int32(y)) {
+			rows = false
+		}
+	}
+	for s := range cf.block.fastBoundary {
 		if skip != nil && skip[s] {
 			continue
 		}
-		out[s].Tag = b.tag
+		f := &cf.block.fastBoundary[s]
+		o := &out[s]
+		o.Tag = f.tag
+		// The two commonest kinds inline; fastSlot.eval says why they hold.
+		switch {
+		case f.kind == slotConst:
+			o.View = f.tmpl
+			continue
+		case f.kind == slotRow && rows:
+			if y := f.row.c0 + f.row.coef*env[f.row.slot]; y >= 0 && y <= f.rowMax {
+				o.View = f.tmpl
+				o.View.Offset = f.base + y*f.stride0
+				continue
+			}
+		case f.eval(env, rows, cf.tensorArgs, &o.View):
+			continue
+		}
+		b := cf.block.boundary[s]
 		if !r.view(cf, b.view, &out[s].View) {
 			return
 		}
@@ -248,19 +294,52 @@ func (r *runner) key(g *graphSpec, cf *frame) string {
 	if len(g.parts) == 1 && g.parts[0].slot < 0 {
 		return g.parts[0].lit
 	}
-	b := cf.keyBuf[:0]
+	// The same params as the frame's last call of this spec: the same key.
+	if cf.keyOf == g {
+		j, same := 0, true
+		for _, p := range g.parts {
+			if p.slot >= 0 {
+				if cf.keyVals[j] != cf.env[p.slot] {
+					same = false
+					break
+				}
+				j++
+			}
+		}
+		if same {
+			return cf.lastKey
+		}
+	}
+	b, vals := cf.keyBuf[:0], cf.keyVals[:0]
 	for _, p := range g.parts {
 		if p.slot < 0 {
 			b = append(b, p.lit...)
-		} else if p.slot == cf.block.variantSlot {
+			continue
+		}
+		vals = append(vals, cf.env[p.slot])
+		if p.slot == cf.block.variantSlot {
 			b = append(b, cf.block.variants[cf.env[p.slot]]...)
 		} else {
 			b = strconv.AppendInt(b, cf.env[p.slot], 10)
 		}
 	}
-	cf.keyBuf = b
-	if string(b) == cf.graphCall.Key { // the same key as the last call: no new string
-		return cf.graphCall.Key
+	cf.keyBuf, cf.keyVals = b, vals
+	// The keys a frame makes repeat pass after pass (a variant, a routing
+	// choice): kept, up to a bound, so a warm pass allocates none.
+	k, ok := cf.keys[string(b)]
+	if !ok {
+		k = string(b)
+		if len(cf.keys) < maxFrameKeys {
+			if cf.keys == nil {
+				cf.keys = map[string]string{}
+			}
+			cf.keys[k] = k
+		}
 	}
-	return string(b)
+	cf.keyOf, cf.lastKey = g, k
+	return k
 }
+
+// maxFrameKeys bounds the keys a frame keeps (a key interpolating a layer
+// number, say, takes a new value every call).
+const maxFrameKeys = 64

@@ -27,8 +27,14 @@ type viewExpr struct {
 	list         []int // a tensor list's slots: the base is list[listIndex]
 	listIndex    *expr
 	local        bool // the base is a tensor the body allocates itself
+	slotPlain    bool // a tensor slot as it is: the view is a copy of it
 	src          string
 	line         int
+}
+
+// plain reports whether the view is its base as it is.
+func (v *viewExpr) plain() bool {
+	return v.list == nil && v.index == nil && v.start == nil && v.at == nil && v.as == nil
 }
 
 // view parses NAME ( [i] | [start:+count] )? (@ off)? (as [d, ...])?.
@@ -48,6 +54,7 @@ func (sc *scope) view(src string, line int) (*viewExpr, error) {
 	for _, e := range append([]*expr{v.index, v.start, v.count, v.at, v.listIndex}, v.as...) {
 		setSrc(e, src)
 	}
+	v.slotPlain = v.kind == baseSlot && v.plain()
 	return v, nil
 }
 
@@ -169,4 +176,158 @@ func (v *viewExpr) rows(own bool) (int64, bool) {
 		return v.count.val, v.count.isConst()
 	}
 	return 0, false
+}
+
+// viewFast is a view over an entry tensor whose layout is fixed at load
+// time (constant rows, constant reshape) and whose offset is affine in at
+// most one env slot per part: evaluating it is a copy of its template and
+// two multiply-adds. It only accepts: when a bound does not hold, or a
+// value does not fit 32 bits, the general path (runner.view) evaluates the
+// view again and says what is wrong, exactly as it would have.
+type viewFast struct {
+	// In the order a row slice reads them (fastSlot's slotRow).
+	row     term  // the index or row start (unused: none)
+	rowMax  int64 // the largest valid row start
+	stride0 int64
+	base    int64       // the base's offset
+	tmpl    stages.View // the result, but for its offset
+	at      term        // the element offset (unused: none)
+	lo, hi  int64       // the result's offset stays in [lo, hi]
+}
+
+// term is c0 + coef·env[slot] (slot -1: c0), coef within 32 bits; used
+// tells it from no term at all.
+type term struct {
+	c0, coef int64
+	slot     int32
+	used     bool
+}
+
+func termOf(e *expr) (term, bool) {
+	a := affineOf(e)
+	if a == nil || len(a.slots) > 1 {
+		return term{}, false
+	}
+	t := term{c0: a.c0, slot: -1, used: true}
+	if len(a.slots) == 1 {
+		if c := a.coefs[0]; c != int64(int32(c)) {
+			return term{}, false
+		}
+		t.coef, t.slot = a.coefs[0], int32(a.slots[0])
+	}
+	return t, true
+}
+
+// eval is the term's value; ok is false when the env value does not fit 32
+// bits or the sum overflows.
+func (t *term) eval(env []int64) (int64, bool) {
+	if t.slot < 0 {
+		return t.c0, true
+	}
+	y := env[t.slot]
+	if y != int64(int32(y)) {
+		return 0, false
+	}
+	return addOK(t.c0, t.coef*y)
+}
+
+// compileFast is v's fast form over base; ok is false when v has none: a
+// tensor list, an index, start or offset that is not one term, a row
+// count or reshape that is not constant, or one that could never be valid.
+func compileFast(v *viewExpr, base stages.View) (f viewFast, ok bool) {
+	if v.list != nil {
+		return f, false
+	}
+	f = viewFast{tmpl: base, base: base.Offset}
+	if v.index != nil || v.start != nil {
+		if base.NDims == 0 {
+			return f, false
+		}
+		e, count := v.index, int64(1)
+		if v.start != nil {
+			if !v.count.isConst() || v.count.val <= 0 {
+				return f, false
+			}
+			e, count = v.start, v.count.val
+		}
+		if f.row, ok = termOf(e); !ok {
+			return f, false
+		}
+		f.rowMax, f.stride0 = base.Shape[0]-count, base.Strides[0]
+		if f.rowMax < 0 {
+			return f, false
+		}
+		if d, ok := mulOK(f.rowMax, f.stride0); !ok {
+			return f, false
+		} else if _, ok := addOK(base.Offset, d); !ok {
+			return f, false
+		}
+		t := &f.tmpl
+		if v.index != nil {
+			if base.NDims == 1 {
+				t.Shape[0] = 1
+			} else {
+				copy(t.Shape[:], base.Shape[1:base.NDims])
+				copy(t.Strides[:], base.Strides[1:base.NDims])
+				t.NDims--
+				t.Shape[t.NDims] = 0
+				t.Strides[t.NDims] = 0
+			}
+		} else {
+			t.Shape[0] = count
+		}
+	}
+	if v.at != nil {
+		if f.at, ok = termOf(v.at); !ok {
+			return f, false
+		}
+	}
+	if v.as != nil {
+		shape := make([]int64, len(v.as))
+		for i, d := range v.as {
+			if !d.isConst() || d.val <= 0 {
+				return f, false
+			}
+			shape[i] = d.val
+		}
+		if !shapeOK(shape, base.DType) {
+			return f, false
+		}
+		f.tmpl = stages.NewView(base.Root, 0, base.DType, shape...)
+	}
+	f.tmpl.Offset = 0
+	end, ok := addOK(base.Offset, base.Elems())
+	if !ok {
+		return f, false
+	}
+	f.lo, f.hi = base.Offset, end-f.tmpl.Elems()
+	return f, f.hi >= f.lo
+}
+
+// eval writes the view into out, or reports false when the general path
+// must decide (a bound that does not hold, a value that does not fit).
+func (f *viewFast) eval(env []int64, out *stages.View) bool {
+	off := f.base
+	if f.row.used {
+		s, ok := f.row.eval(env)
+		if !ok || s < 0 || s > f.rowMax {
+			return false
+		}
+		off += s * f.stride0
+	}
+	if f.at.used {
+		a, ok := f.at.eval(env)
+		if !ok {
+			return false
+		}
+		if off, ok = addOK(off, a); !ok {
+			return false
+		}
+	}
+	if off < f.lo || off > f.hi {
+		return false
+	}
+	*out = f.tmpl
+	out.Offset = off
+	return true
 }

@@ -87,11 +87,15 @@ type Die struct {
 	nextDef   uint64
 	run       []byte
 	runGen    uint64
-	plan      *plan
-	planGen   uint64
-	sim       sim
-	stats     Stats
-	scratch   stages.Definition // each object is read into it at its first launch
+	// runDec decodes each copied run image into storage reused launch
+	// after launch: the plan made from one image is dropped (CopyRun,
+	// Reset) before the next image is decoded over it.
+	runDec  stages.RunImageDecoder
+	plan    *plan
+	planGen uint64
+	sim     sim
+	stats   Stats
+	scratch stages.Definition // each object is read into it at its first launch
 }
 
 // New returns a device with cfg; zero fields take DefaultConfig values
@@ -270,7 +274,7 @@ func (d *Die) Launch() (*Result, error) {
 		return nil, ErrNoRunImage
 	}
 	if d.plan == nil || d.planGen != d.runGen {
-		img, err := stages.DecodeRunImage(d.run)
+		img, err := d.runDec.Decode(d.run)
 		if err != nil {
 			d.stats.Refusals++
 			return nil, fmt.Errorf("npu: launch refused: %w", err)

@@ -72,6 +72,9 @@ type Config struct {
 	// the address this machine reaches the first node from, any port).
 	// Unused with Remote.
 	Listen string
+	// Advertise, if set, is the host:port nodes reach the driver at, when
+	// that is not Listen (as NodeConfig.Advertise).
+	Advertise string
 	// OnNodeLost, if set, is called once per node lost, as soon as it is
 	// (from whichever goroutine found it), before its passes fail. A node
 	// lost while Start places the ranks is Start's error instead.
@@ -83,6 +86,9 @@ type Config struct {
 	// process-wide logger as it starts, so a process runs one.
 	Remote        *paremote.Remote
 	RemoteOptions []paremote.ConfigOption
+
+	// dropped, in tests, hears every answer to a pass given up on.
+	dropped func(*wire.PassResult)
 }
 
 // Runtime is a driver: ranks that live on nodes, with the shape of
@@ -122,6 +128,9 @@ type Runtime struct {
 type WireStats struct {
 	Sent, Received           atomic.Int64
 	SentBytes, ReceivedBytes atomic.Int64
+	// Cancels counts the passes given up on that their node was told to
+	// end; Ended, those of them whose node answered that it ended them.
+	Cancels, Ended atomic.Int64
 }
 
 type nodeState struct {
@@ -171,7 +180,7 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 	}
 	rem := cfg.Remote
 	if rem == nil {
-		if rem, err = startRemote(sys, cfg.Listen, cfg.RemoteOptions); err != nil {
+		if rem, err = startRemote(sys, cfg.Listen, cfg.Advertise, cfg.RemoteOptions); err != nil {
 			return nil, fmt.Errorf("remote: driver: %w", err)
 		}
 	}
@@ -429,10 +438,17 @@ func (rt *Runtime) wait(ctx context.Context, seq uint64, p *pending) (*actors.Pa
 	case <-t.C:
 		err = fmt.Errorf("rank %d round %d: no result after %v (Config.PassTimeout): %w", p.rank, p.round, rt.cfg.Runtime.PassTimeout, context.DeadlineExceeded)
 	}
-	// Given up on: its answer, if it comes, is dropped.
+	// Given up on: the node is told to end it, and its answer, if it
+	// comes, is dropped.
 	rt.mu.Lock()
+	_, open := rt.pending[seq]
 	delete(rt.pending, seq)
+	pid := rt.nodes[p.node].pid
 	rt.mu.Unlock()
+	if open && pid != nil {
+		rt.Wire.Cancels.Add(1)
+		rt.sys.Root.Send(pid, &wire.CancelPass{Run: rt.run, Seq: seq, Reason: err.Error()})
+	}
 	p.span.RecordError(err)
 	p.span.SetStatus(codes.Error, err.Error())
 	p.span.End()
@@ -452,7 +468,16 @@ func (rt *Runtime) deliver(m *wire.PassResult) {
 	}
 	rt.mu.Unlock()
 	if p == nil {
-		return // a pass given up on, or not this run's
+		// A pass given up on, or not this run's.
+		if m.GetRun() == rt.run {
+			if m.GetFailure().GetKind() == wire.Failure_CANCELED {
+				rt.Wire.Ended.Add(1)
+			}
+			if f := rt.cfg.dropped; f != nil {
+				f(m)
+			}
+		}
+		return
 	}
 	addr := rt.nodes[p.node].addr
 	res, err := m.ToResult()

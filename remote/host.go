@@ -34,7 +34,12 @@ type host struct {
 	driver *actor.PID
 	rt     *actors.Runtime
 	orch   *actors.Orchestration
-	ranks  map[int32]chan *wire.PassRequest
+	ranks  map[int32]chan queuedPass
+
+	// passes are the passes accepted and not yet answered, by the
+	// driver's seq: a CancelPass ends one.
+	mu     sync.Mutex
+	passes map[uint64]context.CancelCauseFunc
 
 	done     chan struct{} // closed by shutdown: the rank loops end
 	loops    sync.WaitGroup
@@ -58,6 +63,13 @@ func (h *host) Receive(ctx actor.Context) {
 		ctx.Respond(placed)
 	case *wire.PassRequest:
 		h.pass(m)
+	case *wire.CancelPass:
+		h.mu.Lock()
+		cancel := h.passes[m.GetSeq()]
+		h.mu.Unlock()
+		if cancel != nil && m.GetRun() == h.run {
+			cancel(fmt.Errorf("%w: its driver gave up on it: %s", context.Canceled, m.GetReason()))
+		}
 	case *wire.Ping:
 		ctx.Respond(&wire.Pong{Seq: m.GetSeq(), Node: h.n.addr})
 	case *wire.Release:
@@ -114,9 +126,10 @@ func (h *host) place(ctx actor.Context, m *wire.Place) error {
 	h.run, h.orch, h.rt = m.GetRun(), orch, rt
 	h.driver = actor.NewPID(m.GetDriverAddress(), m.GetDriverId())
 	h.done = make(chan struct{})
-	h.ranks = map[int32]chan *wire.PassRequest{}
+	h.ranks = map[int32]chan queuedPass{}
+	h.passes = map[uint64]context.CancelCauseFunc{}
 	for _, r := range m.GetRanks() {
-		ch := make(chan *wire.PassRequest, rankQueue)
+		ch := make(chan queuedPass, rankQueue)
 		h.ranks[r] = ch
 		h.loops.Add(1)
 		go h.rankLoop(int(r), ch)
@@ -148,25 +161,37 @@ func (h *host) pass(m *wire.PassRequest) {
 		fail(fmt.Errorf("rank %d round %d: %w: rank not placed on node %s", m.GetRank(), m.GetRound(), actors.ErrInvalidPass, h.n.addr))
 		return
 	}
+	// The pass's spans are children of the driver's pass span.
+	ctx := propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier(m.GetTrace()))
+	ctx, cancel := context.WithCancelCause(ctx)
 	select {
-	case ch <- m:
+	case ch <- queuedPass{m, ctx}:
+		h.mu.Lock()
+		h.passes[m.GetSeq()] = cancel
+		h.mu.Unlock()
 	default:
+		cancel(nil)
 		fail(&actors.RankBusyError{Rank: int(m.GetRank()), Round: int(m.GetRound()), Queued: rankQueue})
 	}
 }
 
+// queuedPass is a pass accepted for a rank, with the context that ends it.
+type queuedPass struct {
+	m   *wire.PassRequest
+	ctx context.Context
+}
+
 // rankLoop asks the runtime for one rank's passes in order, and answers
 // each as it ends.
-func (h *host) rankLoop(rank int, ch chan *wire.PassRequest) {
+func (h *host) rankLoop(rank int, ch chan queuedPass) {
 	defer h.loops.Done()
 	for {
 		select {
 		case <-h.done:
 			return
-		case m := <-ch:
-			// The pass's spans are children of the driver's pass span.
-			pctx := propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier(m.GetTrace()))
-			p, err := h.rt.Ask(pctx, h.orch, rank, int(m.GetRound()))
+		case a := <-ch:
+			m := a.m
+			p, err := h.rt.Ask(a.ctx, h.orch, rank, int(m.GetRound()))
 			if err != nil {
 				h.reply(m, &actors.PassResult{Pass: trace.NewPass(rank, int(m.GetRound())), Err: err})
 				continue
@@ -174,7 +199,7 @@ func (h *host) rankLoop(rank int, ch chan *wire.PassRequest) {
 			h.waiters.Add(1)
 			go func() {
 				defer h.waiters.Done()
-				res, err := p.Wait(context.Background())
+				res, err := p.Wait(a.ctx)
 				if res == nil {
 					res = &actors.PassResult{Pass: trace.NewPass(rank, int(m.GetRound())), Err: err}
 				}
@@ -185,6 +210,12 @@ func (h *host) rankLoop(rank int, ch chan *wire.PassRequest) {
 }
 
 func (h *host) reply(m *wire.PassRequest, res *actors.PassResult) {
+	h.mu.Lock()
+	if cancel := h.passes[m.GetSeq()]; cancel != nil {
+		delete(h.passes, m.GetSeq())
+		cancel(nil)
+	}
+	h.mu.Unlock()
 	out := wire.FromResult(res)
 	out.Run, out.Seq, out.Node = m.GetRun(), m.GetSeq(), h.n.addr
 	if res.Pass.Rank != int(m.GetRank()) || res.Pass.Round != int(m.GetRound()) {

@@ -41,6 +41,10 @@ type NodeConfig struct {
 	// Listen is the host:port the node serves on (port 0: any free port;
 	// Node.Addr says which).
 	Listen string
+	// Advertise, if set, is the host:port other processes reach the node
+	// at, when that is not Listen (a container's or a NAT's mapped
+	// address): then Listen may be a wildcard.
+	Advertise string
 	// StoreDir and StoreMax are the node's Definition store on disk
 	// (actors.Config.StoreDir, StoreMax): "" keeps Definitions in memory.
 	StoreDir string
@@ -74,7 +78,7 @@ type Node struct {
 // serves ranks there. sys must not run remote already.
 func StartNode(sys *actor.ActorSystem, cfg NodeConfig) (*Node, error) {
 	n := &Node{sys: sys, cfg: cfg, hosts: map[*host]bool{}}
-	rem, err := startRemote(sys, cfg.Listen, append(cfg.RemoteOptions, paremote.WithKinds(n.kinds()...)))
+	rem, err := startRemote(sys, cfg.Listen, cfg.Advertise, append(cfg.RemoteOptions, paremote.WithKinds(n.kinds()...)))
 	if err != nil {
 		return nil, err
 	}
@@ -168,22 +172,28 @@ func (n *Node) remove(h *host) {
 // one remote for several drivers (Config.Remote), or counts its traffic
 // with gRPC options. A listen failure is an error, not protoactor's panic.
 func StartRemote(sys *actor.ActorSystem, listen string, opts ...paremote.ConfigOption) (*paremote.Remote, error) {
-	return startRemote(sys, listen, opts)
+	return startRemote(sys, listen, "", opts)
 }
 
-func startRemote(sys *actor.ActorSystem, listen string, opts []paremote.ConfigOption) (rem *paremote.Remote, err error) {
-	h, p, err := net.SplitHostPort(listen)
+func startRemote(sys *actor.ActorSystem, listen, advertise string, opts []paremote.ConfigOption) (rem *paremote.Remote, err error) {
+	h, port, err := splitHostPort("listen", listen, 0)
 	if err != nil {
-		return nil, fmt.Errorf("listen address %q: %w (want HOST:PORT)", listen, err)
+		return nil, err
 	}
-	port, err := strconv.Atoi(p)
-	if err != nil || port < 0 || port > 65535 {
-		return nil, fmt.Errorf("listen address %q: port %q: want 0 to 65535", listen, p)
-	}
-	if ip := net.ParseIP(h); h == "" || (ip != nil && ip.IsUnspecified()) {
-		// Every PID carries its process's address, and peers answer
-		// there: it must be one they can reach.
-		return nil, fmt.Errorf("listen address %q: name the address others reach this process at, not a wildcard", listen)
+	// Every PID carries the advertised address (else the listen address),
+	// and peers answer there: it must be one they can reach.
+	switch {
+	case advertise != "":
+		ah, _, err := splitHostPort("advertised", advertise, 1)
+		if err != nil {
+			return nil, err
+		}
+		if wildcard(ah) {
+			return nil, fmt.Errorf("advertised address %q: want an address others can reach, not a wildcard", advertise)
+		}
+		opts = append(opts, paremote.WithAdvertisedHost(advertise))
+	case wildcard(h):
+		return nil, fmt.Errorf("listen address %q: name the address others reach this process at, not a wildcard (or advertise one)", listen)
 	}
 	cfg := paremote.Configure(h, port, opts...)
 	// One attempt to connect, not protoactor's five two seconds apart: a
@@ -198,6 +208,25 @@ func startRemote(sys *actor.ActorSystem, listen string, opts []paremote.ConfigOp
 	}()
 	rem.Start()
 	return rem, nil
+}
+
+// splitHostPort splits a host:port whose port is at least low; what names
+// the address in the error.
+func splitHostPort(what, addr string, low int) (string, int, error) {
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("%s address %q: %w (want HOST:PORT)", what, addr, err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < low || port > 65535 {
+		return "", 0, fmt.Errorf("%s address %q: port %q: want %d to 65535", what, addr, p, low)
+	}
+	return h, port, nil
+}
+
+func wildcard(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "" || (ip != nil && ip.IsUnspecified())
 }
 
 // shutdownRemote stops remote's server, giving up when ctx ends. Its

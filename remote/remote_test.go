@@ -181,7 +181,7 @@ func sharedRemote(t testing.TB) (*actor.ActorSystem, *paremote.Remote) {
 func exampleRemote() (*actor.ActorSystem, *paremote.Remote) {
 	driverOnce.Do(func() {
 		driverSys = actors.NewActorSystem(nil)
-		driverRem, driverErr = startRemote(driverSys, "127.0.0.1:0", nil)
+		driverRem, driverErr = startRemote(driverSys, "127.0.0.1:0", "", nil)
 	})
 	return driverSys, driverRem
 }
@@ -358,4 +358,37 @@ func TestPlacementRefused(t *testing.T) {
 	assert.Equal(t, wire.Failure_BAD_MESSAGE, placed.GetFailure().GetKind())
 	assert.ErrorIs(t, placed.GetFailure().Err(), wire.ErrBadMessage)
 	assert.Contains(t, placed.GetFailure().GetText(), "do not hash")
+}
+
+// TestGivenUpPassEnds: a pass the driver gives up on (its context ended)
+// is ended on its node too, not run to its end for nobody: the node
+// answers it canceled.
+func TestGivenUpPassEnds(t *testing.T) {
+	a := startNode(t, "127.0.0.1:0")
+	dropped := make(chan *wire.PassResult, 1)
+	// The device simulated: a pass takes tens of milliseconds on the node,
+	// the cancel a message behind its request.
+	rt := startDriver(t, Config{Nodes: []string{a.addr}, Ranks: 1, dropped: func(m *wire.PassResult) { dropped <- m }})
+	_, err := rt.Pass(context.Background(), rt.Orchestration(), 0, 0)
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	seq, p, err := rt.submit(ctx, rt.Orchestration(), 0, 1)
+	require.NoError(t, err)
+	cancel()
+	_, err = rt.wait(ctx, seq, p)
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, int64(1), rt.Wire.Cancels.Load())
+	select {
+	case m := <-dropped:
+		assert.Equal(t, seq, m.GetSeq())
+		assert.Equal(t, wire.Failure_CANCELED, m.GetFailure().GetKind(), "the node ran the pass to its end: %v", m.GetFailure())
+		assert.Equal(t, int64(1), rt.Wire.Ended.Load())
+	case <-time.After(30 * time.Second):
+		t.Fatal("no answer from the node to the pass given up on")
+	}
+	// The rank goes on.
+	res, err := rt.Pass(context.Background(), rt.Orchestration(), 0, 2)
+	require.NoError(t, err)
+	assert.Equal(t, 2, res.Pass.Round)
 }

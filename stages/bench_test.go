@@ -94,7 +94,8 @@ func BenchmarkMatchBoundary(b *testing.B) {
 
 // BenchmarkReplay48 is one replay at DSv4's widest boundary (48 tensors):
 // the match, the outer task's fanin against the real TensorMap, and its
-// GraphSubmission into the run image. Steady state allocates nothing.
+// GraphSubmission into the run image, in one pass (ReplayGraph). Steady
+// state allocates nothing.
 func BenchmarkReplay48(b *testing.B) {
 	call, roots := wideCall(48, 2)
 	o := NewOrdinaryPath(roots)
@@ -106,10 +107,10 @@ func BenchmarkReplay48(b *testing.B) {
 	run := func() {
 		o.Reset()
 		for i := 0; i < perRun; i++ {
-			if mm := m.Match(d, call, o); mm != nil {
+			sub := GraphSubmission{FullKey: d.FullKey, DefHash: d.ContentHash}
+			if _, mm := o.ReplayGraph(&m, d.Boundary, d.BoundaryScalars, len(d.ExtDeps), call, sub, d.HeapBytes, written); mm != nil {
 				b.Fatal(mm)
 			}
-			o.SubmitGraph(call, GraphSubmission{FullKey: d.FullKey, DefHash: d.ContentHash}, d.HeapBytes, written)
 		}
 	}
 	run()

@@ -78,9 +78,32 @@ func (m *Matcher) MatchSignature(sig []BoundarySlot, wantScalars, wantExt int, c
 // matchSignature is MatchSignature, generic so that the ordinary path's root
 // table is read inline on the replay's hot path.
 func matchSignature[R RootSizer](m *Matcher, sig []BoundarySlot, wantScalars, wantExt int, call *GraphCall, roots R) *BoundaryMismatch {
+	if mm := m.matchCounts(sig, wantScalars, wantExt, call); mm != nil {
+		return mm
+	}
 	key, args := call.Key, call.Boundary
-	if len(args) != len(sig) {
-		return &BoundaryMismatch{Key: key, Slot: -1, What: "tensor count", Got: fmt.Sprint(len(args)), Want: fmt.Sprint(len(sig))}
+	gen := m.begin()
+	for i := range args {
+		a, s := &args[i], &sig[i]
+		if a.Tag != s.Tag || !a.View.SameLayout(&s.Layout) {
+			return layoutMismatch(key, i, a, s)
+		}
+		if n := roots.RootElems(a.View.Root); n != s.RootElems {
+			return sizeMismatch(key, i, n, s)
+		}
+		if rep := m.alias(a.View.Root, int32(i), gen); rep != s.AliasRep {
+			return aliasMismatch(key, i, rep, s)
+		}
+	}
+	return nil
+}
+
+// matchCounts checks a call's tensor, scalar and external dependency
+// counts against a signature's.
+func (m *Matcher) matchCounts(sig []BoundarySlot, wantScalars, wantExt int, call *GraphCall) *BoundaryMismatch {
+	key := call.Key
+	if n := len(call.Boundary); n != len(sig) {
+		return &BoundaryMismatch{Key: key, Slot: -1, What: "tensor count", Got: fmt.Sprint(n), Want: fmt.Sprint(len(sig))}
 	}
 	if n := len(call.Scalars); n != wantScalars {
 		return &BoundaryMismatch{Key: key, Slot: -1, What: "scalar count", Got: fmt.Sprint(n), Want: fmt.Sprint(wantScalars)}
@@ -88,39 +111,50 @@ func matchSignature[R RootSizer](m *Matcher, sig []BoundarySlot, wantScalars, wa
 	if n := len(call.ExtDeps); n != wantExt {
 		return &BoundaryMismatch{Key: key, Slot: -1, What: "external dependency count", Got: fmt.Sprint(n), Want: fmt.Sprint(wantExt)}
 	}
+	return nil
+}
+
+// begin starts a call's alias partition and returns its generation.
+func (m *Matcher) begin() uint32 {
 	m.gen++
 	if m.gen == 0 {
 		clear(m.stamp)
 		m.gen = 1
 	}
-	for i := range args {
-		a, s := &args[i], &sig[i]
-		if a.Tag != s.Tag {
-			return &BoundaryMismatch{Key: key, Slot: i, What: "tag", Got: a.Tag.String(), Want: s.Tag.String()}
-		}
-		if !a.View.SameLayout(&s.Layout) {
-			return &BoundaryMismatch{Key: key, Slot: i, What: "layout", Got: layoutString(&a.View), Want: layoutString(&s.Layout)}
-		}
-		if n := roots.RootElems(a.View.Root); n != s.RootElems {
-			return &BoundaryMismatch{Key: key, Slot: i, What: "root size", Got: fmt.Sprint(n), Want: fmt.Sprint(s.RootElems)}
-		}
-		r := int(a.View.Root)
-		if r >= len(m.stamp) {
-			grown := make([]aliasStamp, max(2*len(m.stamp), r+1, 256))
-			copy(grown, m.stamp)
-			m.stamp = grown
-		}
-		rep := int32(-1)
-		if st := &m.stamp[r]; st.gen == m.gen {
-			rep = st.slot
-		} else {
-			*st = aliasStamp{gen: m.gen, slot: int32(i)}
-		}
-		if rep != s.AliasRep {
-			return &BoundaryMismatch{Key: key, Slot: i, What: "alias partition", Got: aliasString(rep), Want: aliasString(s.AliasRep)}
-		}
+	return m.gen
+}
+
+// alias is the first slot of this call (generation gen) that viewed root r,
+// or -1 when slot i is the first, which it then becomes.
+func (m *Matcher) alias(r RootID, i int32, gen uint32) int32 {
+	if int(r) >= len(m.stamp) {
+		grown := make([]aliasStamp, max(2*len(m.stamp), int(r)+1, 256))
+		copy(grown, m.stamp)
+		m.stamp = grown
 	}
-	return nil
+	st := &m.stamp[r]
+	if st.gen == gen {
+		return st.slot
+	}
+	*st = aliasStamp{gen: gen, slot: i}
+	return -1
+}
+
+// layoutMismatch says which of a slot's tag and layout differ from the
+// signature's.
+func layoutMismatch(key string, i int, a *Arg, s *BoundarySlot) *BoundaryMismatch {
+	if a.Tag != s.Tag {
+		return &BoundaryMismatch{Key: key, Slot: i, What: "tag", Got: a.Tag.String(), Want: s.Tag.String()}
+	}
+	return &BoundaryMismatch{Key: key, Slot: i, What: "layout", Got: layoutString(&a.View), Want: layoutString(&s.Layout)}
+}
+
+func sizeMismatch(key string, i int, n int64, s *BoundarySlot) *BoundaryMismatch {
+	return &BoundaryMismatch{Key: key, Slot: i, What: "root size", Got: fmt.Sprint(n), Want: fmt.Sprint(s.RootElems)}
+}
+
+func aliasMismatch(key string, i int, rep int32, s *BoundarySlot) *BoundaryMismatch {
+	return &BoundaryMismatch{Key: key, Slot: i, What: "alias partition", Got: aliasString(rep), Want: aliasString(s.AliasRep)}
 }
 
 func aliasString(rep int32) string {

@@ -168,8 +168,8 @@ func TestDescribeRefusals(t *testing.T) {
 			binary.LittleEndian.PutUint32(b[binary.LittleEndian.Uint32(b[defSecAt+4*dsFaninIdx:]):], 3)
 			binary.LittleEndian.PutUint64(b[hashOff:], imageHash(b, hashOff))
 		}), "must precede", "(verifies)"},
-		{"run cut", run[:50], "shorter than its 80-byte header", `magic "HBGR", version 2, header 80 bytes`},
-		{"run version", mut(run, func(b []byte) { b[4] = 1 }), "version 1", "run image, 254 bytes"},
+		{"run cut", run[:50], "shorter than its 80-byte header", `magic "HBGR", version 3, header 80 bytes`},
+		{"run version", mut(run, func(b []byte) { b[4] = 1 }), "version 1", "run image, 270 bytes"},
 		{"run bit flip", mut(run, func(b []byte) { b[len(b)-1] ^= 1 }), "does not verify", "graph submissions: 1"},
 	}
 	for _, c := range cases {

@@ -1,7 +1,9 @@
 package stages
 
 import (
+	"encoding/binary"
 	"math"
+	"math/bits"
 
 	"github.com/hbg-dev/hbg/stages/imagefmt"
 )
@@ -9,20 +11,23 @@ import (
 // DecodeDefinitionHost verifies a Definition image's header, length,
 // content hash and section table as DecodeDefinition does, and decodes only
 // what a host replays it with: full_key, key, content hash, heap size, the
-// boundary signature and scalar count, the external dependency slots, and
-// the node table (Nodes in full,
-// predicates included; their spans index pools left out). The tensor
-// templates are scanned for the boundary slots the body writes (written, in
-// slot order, as Definition.WrittenSlots lists them) and not kept: the pools
-// Tensors, Scalars, Fanin and Roots stay nil.
+// boundary scalar count, the external dependency slots, and the node table
+// (Nodes in full; their spans and predicate indexes name pools left out).
+// The tensor templates are scanned for the boundary slots the body writes
+// (written, in slot order, as Definition.WrittenSlots lists them) and not
+// kept: the pools Tensors, Scalars, Fanin, Roots and Preds and the boundary
+// signature stay nil.
 //
 // Why: a Definition loaded from disk goes to the device, which decodes and
-// checks the whole image at upload (npu.Die.Upload); decoding it in full
-// on the host as well paid for the decode twice, and the host's copy (a
-// 104-byte view per tensor template) was most of a load's cost. The content
-// hash still covers every byte, so a torn or flipped file is caught here.
-// An image DecodeDefinition accepts, this accepts, and agrees with it on
-// every field it fills; the reverse does not hold (the pools' own checks
+// checks the whole image itself (npu: its header at upload, its records
+// when it first replays it); decoding it in full on the host as well paid
+// for the decode twice, and the host's copy (a
+// 104-byte view per tensor template, predicate and boundary slot) was most
+// of a load's cost. The host matches later calls against the signature of
+// the key's first call, never the Definition's, so it needs neither. The
+// content hash still covers every byte, so a torn or flipped file is caught
+// here. An image DecodeDefinition accepts, this accepts, and agrees with it
+// on every field it fills; the reverse does not hold (the pools' own checks
 // are the device's).
 func DecodeDefinitionHost(b []byte) (d *Definition, written []int32, err error) {
 	if err := imagefmt.CheckHeader(b, DefinitionMagic, DefinitionVersion, defHeaderSize, imagefmt.DefTotalAt, hashOff, "definition"); err != nil {
@@ -34,6 +39,7 @@ func DecodeDefinitionHost(b []byte) (d *Definition, written []int32, err error) 
 	}
 	d = new(Definition)
 	h.definition(b, d)
+	d.Boundary, d.Preds = nil, nil
 	if err := h.faninSpans(b, sec, d.Nodes); err != nil {
 		return nil, nil, err
 	}
@@ -46,46 +52,127 @@ func DecodeDefinitionHost(b []byte) (d *Definition, written []int32, err error) 
 	if written, err = h.writtenSlots(b[sec[dsTensors]:sec[dsScalars]]); err != nil {
 		return nil, nil, err
 	}
-	if d.Boundary, err = decodeBoundary(b[sec[dsBoundary]:sec[dsPreds]], h.nbound, nil); err != nil {
-		return nil, nil, err
-	}
-	if err := h.predicates(b[sec[dsPreds]:sec[dsKey]], d); err != nil {
-		return nil, nil, err
-	}
 	d.Key = string(b[sec[dsKey]:sec[dsEnd]])
 	return d, written, nil
 }
 
-// writtenSlots scans the tensor templates, each record checked as
-// DecodeDefinition checks it (tag, source, layout, slot), then dropped; what
-// is kept is whether it writes its boundary slot: the slots written, in slot
-// order.
+// writtenSlots scans the tensor templates for the boundary slots the body
+// writes, each record checked as DecodeDefinition checks its tag, source,
+// dtype, rank and slot, and its varints for being well formed, then
+// dropped: the slots written, in slot order.
 func (h *defCounts) writtenSlots(b []byte) ([]int32, error) {
-	wrote := make([]bool, h.nbound)
+	wrote := make([]uint64, (h.nbound+63)/64)
+	if !h.scanTensors(b, wrote) {
+		// Something is wrong: the checked scan says what.
+		return nil, h.scanTensorsChecked(b)
+	}
+	n := 0
+	for _, w := range wrote {
+		n += bits.OnesCount64(w)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	written := make([]int32, 0, n)
+	for i, w := range wrote {
+		for ; w != 0; w &= w - 1 {
+			written = append(written, int32(64*i+bits.TrailingZeros64(w)))
+		}
+	}
+	return written, nil
+}
+
+// scanTensors is the tensor records' loop on the bytes, a load's hottest:
+// it marks in wrote the boundary slots written and reports whether every
+// record is well formed. A record is a tag and source byte, a dtype byte,
+// a rank byte (with stridesFlag), the slot as a uvarint, then the delta
+// and the shape (and the strides if flagged) as varints.
+func (h *defCounts) scanTensors(b []byte, wrote []uint64) bool {
+	off := 0
+	for i := 0; i < h.ntens; i++ {
+		if len(b)-off < 4 {
+			return false
+		}
+		tb, dt, nd := b[off], b[off+1], b[off+2]
+		tag, src, rank := Tag(tb&0xf), SourceKind(tb>>4), int(nd&^stridesFlag)
+		if !validTag(tag) || src < SrcBoundaryExact || src > SrcOwnOutput || dt == 0 || int(dt) >= len(dtypeNames) || rank > MaxDims {
+			return false
+		}
+		off += 3
+		// The slot: a uvarint (encoding/binary's rules) that fits an
+		// int32.
+		var slot uint64
+		for j, shift := 0, uint(0); ; j, shift = j+1, shift+7 {
+			if off >= len(b) || j == binary.MaxVarintLen64 {
+				return false
+			}
+			c := b[off]
+			off++
+			if c < 0x80 {
+				if j == binary.MaxVarintLen64-1 && c > 1 {
+					return false
+				}
+				slot |= uint64(c) << shift
+				break
+			}
+			slot |= uint64(c&0x7f) << shift
+		}
+		if slot > math.MaxInt32 {
+			return false
+		}
+		switch src {
+		case SrcBoundaryExact, SrcBoundaryView:
+			if slot >= uint64(h.nbound) {
+				return false
+			}
+			if tag == TagInOut || tag == TagOutputExisting {
+				wrote[slot/64] |= 1 << (slot % 64)
+			}
+		default:
+			if slot >= uint64(h.nroots) {
+				return false
+			}
+		}
+		// The delta and the shape, and the strides if stored: varints
+		// of at most 10 bytes, the tenth at most 1.
+		k := 1 + rank
+		if nd&stridesFlag != 0 {
+			k += rank
+		}
+		for ; k > 0; k-- {
+			j := 0
+			for ; off+j < len(b) && b[off+j] >= 0x80; j++ {
+				if j == binary.MaxVarintLen64-1 {
+					return false
+				}
+			}
+			if off+j >= len(b) || (j == binary.MaxVarintLen64-1 && b[off+j] > 1) {
+				return false
+			}
+			off += j + 1
+		}
+	}
+	return off == len(b)
+}
+
+// scanTensorsChecked is the tensor records' scan with every check's error,
+// for an image scanTensors refused.
+func (h *defCounts) scanTensorsChecked(b []byte) error {
 	r := newReader(b, "tensor")
 	for i := 0; i < h.ntens; i++ {
 		t := r.skipTensorRef()
 		if r.Err != nil {
-			return nil, r.Err
+			return r.Err
 		}
 		if err := h.checkRef(&t, "tensor", i); err != nil {
-			return nil, err
-		}
-		if (t.Src == SrcBoundaryExact || t.Src == SrcBoundaryView) && (t.Tag == TagInOut || t.Tag == TagOutputExisting) {
-			wrote[t.Slot] = true
+			return err
 		}
 	}
 	r.Done()
 	if r.Err != nil {
-		return nil, r.Err
+		return r.Err
 	}
-	var written []int32
-	for i, w := range wrote {
-		if w {
-			written = append(written, int32(i))
-		}
-	}
-	return written, nil
+	panic("stages: the checked tensor scan accepts what the fast scan refused")
 }
 
 // skipTensorRef reads a tensor record as tensorRef does, with the same

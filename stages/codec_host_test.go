@@ -9,16 +9,13 @@ import (
 
 // HostAgrees reports how DecodeDefinitionHost's result differs from the
 // full decode of the same image ("" if it does not): every field it fills
-// equal, the pools it leaves out nil, and the written slots those of the
-// full Definition.
+// equal, the pools and the boundary signature it leaves out nil, and the
+// written slots those of the full Definition.
 func HostAgrees(full, host *Definition, written []int32) string {
 	want := *full
-	want.Tensors, want.Scalars, want.Fanin, want.Roots = nil, nil, nil, nil
+	want.Tensors, want.Scalars, want.Fanin, want.Roots, want.Preds, want.Boundary = nil, nil, nil, nil, nil, nil
 	if len(want.Nodes) == 0 {
 		want.Nodes = host.Nodes // nil and empty alike
-	}
-	if len(want.Boundary) == 0 {
-		want.Boundary = host.Boundary
 	}
 	switch {
 	case !reflect.DeepEqual(&want, host):
@@ -119,4 +116,36 @@ func BenchmarkDecodeDefinitionHost(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// FuzzScanTensors: the tensor records' fast scan and the checked one
+// accept the same sections (the fast one's refusals are explained by the
+// checked one, which panics if it accepts what the fast one refused).
+func FuzzScanTensors(f *testing.F) {
+	d := codecDef()
+	img := EncodeDefinition(d)
+	h, sec, err := defLayout(img)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(img[sec[dsTensors]:sec[dsScalars]], uint16(h.ntens), uint16(h.nbound), uint16(h.nroots))
+	f.Add([]byte{0x11, 1, 1, 0x80, 0x80, 0x80, 0x80, 0x80, 0, 0, 0}, uint16(1), uint16(1), uint16(1))
+	f.Fuzz(func(t *testing.T, b []byte, ntens, nbound, nroots uint16) {
+		h := defCounts{ntens: int(ntens), nbound: int(nbound), nroots: int(nroots)}
+		fast := h.scanTensors(b, make([]uint64, (h.nbound+63)/64))
+		checked := h.scanTensorsCheckedOK(b)
+		if fast != checked {
+			t.Fatalf("fast scan %v, checked scan %v", fast, checked)
+		}
+	})
+}
+
+// scanTensorsCheckedOK is scanTensorsChecked's verdict, without its panic.
+func (h *defCounts) scanTensorsCheckedOK(b []byte) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = true
+		}
+	}()
+	return h.scanTensorsChecked(b) == nil
 }

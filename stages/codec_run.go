@@ -3,6 +3,7 @@ package stages
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/hbg-dev/hbg/stages/imagefmt"
 )
@@ -95,25 +96,45 @@ func (w *writer) runTask(t *TaskDesc) {
 }
 
 // runArgs writes the args section. A Graph submission's boundary travels as
-// (root, offset) pairs: the rest of each view (dtype, shape, strides) is
-// fixed by the Definition's boundary signature, which the host matched
-// before replaying and the device holds. Graph boundary spans come in
-// increasing order.
+// fixed-width (tag, root, offset) records: the rest of each view (dtype,
+// shape, strides) is fixed by the Definition's boundary signature, which the
+// host matched before replaying and the device holds. A warm pass is mostly
+// boundaries (DSv4 full: 2,962 of 3,113 args), and a fixed record is three
+// stores where varints took a loop per field. Graph boundary spans come in
+// increasing order; one that does not (a forged image) is sent with layouts.
 func (w *writer) runArgs(img *RunImage) {
-	gi := 0
-	for i := range img.Args {
-		for gi < len(img.Graphs) && uint32(i) >= img.Graphs[gi].Boundary.Off+img.Graphs[gi].Boundary.N {
-			gi++
-		}
-		a := &img.Args[i]
-		if gi < len(img.Graphs) && uint32(i) >= img.Graphs[gi].Boundary.Off {
-			w.U8(uint8(a.Tag) | compactArg)
-			w.Varint(int64(a.View.Root))
-			w.Varint(a.View.Offset)
+	args := img.Args
+	a := 0
+	for gi := range img.Graphs {
+		b := img.Graphs[gi].Boundary
+		lo, hi := max(int(b.Off), a), min(int(b.Off)+int(b.N), len(args))
+		if hi <= lo {
 			continue
 		}
-		w.U8(uint8(a.Tag))
-		w.view(&a.View)
+		for ; a < lo; a++ {
+			w.U8(uint8(args[a].Tag))
+			w.view(&args[a].View)
+		}
+		w.compactArgs(args[lo:hi])
+		a = hi
+	}
+	for ; a < len(args); a++ {
+		w.U8(uint8(args[a].Tag))
+		w.view(&args[a].View)
+	}
+}
+
+// compactArgs writes Graph boundary args as CompactArgSize-byte records.
+func (w *writer) compactArgs(args []Arg) {
+	n := len(w.B)
+	w.B = slices.Grow(w.B, imagefmt.CompactArgSize*len(args))[:n+imagefmt.CompactArgSize*len(args)]
+	b := w.B[n:]
+	for i := range args {
+		r := b[:imagefmt.CompactArgSize:imagefmt.CompactArgSize]
+		r[0] = uint8(args[i].Tag) | compactArg
+		binary.LittleEndian.PutUint32(r[1:], uint32(args[i].View.Root))
+		binary.LittleEndian.PutUint64(r[5:], uint64(args[i].View.Offset))
+		b = b[imagefmt.CompactArgSize:]
 	}
 }
 
@@ -143,36 +164,83 @@ func (w *writer) graphSubmission(g *GraphSubmission) {
 // GRAPH task's args, and layout-less args exactly the boundary slots); the
 // device checks the rest (topological order, roots, Definitions, boundaries).
 func DecodeRunImage(b []byte) (*RunImage, error) {
+	var d RunImageDecoder
+	return d.decode(b, new(RunImage))
+}
+
+// RunImageDecoder decodes run images into storage it keeps from one image
+// to the next: a device reads a new image every pass, and DSv4's warm full
+// pass decodes to ~400 KB (its args are 112 bytes each in memory). The
+// zero value is ready to use; it is not safe for concurrent use.
+type RunImageDecoder struct {
+	img     RunImage
+	compact []bool
+	before  []uint32
+}
+
+// Decode is DecodeRunImage into the decoder's storage: the image is valid
+// until the next Decode.
+func (d *RunImageDecoder) Decode(b []byte) (*RunImage, error) {
+	return d.decode(b, &d.img)
+}
+
+func (d *RunImageDecoder) decode(b []byte, img *RunImage) (*RunImage, error) {
 	if err := imagefmt.CheckHeader(b, RunImageMagic, RunImageVersion, runHeaderSize, runTotalOff, runHashOff, "run"); err != nil {
 		return nil, err
 	}
-	return decodeRunImage(b)
+	if err := d.decodeRunImage(b, img); err != nil {
+		return nil, err
+	}
+	return img, nil
+}
+
+// decodeRunImage decodes a run image whose header has been checked into a
+// new RunImage.
+func decodeRunImage(b []byte) (*RunImage, error) {
+	var d RunImageDecoder
+	img := new(RunImage)
+	if err := d.decodeRunImage(b, img); err != nil {
+		return nil, err
+	}
+	return img, nil
+}
+
+// zeroed is s with length n and every element zero, in s's storage when it
+// has room (never nil: an empty pool decodes as empty, not absent).
+func zeroed[T any](s []T, n int) []T {
+	if s == nil || cap(s) < n {
+		return make([]T, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
 }
 
 // decodeRunImage decodes a run image whose header has been checked, section
-// by section.
-func decodeRunImage(b []byte) (*RunImage, error) {
+// by section, into img's storage.
+func (d *RunImageDecoder) decodeRunImage(b []byte, img *RunImage) error {
 	le := binary.LittleEndian
-	img := &RunImage{HeapBytes: int64(le.Uint64(b[imagefmt.RunHeapAt:]))}
+	img.HeapBytes = int64(le.Uint64(b[imagefmt.RunHeapAt:]))
 	c, sec, err := runLayout(b, img.HeapBytes)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if img.Tasks, err = c.tasks(b[sec[rsTasks]:sec[rsArgs]]); err != nil {
-		return nil, err
+	img.Tasks = zeroed(img.Tasks, c.nt)
+	if err = c.tasks(b[sec[rsTasks]:sec[rsArgs]], img.Tasks); err != nil {
+		return err
 	}
 	// compact[i] marks arg i as sent layout-less; graphs checks that these
 	// are exactly the Graph boundary slots.
-	var compact []bool
-	if img.Args, compact, err = c.args(b[sec[rsArgs]:sec[rsScalars]]); err != nil {
-		return nil, err
+	img.Args, d.compact = zeroed(img.Args, c.na), zeroed(d.compact, c.na)
+	if err = c.args(b[sec[rsArgs]:sec[rsScalars]], img.Args, d.compact); err != nil {
+		return err
 	}
-	img.Scalars = make([]uint64, c.ns)
+	img.Scalars = zeroed(img.Scalars, c.ns)
 	sb := b[sec[rsScalars]:]
 	for i := range img.Scalars {
 		img.Scalars[i] = le.Uint64(sb[8*i:])
 	}
-	img.Fanin = make([]TaskID, c.nf)
+	img.Fanin = zeroed(img.Fanin, c.nf)
 	fb := b[sec[rsFanin]:]
 	for i := range img.Fanin {
 		v := le.Uint32(fb[4*i:])
@@ -182,20 +250,20 @@ func decodeRunImage(b []byte) (*RunImage, error) {
 		s := img.Tasks[i].Fanin
 		for _, f := range img.Fanin[s.Off : s.Off+s.N] {
 			if f < 0 || int(f) >= c.nt {
-				return nil, badf("run image task %d fanin names task %d, which is not in the image (%d tasks)", i, f, c.nt)
+				return badf("run image task %d fanin names task %d, which is not in the image (%d tasks)", i, f, c.nt)
 			}
 		}
 	}
-	if img.Roots, err = c.roots(b[sec[rsRoots]:sec[rsGraphs]]); err != nil {
-		return nil, err
+	img.Roots = zeroed(img.Roots, c.nr)
+	if err = c.roots(b[sec[rsRoots]:sec[rsGraphs]], img.Roots); err != nil {
+		return err
 	}
-	if img.Graphs, err = c.graphs(b[sec[rsGraphs]:sec[rsEnd]], img.Tasks, compact); err != nil {
-		return nil, err
+	img.Graphs = zeroed(img.Graphs, c.ng)
+	if err = c.graphs(b[sec[rsGraphs]:sec[rsEnd]], img.Graphs, img.Tasks, d.compact); err != nil {
+		return err
 	}
-	if err := checkOrdinaryArgs(img.Tasks, compact); err != nil {
-		return nil, err
-	}
-	return img, nil
+	d.before = zeroed(d.before, len(d.compact)+1)
+	return checkOrdinaryArgs(img.Tasks, d.compact, d.before)
 }
 
 // runCounts is a run image's header counts.
@@ -231,14 +299,13 @@ func runLayout(b []byte, heapBytes int64) (runCounts, []int, error) {
 }
 
 // tasks decodes the task descriptors, each span inside its pool.
-func (c *runCounts) tasks(b []byte) ([]TaskDesc, error) {
+func (c *runCounts) tasks(b []byte, tasks []TaskDesc) error {
 	span := func(s Span, n int, what string, i int) error {
 		if uint64(s.Off)+uint64(s.N) > uint64(n) {
 			return badf("run image task %d %s [%d, +%d) exceed the pool of %d", i, what, s.Off, s.N, n)
 		}
 		return nil
 	}
-	tasks := make([]TaskDesc, c.nt)
 	var faninEnd uint32
 	r := newReader(b, "task")
 	for i := range tasks {
@@ -261,81 +328,78 @@ func (c *runCounts) tasks(b []byte) ([]TaskDesc, error) {
 			t.Pred.Target = r.Varint()
 		}
 		if r.Err != nil {
-			return nil, r.Err
+			return r.Err
 		}
 		if fl > imagefmt.TaskPredicated {
-			return nil, badf("run image task %d has flags %d", i, fl)
+			return badf("run image task %d has flags %d", i, fl)
 		}
 		if t.Kind < KindAIC || t.Kind > KindGraph {
-			return nil, badf("run image task %d has kind %d", i, t.Kind)
+			return badf("run image task %d has kind %d", i, t.Kind)
 		}
 		if t.Pred.Valid && !validPredOp(t.Pred.Op) {
-			return nil, badf("run image task %d predicate op %d", i, t.Pred.Op)
+			return badf("run image task %d predicate op %d", i, t.Pred.Op)
 		}
 		if err := span(t.Args, c.na, "args", i); err != nil {
-			return nil, err
+			return err
 		}
 		if err := span(t.Scalars, c.ns, "scalars", i); err != nil {
-			return nil, err
+			return err
 		}
 		if err := span(t.Fanin, c.nf, "fanin", i); err != nil {
-			return nil, err
+			return err
 		}
 		// Fanin spans are disjoint and in task order, as the host appends
 		// them: overlapping spans would count more edges than the pool
 		// holds, and the device sizes its fanout CSR by the pool.
 		if t.Fanin.N > 0 {
 			if t.Fanin.Off < faninEnd {
-				return nil, badf("run image task %d fanin [%d, +%d) overlaps an earlier task's (which end at %d)", i, t.Fanin.Off, t.Fanin.N, faninEnd)
+				return badf("run image task %d fanin [%d, +%d) overlaps an earlier task's (which end at %d)", i, t.Fanin.Off, t.Fanin.N, faninEnd)
 			}
 			faninEnd = t.Fanin.Off + t.Fanin.N
 		}
 		if t.Graph < -1 || int(t.Graph) >= c.ng {
-			return nil, badf("run image task %d names graph submission %d of %d", i, t.Graph, c.ng)
+			return badf("run image task %d names graph submission %d of %d", i, t.Graph, c.ng)
 		}
 	}
 	r.Done()
 	if r.Err != nil {
-		return nil, r.Err
+		return r.Err
 	}
-	return tasks, nil
+	return nil
 }
 
-// args decodes the args section; compact[i] says arg i was sent as (root,
-// offset) only, its layout left unset (DTypeInvalid): it is the
-// Definition's.
-func (c *runCounts) args(b []byte) (args []Arg, compact []bool, err error) {
-	args = make([]Arg, c.na)
+// args decodes the args section into zeroed args; compact[i] says arg i was
+// sent as (root, offset) only, its layout left unset (DTypeInvalid): it is
+// the Definition's.
+func (c *runCounts) args(b []byte, args []Arg, compact []bool) error {
 	r := newReader(b, "arg")
-	compact = make([]bool, c.na)
 	for i := range args {
 		a := &args[i]
 		tag := r.U8()
 		if tag&compactArg != 0 {
-			a.View.Root = RootID(r.Int32())
-			a.View.Offset = r.Varint()
+			a.View.Root = RootID(int32(r.U32()))
+			a.View.Offset = int64(r.U64())
 			compact[i] = true
 		} else {
 			r.view(&a.View)
 		}
 		a.Tag = Tag(tag &^ compactArg)
 		if r.Err != nil {
-			return nil, nil, r.Err
+			return r.Err
 		}
 		if !validTag(a.Tag) {
-			return nil, nil, badf("run image arg %d has tag %d", i, a.Tag)
+			return badf("run image arg %d has tag %d", i, a.Tag)
 		}
 	}
 	// The args section may carry up to 7 bytes of alignment padding.
 	if rest := len(r.B) - r.Off; rest > 7 {
-		return nil, nil, badf("run image args section has %d trailing bytes", rest)
+		return badf("run image args section has %d trailing bytes", rest)
 	}
-	return args, compact, nil
+	return nil
 }
 
 // roots decodes the roots the run creates.
-func (c *runCounts) roots(b []byte) ([]RootDesc, error) {
-	roots := make([]RootDesc, c.nr)
+func (c *runCounts) roots(b []byte, roots []RootDesc) error {
 	r := newReader(b, "root")
 	for i := range roots {
 		rt := &roots[i]
@@ -346,28 +410,27 @@ func (c *runCounts) roots(b []byte) ([]RootDesc, error) {
 		rt.Creator = TaskID(r.Int32())
 		rt.Addr = r.Uvarint()
 		if r.Err != nil {
-			return nil, r.Err
+			return r.Err
 		}
 		if dt == 0 || int(dt) >= len(dtypeNames) || fl > imagefmt.RootManualDep {
-			return nil, badf("run image root %d has dtype %d flags %d", i, dt, fl)
+			return badf("run image root %d has dtype %d flags %d", i, dt, fl)
 		}
 		rt.DType, rt.ManualDep = DType(dt), fl == imagefmt.RootManualDep
 		if rt.Creator < NoTask || int(rt.Creator) >= c.nt {
-			return nil, badf("run image root %d has creator task %d of %d", i, rt.Creator, c.nt)
+			return badf("run image root %d has creator task %d of %d", i, rt.Creator, c.nt)
 		}
 	}
 	r.Done()
 	if r.Err != nil {
-		return nil, r.Err
+		return r.Err
 	}
-	return roots, nil
+	return nil
 }
 
 // graphs decodes the Graph submissions, each pointing at a GRAPH task that
 // points back, its boundary that task's args, and checks that the compact
 // args are exactly the boundary slots.
-func (c *runCounts) graphs(b []byte, tasks []TaskDesc, compact []bool) ([]GraphSubmission, error) {
-	graphs := make([]GraphSubmission, c.ng)
+func (c *runCounts) graphs(b []byte, graphs []GraphSubmission, tasks []TaskDesc, compact []bool) error {
 	r := newReader(b, "graph")
 	// Boundary spans come in Graph order and do not overlap, as the host
 	// appends them (the encoder relies on it); boundEnd is where the last
@@ -382,50 +445,50 @@ func (c *runCounts) graphs(b []byte, tasks []TaskDesc, compact []bool) ([]GraphS
 		g.Scalars = Span{Off: r.Uint32(), N: r.Uint32()}
 		g.HeapBase = r.Uvarint()
 		if r.Err != nil {
-			return nil, r.Err
+			return r.Err
 		}
 		if g.Task < 0 || int(g.Task) >= c.nt || tasks[g.Task].Graph != int32(i) {
-			return nil, badf("run image graph submission %d names task %d, whose descriptor does not point back to it", i, g.Task)
+			return badf("run image graph submission %d names task %d, whose descriptor does not point back to it", i, g.Task)
 		}
 		if uint64(g.Boundary.Off)+uint64(g.Boundary.N) > uint64(c.na) || uint64(g.Scalars.Off)+uint64(g.Scalars.N) > uint64(c.ns) {
-			return nil, badf("run image graph submission %d boundary or scalars exceed their pools", i)
+			return badf("run image graph submission %d boundary or scalars exceed their pools", i)
 		}
 		if t := &tasks[g.Task]; t.Args != g.Boundary {
-			return nil, badf("run image graph submission %d boundary [%d, +%d) is not its GRAPH task %d's args [%d, +%d)", i, g.Boundary.Off, g.Boundary.N, g.Task, t.Args.Off, t.Args.N)
+			return badf("run image graph submission %d boundary [%d, +%d) is not its GRAPH task %d's args [%d, +%d)", i, g.Boundary.Off, g.Boundary.N, g.Task, t.Args.Off, t.Args.N)
 		}
 		if g.Boundary.N == 0 {
 			continue
 		}
 		if g.Boundary.Off < boundEnd {
-			return nil, badf("run image graph submission %d boundary [%d, +%d) overlaps or precedes an earlier submission's (which end at %d)", i, g.Boundary.Off, g.Boundary.N, boundEnd)
+			return badf("run image graph submission %d boundary [%d, +%d) overlaps or precedes an earlier submission's (which end at %d)", i, g.Boundary.Off, g.Boundary.N, boundEnd)
 		}
 		// Every compact arg must be a Graph boundary slot (there is nothing
 		// else to take its layout from), and every slot compact.
 		for a := boundEnd; a < g.Boundary.Off+g.Boundary.N; a++ {
 			if in := a >= g.Boundary.Off; compact[a] != in {
-				return nil, compactErr(a, in)
+				return compactErr(a, in)
 			}
 		}
 		boundEnd = g.Boundary.Off + g.Boundary.N
 	}
 	r.Done()
 	if r.Err != nil {
-		return nil, r.Err
+		return r.Err
 	}
 	for a := int(boundEnd); a < c.na; a++ {
 		if compact[a] {
-			return nil, compactErr(uint32(a), false)
+			return compactErr(uint32(a), false)
 		}
 	}
-	return graphs, nil
+	return nil
 }
 
 // checkOrdinaryArgs: an ordinary task cannot take a layout-less arg: it has
 // no Definition to take the layout from. (GRAPH tasks' args are their
 // boundaries, checked by graphs.) Arg spans may overlap, so compact args are
 // counted by prefix sums rather than walking each span.
-func checkOrdinaryArgs(tasks []TaskDesc, compact []bool) error {
-	before := make([]uint32, len(compact)+1) // compact args before each index
+func checkOrdinaryArgs(tasks []TaskDesc, compact []bool, before []uint32) error {
+	// before[a] counts the compact args before index a.
 	for a, c := range compact {
 		before[a+1] = before[a]
 		if c {

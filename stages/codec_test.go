@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"reflect"
 	"slices"
@@ -164,7 +165,7 @@ func TestRunImageRoundTrip(t *testing.T) {
 // deliberate version bump (update the constants with -run Golden -v output).
 const (
 	goldenDefHash = 0xc6cec5388aa175fe
-	goldenRunHash = 0xc4d8c6f28b15c73c
+	goldenRunHash = 0x95608dd49df69640
 	goldenDefHead = "48424744020088008877665544332211fe75a18a38c5cec60008100000000000"
 )
 
@@ -409,6 +410,15 @@ func FuzzDecodeRunImage(f *testing.F) {
 		c := append([]byte(nil), b...)
 		binary.LittleEndian.PutUint64(c[runHashOff:], imageHash(c, runHashOff))
 		img, err := DecodeRunImage(c)
+		// A decoder reused after another image decodes the same, or
+		// refuses the same.
+		var d RunImageDecoder
+		if _, err := d.Decode(EncodeRunImage(codecRun())); err != nil {
+			t.Fatal(err)
+		}
+		if again, err2 := d.Decode(c); fmt.Sprint(err) != fmt.Sprint(err2) || err == nil && !reflect.DeepEqual(img, again) {
+			t.Fatalf("a reused decoder gives %v (%v), a fresh one %v (%v)", again, err2, img, err)
+		}
 		if err != nil {
 			return
 		}

@@ -335,7 +335,16 @@ func (h *Host) Graph(call *GraphCall, o Submitter) TaskID {
 		p.Counts.FallbackCalls++
 		return h.inline(call, o)
 	}
-	if mm := matchSignature(&h.matcher, e.sig, e.nscalars, e.next, call, rootTable(h.orch.info)); mm != nil {
+	// A shell (the key still recording) gets its hash and heap block when
+	// the Definition reaches the Replay.
+	sub := GraphSubmission{FullKey: fk}
+	var heapBytes int64
+	var written []int32
+	if e.def != nil {
+		sub.DefHash, heapBytes, written = e.def.Hash, e.def.Def.HeapBytes, e.def.Written
+	}
+	id, mm := h.orch.ReplayGraph(&h.matcher, e.sig, e.nscalars, e.next, call, sub, heapBytes, written)
+	if mm != nil {
 		p.Counts.BoundaryMismatches++
 		p.warn("boundary mismatch, call runs on the ordinary path: %v", mm)
 		return h.inline(call, o)
@@ -344,16 +353,9 @@ func (h *Host) Graph(call *GraphCall, o Submitter) TaskID {
 		e.verifyAsked = true
 		h.job(call, fk, sk, true)
 	}
-	sub := GraphSubmission{FullKey: fk}
-	var id TaskID
 	if e.def != nil {
-		sub.DefHash = e.def.Hash
-		id = h.orch.SubmitGraph(call, sub, e.def.Def.HeapBytes, e.def.Written)
 		p.use(e.def)
 	} else {
-		// Recording: a shell now; its hash and heap block when the
-		// Definition reaches the Replay.
-		id = h.orch.SubmitGraph(call, sub, 0, nil)
 		p.shells = append(p.shells, shell{task: id, sk: sk})
 	}
 	p.Counts.GraphSubmissions++

@@ -41,6 +41,10 @@ type OrdinaryPath struct {
 	heapTop int64
 	// bodyErr is the first error of a body run inline by Graph.
 	bodyErr error
+	// retiring and registering are the regions of ReplayGraph's boundary
+	// slots that retire TensorMap entries and that register, once every
+	// slot matched.
+	retiring, registering []region
 }
 
 // NewOrdinaryPath starts a run over the model's entry roots, which take RootIDs
@@ -251,29 +255,49 @@ func (o *OrdinaryPath) Graph(call *GraphCall) TaskID {
 // Boundary and Scalars are filled in here; the caller sets FullKey, DefHash
 // and heapBytes.
 func (o *OrdinaryPath) SubmitGraph(call *GraphCall, sub GraphSubmission, heapBytes int64, alsoWrites []int32) TaskID {
-	boundary, scalars := call.Boundary, call.Scalars
 	id := TaskID(len(o.img.Tasks))
+	args := o.takeBoundary(call.Boundary)
+	resolveFanin(&o.tm, rootTable(o.info), id, args, call.ExtDeps, o.scopes.inManual(), &o.fs)
+	o.registerAlso(args, alsoWrites, id)
+	return o.graphTask(call, sub, heapBytes, len(args))
+}
+
+// takeBoundary puts a Graph call's boundary at the end of the run image's
+// args, where lendArgs lent it or by copy, and returns it there.
+func (o *OrdinaryPath) takeBoundary(boundary []Arg) []Arg {
 	argOff := len(o.img.Args)
 	if o.lent(boundary) {
 		o.img.Args = o.img.Args[:argOff+len(boundary)] // written in place
 	} else {
 		o.img.Args = append(grow2(o.img.Args, len(boundary)), boundary...)
 	}
-	args := o.img.Args[argOff:]
-	resolveFanin(&o.tm, rootTable(o.info), id, args, call.ExtDeps, o.scopes.inManual(), &o.fs)
-	if !o.scopes.inManual() {
-		for _, s := range alsoWrites {
-			if a := &args[s]; a.Tag != TagInOut && a.Tag != TagOutputExisting && !o.meta(a.View.Root).manualDep {
-				o.tm.Register(&a.View, id)
-			}
+	return o.img.Args[argOff:]
+}
+
+// registerAlso makes task the producer of the slots in alsoWrites that its
+// tags do not already register.
+func (o *OrdinaryPath) registerAlso(args []Arg, alsoWrites []int32, task TaskID) {
+	if o.scopes.inManual() {
+		return
+	}
+	for _, s := range alsoWrites {
+		if a := &args[s]; a.Tag != TagInOut && a.Tag != TagOutputExisting && !o.meta(a.View.Root).manualDep {
+			o.tm.Register(&a.View, task)
 		}
 	}
+}
+
+// graphTask appends the GRAPH task of a call whose boundary (nb slots) ends
+// the args and whose fanin is in o.fs, and its GraphSubmission.
+func (o *OrdinaryPath) graphTask(call *GraphCall, sub GraphSubmission, heapBytes int64, nb int) TaskID {
+	id := TaskID(len(o.img.Tasks))
+	scalars := call.Scalars
 	scOff := len(o.img.Scalars)
 	o.img.Scalars = append(grow2(o.img.Scalars, len(scalars)), scalars...)
 	fanOff := len(o.img.Fanin)
 	o.img.Fanin = append(grow2(o.img.Fanin, len(o.fs.Out)), o.fs.Out...)
 	sub.Task = id
-	sub.Boundary = Span{Off: uint32(argOff), N: uint32(len(boundary))}
+	sub.Boundary = Span{Off: uint32(len(o.img.Args) - nb), N: uint32(nb)}
 	sub.Scalars = Span{Off: uint32(scOff), N: uint32(len(scalars))}
 	sub.HeapBase = uint64(o.heapTop)
 	o.heapTop += alignUp(heapBytes)
@@ -288,6 +312,73 @@ func (o *OrdinaryPath) SubmitGraph(call *GraphCall, sub GraphSubmission, heapByt
 		Graph:    int32(len(o.img.Graphs) - 1),
 	})
 	return id
+}
+
+// ReplayGraph is Matcher.MatchSignature and SubmitGraph in one pass over
+// the boundary, which a warm pass's Graph calls spend most of their time
+// walking: each slot is checked against the signature and resolved against
+// the TensorMap while it is at hand. On a mismatch nothing is submitted and
+// the TensorMap is as it was: an inout's retirements wait until every slot
+// has matched. (Deferring them changes no edge: an entry an inout covers
+// has its producer in the fanin already when a later slot meets it again,
+// and is retired all the same.)
+func (o *OrdinaryPath) ReplayGraph(m *Matcher, sig []BoundarySlot, wantScalars, wantExt int, call *GraphCall, sub GraphSubmission, heapBytes int64, alsoWrites []int32) (TaskID, *BoundaryMismatch) {
+	if mm := m.matchCounts(sig, wantScalars, wantExt, call); mm != nil {
+		return 0, mm
+	}
+	id := TaskID(len(o.img.Tasks))
+	args, info, tm, fs := call.Boundary, o.info, &o.tm, &o.fs
+	manual := o.scopes.inManual()
+	fs.Begin(id)
+	for _, d := range call.ExtDeps {
+		fs.Add(d)
+	}
+	o.retiring, o.registering = o.retiring[:0], o.registering[:0]
+	gen := m.begin()
+	for i := range args {
+		a, s := &args[i], &sig[i]
+		if a.Tag != s.Tag || !a.View.SameLayout(&s.Layout) {
+			return 0, layoutMismatch(call.Key, i, a, s)
+		}
+		r := a.View.Root
+		ri := &info[r]
+		if ri.elems != s.RootElems {
+			return 0, sizeMismatch(call.Key, i, ri.elems, s)
+		}
+		if rep := m.alias(r, int32(i), gen); rep != s.AliasRep {
+			return 0, aliasMismatch(call.Key, i, rep, s)
+		}
+		if manual || a.Tag == TagOutput {
+			continue
+		}
+		fs.Add(ri.creator)
+		if ri.manualDep {
+			continue
+		}
+		switch a.Tag {
+		case TagInput:
+			if t := tm.live(r); t != nil {
+				t.find(a.View.Offset, a.View.End(), fs)
+			}
+		case TagInOut:
+			g := regionOf(&a.View)
+			if t := tm.live(r); t != nil && t.find(g.start, g.end, fs) {
+				o.retiring = append(o.retiring, g)
+			}
+			o.registering = append(o.registering, g)
+		case TagOutputExisting:
+			o.registering = append(o.registering, regionOf(&a.View))
+		}
+	}
+	args = o.takeBoundary(args)
+	for _, g := range o.retiring {
+		tm.slot(g.root).retire(g.start, g.end)
+	}
+	for _, g := range o.registering {
+		tm.register(g, id)
+	}
+	o.registerAlso(args, alsoWrites, id)
+	return o.graphTask(call, sub, heapBytes, len(args)), nil
 }
 
 // TakeImage hands over the run image built so far and starts the next on

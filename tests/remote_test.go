@@ -10,9 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -266,6 +268,11 @@ func TestRemoteUsage(t *testing.T) {
 		{"node", "--listen", "0.0.0.0:7001"},
 		{"node", "--listen", ":7001"},
 		{"run", "--nodes", "127.0.0.1:7001", "--driver-listen", "0.0.0.0:0"},
+		{"node", "--listen", "0.0.0.0:7001", "--advertise", "0.0.0.0:7001"},
+		{"node", "--listen", "127.0.0.1:7001", "--advertise", "127.0.0.1:0"},
+		{"node", "--listen", "0.0.0.0:7001", "--advertise", "nohostport"},
+		{"run", "--nodes", "127.0.0.1:7001", "--driver-advertise", "127.0.0.1:7002"},
+		{"run", "--nodes", "127.0.0.1:7001", "--driver-listen", "0.0.0.0:0", "--driver-advertise", "0.0.0.0:7002"},
 	} {
 		_, stderr, code := runCLI(t, args...)
 		assert.Equal(t, 2, code, "%v: %s", args, stderr)
@@ -281,4 +288,22 @@ func TestRemoteUsage(t *testing.T) {
 	_, stderr, code = runCLI(t, "run", "--nodes", "127.0.0.1:1", "--store", "off")
 	assert.Equal(t, 1, code, stderr)
 	assert.Equal(t, 1, strings.Count(stderr, "lost"), stderr)
+}
+
+// TestRemoteAdvertise: a node and a driver that listen on every interface
+// and advertise the loopback address serve a run: the PIDs they hand out
+// carry the advertised address, which the other side reaches.
+func TestRemoteAdvertise(t *testing.T) {
+	port := func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer l.Close()
+		return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	}
+	np, dp := port(), port()
+	n := startNodeProc(t, "0.0.0.0:"+np, "--advertise", "127.0.0.1:"+np)
+	assert.Equal(t, "127.0.0.1:"+np, n.addr)
+	_, stderr, code := runCLI(t, "run", "--nodes", n.addr, "--ranks", "2", "--rounds", "2", "--skip-device", "--store", "off",
+		"--driver-listen", "0.0.0.0:"+dp, "--driver-advertise", "127.0.0.1:"+dp)
+	assert.Equal(t, 0, code, stderr)
 }

@@ -91,7 +91,7 @@ func (x Failure_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Failure_Kind.Descriptor instead.
 func (Failure_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{8, 0}
+	return file_wire_proto_rawDescGZIP(), []int{9, 0}
 }
 
 // Place asks a node to host some ranks of one run: the model by content,
@@ -497,6 +497,70 @@ func (x *PassRequest) GetTrace() map[string]string {
 	return nil
 }
 
+// CancelPass tells a node that the driver gave up on a pass (its context
+// ended, or Config.PassTimeout passed): the node ends the pass, queued or
+// running, as a canceled context ends a local one; its result, if it
+// comes, is not read.
+type CancelPass struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Run           string                 `protobuf:"bytes,1,opt,name=run,proto3" json:"run,omitempty"`
+	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelPass) Reset() {
+	*x = CancelPass{}
+	mi := &file_wire_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelPass) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelPass) ProtoMessage() {}
+
+func (x *CancelPass) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelPass.ProtoReflect.Descriptor instead.
+func (*CancelPass) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *CancelPass) GetRun() string {
+	if x != nil {
+		return x.Run
+	}
+	return ""
+}
+
+func (x *CancelPass) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *CancelPass) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // Release ends a run on a node: its ranks stop and its spans are flushed.
 type Release struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -507,7 +571,7 @@ type Release struct {
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_wire_proto_msgTypes[4]
+	mi := &file_wire_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -519,7 +583,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[4]
+	mi := &file_wire_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -532,7 +596,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{4}
+	return file_wire_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Release) GetRun() string {
@@ -553,7 +617,7 @@ type Released struct {
 
 func (x *Released) Reset() {
 	*x = Released{}
-	mi := &file_wire_proto_msgTypes[5]
+	mi := &file_wire_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -565,7 +629,7 @@ func (x *Released) String() string {
 func (*Released) ProtoMessage() {}
 
 func (x *Released) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[5]
+	mi := &file_wire_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -578,7 +642,7 @@ func (x *Released) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Released.ProtoReflect.Descriptor instead.
 func (*Released) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{5}
+	return file_wire_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Released) GetRun() string {
@@ -605,7 +669,7 @@ type Ping struct {
 
 func (x *Ping) Reset() {
 	*x = Ping{}
-	mi := &file_wire_proto_msgTypes[6]
+	mi := &file_wire_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -617,7 +681,7 @@ func (x *Ping) String() string {
 func (*Ping) ProtoMessage() {}
 
 func (x *Ping) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[6]
+	mi := &file_wire_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -630,7 +694,7 @@ func (x *Ping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ping.ProtoReflect.Descriptor instead.
 func (*Ping) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{6}
+	return file_wire_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Ping) GetSeq() uint64 {
@@ -650,7 +714,7 @@ type Pong struct {
 
 func (x *Pong) Reset() {
 	*x = Pong{}
-	mi := &file_wire_proto_msgTypes[7]
+	mi := &file_wire_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -662,7 +726,7 @@ func (x *Pong) String() string {
 func (*Pong) ProtoMessage() {}
 
 func (x *Pong) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[7]
+	mi := &file_wire_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -675,7 +739,7 @@ func (x *Pong) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pong.ProtoReflect.Descriptor instead.
 func (*Pong) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{7}
+	return file_wire_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Pong) GetSeq() uint64 {
@@ -704,7 +768,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_wire_proto_msgTypes[8]
+	mi := &file_wire_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -716,7 +780,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[8]
+	mi := &file_wire_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -729,7 +793,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{8}
+	return file_wire_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Failure) GetKind() Failure_Kind {
@@ -769,7 +833,7 @@ type PassResult struct {
 
 func (x *PassResult) Reset() {
 	*x = PassResult{}
-	mi := &file_wire_proto_msgTypes[9]
+	mi := &file_wire_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -781,7 +845,7 @@ func (x *PassResult) String() string {
 func (*PassResult) ProtoMessage() {}
 
 func (x *PassResult) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[9]
+	mi := &file_wire_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -794,7 +858,7 @@ func (x *PassResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PassResult.ProtoReflect.Descriptor instead.
 func (*PassResult) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{9}
+	return file_wire_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PassResult) GetRun() string {
@@ -908,7 +972,7 @@ type Pass struct {
 
 func (x *Pass) Reset() {
 	*x = Pass{}
-	mi := &file_wire_proto_msgTypes[10]
+	mi := &file_wire_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -920,7 +984,7 @@ func (x *Pass) String() string {
 func (*Pass) ProtoMessage() {}
 
 func (x *Pass) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[10]
+	mi := &file_wire_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -933,7 +997,7 @@ func (x *Pass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pass.ProtoReflect.Descriptor instead.
 func (*Pass) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{10}
+	return file_wire_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Pass) GetCold() bool {
@@ -1051,7 +1115,7 @@ type OpTotal struct {
 
 func (x *OpTotal) Reset() {
 	*x = OpTotal{}
-	mi := &file_wire_proto_msgTypes[11]
+	mi := &file_wire_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1063,7 +1127,7 @@ func (x *OpTotal) String() string {
 func (*OpTotal) ProtoMessage() {}
 
 func (x *OpTotal) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[11]
+	mi := &file_wire_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1076,7 +1140,7 @@ func (x *OpTotal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpTotal.ProtoReflect.Descriptor instead.
 func (*OpTotal) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{11}
+	return file_wire_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *OpTotal) GetCount() int64 {
@@ -1112,7 +1176,7 @@ type Counts struct {
 
 func (x *Counts) Reset() {
 	*x = Counts{}
-	mi := &file_wire_proto_msgTypes[12]
+	mi := &file_wire_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1124,7 +1188,7 @@ func (x *Counts) String() string {
 func (*Counts) ProtoMessage() {}
 
 func (x *Counts) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[12]
+	mi := &file_wire_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1137,7 +1201,7 @@ func (x *Counts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Counts.ProtoReflect.Descriptor instead.
 func (*Counts) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{12}
+	return file_wire_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Counts) GetGraphCalls() int64 {
@@ -1235,7 +1299,7 @@ type Device struct {
 
 func (x *Device) Reset() {
 	*x = Device{}
-	mi := &file_wire_proto_msgTypes[13]
+	mi := &file_wire_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1247,7 +1311,7 @@ func (x *Device) String() string {
 func (*Device) ProtoMessage() {}
 
 func (x *Device) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[13]
+	mi := &file_wire_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1260,7 +1324,7 @@ func (x *Device) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Device.ProtoReflect.Descriptor instead.
 func (*Device) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{13}
+	return file_wire_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Device) GetTasks() int64 {
@@ -1371,7 +1435,7 @@ type Race struct {
 
 func (x *Race) Reset() {
 	*x = Race{}
-	mi := &file_wire_proto_msgTypes[14]
+	mi := &file_wire_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1383,7 +1447,7 @@ func (x *Race) String() string {
 func (*Race) ProtoMessage() {}
 
 func (x *Race) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[14]
+	mi := &file_wire_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1396,7 +1460,7 @@ func (x *Race) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Race.ProtoReflect.Descriptor instead.
 func (*Race) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{14}
+	return file_wire_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Race) GetKind() int32 {
@@ -1466,7 +1530,7 @@ type RaceAccess struct {
 
 func (x *RaceAccess) Reset() {
 	*x = RaceAccess{}
-	mi := &file_wire_proto_msgTypes[15]
+	mi := &file_wire_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1478,7 +1542,7 @@ func (x *RaceAccess) String() string {
 func (*RaceAccess) ProtoMessage() {}
 
 func (x *RaceAccess) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[15]
+	mi := &file_wire_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1491,7 +1555,7 @@ func (x *RaceAccess) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaceAccess.ProtoReflect.Descriptor instead.
 func (*RaceAccess) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{15}
+	return file_wire_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RaceAccess) GetTask() *TaskInfo {
@@ -1530,7 +1594,7 @@ type TaskInfo struct {
 
 func (x *TaskInfo) Reset() {
 	*x = TaskInfo{}
-	mi := &file_wire_proto_msgTypes[16]
+	mi := &file_wire_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1542,7 +1606,7 @@ func (x *TaskInfo) String() string {
 func (*TaskInfo) ProtoMessage() {}
 
 func (x *TaskInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[16]
+	mi := &file_wire_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1555,7 +1619,7 @@ func (x *TaskInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskInfo.ProtoReflect.Descriptor instead.
 func (*TaskInfo) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{16}
+	return file_wire_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TaskInfo) GetTask() int32 {
@@ -1627,7 +1691,7 @@ type Golden struct {
 
 func (x *Golden) Reset() {
 	*x = Golden{}
-	mi := &file_wire_proto_msgTypes[17]
+	mi := &file_wire_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1639,7 +1703,7 @@ func (x *Golden) String() string {
 func (*Golden) ProtoMessage() {}
 
 func (x *Golden) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[17]
+	mi := &file_wire_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1652,7 +1716,7 @@ func (x *Golden) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Golden.ProtoReflect.Descriptor instead.
 func (*Golden) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{17}
+	return file_wire_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Golden) GetReference() string {
@@ -1797,7 +1861,7 @@ type Diff struct {
 
 func (x *Diff) Reset() {
 	*x = Diff{}
-	mi := &file_wire_proto_msgTypes[18]
+	mi := &file_wire_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1809,7 +1873,7 @@ func (x *Diff) String() string {
 func (*Diff) ProtoMessage() {}
 
 func (x *Diff) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[18]
+	mi := &file_wire_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1822,7 +1886,7 @@ func (x *Diff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Diff.ProtoReflect.Descriptor instead.
 func (*Diff) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{18}
+	return file_wire_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Diff) GetRoot() int32 {
@@ -1925,7 +1989,12 @@ const file_wire_proto_rawDesc = "" +
 	"\n" +
 	"TraceEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x1b\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"H\n" +
+	"\n" +
+	"CancelPass\x12\x10\n" +
+	"\x03run\x18\x01 \x01(\tR\x03run\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x1b\n" +
 	"\aRelease\x12\x10\n" +
 	"\x03run\x18\x01 \x01(\tR\x03run\"8\n" +
 	"\bReleased\x12\x10\n" +
@@ -2082,53 +2151,54 @@ func file_wire_proto_rawDescGZIP() []byte {
 }
 
 var file_wire_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_wire_proto_goTypes = []any{
 	(Failure_Kind)(0),   // 0: hbg.wire.Failure.Kind
 	(*Place)(nil),       // 1: hbg.wire.Place
 	(*Options)(nil),     // 2: hbg.wire.Options
 	(*Placed)(nil),      // 3: hbg.wire.Placed
 	(*PassRequest)(nil), // 4: hbg.wire.PassRequest
-	(*Release)(nil),     // 5: hbg.wire.Release
-	(*Released)(nil),    // 6: hbg.wire.Released
-	(*Ping)(nil),        // 7: hbg.wire.Ping
-	(*Pong)(nil),        // 8: hbg.wire.Pong
-	(*Failure)(nil),     // 9: hbg.wire.Failure
-	(*PassResult)(nil),  // 10: hbg.wire.PassResult
-	(*Pass)(nil),        // 11: hbg.wire.Pass
-	(*OpTotal)(nil),     // 12: hbg.wire.OpTotal
-	(*Counts)(nil),      // 13: hbg.wire.Counts
-	(*Device)(nil),      // 14: hbg.wire.Device
-	(*Race)(nil),        // 15: hbg.wire.Race
-	(*RaceAccess)(nil),  // 16: hbg.wire.RaceAccess
-	(*TaskInfo)(nil),    // 17: hbg.wire.TaskInfo
-	(*Golden)(nil),      // 18: hbg.wire.Golden
-	(*Diff)(nil),        // 19: hbg.wire.Diff
-	nil,                 // 20: hbg.wire.Place.TraceEntry
-	nil,                 // 21: hbg.wire.PassRequest.TraceEntry
+	(*CancelPass)(nil),  // 5: hbg.wire.CancelPass
+	(*Release)(nil),     // 6: hbg.wire.Release
+	(*Released)(nil),    // 7: hbg.wire.Released
+	(*Ping)(nil),        // 8: hbg.wire.Ping
+	(*Pong)(nil),        // 9: hbg.wire.Pong
+	(*Failure)(nil),     // 10: hbg.wire.Failure
+	(*PassResult)(nil),  // 11: hbg.wire.PassResult
+	(*Pass)(nil),        // 12: hbg.wire.Pass
+	(*OpTotal)(nil),     // 13: hbg.wire.OpTotal
+	(*Counts)(nil),      // 14: hbg.wire.Counts
+	(*Device)(nil),      // 15: hbg.wire.Device
+	(*Race)(nil),        // 16: hbg.wire.Race
+	(*RaceAccess)(nil),  // 17: hbg.wire.RaceAccess
+	(*TaskInfo)(nil),    // 18: hbg.wire.TaskInfo
+	(*Golden)(nil),      // 19: hbg.wire.Golden
+	(*Diff)(nil),        // 20: hbg.wire.Diff
+	nil,                 // 21: hbg.wire.Place.TraceEntry
+	nil,                 // 22: hbg.wire.PassRequest.TraceEntry
 }
 var file_wire_proto_depIdxs = []int32{
 	2,  // 0: hbg.wire.Place.options:type_name -> hbg.wire.Options
-	20, // 1: hbg.wire.Place.trace:type_name -> hbg.wire.Place.TraceEntry
-	9,  // 2: hbg.wire.Placed.failure:type_name -> hbg.wire.Failure
-	21, // 3: hbg.wire.PassRequest.trace:type_name -> hbg.wire.PassRequest.TraceEntry
+	21, // 1: hbg.wire.Place.trace:type_name -> hbg.wire.Place.TraceEntry
+	10, // 2: hbg.wire.Placed.failure:type_name -> hbg.wire.Failure
+	22, // 3: hbg.wire.PassRequest.trace:type_name -> hbg.wire.PassRequest.TraceEntry
 	0,  // 4: hbg.wire.Failure.kind:type_name -> hbg.wire.Failure.Kind
-	11, // 5: hbg.wire.PassResult.pass:type_name -> hbg.wire.Pass
-	13, // 6: hbg.wire.PassResult.counts:type_name -> hbg.wire.Counts
-	14, // 7: hbg.wire.PassResult.device:type_name -> hbg.wire.Device
-	18, // 8: hbg.wire.PassResult.golden:type_name -> hbg.wire.Golden
-	9,  // 9: hbg.wire.PassResult.failure:type_name -> hbg.wire.Failure
-	12, // 10: hbg.wire.Pass.ops:type_name -> hbg.wire.OpTotal
-	16, // 11: hbg.wire.Race.a:type_name -> hbg.wire.RaceAccess
-	16, // 12: hbg.wire.Race.b:type_name -> hbg.wire.RaceAccess
-	17, // 13: hbg.wire.RaceAccess.task:type_name -> hbg.wire.TaskInfo
-	15, // 14: hbg.wire.Golden.races:type_name -> hbg.wire.Race
-	15, // 15: hbg.wire.Golden.reference_races:type_name -> hbg.wire.Race
-	19, // 16: hbg.wire.Golden.diff:type_name -> hbg.wire.Diff
-	15, // 17: hbg.wire.Golden.eager_races:type_name -> hbg.wire.Race
-	19, // 18: hbg.wire.Golden.eager_diff:type_name -> hbg.wire.Diff
-	17, // 19: hbg.wire.Diff.writer:type_name -> hbg.wire.TaskInfo
-	17, // 20: hbg.wire.Diff.theirs:type_name -> hbg.wire.TaskInfo
+	12, // 5: hbg.wire.PassResult.pass:type_name -> hbg.wire.Pass
+	14, // 6: hbg.wire.PassResult.counts:type_name -> hbg.wire.Counts
+	15, // 7: hbg.wire.PassResult.device:type_name -> hbg.wire.Device
+	19, // 8: hbg.wire.PassResult.golden:type_name -> hbg.wire.Golden
+	10, // 9: hbg.wire.PassResult.failure:type_name -> hbg.wire.Failure
+	13, // 10: hbg.wire.Pass.ops:type_name -> hbg.wire.OpTotal
+	17, // 11: hbg.wire.Race.a:type_name -> hbg.wire.RaceAccess
+	17, // 12: hbg.wire.Race.b:type_name -> hbg.wire.RaceAccess
+	18, // 13: hbg.wire.RaceAccess.task:type_name -> hbg.wire.TaskInfo
+	16, // 14: hbg.wire.Golden.races:type_name -> hbg.wire.Race
+	16, // 15: hbg.wire.Golden.reference_races:type_name -> hbg.wire.Race
+	20, // 16: hbg.wire.Golden.diff:type_name -> hbg.wire.Diff
+	16, // 17: hbg.wire.Golden.eager_races:type_name -> hbg.wire.Race
+	20, // 18: hbg.wire.Golden.eager_diff:type_name -> hbg.wire.Diff
+	18, // 19: hbg.wire.Diff.writer:type_name -> hbg.wire.TaskInfo
+	18, // 20: hbg.wire.Diff.theirs:type_name -> hbg.wire.TaskInfo
 	21, // [21:21] is the sub-list for method output_type
 	21, // [21:21] is the sub-list for method input_type
 	21, // [21:21] is the sub-list for extension type_name
@@ -2147,7 +2217,7 @@ func file_wire_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_proto_rawDesc), len(file_wire_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

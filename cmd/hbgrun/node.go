@@ -24,9 +24,10 @@ import (
 const nodeStopTimeout = 15 * time.Second
 
 type nodeFlags struct {
-	listen string
-	otlp   string
-	store  storeFlags
+	listen    string
+	advertise string
+	otlp      string
+	store     storeFlags
 }
 
 func init() {
@@ -47,7 +48,8 @@ and it exits 0.`,
 		},
 	}
 	fl := c.Flags()
-	fl.StringVar(&f.listen, "listen", "", "the address to serve ranks on, HOST:PORT (the address drivers and other nodes reach this one at)")
+	fl.StringVar(&f.listen, "listen", "", "the address to serve ranks on, HOST:PORT (the address drivers and other nodes reach this one at, unless --advertise)")
+	fl.StringVar(&f.advertise, "advertise", "", "the address drivers and other nodes reach this one at, HOST:PORT, when it is not --listen's (a container's or NAT's mapped address); --listen may then be a wildcard")
 	fl.StringVar(&f.otlp, "otlp", "", "export spans over OTLP to ENDPOINT (grpc://host:4317 or http://host:4318); default: the OTEL_EXPORTER_OTLP_* variables, else nowhere")
 	f.store.register(fl)
 	addMaxTasks(c)
@@ -58,7 +60,7 @@ func nodeCmd(ctx context.Context, stderr io.Writer, f *nodeFlags) error {
 	if f.listen == "" {
 		return usageError{fmt.Errorf("node: --listen HOST:PORT is required")}
 	}
-	if err := checkHostPort("--listen", f.listen, true); err != nil {
+	if err := checkListen("--listen", f.listen, "--advertise", f.advertise); err != nil {
 		return err
 	}
 	if err := f.store.resolve(); err != nil {
@@ -71,7 +73,7 @@ func nodeCmd(ctx context.Context, stderr io.Writer, f *nodeFlags) error {
 	sys := actors.NewActorSystem(nil)
 	defer sys.Shutdown()
 	n, err := remote.StartNode(sys, remote.NodeConfig{
-		Listen: f.listen, StoreDir: f.store.dir, StoreMax: f.store.max,
+		Listen: f.listen, Advertise: f.advertise, StoreDir: f.store.dir, StoreMax: f.store.max,
 		Tracer: p.Tracer(), Flush: flusher(p),
 	})
 	if err != nil {
@@ -117,44 +119,58 @@ type remoteFlags struct {
 	nodes       []string
 	nodeTimeout time.Duration
 	listen      string
+	advertise   string
 }
 
 func (f *remoteFlags) register(fl *pflag.FlagSet) {
 	fl.StringSliceVar(&f.nodes, "nodes", nil, "run the ranks on these nodes (hbgrun node), HOST:PORT,...: rank r on the (r mod N)th")
 	fl.DurationVar(&f.nodeTimeout, "node-timeout", remote.DefaultNodeTimeout, "with --nodes: a node unreachable or silent this long fails its ranks' passes")
 	fl.StringVar(&f.listen, "driver-listen", "", "with --nodes: the address nodes answer this driver at, HOST:PORT (default: the address this machine reaches the first node from, any port)")
+	fl.StringVar(&f.advertise, "driver-advertise", "", "with --nodes: the address nodes reach this driver at, HOST:PORT, when it is not --driver-listen's; --driver-listen may then be a wildcard")
 }
 
 func (f *remoteFlags) check() error {
 	for _, n := range f.nodes {
-		if err := checkHostPort("--nodes", n, false); err != nil {
+		if err := checkHostPort("--nodes", n, 1, true); err != nil {
 			return err
 		}
 	}
 	if f.nodeTimeout < 0 || (len(f.nodes) > 0 && f.nodeTimeout == 0) {
 		return usageError{fmt.Errorf("--node-timeout %v: want a positive duration", f.nodeTimeout)}
 	}
+	if f.advertise != "" && f.listen == "" {
+		return usageError{fmt.Errorf("--driver-advertise %q: needs --driver-listen (the address to listen on)", f.advertise)}
+	}
 	if f.listen != "" {
-		return checkHostPort("--driver-listen", f.listen, true)
+		return checkListen("--driver-listen", f.listen, "--driver-advertise", f.advertise)
 	}
 	return nil
 }
 
-func checkHostPort(flag, addr string, listen bool) error {
+// checkListen checks a listen address (port 0: any free one) and the
+// address advertised for it. A listen address is also the address peers
+// answer at (every PID carries it), so it must be one they can reach,
+// unless another is advertised.
+func checkListen(listenFlag, listen, advertiseFlag, advertise string) error {
+	if advertise != "" {
+		if err := checkHostPort(advertiseFlag, advertise, 1, false); err != nil {
+			return err
+		}
+	}
+	return checkHostPort(listenFlag, listen, 0, advertise != "")
+}
+
+// checkHostPort checks the HOST:PORT of a flag: a port from lowPort, and a
+// host that names one machine unless wildcardOK.
+func checkHostPort(flag, addr string, lowPort int, wildcardOK bool) error {
 	h, p, err := net.SplitHostPort(addr)
 	if err != nil {
 		return usageError{fmt.Errorf("%s %q: want HOST:PORT", flag, addr)}
 	}
-	low := 1
-	if listen {
-		low = 0 // any free port
+	if n, err := strconv.Atoi(p); err != nil || n < lowPort || n > 65535 {
+		return usageError{fmt.Errorf("%s %q: port %q: want %d to 65535", flag, addr, p, lowPort)}
 	}
-	if n, err := strconv.Atoi(p); err != nil || n < low || n > 65535 {
-		return usageError{fmt.Errorf("%s %q: port %q: want %d to 65535", flag, addr, p, low)}
-	}
-	// A listen address is also the address peers answer at (every PID
-	// carries it), so it must be one they can reach.
-	if ip := net.ParseIP(h); listen && (h == "" || ip != nil && ip.IsUnspecified()) {
+	if ip := net.ParseIP(h); !wildcardOK && (h == "" || ip != nil && ip.IsUnspecified()) {
 		return usageError{fmt.Errorf("%s %q: want the address others reach this process at, not a wildcard", flag, addr)}
 	}
 	return nil
@@ -177,7 +193,7 @@ func startRanks(s *session, f *runFlags, orch *actors.Orchestration) (local *act
 	}
 	far, err = remote.Start(s.sys, remote.Config{
 		Nodes: f.remote.nodes, Ranks: f.ranks, ModelName: name, Model: data, Form: f.form,
-		Runtime: cfg, TracerProvider: s.provider.TracerProvider, NodeTimeout: f.remote.nodeTimeout, Listen: f.remote.listen,
+		Runtime: cfg, TracerProvider: s.provider.TracerProvider, NodeTimeout: f.remote.nodeTimeout, Listen: f.remote.listen, Advertise: f.remote.advertise,
 		// Said at once: the run goes on with the other nodes' ranks.
 		OnNodeLost: func(e *remote.NodeError) { fmt.Fprintf(s.stderr, "hbgrun: %v\n", e) },
 	})

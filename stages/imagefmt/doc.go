@@ -137,14 +137,15 @@
 //	            record (as above), varint index, varint target
 //	key         the graph key's bytes (key bytes long, not terminated)
 //
-// # Run image, version 2
+// # Run image, version 3
 //
-// Magic "HBGR" (RunImageMagic), version 2 (RunImageVersion; version 2 sends
-// a Graph submission's boundary as (root, offset) pairs). Header, 80 bytes
+// Magic "HBGR" (RunImageMagic), version 3 (RunImageVersion; version 2 sent
+// a Graph submission's boundary as (root, offset) pairs, version 3 sends
+// them as fixed-width records instead of varints). Header, 80 bytes
 // (RunHeaderSize); the Run*At constants:
 //
 //	 0  [4]u8  magic "HBGR"
-//	 4  u16    version (2)
+//	 4  u16    version (3)
 //	 6  u16    header size (80)
 //	 8  u64    content_hash (Hash with this field read as zero)
 //	16  i64    heap_bytes: the run heap's high-water mark (alloc roots and
@@ -175,11 +176,13 @@
 //	           without CompactArg: a view: varint root (stages.RootID),
 //	             varint offset (elements), layout (no fields between ndims
 //	             and shape)
-//	           with CompactArg (tag | 0x80): varint root, varint offset only.
+//	           with CompactArg (tag | 0x80): u32 root, i64 offset only, so
+//	             the record is 13 bytes (CompactArgSize), unaligned.
 //	             Exactly the args of Graph submissions' boundaries are sent
 //	             so: the rest of the view (dtype, shape, strides) is fixed by
 //	             the Definition's boundary signature, which the host matched
-//	             before replaying and the device holds.
+//	             before replaying and the device holds. A warm pass's args
+//	             are mostly boundaries, written as three stores each.
 //	         then 0-7 zero bytes so the scalars start 8-aligned
 //	scalars  u64[scalars]
 //	fanin    u32[fanin]: producer task ids (each < tasks)

@@ -14,7 +14,7 @@ const (
 	DefinitionMagic   = "HBGD"
 	RunImageMagic     = "HBGR"
 	DefinitionVersion = 2 // 2: external dependency slots
-	RunImageVersion   = 2 // 2: Graph boundaries as (root, offset)
+	RunImageVersion   = 3 // 2: Graph boundaries as (root, offset); 3: as fixed-width records
 )
 
 // Fields every header starts with.
@@ -125,8 +125,10 @@ const (
 	// shape.
 	StridesFlag = 0x80
 	// CompactArg, or'd into a run image arg's tag byte, marks a Graph
-	// boundary arg sent as (root, offset) only.
-	CompactArg = 0x80
+	// boundary arg sent as (root, offset) only, in a CompactArgSize-byte
+	// record: the tag byte, u32 root, i64 offset.
+	CompactArg     = 0x80
+	CompactArgSize = 13
 	// TaskPredicated, in a run image task's flags, says a predicate follows.
 	TaskPredicated = 1
 	// RootManualDep, in a root's flags, marks a root of a manual scope.

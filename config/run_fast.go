@@ -1,0 +1,125 @@
+package config
+
+import "github.com/hbg-dev/hbg/stages"
+
+// slotKind says how runner.boundary evaluates a boundary slot before (or
+// instead of) the general path.
+type slotKind uint8
+
+const (
+	slotGeneral slotKind = iota // runner.view and the slot's checks
+	slotConst                   // the same view every call: tmpl
+	slotRow                     // tmpl at row c0 + coef·env[slot] of an entry tensor
+	slotView                    // viewFast.eval
+	slotTArg                    // a tensor param as it is, its dtype and shape checked
+)
+
+// fastSlot is a boundary slot's fast form, kept by value in a slice beside
+// block.boundary so that a call reads them in order. Every form only
+// accepts: when it cannot vouch for the result, the general path evaluates
+// the slot and says what is wrong, exactly as it would have.
+type fastSlot struct {
+	kind slotKind
+	tag  stages.Tag
+	// slotTArg: tensor param targ is accepted when its dtype is dtype (or
+	// dtype is invalid) and, with ndims >= 0, its shape is shape, dims past
+	// ndims zero.
+	ndims int8
+	dtype stages.DType
+	targ  int32
+	viewFast
+	shape [stages.MaxDims]int64
+}
+
+// fastSlot compiles boundary slot s's fast form: for a view over an entry
+// tensor whose dtype and shape are the declared ones whatever the call
+// (runner.boundary then checks neither), or a tensor param as it is.
+func (l *loader) fastSlot(s *boundSlot) fastSlot {
+	fs := fastSlot{tag: s.tag, targ: -1, dtype: s.dtype, ndims: -1}
+	v := s.view
+	if ev := l.m.entryViews; v.kind == baseEntry && v.base < len(ev) {
+		f, ok := compileFast(v, ev[v.base])
+		if !ok || s.dtype != stages.DTypeInvalid && f.tmpl.DType != s.dtype || s.shape != nil && !sameShape(f.tmpl.ShapeSlice(), s.shape) {
+			return fs
+		}
+		fs.viewFast, fs.kind = f, slotView
+		switch {
+		case (!f.row.used || f.row.slot < 0) && (!f.at.used || f.at.slot < 0):
+			// No env in it: the same view every call, or the same error.
+			var out stages.View
+			if f.eval(nil, &out) {
+				fs.kind, fs.tmpl = slotConst, out
+			} else {
+				fs.kind = slotGeneral
+			}
+		case f.row.used && f.row.slot >= 0 && !f.at.used && f.row.c0 == int64(int32(f.row.c0)) && f.rowImpliesBounds(ev[v.base]):
+			fs.kind = slotRow
+		}
+		return fs
+	}
+	if v.kind == baseTArg && v.plain() && len(s.shape) <= stages.MaxDims {
+		fs.kind, fs.targ = slotTArg, int32(v.base)
+		if s.shape != nil {
+			fs.ndims = int8(len(s.shape))
+			copy(fs.shape[:], s.shape)
+		}
+	}
+	return fs
+}
+
+// rowImpliesBounds reports whether every valid row start keeps the result
+// inside its base, so that a slotRow slot checks the row start alone.
+func (f *viewFast) rowImpliesBounds(base stages.View) bool {
+	if f.stride0 < 0 {
+		return false
+	}
+	last, ok := mulOK(f.rowMax, f.stride0)
+	if !ok {
+		return false
+	}
+	end, ok := addOK(last, f.tmpl.Elems())
+	return ok && end <= base.Elems()
+}
+
+// eval writes the slot's view into out, or reports false when the general
+// path must decide. rows says that every env value the block's slotRow
+// slots read fits 32 bits (runner.boundary checks it once per call).
+func (fs *fastSlot) eval(env []int64, rows bool, targs []stages.View, out *stages.View) bool {
+	switch fs.kind {
+	case slotConst:
+		*out = fs.tmpl
+		return true
+	case slotRow:
+		if !rows {
+			return fs.viewFast.eval(env, out)
+		}
+		s := fs.row.c0 + fs.row.coef*env[fs.row.slot]
+		if s < 0 || s > fs.rowMax {
+			return false
+		}
+		*out = fs.tmpl
+		out.Offset = fs.base + s*fs.stride0
+		return true
+	case slotView:
+		return fs.viewFast.eval(env, out)
+	case slotTArg:
+		v := &targs[fs.targ]
+		if fs.dtype != stages.DTypeInvalid && v.DType != fs.dtype {
+			return false
+		}
+		if fs.ndims >= 0 {
+			if int8(v.NDims) != fs.ndims {
+				return false
+			}
+			// Element by element: an array == is a call to memequal.
+			for i := range v.Shape {
+				if v.Shape[i] != fs.shape[i] {
+					return false
+				}
+			}
+		}
+		*out = *v
+		return true
+	}
+	return false
+}

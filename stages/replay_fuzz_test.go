@@ -1,0 +1,242 @@
+package stages
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+)
+
+// fuzzBytes hands out a fuzzer's input as small numbers, zero once it runs
+// out.
+type fuzzBytes struct {
+	b []byte
+	i int
+}
+
+func (f *fuzzBytes) n(k int) int {
+	if f.i >= len(f.b) || k <= 0 {
+		return 0
+	}
+	f.i++
+	return int(f.b[f.i-1]) % k
+}
+
+func (f *fuzzBytes) more() bool { return f.i < len(f.b) }
+
+// refTensorMap is the TensorMap as it was before ordered roots were
+// binary-searched and reads stopped writing back: one scan per lookup, in
+// submission order. FuzzTensorMap holds the TensorMap to it.
+type refTensorMap struct{ roots [][]tmEntry }
+
+func (m *refTensorMap) slot(r RootID) *[]tmEntry {
+	for int(r) >= len(m.roots) {
+		m.roots = append(m.roots, nil)
+	}
+	return &m.roots[r]
+}
+
+func (m *refTensorMap) Lookup(v *View, retire bool, fs *FaninSet) {
+	s := m.slot(v.Root)
+	start, end := v.Offset, v.End()
+	kept := (*s)[:0]
+	for _, e := range *s {
+		ov := e.overlap(start, end)
+		if ov != OverlapNone {
+			fs.Add(e.producer)
+		}
+		if retire && ov == OverlapCovered {
+			continue
+		}
+		kept = append(kept, e)
+	}
+	*s = kept
+}
+
+func (m *refTensorMap) Register(v *View, task TaskID) {
+	s := m.slot(v.Root)
+	*s = append(*s, tmEntry{start: v.Offset, end: v.End(), producer: task})
+}
+
+// FuzzTensorMap: lookups report the same producers in the same order, and
+// retire the same entries, as the plain scan, over roots written at random
+// and roots written slice after slice (long ordered runs).
+func FuzzTensorMap(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
+	f.Add([]byte{2, 0, 4, 2, 0, 4, 2, 0, 4, 2, 0, 4, 2, 0, 4, 2, 0, 4, 2, 0, 4, 2, 0, 4, 2, 0, 4, 2, 0, 4, 1, 0, 30, 8, 1})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		fb := &fuzzBytes{b: in}
+		var got TensorMap
+		var want refTensorMap
+		var fg, fw FaninSet
+		ends := map[RootID]int64{}
+		for task := TaskID(0); fb.more(); task++ {
+			op, r := fb.n(4), RootID(fb.n(3))
+			start, n := int64(fb.n(64)), int64(fb.n(17))
+			switch op {
+			case 0, 1: // a lookup, retiring or not
+				v := NewView(r, start, FP32, n)
+				fg.Begin(task)
+				fw.Begin(task)
+				got.Lookup(&v, op == 1, &fg)
+				want.Lookup(&v, op == 1, &fw)
+				if !reflect.DeepEqual(fg.Out, fw.Out) {
+					t.Fatalf("op %d lookup root %d [%d,%d) retire %v: producers %v, want %v", task, r, start, start+n, op == 1, fg.Out, fw.Out)
+				}
+			case 2: // the next slice of the root
+				v := NewView(r, ends[r]+start%3, FP32, n)
+				ends[r] = v.End()
+				got.Register(&v, task)
+				want.Register(&v, task)
+			case 3:
+				v := NewView(r, start, FP32, n)
+				got.Register(&v, task)
+				want.Register(&v, task)
+			}
+			for r := range want.roots {
+				g := got.slot(RootID(r)).es
+				if len(g) != len(want.roots[r]) || len(g) > 0 && !reflect.DeepEqual(g, want.roots[r]) {
+					t.Fatalf("op %d: root %d entries %v, want %v", task, r, g, want.roots[r])
+				}
+			}
+		}
+	})
+}
+
+// replayPair is two ordinary paths driven alike, one through ReplayGraph,
+// one through MatchSignature then SubmitGraph.
+type replayPair struct {
+	a, b   *OrdinaryPath
+	ma, mb Matcher
+}
+
+// FuzzReplayGraph: ReplayGraph refuses exactly the calls MatchSignature
+// refuses, with the same mismatch, leaves no trace when it does, and
+// otherwise submits what SubmitGraph submits (tasks, args, fanin in order,
+// TensorMap), over random ordinary tasks, scopes and Graph calls whose
+// signatures are their own, another call's, or their own with one field
+// changed.
+func FuzzReplayGraph(f *testing.F) {
+	f.Add([]byte{3, 1, 2, 0, 1, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16})
+	f.Add([]byte{5, 0, 1, 2, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 2, 1, 1, 1, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 1, 1, 1, 1, 1})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		fb := &fuzzBytes{b: in}
+		sizes := []int64{16, 32, 64, 64}
+		entry := make([]Root, 1+fb.n(6))
+		for i := range entry {
+			sz := sizes[fb.n(4)]
+			entry[i] = Root{Name: fmt.Sprint("r", i), DType: FP32, Shape: []int64{sz}, Elems: sz, ManualDep: fb.n(5) == 0}
+		}
+		p := replayPair{a: NewOrdinaryPath(entry), b: NewOrdinaryPath(entry)}
+		var sigs [][]BoundarySlot
+		view := func() View {
+			nroots := p.a.NumRoots()
+			r := RootID(fb.n(nroots))
+			elems := p.a.RootElems(r)
+			if rows, cols := int64(1+fb.n(4)), int64(1+fb.n(4)); fb.n(3) == 0 && rows*cols <= elems {
+				v := NewView(r, int64(fb.n(int(elems-rows*cols)+1)), FP32, rows, cols)
+				if fb.n(4) == 0 {
+					v.Strides[0] = cols + 1 // strided: rows*(cols+1) may poke past; the region is [off, off+elems)
+				}
+				return v
+			}
+			n := int64(fb.n(int(elems) + 1))
+			return NewView(r, int64(fb.n(int(elems-n)+1)), FP32, n)
+		}
+		tags := []Tag{TagInput, TagInput, TagInOut, TagOutputExisting, TagOutput}
+		for op := 0; fb.more() && op < 64; op++ {
+			switch fb.n(6) {
+			case 0, 1: // an ordinary task
+				task := Task{Kind: KindAIV, Kernel: [3]KernelID{-1, 1, -1}, BlockNum: 1}
+				for range 1 + fb.n(3) {
+					task.Args = append(task.Args, Arg{Tag: tags[fb.n(5)], View: view()})
+				}
+				if n := p.a.NumTasks(); n > 0 && fb.n(3) == 0 {
+					task.Deps = []TaskID{TaskID(fb.n(n))}
+				}
+				tb := task
+				tb.Args = append([]Arg(nil), task.Args...)
+				ia, ib := p.a.Submit(&task), p.b.Submit(&tb)
+				if ia != ib {
+					t.Fatalf("op %d: task ids %d and %d", op, ia, ib)
+				}
+			case 2, 3, 4: // a Graph call
+				call := &GraphCall{Key: "k", Scalars: make([]uint64, fb.n(3))}
+				for range fb.n(6) {
+					call.Boundary = append(call.Boundary, Arg{Tag: tags[fb.n(4)], View: view()})
+				}
+				for range fb.n(3) {
+					call.ExtDeps = append(call.ExtDeps, TaskID(fb.n(p.a.NumTasks()+1)-1))
+				}
+				sig := Signature(call.Boundary, p.a)
+				nsc, next := len(call.Scalars), len(call.ExtDeps)
+				switch k := fb.n(8); {
+				case k == 0 && len(sigs) > 0:
+					sig = sigs[fb.n(len(sigs))]
+				case k == 1:
+					nsc += 1
+				case k == 2:
+					next += 1
+				case k >= 3 && len(sig) > 0:
+					sig = append([]BoundarySlot(nil), sig...)
+					s := &sig[fb.n(len(sig))]
+					switch k {
+					case 3:
+						s.Tag = tags[fb.n(5)]
+					case 4:
+						s.Layout.Shape[0]++
+					case 5:
+						s.Layout.Strides[s.Layout.NDims-1] += 2
+					case 6:
+						s.RootElems = sizes[fb.n(4)]
+					case 7:
+						s.AliasRep = int32(fb.n(len(sig)+1) - 1)
+					}
+				}
+				sigs = append(sigs, sig)
+				var also []int32
+				for s := range call.Boundary {
+					if fb.n(4) == 0 {
+						also = append(also, int32(s))
+					}
+				}
+				sub := GraphSubmission{FullKey: 7, DefHash: 9}
+				heap := int64(fb.n(3) * 1000)
+				// a writes the boundary where it is lent, b passes its own.
+				ca := *call
+				ca.Boundary = p.a.lendArgs(len(call.Boundary))
+				copy(ca.Boundary, call.Boundary)
+				before := len(p.a.img.Args)
+				ia, mma := p.a.ReplayGraph(&p.ma, sig, nsc, next, &ca, sub, heap, also)
+				mmb := matchSignature(&p.mb, sig, nsc, next, call, rootTable(p.b.info))
+				if fmt.Sprint(mma) != fmt.Sprint(mmb) {
+					t.Fatalf("op %d: ReplayGraph says %v, MatchSignature %v", op, mma, mmb)
+				}
+				if mma != nil {
+					if len(p.a.img.Args) != before {
+						t.Fatalf("op %d: a refused call took %d args", op, len(p.a.img.Args)-before)
+					}
+					continue
+				}
+				if ib := p.b.SubmitGraph(call, sub, heap, also); ia != ib {
+					t.Fatalf("op %d: graph task %d, want %d", op, ia, ib)
+				}
+			case 5:
+				if p.a.ScopeDepth() > 0 && fb.n(2) == 0 {
+					p.a.ScopeEnd()
+					p.b.ScopeEnd()
+				} else {
+					m := ScopeMode(fb.n(2))
+					p.a.ScopeBegin(m)
+					p.b.ScopeBegin(m)
+				}
+			}
+			// %+v: an empty pool equals a nil one.
+			if fmt.Sprintf("%+v", p.a.Image()) != fmt.Sprintf("%+v", p.b.Image()) {
+				t.Fatalf("op %d: run images differ:\n%+v\n%+v", op, p.a.Image(), p.b.Image())
+			}
+			if fmt.Sprintf("%+v", p.a.tm) != fmt.Sprintf("%+v", p.b.tm) {
+				t.Fatalf("op %d: TensorMaps differ", op)
+			}
+		}
+	})
+}
