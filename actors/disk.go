@@ -96,35 +96,48 @@ type diskLoaded struct {
 	rejected string // why the entry on disk was refused, if it was
 }
 
-// startLoad starts loading job's Definition from disk, off the store's turn,
-// and reports whether it did: its answer comes back to the store as a
-// *diskLoaded. The store marks the key in flight first, so later requests
-// for it wait for the load. Loads of distinct keys run at once, and with
-// the orchestration that asks for them; each is a few system calls, a hash
-// and a scan of the image. Without retention store keys are salted per
-// pass, and nothing is looked up or kept on disk.
+// startLoad looks for job's Definition on disk and reports whether it
+// found it: then it loads it off the store's turn, and the answer comes
+// back to the store as a *diskLoaded; on a miss (or an entry it cannot
+// open) the store goes on at once, as it would without a store on disk.
+// The store marks the key in flight first, so later requests for it wait
+// for the load. Loads of distinct keys run at once, and with the
+// orchestration that asks for them; each is a few system calls, a hash and
+// a scan of the image. Without retention store keys are salted per pass,
+// and nothing is looked up or kept on disk.
 func (sd *storeDisk) startLoad(ctx actor.Context, job *mailbox.RecordJob, stats *Stats) bool {
 	if sd.disk == nil || job.StoreKey != job.FullKey {
 		return false
 	}
+	_, span := sd.tracer.StartStoreLoad(job.Trace.Context(context.Background()), trace.StoreLoadInfo{Key: job.Key, FullKey: job.FullKey, Actor: "store"})
+	t0 := trace.Now()
+	found, err := sd.disk.Find(job.FullKey)
+	if found == nil {
+		span.Finish(0, err)
+		if err != nil {
+			sd.reject(job, err, stats)
+		}
+		return false
+	}
+	findNs := trace.Now() - t0
 	self, root := ctx.Self(), ctx.ActorSystem().Root
-	go func() { root.Send(self, sd.load(job, stats)) }()
+	go func() { root.Send(self, sd.load(job, found, span, findNs, stats)) }()
 	return true
 }
 
-// load loads job's Definition from disk.
-func (sd *storeDisk) load(job *mailbox.RecordJob, stats *Stats) *diskLoaded {
-	_, span := sd.tracer.StartStoreLoad(job.Trace.Context(context.Background()), trace.StoreLoadInfo{Key: job.Key, FullKey: job.FullKey, Actor: "store"})
+// load loads a found entry's Definition. Its store_load time is the find's
+// (findNs) and the load's, not the wait between them.
+func (sd *storeDisk) load(job *mailbox.RecordJob, found *diskstore.Found, span trace.StoreLoadSpan, findNs int64, stats *Stats) *diskLoaded {
 	t0 := trace.Now()
-	l, err := sd.disk.Load(job.FullKey, job.Model)
-	ns := trace.Now() - t0
+	l, err := found.Load(job.Model)
+	ns := findNs + trace.Now() - t0
 	if l == nil {
 		span.Finish(0, err)
 		m := &diskLoaded{job: job}
 		if err != nil {
 			// Rejected (moved aside) or unreadable: recorded again.
 			stats.StoreRejected.Add(1)
-			m.rejected = fmt.Sprintf("graph %q: %v", job.Key, err)
+			m.rejected = rejection(job, err)
 		}
 		return m
 	}
@@ -134,6 +147,17 @@ func (sd *storeDisk) load(job *mailbox.RecordJob, stats *Stats) *diskLoaded {
 	// or root pool): the device reads the rest at its first launch.
 	d := &mailbox.Definition{Def: l.Def, Image: l.Image, Hash: l.Def.ContentHash, Written: l.Written}
 	return &diskLoaded{job: job, def: d, load: stages.StoreLoad{Loaded: 1, Bytes: int64(len(l.Image)), Ns: ns}}
+}
+
+// reject counts an entry that could not be used and keeps why for the
+// answer to the recording that replaces it.
+func (sd *storeDisk) reject(job *mailbox.RecordJob, err error, stats *Stats) {
+	stats.StoreRejected.Add(1)
+	sd.rejected[job.StoreKey] = append(sd.rejected[job.StoreKey], rejection(job, err))
+}
+
+func rejection(job *mailbox.RecordJob, err error) string {
+	return fmt.Sprintf("graph %q: %v", job.Key, err)
 }
 
 // diskLoaded takes a load's answer: a Definition is published to every

@@ -3,6 +3,7 @@ package diskstore
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"syscall"
 	"time"
 )
@@ -18,44 +19,72 @@ import (
 // keeps every eviction away from the entry until it is closed.
 type entryFile struct{ fd int }
 
-// openEntry opens and pins the entry at path and reads it into buf's
-// storage (grown if it is too small). ok is false on a miss: no entry, an
-// evictor holds it (it is removing it), or it was removed between the open
-// and the lock (its file has no link left).
-func openEntry(path string, buf []byte) (f entryFile, data []byte, mod time.Time, ok bool, err error) {
+// entryStat is the state of an entry's file: which file it is (entries are
+// written once, under a new inode, and never rewritten in place by hbg),
+// its size and its last use. A file in the same state holds the same entry.
+type entryStat struct {
+	dev, ino uint64
+	size     int64
+	mod      time.Time
+}
+
+func (st entryStat) valid() bool { return st.ino != 0 }
+
+func statFrom(s *syscall.Stat_t) entryStat {
+	return entryStat{dev: s.Dev, ino: s.Ino, size: s.Size, mod: time.Unix(s.Mtim.Sec, s.Mtim.Nsec)}
+}
+
+// statOf is the state of the file info describes (a directory scan's).
+func statOf(info fs.FileInfo) entryStat {
+	s, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return entryStat{}
+	}
+	return statFrom(s)
+}
+
+// openEntry opens and pins the entry at path. ok is false on a miss: no
+// entry, an evictor holds it (it is removing it), or it was removed between
+// the open and the lock (its file has no link left).
+func openEntry(path string) (f entryFile, st entryStat, ok bool, err error) {
 	fd, err := openRead(path)
 	if err != nil {
 		if errors.Is(err, syscall.ENOENT) {
-			return entryFile{}, nil, time.Time{}, false, nil
+			return entryFile{}, entryStat{}, false, nil
 		}
-		return entryFile{}, nil, time.Time{}, false, fmt.Errorf("definition store: opening %s: %w", path, err)
+		return entryFile{}, entryStat{}, false, fmt.Errorf("definition store: opening %s: %w", path, err)
 	}
 	f = entryFile{fd}
 	if err := retry(func() error { return syscall.Flock(fd, syscall.LOCK_SH|syscall.LOCK_NB) }); err != nil {
 		f.close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return entryFile{}, nil, time.Time{}, false, nil
+			return entryFile{}, entryStat{}, false, nil
 		}
-		return entryFile{}, nil, time.Time{}, false, fmt.Errorf("definition store: pinning %s: %w", path, err)
+		return entryFile{}, entryStat{}, false, fmt.Errorf("definition store: pinning %s: %w", path, err)
 	}
-	var st syscall.Stat_t
-	if err := retry(func() error { return syscall.Fstat(fd, &st) }); err != nil {
+	var s syscall.Stat_t
+	if err := retry(func() error { return syscall.Fstat(fd, &s) }); err != nil {
 		f.close()
-		return entryFile{}, nil, time.Time{}, false, fmt.Errorf("definition store: %s: %w", path, err)
+		return entryFile{}, entryStat{}, false, fmt.Errorf("definition store: %s: %w", path, err)
 	}
-	if st.Nlink == 0 {
+	if s.Nlink == 0 {
 		// An evictor removed it after our open, before our lock: the
 		// file we hold is no entry any more. (Entries are created by
 		// link and removed by unlink or rename, never replaced in place.)
 		f.close()
-		return entryFile{}, nil, time.Time{}, false, nil
+		return entryFile{}, entryStat{}, false, nil
 	}
-	data, err = readAll(fd, buf, st.Size)
+	return f, statFrom(&s), true, nil
+}
+
+// read reads the entry (st.size bytes) into buf's storage, grown if it is
+// too small.
+func (f entryFile) read(buf []byte, st entryStat) ([]byte, error) {
+	b, err := readAll(f.fd, buf, st.size)
 	if err != nil {
-		f.close()
-		return entryFile{}, nil, time.Time{}, false, fmt.Errorf("definition store: reading %s: %w", path, err)
+		return nil, fmt.Errorf("definition store: reading an index entry: %w", err)
 	}
-	return f, data, time.Unix(st.Mtim.Sec, st.Mtim.Nsec), true, nil
+	return b, nil
 }
 
 // close releases the pin.

@@ -15,42 +15,57 @@ import (
 
 // entryFile is an index entry's file, open and locked shared: the pin that
 // keeps every eviction away from the entry until it is closed.
-type entryFile struct{ fl *flock.Flock }
+type entryFile struct {
+	fl   *flock.Flock
+	path string
+}
 
-// openEntry opens and pins the entry at path and reads it. ok is false on a
-// miss: no entry, an evictor holds it (it is removing it), or it was
-// removed or replaced between the open and the lock.
-func openEntry(path string, buf []byte) (f entryFile, data []byte, mod time.Time, ok bool, err error) {
+// entryStat is the state of an entry's file. Here it never identifies the
+// file, so every load reads its entry.
+type entryStat struct {
+	size int64
+	mod  time.Time
+}
+
+func (st entryStat) valid() bool { return false }
+
+func statOf(info fs.FileInfo) entryStat { return entryStat{} }
+
+// openEntry opens and pins the entry at path. ok is false on a miss: no
+// entry, an evictor holds it (it is removing it), or it was removed or
+// replaced between the open and the lock.
+func openEntry(path string) (f entryFile, st entryStat, ok bool, err error) {
 	fl := flock.New(path, flock.SetFlag(os.O_RDONLY))
 	locked, err := fl.TryRLock()
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return entryFile{}, nil, time.Time{}, false, nil
+		return entryFile{}, entryStat{}, false, nil
 	case err != nil:
-		return entryFile{}, nil, time.Time{}, false, fmt.Errorf("definition store: pinning %s: %w", path, err)
+		return entryFile{}, entryStat{}, false, fmt.Errorf("definition store: pinning %s: %w", path, err)
 	case !locked:
 		_ = fl.Close()
-		return entryFile{}, nil, time.Time{}, false, nil
+		return entryFile{}, entryStat{}, false, nil
 	}
-	f = entryFile{fl}
-	st, err := fl.Stat()
+	f = entryFile{fl, path}
+	fi, err := fl.Stat()
 	if err != nil {
 		f.close()
-		return entryFile{}, nil, time.Time{}, false, fmt.Errorf("definition store: %s: %w", path, err)
+		return entryFile{}, entryStat{}, false, fmt.Errorf("definition store: %s: %w", path, err)
 	}
-	if cur, err := os.Stat(path); err != nil || !os.SameFile(st, cur) {
+	if cur, err := os.Stat(path); err != nil || !os.SameFile(fi, cur) {
 		f.close()
-		return entryFile{}, nil, time.Time{}, false, nil
+		return entryFile{}, entryStat{}, false, nil
 	}
-	data, err = os.ReadFile(path)
+	return f, entryStat{size: fi.Size(), mod: fi.ModTime()}, true, nil
+}
+
+// read reads the entry.
+func (f entryFile) read(buf []byte, st entryStat) ([]byte, error) {
+	b, err := os.ReadFile(f.path)
 	if err != nil {
-		f.close()
-		if errors.Is(err, fs.ErrNotExist) {
-			return entryFile{}, nil, time.Time{}, false, nil
-		}
-		return entryFile{}, nil, time.Time{}, false, fmt.Errorf("definition store: %w", err)
+		return nil, fmt.Errorf("definition store: %w", err)
 	}
-	return f, data, st.ModTime(), true, nil
+	return b, nil
 }
 
 // close releases the pin.

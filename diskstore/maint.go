@@ -23,6 +23,7 @@ type files struct {
 	entries    []Entry  // every readable index entry, any format version
 	entryPath  []string // entries[i]'s file
 	entryBytes []int64  // the entry file's own size
+	entryStat  []entryStat
 	badEntries []string // index files that do not parse
 	objects    map[string]int64
 	tmp        []string
@@ -54,6 +55,7 @@ func (s *Store) scan() (*files, error) {
 		f.entries = append(f.entries, e)
 		f.entryPath = append(f.entryPath, p)
 		f.entryBytes = append(f.entryBytes, info.Size())
+		f.entryStat = append(f.entryStat, statOf(info))
 	}
 	for sub, m := range map[string]map[string]int64{"objects": f.objects, "quarantine": f.quarantine} {
 		des, err := os.ReadDir(filepath.Join(s.dir, sub))

@@ -23,11 +23,17 @@
 // and model), then the image: its length against the entry, magic, version,
 // header length, content hash and section table
 // (stages.DecodeDefinitionHost, which decodes only what the host replays
-// with: the device decodes and checks the whole image at upload), the
+// with: the device decodes and checks the rest when it first replays it), the
 // content hash against the file name and the entry, and the full_key in the
-// image's header against the one asked for. Anything wrong moves the files aside
-// into quarantine/ and is returned as a *Rejected error: the caller records
-// the Definition again and counts and reports the rejection.
+// image's header against the one asked for. An entry this process has read
+// already (Open's scan reads every entry to measure the store) is not read
+// and parsed again while its file is in the state it was read in (same
+// device, inode, size and modification time: entries are written once,
+// under a new inode, and a damaged one rewritten in place shows in its size
+// or time), but still checked; the image is read and verified at every
+// load. Anything wrong moves the files aside into quarantine/ and is
+// returned as a *Rejected error: the caller records the Definition again
+// and counts and reports the rejection.
 //
 // Writes are atomic: a file is written under tmp/, fsynced, then linked into
 // place (link(2) never replaces: the first writer of a name wins, and a
@@ -133,9 +139,18 @@ type Store struct {
 	dir  string
 	max  int64
 	lock *flock.Flock
+	// indexDir and objectDir end with a separator; entrySuffix is
+	// "-v<DefinitionVersion>.json".
+	indexDir, objectDir, entrySuffix string
 
 	mu   sync.Mutex
 	pins map[uint64]*pin
+	// known is the entries this process has read, each with the state of
+	// its file when read: a load whose pinned file is still in that state
+	// uses the entry as read, without reading or parsing it again. Open's
+	// scan of the index (which reads every entry to measure the store)
+	// fills it.
+	known map[uint64]knownEntry
 	// size is what this process knows of the store's bytes: measured at
 	// Open and by each eviction, plus its own writes since. Other processes'
 	// writes show up at the next eviction's scan.
@@ -145,6 +160,12 @@ type Store struct {
 type pin struct {
 	n int
 	f entryFile
+}
+
+// knownEntry is an entry as read from its file, and that file's state then.
+type knownEntry struct {
+	e  Entry
+	st entryStat
 }
 
 // DefaultDir is where a store lives unless told otherwise:
@@ -171,12 +192,22 @@ func Open(dir string, max int64) (*Store, error) {
 			return nil, fmt.Errorf("definition store: %w", err)
 		}
 	}
-	s := &Store{dir: dir, max: max, lock: flock.New(filepath.Join(dir, "lock"), flock.SetPermissions(0o644)), pins: map[uint64]*pin{}}
-	sz, err := s.measure()
+	s := &Store{dir: dir, max: max, lock: flock.New(filepath.Join(dir, "lock"), flock.SetPermissions(0o644)),
+		indexDir:    filepath.Join(dir, "index") + string(filepath.Separator),
+		objectDir:   filepath.Join(dir, "objects") + string(filepath.Separator),
+		entrySuffix: "-v" + strconv.Itoa(stages.DefinitionVersion) + ".json",
+		pins:        map[uint64]*pin{}, known: map[uint64]knownEntry{}}
+	f, err := s.scan()
 	if err != nil {
 		return nil, err
 	}
-	s.size = sz
+	s.size = f.total()
+	for i, e := range f.entries {
+		fk, err := strconv.ParseUint(e.FullKey, 16, 64)
+		if err == nil && f.entryPath[i] == s.indexPath(fk) && f.entryStat[i].valid() {
+			s.known[fk] = knownEntry{e: e, st: f.entryStat[i]}
+		}
+	}
 	return s, nil
 }
 
@@ -197,40 +228,83 @@ func (s *Store) Close() error {
 	return s.lock.Close()
 }
 
-func hex16(v uint64) string { return fmt.Sprintf("%016x", v) }
+func hex16(v uint64) string {
+	var b [16]byte
+	for i := len(b) - 1; i >= 0; i-- {
+		b[i] = "0123456789abcdef"[v&15]
+		v >>= 4
+	}
+	return string(b[:])
+}
 
 func (s *Store) indexPath(fullKey uint64) string {
-	return filepath.Join(s.dir, "index", fmt.Sprintf("%016x-v%d.json", fullKey, stages.DefinitionVersion))
+	return s.indexDir + hex16(fullKey) + s.entrySuffix
 }
 
 func (s *Store) objectPath(hash string) string {
-	return filepath.Join(s.dir, "objects", hash+".hbgd")
+	return s.objectDir + hash + ".hbgd"
 }
 
 // Load finds fullKey's Definition: (nil, nil) on a miss, a *Rejected error
 // when what is on disk is bad (its files are moved aside first), another
 // error when the store cannot be read. model, when not empty, must be the
 // entry's orchestration identity. A loaded entry is pinned until Unpin: no
-// eviction, by this process or another, removes it meanwhile.
+// eviction, by this process or another, removes it meanwhile. Load is Find,
+// then Found.Load.
 func (s *Store) Load(fullKey uint64, model string) (*Loaded, error) {
+	f, err := s.Find(fullKey)
+	if f == nil {
+		return nil, err
+	}
+	return f.Load(model)
+}
+
+// Found is an entry Find pinned, not yet loaded.
+type Found struct {
+	s       *Store
+	fullKey uint64
+	idx     string
+	f       entryFile
+	st      entryStat
+}
+
+// Find pins fullKey's entry, if the store has one: nil (and a nil error) on
+// a miss. It costs an open, a lock and a stat, so a caller can tell a miss
+// at once and load a hit elsewhere (Found.Load reads, checks and decodes).
+// The Found must be loaded.
+func (s *Store) Find(fullKey uint64) (*Found, error) {
 	idx := s.indexPath(fullKey)
 	// Pin first, then read: an entry pinned is one no eviction removes
 	// under us. The lock is taken without waiting: an evictor holding it
 	// is removing the entry, which is a miss.
-	var buf [512]byte
-	f, data, mod, ok, err := openEntry(idx, buf[:0])
+	f, st, ok, err := openEntry(idx)
 	if !ok {
 		return nil, err
 	}
+	return &Found{s: s, fullKey: fullKey, idx: idx, f: f, st: st}, nil
+}
+
+// Load reads, checks and decodes a found entry's Definition, as Store.Load
+// does; on a nil Loaded the pin is released.
+func (fd *Found) Load(model string) (*Loaded, error) {
+	s, fullKey, idx, f, st := fd.s, fd.fullKey, fd.idx, fd.f, fd.st
 	keep := false
 	defer func() {
 		if !keep {
 			f.close()
 		}
 	}()
-	var e Entry
-	if err := json.Unmarshal(data, &e); err != nil {
-		return nil, s.reject(fullKey, "index entry is not valid JSON: "+err.Error(), idx)
+	e, known := s.knownEntry(fullKey, st)
+	if !known {
+		var buf [512]byte
+		data, err := f.read(buf[:0], st)
+		if err != nil {
+			return nil, err
+		}
+		e = Entry{}
+		if err := json.Unmarshal(data, &e); err != nil {
+			return nil, s.reject(fullKey, "index entry is not valid JSON: "+err.Error(), idx)
+		}
 	}
 	switch {
 	case e.Format != entryFormat:
@@ -263,12 +337,19 @@ func (s *Store) Load(fullKey uint64, model string) (*Loaded, error) {
 	// Last use, for LRU eviction: touched when more than touchEvery
 	// old, so that loading a store that is in use writes nothing to it.
 	now := time.Now()
-	e.LastUse = mod
-	if now.Sub(mod) > touchEvery {
+	e.LastUse = st.mod
+	touch := now.Sub(st.mod) > touchEvery
+	if touch {
 		_ = os.Chtimes(idx, now, now)
 		e.LastUse = now
 	}
 	s.mu.Lock()
+	switch {
+	case touch:
+		delete(s.known, fullKey) // its file's state changed
+	case !known:
+		s.known[fullKey] = knownEntry{e: e, st: st}
+	}
 	p := s.pins[fullKey]
 	if p == nil {
 		s.pins[fullKey] = &pin{n: 1, f: f}
@@ -278,6 +359,18 @@ func (s *Store) Load(fullKey uint64, model string) (*Loaded, error) {
 	}
 	s.mu.Unlock()
 	return &Loaded{Def: def, Image: img, Written: written, Entry: e}, nil
+}
+
+// knownEntry is fullKey's entry as this process read it, if its file is
+// still in the state it was then (st).
+func (s *Store) knownEntry(fullKey uint64, st entryStat) (Entry, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k, ok := s.known[fullKey]
+	if !ok || !st.valid() || k.st != st {
+		return Entry{}, false
+	}
+	return k.e, true
 }
 
 // checkImage verifies an image against its entry and the full_key asked
@@ -310,6 +403,9 @@ func validHash(h string) bool {
 
 // reject moves files aside and says why.
 func (s *Store) reject(fullKey uint64, reason string, paths ...string) *Rejected {
+	s.mu.Lock()
+	delete(s.known, fullKey)
+	s.mu.Unlock()
 	r := &Rejected{FullKey: fullKey, Reason: reason}
 	stamp := time.Now().UTC().Format("20060102T150405.000000000")
 	for _, p := range paths {

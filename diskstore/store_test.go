@@ -330,3 +330,35 @@ func TestParseSize(t *testing.T) {
 		}
 	}
 }
+
+// TestEntryChangedAfterOpen: Open keeps the entries its scan read, but a
+// load uses one only while its file is in the state it was read in; an
+// entry rewritten since (here in place, keeping its length) is read again,
+// and its damage found.
+func TestEntryChangedAfterOpen(t *testing.T) {
+	const fk = 0x77
+	dir := t.TempDir()
+	d, img := testDef(fk, 20)
+	mustPut(t, open(t, dir, 0), d, img, "m/full@1")
+	s := open(t, dir, 0) // its scan read the entry
+	idx := s.indexPath(fk)
+	b := strings.Replace(string(read(t, idx)), "m/full@1", "m/full@2", 1)
+	write(t, idx, []byte(b))
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(idx, later, later); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Load(fk, "m/full@1")
+	var rej *Rejected
+	if got != nil || !errors.As(err, &rej) || !strings.Contains(rej.Reason, "model") {
+		t.Fatalf("load of an entry rewritten for another model: %v, %v; want a rejection", got, err)
+	}
+	mustPut(t, s, d, img, "m/full@1")
+	for range 2 { // read, then known
+		got, err := s.Load(fk, "m/full@1")
+		if err != nil || got == nil || string(got.Image) != string(img) {
+			t.Fatalf("after storing again: %v, %v", got, err)
+		}
+		s.Unpin(fk)
+	}
+}

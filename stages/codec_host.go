@@ -19,8 +19,9 @@ import (
 // signature stay nil.
 //
 // Why: a Definition loaded from disk goes to the device, which decodes and
-// checks the whole image at upload (npu.Die.Upload); decoding it in full
-// on the host as well paid for the decode twice, and the host's copy (a
+// checks the whole image itself (npu: its header at upload, its records
+// when it first replays it); decoding it in full on the host as well paid
+// for the decode twice, and the host's copy (a
 // 104-byte view per tensor template, predicate and boundary slot) was most
 // of a load's cost. The host matches later calls against the signature of
 // the key's first call, never the Definition's, so it needs neither. The

@@ -41,9 +41,10 @@ type OrdinaryPath struct {
 	heapTop int64
 	// bodyErr is the first error of a body run inline by Graph.
 	bodyErr error
-	// retiring and registering are ReplayGraph's boundary slots that
-	// retire TensorMap entries and that register, once every slot matched.
-	retiring, registering []int32
+	// retiring and registering are the regions of ReplayGraph's boundary
+	// slots that retire TensorMap entries and that register, once every
+	// slot matched.
+	retiring, registering []region
 }
 
 // NewOrdinaryPath starts a run over the model's entry roots, which take RootIDs
@@ -356,24 +357,25 @@ func (o *OrdinaryPath) ReplayGraph(m *Matcher, sig []BoundarySlot, wantScalars, 
 		}
 		switch a.Tag {
 		case TagInput:
-			if tm.written(r) {
-				tm.find(&a.View, fs)
+			if t := tm.live(r); t != nil {
+				t.find(a.View.Offset, a.View.End(), fs)
 			}
 		case TagInOut:
-			if tm.written(r) && tm.find(&a.View, fs) {
-				o.retiring = append(o.retiring, int32(i))
+			g := regionOf(&a.View)
+			if t := tm.live(r); t != nil && t.find(g.start, g.end, fs) {
+				o.retiring = append(o.retiring, g)
 			}
-			o.registering = append(o.registering, int32(i))
+			o.registering = append(o.registering, g)
 		case TagOutputExisting:
-			o.registering = append(o.registering, int32(i))
+			o.registering = append(o.registering, regionOf(&a.View))
 		}
 	}
 	args = o.takeBoundary(args)
-	for _, i := range o.retiring {
-		tm.retire(&args[i].View)
+	for _, g := range o.retiring {
+		tm.slot(g.root).retire(g.start, g.end)
 	}
-	for _, i := range o.registering {
-		tm.Register(&args[i].View, id)
+	for _, g := range o.registering {
+		tm.register(g, id)
 	}
 	o.registerAlso(args, alsoWrites, id)
 	return o.graphTask(call, sub, heapBytes, len(args)), nil

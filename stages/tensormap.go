@@ -65,14 +65,26 @@ func (m *TensorMap) slot(r RootID) *tmRoot {
 	return &(*tab)[i]
 }
 
-// written reports whether any entry of r is live: a root nobody wrote (a
-// weight, most of a boundary) needs no lookup. It never grows the table.
-func (m *TensorMap) written(r RootID) bool {
+// region is a view's interval on its root, what the TensorMap keys on.
+type region struct {
+	root       RootID
+	start, end int64
+}
+
+func regionOf(v *View) region { return region{v.Root, v.Offset, v.End()} }
+
+// live is r's entries when it has any, else nil: a root nobody wrote (a
+// weight, most of a boundary) needs no lookup. It never grows the table,
+// so the pointer holds until the next Register.
+func (m *TensorMap) live(r RootID) *tmRoot {
 	tab, i := m.pub, int(r)
 	if r.IsPrivate() {
 		tab, i = m.priv, int(r-privateRootBase)
 	}
-	return i < len(tab) && len(tab[i].es) > 0
+	if i < len(tab) && len(tab[i].es) > 0 {
+		return &tab[i]
+	}
+	return nil
 }
 
 // run is the part of es that [start, end) may overlap: all of it, or, for
@@ -103,20 +115,27 @@ func (t *tmRoot) run(start, end int64) (lo, hi int) {
 // v's region. With retire set (an inout), entries the region covers are
 // removed after being reported.
 func (m *TensorMap) Lookup(v *View, retire bool, fs *FaninSet) {
-	if !m.written(v.Root) {
-		return // a root nobody wrote (a weight): no region to compute
+	t := m.live(v.Root)
+	if t == nil {
+		return // no region to compute
 	}
-	if m.find(v, fs) && retire {
-		m.retire(v)
+	if start, end := v.Offset, v.End(); t.find(start, end, fs) && retire {
+		t.retire(start, end)
 	}
 }
 
-// find adds to fs the producer of every entry of v's root that overlaps v's
-// region, in submission order, and reports whether the region covers any
-// (an inout of v would retire it). It writes nothing in the map.
-func (m *TensorMap) find(v *View, fs *FaninSet) (covers bool) {
-	t := m.slot(v.Root)
-	start, end := v.Offset, v.End()
+// find adds to fs the producer of every entry that overlaps [start, end),
+// in submission order, and reports whether the region covers any (an inout
+// of it would retire them). It writes nothing in the map.
+func (t *tmRoot) find(start, end int64, fs *FaninSet) (covers bool) {
+	if len(t.es) == 1 { // most written roots: one writer so far
+		e := &t.es[0]
+		ov := e.overlap(start, end)
+		if ov != OverlapNone {
+			fs.Add(e.producer)
+		}
+		return ov == OverlapCovered
+	}
 	lo, hi := t.run(start, end)
 	for i := lo; i < hi; i++ {
 		switch t.es[i].overlap(start, end) {
@@ -130,11 +149,9 @@ func (m *TensorMap) find(v *View, fs *FaninSet) (covers bool) {
 	return covers
 }
 
-// retire removes the entries of v's root that v's region covers, keeping
-// the others in order.
-func (m *TensorMap) retire(v *View) {
-	t := m.slot(v.Root)
-	start, end := v.Offset, v.End()
+// retire removes the entries [start, end) covers, keeping the others in
+// order.
+func (t *tmRoot) retire(start, end int64) {
 	lo, hi := t.run(start, end)
 	kept := lo
 	for i := lo; i < hi; i++ {
@@ -143,23 +160,28 @@ func (m *TensorMap) retire(v *View) {
 			kept++
 		}
 	}
-	if kept == hi {
+	switch {
+	case kept == hi:
 		return
+	case hi == len(t.es):
+		t.es = t.es[:kept]
+	default:
+		t.es = append(t.es[:kept], t.es[hi:]...)
 	}
-	t.es = append(t.es[:kept], t.es[hi:]...)
 	if len(t.es) == 0 {
 		t.unordered = false
 	}
 }
 
 // Register records task as the producer of v's region.
-func (m *TensorMap) Register(v *View, task TaskID) {
-	t := m.slot(v.Root)
-	e := tmEntry{start: v.Offset, end: v.End(), producer: task}
-	if n := len(t.es); e.end < e.start || n > 0 && e.start < t.es[n-1].end {
+func (m *TensorMap) Register(v *View, task TaskID) { m.register(regionOf(v), task) }
+
+func (m *TensorMap) register(g region, task TaskID) {
+	t := m.slot(g.root)
+	if n := len(t.es); g.end < g.start || n > 0 && g.start < t.es[n-1].end {
 		t.unordered = true
 	}
-	t.es = append(t.es, e)
+	t.es = append(t.es, tmEntry{start: g.start, end: g.end, producer: task})
 }
 
 // Reset forgets every entry but keeps the storage for the next run.

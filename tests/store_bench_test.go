@@ -81,8 +81,10 @@ func cpuNs() int64 {
 }
 
 // BenchmarkStoreLoad loads DSv4 full's 8 Definitions from a store on disk
-// (page cache warm): read, check the entry, decode and verify the image.
-// MB/s is image bytes; ns/B, the load cost per Definition byte.
+// (page cache warm), as a process loads them a second time: pin the entry
+// (its file unchanged since this process read it, so not read again), check
+// it, read, verify and decode the image. MB/s is image bytes; ns/B, the
+// load cost per Definition byte.
 func BenchmarkStoreLoad(b *testing.B) {
 	m := loadDSv4(b)
 	images := definitionsOf(b, m, "full")
