@@ -83,7 +83,7 @@ func (r *runner) boundary(cf *frame, skip []bool, out []stages.Arg) {
 		f := &cf.block.fastBoundary[s]
 		o := &out[s]
 		o.Tag = f.tag
-		// The two commonest kinds inline; fastSlot.eval says why they hold.
+		// The commonest kinds inline; fastSlot.eval says why they hold.
 		switch {
 		case f.kind == slotConst:
 			o.View = f.tmpl
@@ -92,6 +92,11 @@ func (r *runner) boundary(cf *frame, skip []bool, out []stages.Arg) {
 			if y := f.row.c0 + f.row.coef*env[f.row.slot]; y >= 0 && y <= f.rowMax {
 				o.View = f.tmpl
 				o.View.Offset = f.base + y*f.stride0
+				continue
+			}
+		case f.kind == slotTArg:
+			if v := &cf.tensorArgs[f.targ]; f.accepts(v) {
+				o.View = *v
 				continue
 			}
 		case f.eval(env, rows, cf.tensorArgs, &o.View):
