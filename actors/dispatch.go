@@ -69,9 +69,16 @@ const maxSpinners = 2
 // (Preempted), and how long workers then park at once (Quiet).
 type spinPolicy struct{ For, Preempted, Quiet time.Duration }
 
-// defaultSpin covers the submission's warm DSv4 turn (~150 µs), so that its
-// handoff finds a spinner.
-var defaultSpin = spinPolicy{For: 250 * time.Microsecond, Preempted: 20 * time.Microsecond, Quiet: 20 * time.Millisecond}
+// spinYield is how long a spinner polls before it lets the goroutines
+// queued on its P run.
+const spinYield = 20 * time.Microsecond
+
+// defaultSpin covers the submission's warm DSv4 turn (~70-150 µs), so that
+// its handoff finds a spinner. An OS preemption takes a core for a
+// scheduler slice (ms); a shorter gap (an interrupt, a VM exit: 20 µs
+// gaps were common on a quiet 2-core VM) is not one and must not stop
+// spinning.
+var defaultSpin = spinPolicy{For: 250 * time.Microsecond, Preempted: 200 * time.Microsecond, Quiet: 20 * time.Millisecond}
 
 func newWarmDispatcher(workers int, policy spinPolicy) *warmDispatcher {
 	d := &warmDispatcher{
@@ -100,11 +107,11 @@ func (d *warmDispatcher) worker() {
 
 // spinning waits a moment for a run; nil when none came, or when enough
 // workers spin already. It yields once first, so that what the last run
-// readied on this P (a caller woken by its answer) goes first, then polls
-// without yielding: runtime.Gosched puts the spinner on the global queue
-// and wakes an idle P's thread, the cost a spinner is there to save, and
-// the spinner may then wait there behind a long run while the run it
-// claimed waits for it.
+// readied on this P (a caller woken by its answer) goes first, then polls,
+// yielding only every spinYield: runtime.Gosched puts the spinner on the
+// global queue and wakes an idle P's thread, the cost a spinner is there
+// to save, and the spinner may then wait there behind a long run while the
+// run it claimed waits for it.
 func (d *warmDispatcher) spinning() func() {
 	if !d.spins || d.stopped() {
 		return nil
@@ -119,6 +126,7 @@ func (d *warmDispatcher) spinning() func() {
 	}
 	runtime.Gosched()
 	last := time.Now()
+	yielded := last
 	d.tokens.Add(1)
 	deadline := last.Add(d.policy.For)
 	for i := 1; ; i++ {
@@ -137,6 +145,14 @@ func (d *warmDispatcher) spinning() func() {
 			// oversubscribed, and a spinner there takes time from the
 			// threads doing work. Park, and spin no more for a while.
 			d.quietUntil.Store(now.Add(d.policy.Quiet).UnixNano())
+		}
+		if now.Sub(yielded) > spinYield {
+			// Goroutines queued on this P (a run that found every
+			// worker busy, a recording's) go first; with both Ps
+			// busy this wakes no thread.
+			runtime.Gosched()
+			now = time.Now()
+			yielded = now
 		}
 		last = now
 		if preempted || now.After(deadline) || d.stopped() {
