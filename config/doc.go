@@ -150,7 +150,10 @@
 //	model.go     the compiled program the interpreter runs
 //
 // The interpreter is run.go (the op loop, allocs, task submission),
-// run_view.go (views), run_call.go (block calls, inline and as Graphs)
-// and run_auto.go (auto boundaries). errors.go holds the error types,
+// run_view.go (views), run_call.go (block calls, inline and as Graphs),
+// run_auto.go (auto boundaries) and run_fast.go (boundary slots compiled
+// at load time: a slot over an entry tensor is a template and an affine
+// offset, so a warm Graph call's boundary is copies and bounds; whatever
+// such a form cannot vouch for, the general path evaluates and reports). errors.go holds the error types,
 // validate.go Validate and orchestration.go Model.Orchestration.
 package config

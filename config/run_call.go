@@ -94,6 +94,11 @@ func (r *runner) boundary(cf *frame, skip []bool, out []stages.Arg) {
 				o.View.Offset = f.base + y*f.stride0
 				continue
 			}
+		case f.kind == slotTArg:
+			if v := &cf.tensorArgs[f.targ]; f.accepts(v) {
+				o.View = *v
+				continue
+			}
 		case f.eval(env, rows, cf.tensorArgs, &o.View):
 			continue
 		}

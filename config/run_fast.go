@@ -103,23 +103,26 @@ func (fs *fastSlot) eval(env []int64, rows bool, targs []stages.View, out *stage
 	case slotView:
 		return fs.viewFast.eval(env, out)
 	case slotTArg:
-		v := &targs[fs.targ]
-		if fs.dtype != stages.DTypeInvalid && v.DType != fs.dtype {
-			return false
+		if v := &targs[fs.targ]; fs.accepts(v) {
+			*out = *v
+			return true
 		}
-		if fs.ndims >= 0 {
-			if int8(v.NDims) != fs.ndims {
-				return false
-			}
-			// Element by element: an array == is a call to memequal.
-			for i := range v.Shape {
-				if v.Shape[i] != fs.shape[i] {
-					return false
-				}
-			}
-		}
-		*out = *v
-		return true
 	}
 	return false
+}
+
+// accepts compares the dims one by one: it must change with MaxDims.
+var _ = [1]struct{}{}[stages.MaxDims-5]
+
+// accepts reports whether a slotTArg slot takes tensor param v as it is.
+func (fs *fastSlot) accepts(v *stages.View) bool {
+	if fs.dtype != stages.DTypeInvalid && v.DType != fs.dtype {
+		return false
+	}
+	if fs.ndims < 0 {
+		return true
+	}
+	// Element by element: an array == is a call to memequal.
+	return int8(v.NDims) == fs.ndims && v.Shape[0] == fs.shape[0] && v.Shape[1] == fs.shape[1] &&
+		v.Shape[2] == fs.shape[2] && v.Shape[3] == fs.shape[3] && v.Shape[4] == fs.shape[4]
 }
