@@ -232,7 +232,7 @@ func start(sys *actor.ActorSystem, cfg Config, hook func(*mailbox.RecordJob)) (*
 	if err := rt.openDisk(); err != nil {
 		return nil, err
 	}
-	rt.dispatch = newWarmDispatcher(dispatchWorkers)
+	rt.dispatch = newWarmDispatcher(dispatchWorkers, defaultSpin)
 	// A crashed child is restarted in place, its mailbox intact, every
 	// time: a budget of restarts would stop a recorder for good after a run
 	// of panicking bodies and strand the jobs queued to it. A body's own

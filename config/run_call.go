@@ -83,7 +83,7 @@ func (r *runner) boundary(cf *frame, skip []bool, out []stages.Arg) {
 		f := &cf.block.fastBoundary[s]
 		o := &out[s]
 		o.Tag = f.tag
-		// The two commonest kinds inline; fastSlot.eval says why they hold.
+		// The commonest kinds inline; fastSlot.eval says why they hold.
 		switch {
 		case f.kind == slotConst:
 			o.View = f.tmpl
