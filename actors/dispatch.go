@@ -25,7 +25,10 @@ import (
 // that was ~20 µs at the handoff from host_orch to the replay (all of
 // graph_upload), and host_orch itself ran ~30% slower than the same code on
 // one goroutine; with a worker spinning, both went. Spinning takes a core,
-// so it stops when the machine is oversubscribed.
+// so it stops when the machine is oversubscribed, and when runs outnumber
+// spinners (a cold pass's recordings): a spinner's P then takes the spinner
+// back from the global queue before it would steal the runs queued on the
+// other P.
 //
 // A run is handed to a spinning worker, else to a parked one; when none is
 // idle (every worker busy, or the runtime stopped) it gets a goroutine of
@@ -48,6 +51,10 @@ type warmDispatcher struct {
 	policy spinPolicy
 	// quietUntil (Unix ns): no worker spins before it.
 	quietUntil atomic.Int64
+	// missed counts the runs that found no spinner: more runs than
+	// spinners (a cold pass's recordings), where a spinner would hold a P
+	// the scheduler should give to the goroutines waiting elsewhere.
+	missed atomic.Uint64
 	// handed counts the runs handed to a spinning worker.
 	handed atomic.Uint64
 	stop   chan struct{}
@@ -127,6 +134,7 @@ func (d *warmDispatcher) spinning() func() {
 	runtime.Gosched()
 	last := time.Now()
 	yielded := last
+	missed := d.missed.Load()
 	d.tokens.Add(1)
 	deadline := last.Add(d.policy.For)
 	for i := 1; ; i++ {
@@ -155,7 +163,11 @@ func (d *warmDispatcher) spinning() func() {
 			yielded = now
 		}
 		last = now
-		if preempted || now.After(deadline) || d.stopped() {
+		// A run that found no spinner while this one spun: work is
+		// waiting on another P's queue, which a spinner here would keep
+		// this P from stealing.
+		busy := d.missed.Load() != missed
+		if preempted || busy || now.After(deadline) || d.stopped() {
 			if d.claim() {
 				return nil // our token back: nobody is sending to us
 			}
@@ -192,6 +204,9 @@ func (d *warmDispatcher) Schedule(fn func()) {
 		d.spin <- fn // never blocks: at most one run per spinning worker
 		d.handed.Add(1)
 		return
+	}
+	if d.spinners.Load() > 0 {
+		d.missed.Add(1)
 	}
 	select {
 	case d.work <- fn:

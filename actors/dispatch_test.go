@@ -108,3 +108,45 @@ func TestDispatcherQuietWhenPreempted(t *testing.T) {
 		t.Fatalf("a worker spins in the quiet period: %d tokens", d.tokens.Load())
 	}
 }
+
+// A run that finds no spinner while one spins (more runs than spinners:
+// work is queued on another P) is counted, and stops the spinner, which
+// would keep its P from stealing that work.
+func TestDispatcherSpinnerYieldsToMissedRuns(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("the spinning path needs two Ps")
+	}
+	// Counted: a spinner registered, no token free.
+	d0 := newWarmDispatcher(0, spinPolicy{})
+	d0.spinners.Store(1)
+	ran := make(chan struct{})
+	d0.Schedule(func() { close(ran) }) // no worker: a goroutine of its own
+	<-ran
+	if n := d0.missed.Load(); n != 1 {
+		t.Fatalf("missed %d, want 1", n)
+	}
+
+	d := newWarmDispatcher(0, spinPolicy{For: time.Hour, Preempted: time.Hour})
+	defer d.close()
+	out := make(chan func(), 1)
+	go func() { out <- d.spinning() }()
+	deadline := time.Now().Add(time.Minute)
+	for d.tokens.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the spinner never spun")
+		}
+		runtime.Gosched()
+	}
+	d.missed.Add(1) // as Schedule does when it finds no token
+	select {
+	case fn := <-out:
+		if fn != nil {
+			t.Fatal("the spinner got a run nobody scheduled")
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the spinner kept spinning after a missed run")
+	}
+	if n := d.tokens.Load(); n != 0 {
+		t.Fatalf("%d tokens left after the spinner stopped", n)
+	}
+}
