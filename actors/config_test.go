@@ -32,6 +32,7 @@ func TestStartRefusesInvalidConfig(t *testing.T) {
 		{Config{QueueDepth: -1}, "QueueDepth"},
 		{Config{PassTimeout: -time.Second}, "PassTimeout"},
 		{Config{StoreMax: -1}, "StoreMax"},
+		{Config{SpinFor: -time.Microsecond}, "SpinFor"},
 		{Config{Device: npu.Config{Clusters: 2, Schedulers: 5}}, "Device.Schedulers"},
 		{Config{Device: npu.Config{HBMBytesPerSec: -1}}, "Device.HBMBytesPerSec"},
 	} {

@@ -17,15 +17,17 @@ import (
 // to runtime.newstack and newproc. A worker keeps its grown stack from one
 // run to the next.
 //
-// A worker that finishes a run spins for a moment (spinPolicy) before it
-// parks, and a run scheduled meanwhile goes to it. Waking a parked worker
-// readies a goroutine while a P is idle, so the Go scheduler wakes an OS
-// thread (a futex call, and on a VM an interrupt to the other core) and
-// that thread hunts for work beside the running actor. On a warm DSv4 pass
-// that was ~20 µs at the handoff from host_orch to the replay (all of
-// graph_upload), and host_orch itself ran ~30% slower than the same code on
-// one goroutine; with a worker spinning, both went. Spinning takes a core,
-// so it stops when the machine is oversubscribed, and when runs outnumber
+// With Config.SpinFor, a worker that finishes a run spins for a moment
+// before it parks, and a run scheduled meanwhile goes to it. Waking a
+// parked worker readies a goroutine while a P is idle, so the Go scheduler
+// wakes an OS thread (a futex call, and on a VM an interrupt to the other
+// core) and that thread hunts for work beside the running actor. On a warm
+// DSv4 pass that was 20-40 µs at the handoff from host_orch to the replay
+// (all of graph_upload), and host_orch ran slower than the same code on one
+// goroutine; with a worker spinning, both went while the other core was
+// free, and host_orch got slower still while the VM's host shared it (so
+// spinning is off by default). Spinning takes a core, so it stops when the
+// machine is oversubscribed, and when runs outnumber
 // spinners (a cold pass's recordings): a spinner's P then takes the spinner
 // back from the global queue before it would steal the runs queued on the
 // other P.
@@ -80,12 +82,13 @@ type spinPolicy struct{ For, Preempted, Quiet time.Duration }
 // queued on its P run.
 const spinYield = 20 * time.Microsecond
 
-// defaultSpin covers the submission's warm DSv4 turn (~70-150 µs), so that
-// its handoff finds a spinner. An OS preemption takes a core for a
-// scheduler slice (ms); a shorter gap (an interrupt, a VM exit: 20 µs
+// spinPolicyFor is Config.SpinFor's policy. An OS preemption takes a core
+// for a scheduler slice (ms); a shorter gap (an interrupt, a VM exit: 20 µs
 // gaps were common on a quiet 2-core VM) is not one and must not stop
 // spinning.
-var defaultSpin = spinPolicy{For: 250 * time.Microsecond, Preempted: 200 * time.Microsecond, Quiet: 20 * time.Millisecond}
+func spinPolicyFor(d time.Duration) spinPolicy {
+	return spinPolicy{For: d, Preempted: 200 * time.Microsecond, Quiet: 20 * time.Millisecond}
+}
 
 func newWarmDispatcher(workers int, policy spinPolicy) *warmDispatcher {
 	d := &warmDispatcher{

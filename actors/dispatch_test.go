@@ -14,7 +14,7 @@ func TestDispatcherRunsEverything(t *testing.T) {
 	if runtime.GOMAXPROCS(0) < 2 {
 		t.Skip("the spinning path needs two Ps")
 	}
-	d := newWarmDispatcher(4, defaultSpin)
+	d := newWarmDispatcher(4, spinPolicyFor(250*time.Microsecond))
 	if !d.spins {
 		t.Fatal("workers do not spin with two Ps")
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"testing"
+	"time"
 
 	"github.com/hbg-dev/hbg/mailbox"
 )
@@ -46,25 +47,29 @@ func postedSince(before, after []mailbox.Snapshot) map[string]int64 {
 func TestWarmPassMessages(t *testing.T) {
 	for _, m := range []keysModel{{keys: 1, calls: 1}, {keys: 64, calls: 4}} {
 		for _, skip := range []bool{false, true} {
-			t.Run(fmt.Sprintf("keys=%d calls=%d skip-device=%v", m.keys, m.calls, skip), func(t *testing.T) {
-				rt := newRuntime(t, Config{SkipDevice: skip}, nil)
-				orch := m.orchestration("messages")
-				runPass(t, rt, orch, 0)
-				runPass(t, rt, orch, 1)
-				before := rt.Mailboxes.Snapshots()
-				const n = 5
-				for round := 2; round < 2+n; round++ {
-					runPass(t, rt, orch, round)
-				}
-				got := postedSince(before, rt.Mailboxes.Snapshots())
-				want := warmPassMessages(0, skip)
-				for k := range want {
-					want[k] *= n
-				}
-				if !maps.Equal(got, want) {
-					t.Fatalf("%d warm passes posted %v, want %v", n, got, want)
-				}
-			})
+			// With workers spinning too: a handoff to a spinner is the
+			// same message.
+			for _, spin := range []time.Duration{0, 250 * time.Microsecond} {
+				t.Run(fmt.Sprintf("keys=%d calls=%d skip-device=%v spin=%v", m.keys, m.calls, skip, spin), func(t *testing.T) {
+					rt := newRuntime(t, Config{SkipDevice: skip, SpinFor: spin}, nil)
+					orch := m.orchestration("messages")
+					runPass(t, rt, orch, 0)
+					runPass(t, rt, orch, 1)
+					before := rt.Mailboxes.Snapshots()
+					const n = 5
+					for round := 2; round < 2+n; round++ {
+						runPass(t, rt, orch, round)
+					}
+					got := postedSince(before, rt.Mailboxes.Snapshots())
+					want := warmPassMessages(0, skip)
+					for k := range want {
+						want[k] *= n
+					}
+					if !maps.Equal(got, want) {
+						t.Fatalf("%d warm passes posted %v, want %v", n, got, want)
+					}
+				})
+			}
 		}
 	}
 }

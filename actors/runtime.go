@@ -72,6 +72,16 @@ type Config struct {
 	StoreDir string
 	// StoreMax bounds the store on disk in bytes (0: diskstore.DefaultMax).
 	StoreMax int64
+	// SpinFor is how long a worker goroutine that ends an actor's turn
+	// spins for the next one before it parks (0: it parks at once; 250 µs
+	// covers a warm DSv4 full turn). A handoff to a spinning worker wakes
+	// no OS thread: on a 2-core VM it took the warm full control plane
+	// from ~125 to ~70 µs while the other core was free, and made it
+	// worse (and doubled the CPU a pass) while the host shared that core
+	// with other work, so it is off unless asked for. Spinning stops by
+	// itself when the OS preempts a spinner and when runs outnumber
+	// spinners (actors/dispatch.go).
+	SpinFor time.Duration
 	// Peers is where the store looks for a Definition it misses, after the
 	// store on disk and before recording it: the other nodes of a cluster
 	// (package peer), so that a Definition is recorded once per cluster.
@@ -197,6 +207,9 @@ func (c *Config) Validate() error {
 			return &ConfigError{Field: f.name, Value: f.v, Want: "at least 1"}
 		}
 	}
+	if c.SpinFor < 0 {
+		return &ConfigError{Field: "SpinFor", Value: c.SpinFor, Want: "0 (no spinning) or a positive duration"}
+	}
 	if c.PassTimeout <= 0 {
 		return &ConfigError{Field: "PassTimeout", Value: c.PassTimeout, Want: "a positive duration"}
 	}
@@ -232,7 +245,7 @@ func start(sys *actor.ActorSystem, cfg Config, hook func(*mailbox.RecordJob)) (*
 	if err := rt.openDisk(); err != nil {
 		return nil, err
 	}
-	rt.dispatch = newWarmDispatcher(dispatchWorkers, defaultSpin)
+	rt.dispatch = newWarmDispatcher(dispatchWorkers, spinPolicyFor(cfg.SpinFor))
 	// A crashed child is restarted in place, its mailbox intact, every
 	// time: a budget of restarts would stop a recorder for good after a run
 	// of panicking bodies and strand the jobs queued to it. A body's own

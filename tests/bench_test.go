@@ -21,9 +21,15 @@ import (
 // machine inflates less than the wall clock.
 func BenchmarkPassWarm(b *testing.B) {
 	m := loadDSv4(b)
-	for _, form := range []string{"eager", "pair", "blocks", "full"} {
+	// full-spin: the same with workers spinning before they park
+	// (Config.SpinFor), which pays or not with the machine.
+	for _, form := range []string{"eager", "pair", "blocks", "full", "full-spin"} {
 		b.Run(form, func(b *testing.B) {
-			rt := startRuntime(b, actors.Config{SkipDevice: true})
+			cfg := actors.Config{SkipDevice: true}
+			if form == "full-spin" {
+				form, cfg.SpinFor = "full", 250*time.Microsecond
+			}
+			rt := startRuntime(b, cfg)
 			orch := orchestration(m, form)
 			ctx := context.Background()
 			if _, err := rt.Pass(ctx, orch, 0, 0); err != nil {
