@@ -102,12 +102,11 @@ func (r *replayActor) act(ctx actor.Context) {
 	}
 }
 
-// ship closes graph_upload and sends the run image's one copy and the
-// launch together: the device serves them in order, with no round trip
-// between.
+// ship encodes the run image, closes graph_upload and sends the image's
+// one copy and the launch together: the device serves them in order, with
+// no round trip between. The encoding is host work the pass cannot ship
+// without, so it is in graph_upload and the control plane.
 func (r *replayActor) ship(ctx actor.Context, run *passRun) {
-	run.finishPhase() // graph_upload
-	run.shipNs = trace.Now()
 	img := run.pass.Image
 	if r.rt.imageHook != nil {
 		r.rt.imageHook(img)
@@ -117,6 +116,8 @@ func (r *replayActor) ship(ctx actor.Context, run *passRun) {
 		buf, r.free = r.free[n-1], r.free[:n-1]
 	}
 	run.image = stages.AppendRunImage(buf, img)
+	run.finishPhase() // graph_upload
+	run.shipNs = trace.Now()
 	ph := devicePhase{tracer: r.rt.tracer, run: run.req.run, rank: r.rank, round: run.req.round}
 	sendDevice(ctx, r.device, &deviceCopy{image: run.image, phase: ph})
 	if !r.rt.cfg.SkipDevice {
