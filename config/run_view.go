@@ -45,19 +45,7 @@ func (r *runner) view(fr *frame, v *viewExpr, out *stages.View) bool {
 			return false
 		}
 		out.Offset += start * base.Strides[0]
-		if v.index != nil {
-			if base.NDims == 1 {
-				out.Shape[0] = 1
-			} else {
-				copy(out.Shape[:], base.Shape[1:base.NDims])
-				copy(out.Strides[:], base.Strides[1:base.NDims])
-				out.NDims--
-				out.Shape[out.NDims] = 0
-				out.Strides[out.NDims] = 0
-			}
-		} else {
-			out.Shape[0] = count
-		}
+		takeRows(out, base, v.index != nil, count)
 	}
 	if v.at != nil {
 		at := r.eval(v.at, fr, v.line)
@@ -89,4 +77,22 @@ func (r *runner) view(fr *frame, v *viewExpr, out *stages.View) bool {
 		return false
 	}
 	return true
+}
+
+// takeRows narrows out, a copy of base, to count rows of base's first
+// dimension (the offset is the caller's); an index (count 1) drops that
+// dimension, but a rank-1 base keeps it, one long.
+func takeRows(out, base *stages.View, index bool, count int64) {
+	switch {
+	case !index:
+		out.Shape[0] = count
+	case base.NDims == 1:
+		out.Shape[0] = 1
+	default:
+		copy(out.Shape[:], base.Shape[1:base.NDims])
+		copy(out.Strides[:], base.Strides[1:base.NDims])
+		out.NDims--
+		out.Shape[out.NDims] = 0
+		out.Strides[out.NDims] = 0
+	}
 }

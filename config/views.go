@@ -262,20 +262,7 @@ func compileFast(v *viewExpr, base stages.View) (f viewFast, ok bool) {
 		} else if _, ok := addOK(base.Offset, d); !ok {
 			return f, false
 		}
-		t := &f.tmpl
-		if v.index != nil {
-			if base.NDims == 1 {
-				t.Shape[0] = 1
-			} else {
-				copy(t.Shape[:], base.Shape[1:base.NDims])
-				copy(t.Strides[:], base.Strides[1:base.NDims])
-				t.NDims--
-				t.Shape[t.NDims] = 0
-				t.Strides[t.NDims] = 0
-			}
-		} else {
-			t.Shape[0] = count
-		}
+		takeRows(&f.tmpl, &base, v.index != nil, count)
 	}
 	if v.at != nil {
 		if f.at, ok = termOf(v.at); !ok {

@@ -17,17 +17,7 @@ func warmRunImage(b *testing.B) *stages.RunImage {
 	for round := range 2 {
 		h.Begin(orch.Name, orch.Entry, len(orch.Kernels), round)
 		err := orch.Run(hostSubmitter{h})
-		var ls []stages.Learned
-		for _, j := range h.TakeJobs() {
-			if j.Verify {
-				continue
-			}
-			d, rerr := rec.Record(j.Key, j.FullKey, j.Boundary, j.Roots, j.Scalars, j.ExtDeps, j.Body)
-			if rerr != nil {
-				b.Fatal(rerr)
-			}
-			ls = append(ls, stages.Learned{StoreKey: j.StoreKey, Def: &stages.Published{Def: d, Image: stages.EncodeDefinition(d), Hash: d.ContentHash, Written: d.WrittenSlots()}})
-		}
+		ls := recordJobs(b, h, &rec)
 		if p = h.End(err); err != nil || p.Err != nil {
 			b.Fatal(err, p.Err)
 		}
@@ -138,17 +128,7 @@ func BenchmarkHostGraphCalls(b *testing.B) {
 		} else {
 			err = orch.Run(hostSubmitter{h})
 		}
-		var ls []stages.Learned
-		for _, j := range h.TakeJobs() {
-			if j.Verify {
-				continue
-			}
-			d, rerr := rec.Record(j.Key, j.FullKey, j.Boundary, j.Roots, j.Scalars, j.ExtDeps, j.Body)
-			if rerr != nil {
-				b.Fatal(rerr)
-			}
-			ls = append(ls, stages.Learned{StoreKey: j.StoreKey, Def: &stages.Published{Def: d, Image: stages.EncodeDefinition(d), Hash: d.ContentHash, Written: d.WrittenSlots()}})
-		}
+		ls := recordJobs(b, h, &rec)
 		p := h.End(err)
 		if err != nil || p.Err != nil {
 			b.Fatal(err, p.Err)

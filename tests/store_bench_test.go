@@ -22,19 +22,7 @@ import (
 func BenchmarkPassColdStore(b *testing.B) {
 	m := loadDSv4(b)
 	orch := orchestration(m, "full")
-	populated := b.TempDir()
-	fill := startRuntime(b, actors.Config{SkipDevice: true, StoreDir: populated})
-	if res, err := fill.Pass(context.Background(), orch, 0, 0); err != nil || res.Pass.BuiltDefinitions != 8 {
-		b.Fatalf("filling the store: %v", err)
-	}
-	fill.Stop(context.Background()) // flushes the writes
-	for _, c := range []struct {
-		name string
-		dir  func() string
-	}{
-		{"empty", func() string { return b.TempDir() }},
-		{"populated", func() string { return populated }},
-	} {
+	for _, c := range storeCases(b, orch) {
 		b.Run(c.name, func(b *testing.B) {
 			var passes []trace.Pass
 			var cpu int64
@@ -79,19 +67,7 @@ func BenchmarkPassColdStore(b *testing.B) {
 func BenchmarkStartPassColdStore(b *testing.B) {
 	m := loadDSv4(b)
 	orch := orchestration(m, "full")
-	populated := b.TempDir()
-	fill := startRuntime(b, actors.Config{SkipDevice: true, StoreDir: populated})
-	if res, err := fill.Pass(context.Background(), orch, 0, 0); err != nil || res.Pass.BuiltDefinitions != 8 {
-		b.Fatalf("filling the store: %v", err)
-	}
-	fill.Stop(context.Background())
-	for _, c := range []struct {
-		name string
-		dir  func() string
-	}{
-		{"empty", func() string { return b.TempDir() }},
-		{"populated", func() string { return populated }},
-	} {
+	for _, c := range storeCases(b, orch) {
 		b.Run(c.name, func(b *testing.B) {
 			var start int64
 			for b.Loop() {
@@ -175,4 +151,25 @@ func BenchmarkStoreLoad(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(total), "ns/B")
 	b.ReportMetric(float64(cpuNs()-c0)/float64(b.N)/float64(total), "cpu-ns/B")
 	b.ReportMetric(float64(total), "image-bytes")
+}
+
+type storeCase struct {
+	name string
+	dir  func() string // the store's directory for one pass
+}
+
+// storeCases are the two stores a cold pass starts with: an empty one
+// (each case's call a new one), and one an earlier runtime filled with
+// orch's 8 Definitions.
+func storeCases(b *testing.B, orch *actors.Orchestration) []storeCase {
+	populated := b.TempDir()
+	fill := startRuntime(b, actors.Config{SkipDevice: true, StoreDir: populated})
+	if res, err := fill.Pass(context.Background(), orch, 0, 0); err != nil || res.Pass.BuiltDefinitions != 8 {
+		b.Fatalf("filling the store: %v", err)
+	}
+	fill.Stop(context.Background()) // flushes the writes
+	return []storeCase{
+		{"empty", func() string { return b.TempDir() }},
+		{"populated", func() string { return populated }},
+	}
 }
