@@ -152,20 +152,11 @@ func readAll(fd int, buf []byte, hint int64) ([]byte, error) {
 	if int64(cap(buf)) < hint {
 		buf = make([]byte, 0, hint)
 	}
-	buf = buf[:0]
-	for int64(len(buf)) < hint {
-		n, err := syscall.Read(fd, buf[len(buf):hint])
-		switch {
-		case err == syscall.EINTR:
-			continue
-		case err != nil:
-			return nil, err
-		case n == 0:
-			return buf, nil
-		}
-		buf = buf[:len(buf)+n]
+	n, err := readFull(fd, buf[:hint], hint)
+	if err != nil {
+		return nil, err
 	}
-	return buf, nil
+	return buf[:n], nil
 }
 
 // readFull reads fd into b until b is full, the file ends, or a read
