@@ -12,7 +12,7 @@ import (
 // warmDispatcher runs actors' mailboxes on a few long-lived goroutines
 // instead of a new goroutine per mailbox run (protoactor's default). A new
 // goroutine starts on a small stack, and a pass's turn on the submission
-// (the model interpreter's recursion, a run image's encoding on the replay)
+// (the model interpreter's recursion, a run image's encoding)
 // grows it by copying, every time: about 5% of a warm DSv4 pass's CPU went
 // to runtime.newstack and newproc. A worker keeps its grown stack from one
 // run to the next.
@@ -23,7 +23,8 @@ import (
 // wakes an OS thread (a futex call, and on a VM an interrupt to the other
 // core) and that thread hunts for work beside the running actor. On a warm
 // DSv4 pass that was 20-40 µs at the handoff from host_orch to the replay
-// (all of graph_upload), and host_orch ran slower than the same code on one
+// (all of graph_upload, until the replay ran on its sender's goroutine), and
+// host_orch ran slower than the same code on one
 // goroutine; with a worker spinning, both went while the other core was
 // free, and host_orch got slower still while the VM's host shared it (so
 // spinning is off by default). Spinning takes a core, so it stops when the
@@ -225,7 +226,7 @@ func (d *warmDispatcher) Throughput() int { return dispatchThroughput }
 // goroutines of their own.
 func (d *warmDispatcher) close() { d.once.Do(func() { close(d.stop) }) }
 
-// dispatchWorkers is the workers per runtime: a rank's submission, replay,
+// dispatchWorkers is the workers per runtime: a rank's submission,
 // uploader and device, and the store, with room to spare; more runs at once
 // get goroutines of their own.
 const dispatchWorkers = 8

@@ -452,9 +452,18 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		default:
 		}
 		dev := ctx.Spawn(newDeviceProps(rt, m.rank))
-		rp := ctx.Spawn(rt.props(fmt.Sprintf("replay-%d", m.rank), 0, func() actor.Actor {
+		// The replay runs its turns on the goroutine that posts to it
+		// (protoactor's synchronized dispatcher): a handoff at the end of
+		// host_orch, an upload's answer, the device's. Its turns are short
+		// (finalize shells, encode the run image, send), and each was the
+		// tail of its sender's; on a worker of its own, a handoff readied a
+		// parked goroutine, whose wake-up (a futex call and, on a VM, an
+		// interrupt to the other core) was half of a warm graph_upload.
+		// The mailbox still runs one turn at a time: a message that
+		// arrives during a turn is queued and run by that turn's goroutine.
+		rp := ctx.Spawn(rt.Mailboxes.Props(fmt.Sprintf("replay-%d", m.rank), 0, func() actor.Actor {
 			return &replayActor{rt: rt, rank: m.rank, device: dev}
-		}))
+		}, actor.WithDispatcher(actor.NewSynchronizedDispatcher(dispatchThroughput))))
 		up := ctx.Spawn(rt.props(fmt.Sprintf("uploader-%d", m.rank), 0, func() actor.Actor {
 			return &uploader{rank: m.rank, device: dev, replay: rp, tracer: rt.tracer, noRetain: rt.cfg.NoRetain, disk: rt.disk}
 		}))
