@@ -11,8 +11,13 @@ import (
 // image's content hash and returns the image. It sizes the image first and
 // allocates once. The fanin CSR is written in node order from each node's
 // Fanin span, and the fanout CSR is derived from it in place.
-func EncodeDefinition(d *Definition) []byte {
-	s := sizeDefinition(d)
+func EncodeDefinition(d *Definition) []byte { return encodeDefinition(d, nil, len(d.Tensors)) }
+
+// encodeDefinition is EncodeDefinition; with tens non-nil, d's tensor
+// templates are those ntens records, already encoded (a Recorder's), and
+// d.Tensors is not read.
+func encodeDefinition(d *Definition, tens []byte, ntens int) []byte {
+	s := sizeDefinition(d, tens, ntens)
 	total := s.sec[dsEnd]
 	w := writer{imagefmt.Writer{B: make([]byte, 0, total)}}
 	w.defHeader(d, &s)
@@ -21,7 +26,7 @@ func EncodeDefinition(d *Definition) []byte {
 	w.extCSR(d)
 	w.Pad8()
 	w.nodeTable(d)
-	w.defRecords(d)
+	w.defRecords(d, &s)
 	w.B = append(w.B, d.Key...)
 	if len(w.B) != total {
 		panic(fmt.Sprintf("stages: definition image sized %d, wrote %d", total, len(w.B)))
@@ -37,10 +42,13 @@ func EncodeDefinition(d *Definition) []byte {
 type defSizes struct {
 	edges, npred, waits int
 	sec                 [dsCount]int
+	// tens is the tensor records when they come encoded, ntens their count.
+	tens  []byte
+	ntens int
 }
 
-func sizeDefinition(d *Definition) defSizes {
-	var s defSizes
+func sizeDefinition(d *Definition, tens []byte, ntens int) defSizes {
+	s := defSizes{tens: tens, ntens: ntens}
 	n := len(d.Nodes)
 	for i := range d.Nodes {
 		s.edges += int(d.Nodes[i].Fanin.N)
@@ -67,8 +75,12 @@ func sizeDefinition(d *Definition) defSizes {
 	sec[dsNodes] = off
 	off += nodeRecSize * n
 	sec[dsTensors] = off
-	for i := range d.Tensors {
-		off += tensorRefLen(&d.Tensors[i])
+	if tens != nil {
+		off += len(tens)
+	} else {
+		for i := range d.Tensors {
+			off += tensorRefLen(&d.Tensors[i])
+		}
 	}
 	sec[dsScalars] = off
 	for i := range d.Scalars {
@@ -111,7 +123,7 @@ func (w *writer) defHeader(d *Definition, s *defSizes) {
 	w.U32(uint32(s.sec[dsEnd]))
 	w.U32(uint32(len(d.Nodes)))
 	w.U32(uint32(s.edges))
-	w.U32(uint32(len(d.Tensors)))
+	w.U32(uint32(s.ntens))
 	w.U32(uint32(len(d.Scalars)))
 	w.U32(uint32(len(d.Roots)))
 	w.U32(uint32(len(d.Boundary)))
@@ -214,9 +226,13 @@ func (w *writer) nodeTable(d *Definition) {
 
 // defRecords writes the variable-width sections: tensor templates,
 // scalars, internal roots, the boundary signature and predicates.
-func (w *writer) defRecords(d *Definition) {
-	for i := range d.Tensors {
-		w.tensorRef(&d.Tensors[i])
+func (w *writer) defRecords(d *Definition, s *defSizes) {
+	if s.tens != nil {
+		w.B = append(w.B, s.tens...)
+	} else {
+		for i := range d.Tensors {
+			w.tensorRef(&d.Tensors[i])
+		}
 	}
 	for i := range d.Scalars {
 		s := &d.Scalars[i]
