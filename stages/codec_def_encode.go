@@ -138,17 +138,31 @@ func (w *writer) defHeader(d *Definition, s *defSizes) {
 	w.Pad8()
 }
 
+// grow extends w.B by n bytes and returns them, to be written in place:
+// the fixed-width sections are written with one bounds check per record
+// rather than an append per field.
+func (w *writer) grow(n int) []byte {
+	off := len(w.B)
+	w.B = w.B[:off+n]
+	return w.B[off:]
+}
+
 func (w *writer) faninCSR(d *Definition) {
+	le := binary.LittleEndian
+	offs := w.grow(4 * (len(d.Nodes) + 1))
+	le.PutUint32(offs, 0)
 	acc := uint32(0)
-	w.U32(0)
 	for i := range d.Nodes {
 		acc += d.Nodes[i].Fanin.N
-		w.U32(acc)
+		le.PutUint32(offs[4*i+4:], acc)
 	}
+	idx := w.grow(4 * int(acc))
+	k := 0
 	for i := range d.Nodes {
 		f := d.Nodes[i].Fanin
 		for _, p := range d.Fanin[f.Off : f.Off+f.N] {
-			w.U32(p)
+			le.PutUint32(idx[k:], p)
+			k += 4
 		}
 	}
 }
@@ -157,39 +171,39 @@ func (w *writer) faninCSR(d *Definition) {
 // prefix-sum, scatter using the offsets as cursors, then shift the offsets
 // back by one slot.
 func (w *writer) fanoutCSR(d *Definition, edges int) {
+	le := binary.LittleEndian
 	n := len(d.Nodes)
-	fo := len(w.B)
-	w.B = w.B[:fo+4*(n+1)+4*edges]
-	clear(w.B[fo:])
-	offs := w.B[fo : fo+4*(n+1)]
-	idx := w.B[fo+4*(n+1):]
-	get := func(i int) uint32 { return binary.LittleEndian.Uint32(offs[4*i:]) }
-	put := func(i int, v uint32) { binary.LittleEndian.PutUint32(offs[4*i:], v) }
+	offs := w.grow(4 * (n + 1))
+	idx := w.grow(4 * edges)
+	clear(offs)
 	for i := range d.Nodes {
 		f := d.Nodes[i].Fanin
 		for _, p := range d.Fanin[f.Off : f.Off+f.N] {
 			if int(p) < n {
-				put(int(p)+1, get(int(p)+1)+1)
+				o := offs[4*p+4:]
+				le.PutUint32(o, le.Uint32(o)+1)
 			}
 		}
 	}
+	acc := uint32(0)
 	for i := 1; i <= n; i++ {
-		put(i, get(i)+get(i-1))
+		o := offs[4*i:]
+		acc += le.Uint32(o)
+		le.PutUint32(o, acc)
 	}
 	for c := range d.Nodes {
 		f := d.Nodes[c].Fanin
 		for _, p := range d.Fanin[f.Off : f.Off+f.N] {
 			if int(p) < n {
-				cur := get(int(p))
-				binary.LittleEndian.PutUint32(idx[4*cur:], uint32(c))
-				put(int(p), cur+1)
+				o := offs[4*p:]
+				cur := le.Uint32(o)
+				le.PutUint32(idx[4*cur:], uint32(c))
+				le.PutUint32(o, cur+1)
 			}
 		}
 	}
-	for i := n; i > 0; i-- {
-		put(i, get(i-1))
-	}
-	put(0, 0)
+	copy(offs[4:], offs[:4*n])
+	le.PutUint32(offs, 0)
 }
 
 func (w *writer) extCSR(d *Definition) {
@@ -207,20 +221,22 @@ func (w *writer) extCSR(d *Definition) {
 }
 
 func (w *writer) nodeTable(d *Definition) {
+	le := binary.LittleEndian
+	b := w.grow(nodeRecSize * len(d.Nodes))
 	for i := range d.Nodes {
 		nd := &d.Nodes[i]
-		w.U8(uint8(nd.Kind))
-		w.U8(0)
-		w.U16(0)
-		w.U32(uint32(nd.BlockNum))
+		rec := b[nodeRecSize*i : nodeRecSize*i+nodeRecSize]
+		rec[imagefmt.NodeKindAt] = uint8(nd.Kind)
+		rec[imagefmt.NodeKindAt+1], rec[imagefmt.NodeKindAt+2], rec[imagefmt.NodeKindAt+3] = 0, 0, 0
+		le.PutUint32(rec[imagefmt.NodeBlockNumAt:], uint32(nd.BlockNum))
 		for k := 0; k < 3; k++ {
-			w.U32(uint32(nd.Kernel[k]))
+			le.PutUint32(rec[imagefmt.NodeKernelAt+4*k:], uint32(nd.Kernel[k]))
 		}
-		w.U32(nd.Tensors.Off)
-		w.U32(nd.Tensors.N)
-		w.U32(nd.Scalars.Off)
-		w.U32(nd.Scalars.N)
-		w.U32(uint32(nd.Pred))
+		le.PutUint32(rec[imagefmt.NodeTensorOffAt:], nd.Tensors.Off)
+		le.PutUint32(rec[imagefmt.NodeTensorNAt:], nd.Tensors.N)
+		le.PutUint32(rec[imagefmt.NodeScalarOffAt:], nd.Scalars.Off)
+		le.PutUint32(rec[imagefmt.NodeScalarNAt:], nd.Scalars.N)
+		le.PutUint32(rec[imagefmt.NodePredicateAt:], uint32(nd.Pred))
 	}
 }
 
