@@ -184,7 +184,7 @@ func TestReplayTamperChangesDigest(t *testing.T) {
 	}
 	tampers := map[string]func(img *stages.RunImage){
 		"scalar": func(img *stages.RunImage) { img.Scalars[img.Graphs[3].Scalars.Off]++ },
-		"offset": func(img *stages.RunImage) { img.Args[img.Graphs[3].Boundary.Off].View.Offset += 16 },
+		"offset": func(img *stages.RunImage) { img.Bound[img.Graphs[3].Boundary.Off].Offset += 16 },
 	}
 	for name, f := range tampers {
 		rt.imageHook = f
