@@ -56,9 +56,11 @@ func TestChaos(t *testing.T) {
 		if enabled() && chance(0.1) {
 			// A view on a root the run does not have: the device refuses
 			// the image, and serves the next one.
-			switch nb, na := len(img.Bound), len(img.Args); {
+			switch nb, na := img.NumBound(), len(img.Args); {
 			case nb > 0:
-				img.Bound[nb-1].Root = 1 << 30
+				a := img.BoundArg(nb - 1)
+				a.Root = 1 << 30
+				img.SetBoundArg(nb-1, a)
 			case na > 0:
 				img.Args[na-1].View.Root = 1 << 30
 			}

@@ -25,7 +25,7 @@ func AppendRunImage(dst []byte, img *RunImage) []byte {
 	w.U32(0) // total, set last
 	nargs := len(img.Args)
 	if img.narrow {
-		nargs += len(img.Bound)
+		nargs += img.NumBound()
 	}
 	w.U32(uint32(len(img.Tasks)))
 	w.U32(uint32(nargs))
@@ -152,8 +152,9 @@ func (w *writer) runArgs(img *RunImage) {
 }
 
 // narrowArgs writes a narrow image's args section: the same bytes as
-// runArgs writes for the image with every boundary in Args, each where its
-// Graph submission put it among the other tasks' arguments.
+// runArgs writes for the image with every boundary in Args, each Graph's
+// records copied where its submission put it among the other tasks'
+// arguments.
 func (w *writer) narrowArgs(img *RunImage) {
 	args := img.Args
 	a := 0
@@ -163,26 +164,11 @@ func (w *writer) narrowArgs(img *RunImage) {
 			w.view(&args[a].View)
 		}
 		b := img.Graphs[gi].Boundary
-		w.compactBound(img.Bound[b.Off : b.Off+b.N])
+		w.B = append(w.B, img.Bound[int(b.Off)*imagefmt.CompactArgSize:int(b.Off+b.N)*imagefmt.CompactArgSize]...)
 	}
 	for ; a < len(args); a++ {
 		w.U8(uint8(args[a].Tag))
 		w.view(&args[a].View)
-	}
-}
-
-// compactBound writes a narrow image's boundary args as CompactArgSize-byte
-// records.
-func (w *writer) compactBound(args []BoundArg) {
-	n := len(w.B)
-	w.B = slices.Grow(w.B, imagefmt.CompactArgSize*len(args))[:n+imagefmt.CompactArgSize*len(args)]
-	b := w.B[n:]
-	for i := range args {
-		r := b[:imagefmt.CompactArgSize:imagefmt.CompactArgSize]
-		r[0] = uint8(args[i].Tag) | compactArg
-		binary.LittleEndian.PutUint32(r[1:], uint32(args[i].Root))
-		binary.LittleEndian.PutUint64(r[5:], uint64(args[i].Offset))
-		b = b[imagefmt.CompactArgSize:]
 	}
 }
 
@@ -192,10 +178,7 @@ func (w *writer) compactArgs(args []Arg) {
 	w.B = slices.Grow(w.B, imagefmt.CompactArgSize*len(args))[:n+imagefmt.CompactArgSize*len(args)]
 	b := w.B[n:]
 	for i := range args {
-		r := b[:imagefmt.CompactArgSize:imagefmt.CompactArgSize]
-		r[0] = uint8(args[i].Tag) | compactArg
-		binary.LittleEndian.PutUint32(r[1:], uint32(args[i].View.Root))
-		binary.LittleEndian.PutUint64(r[5:], uint64(args[i].View.Offset))
+		putBound(b, args[i].Tag, args[i].View.Root, args[i].View.Offset)
 		b = b[imagefmt.CompactArgSize:]
 	}
 }

@@ -1,5 +1,11 @@
 package stages
 
+import (
+	"encoding/binary"
+
+	"github.com/hbg-dev/hbg/stages/imagefmt"
+)
+
 // This file holds the two things the host ships to the device: the run image
 // (one per run: task descriptors and Graph submissions) and the Definition
 // (one per distinct full_key, uploaded once as a shared device object). Both
@@ -59,17 +65,20 @@ type GraphSubmission struct {
 // RunImage is everything one run ships to the device in one copy.
 //
 // An image the host builds (OrdinaryPath) is narrow: its Graph boundaries
-// are in Bound, each a BoundArg, and its Args hold the other tasks'
-// arguments only. A warm pass is mostly boundaries (DSv4 full: 2,962 of
-// 3,113 args), and a full Arg is 112 bytes where the part a replay may
+// are in Bound, as the image ships them, and its Args hold the other
+// tasks' arguments only. A warm pass is mostly boundaries (DSv4 full: 2,962
+// of 3,113 args), and a full Arg is 112 bytes where the part a replay may
 // change is 13. Any other image (decoded from bytes, or built by hand) has
-// every argument in Args. Both encode to the same bytes: the encoder puts
-// the boundaries back among the other arguments in task order.
+// every argument in Args. Both encode to the same bytes: the encoder copies
+// each Graph's boundary records in among the other arguments, in task
+// order.
 type RunImage struct {
 	Tasks []TaskDesc
 	Args  []Arg
-	// Bound holds a narrow image's Graph boundaries, in Graph order.
-	Bound   []BoundArg
+	// Bound holds a narrow image's Graph boundary args in Graph order, each
+	// a BoundArg in the record the image ships (imagefmt.CompactArgSize
+	// bytes; BoundArg and SetBoundArg read and write them).
+	Bound   []byte
 	Scalars []uint64
 	Fanin   []TaskID
 	Roots   []RootDesc
@@ -97,8 +106,31 @@ type BoundArg struct {
 	Tag    Tag
 }
 
-// boundArg is the narrow form of a matched boundary argument.
-func boundArg(a *Arg) BoundArg { return BoundArg{Offset: a.View.Offset, Root: a.View.Root, Tag: a.Tag} }
+// NumBound is the number of boundary args in Bound.
+func (img *RunImage) NumBound() int { return len(img.Bound) / imagefmt.CompactArgSize }
+
+// BoundArg is boundary arg i of Bound.
+func (img *RunImage) BoundArg(i int) BoundArg {
+	r := img.Bound[i*imagefmt.CompactArgSize:][:imagefmt.CompactArgSize]
+	return BoundArg{
+		Tag:    Tag(r[0] &^ compactArg),
+		Root:   RootID(binary.LittleEndian.Uint32(r[1:])),
+		Offset: int64(binary.LittleEndian.Uint64(r[5:])),
+	}
+}
+
+// SetBoundArg sets boundary arg i of Bound.
+func (img *RunImage) SetBoundArg(i int, a BoundArg) {
+	putBound(img.Bound[i*imagefmt.CompactArgSize:], a.Tag, a.Root, a.Offset)
+}
+
+// putBound writes a boundary arg's record at the start of r.
+func putBound(r []byte, tag Tag, root RootID, off int64) {
+	r = r[:imagefmt.CompactArgSize]
+	r[0] = uint8(tag) | compactArg
+	binary.LittleEndian.PutUint32(r[1:], uint32(root))
+	binary.LittleEndian.PutUint64(r[5:], uint64(off))
+}
 
 // SourceKind says where a recorded node's tensor comes from at replay.
 type SourceKind uint8

@@ -108,8 +108,10 @@ func TestLentBoundary(t *testing.T) {
 	c, want := call(4)
 	id := h.Graph(c, o) // a new key: a shell, its boundary taken narrow
 	img := h.Ordinary().Image()
-	if got := img.Bound[img.Tasks[id].Args.Off:][:2]; got[0] != boundArg(&want[0]) || got[1] != boundArg(&want[1]) {
-		t.Fatalf("shell boundary %v, want %v", got, want)
+	for i, w := range want {
+		if got := img.BoundArg(int(img.Tasks[id].Args.Off) + i); got != (BoundArg{Offset: w.View.Offset, Root: w.View.Root, Tag: w.Tag}) {
+			t.Fatalf("shell boundary slot %d: %+v, want %v", i, got, w)
+		}
 	}
 	if again := h.GraphBoundary(2); &again[0] != &c.Boundary[0] {
 		t.Fatalf("the second call's slots are not the first's")

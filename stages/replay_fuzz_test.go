@@ -266,8 +266,8 @@ func checkNarrowEncoding(t *testing.T, img *RunImage, bounds [][]Arg) {
 	if again := EncodeRunImage(dec); !bytes.Equal(again, b) {
 		t.Fatalf("the decoded image (every arg in Args) encodes to other bytes than the narrow one")
 	}
-	if len(dec.Tasks) != len(img.Tasks) || len(dec.Graphs) != len(bounds) || len(dec.Args) != len(img.Args)+len(img.Bound) {
-		t.Fatalf("decoded %d tasks, %d graphs, %d args; want %d, %d, %d+%d", len(dec.Tasks), len(dec.Graphs), len(dec.Args), len(img.Tasks), len(bounds), len(img.Args), len(img.Bound))
+	if len(dec.Tasks) != len(img.Tasks) || len(dec.Graphs) != len(bounds) || len(dec.Args) != len(img.Args)+img.NumBound() {
+		t.Fatalf("decoded %d tasks, %d graphs, %d args; want %d, %d, %d+%d", len(dec.Tasks), len(dec.Graphs), len(dec.Args), len(img.Tasks), len(bounds), len(img.Args), img.NumBound())
 	}
 	for i := range dec.Tasks {
 		s := dec.Tasks[i].Args

@@ -1,6 +1,10 @@
 package stages
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/hbg-dev/hbg/stages/imagefmt"
+)
 
 // heapAlign is the alignment of every block the run heap hands out.
 const heapAlign = 512
@@ -269,15 +273,17 @@ func (o *OrdinaryPath) SubmitGraph(call *GraphCall, sub GraphSubmission, heapByt
 	o.registerAlso(args, alsoWrites, id)
 	out := o.boundSlots(len(args))
 	for i := range args {
-		out[i] = boundArg(&args[i])
+		a := &args[i]
+		putBound(out[i*imagefmt.CompactArgSize:], a.Tag, a.View.Root, a.View.Offset)
 	}
-	o.img.Bound = o.img.Bound[:len(o.img.Bound)+len(args)]
+	o.img.Bound = o.img.Bound[:len(o.img.Bound)+len(out)]
 	return o.graphTask(call, sub, heapBytes, len(args))
 }
 
-// boundSlots is room for n boundary args past the end of the image's Bound,
-// which the caller extends over them once they are written.
-func (o *OrdinaryPath) boundSlots(n int) []BoundArg {
+// boundSlots is room for n boundary args' records past the end of the
+// image's Bound, which the caller extends over them once they are written.
+func (o *OrdinaryPath) boundSlots(n int) []byte {
+	n *= imagefmt.CompactArgSize
 	o.img.Bound = grow2(o.img.Bound, n)
 	l := len(o.img.Bound)
 	return o.img.Bound[l : l+n : l+n]
@@ -306,7 +312,7 @@ func (o *OrdinaryPath) graphTask(call *GraphCall, sub GraphSubmission, heapBytes
 	fanOff := len(o.img.Fanin)
 	o.img.Fanin = append(grow2(o.img.Fanin, len(o.fs.Out)), o.fs.Out...)
 	sub.Task = id
-	sub.Boundary = Span{Off: uint32(len(o.img.Bound) - nb), N: uint32(nb)}
+	sub.Boundary = Span{Off: uint32(o.img.NumBound() - nb), N: uint32(nb)}
 	sub.Scalars = Span{Off: uint32(scOff), N: uint32(len(scalars))}
 	sub.HeapBase = uint64(o.heapTop)
 	o.heapTop += alignUp(heapBytes)
@@ -344,8 +350,8 @@ func (o *OrdinaryPath) ReplayGraph(m *Matcher, sig []BoundarySlot, wantScalars, 
 		fs.Add(d)
 	}
 	o.retiring, o.registering = o.retiring[:0], o.registering[:0]
-	// Each slot goes into the image narrow as soon as it matched, past
-	// Bound's end until every slot has.
+	// Each slot goes into the image narrow, as the image ships it, as soon
+	// as it matched: past Bound's end until every slot has.
 	out := o.boundSlots(len(args))
 	gen := m.begin()
 	for i := range args {
@@ -361,7 +367,7 @@ func (o *OrdinaryPath) ReplayGraph(m *Matcher, sig []BoundarySlot, wantScalars, 
 		if rep := m.alias(r, int32(i), gen); rep != s.AliasRep {
 			return 0, aliasMismatch(call.Key, i, rep, s)
 		}
-		out[i] = BoundArg{Offset: a.View.Offset, Root: r, Tag: a.Tag}
+		putBound(out[i*imagefmt.CompactArgSize:], a.Tag, r, a.View.Offset)
 		if manual || a.Tag == TagOutput {
 			continue
 		}
@@ -384,7 +390,7 @@ func (o *OrdinaryPath) ReplayGraph(m *Matcher, sig []BoundarySlot, wantScalars, 
 			o.registering = append(o.registering, regionOf(&a.View))
 		}
 	}
-	o.img.Bound = o.img.Bound[:len(o.img.Bound)+len(args)]
+	o.img.Bound = o.img.Bound[:len(o.img.Bound)+len(out)]
 	for _, g := range o.retiring {
 		tm.slot(g.root).retire(g.start, g.end)
 	}
