@@ -53,10 +53,17 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	rt.imageHook = func(img *stages.RunImage) {
-		if enabled() && chance(0.1) && len(img.Args) > 0 {
+		if enabled() && chance(0.1) {
 			// A view on a root the run does not have: the device refuses
 			// the image, and serves the next one.
-			img.Args[len(img.Args)-1].View.Root = 1 << 30
+			switch nb, na := img.NumBound(), len(img.Args); {
+			case nb > 0:
+				a := img.BoundArg(nb - 1)
+				a.Root = 1 << 30
+				img.SetBoundArg(nb-1, a)
+			case na > 0:
+				img.Args[na-1].View.Root = 1 << 30
+			}
 		}
 	}
 	orchs := make([]*Orchestration, names)

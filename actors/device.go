@@ -33,10 +33,21 @@ func DeviceProps(cfg npu.Config, opts ...actor.PropsOption) *actor.Props {
 }
 
 // newDeviceProps is the runtime's device actor for one rank, with an
-// instrumented unbounded mailbox (its senders never block).
+// instrumented unbounded mailbox (its senders never block). A device that
+// simulates runs on a worker of its own, so that a launch overlaps the
+// host's next pass. A skipped device (Config.SkipDevice) only registers,
+// uploads and copies, each the short tail of its sender's turn, so it runs
+// on its sender's goroutine (as the replay does): waking a worker for a
+// 50 KB copy cost more than the copy, and the wake-ups of the other core
+// slowed the host's next host_orch.
 func newDeviceProps(rt *Runtime, rank int) *actor.Props {
 	cfg := rt.cfg.Device
-	return rt.props(fmt.Sprintf("device-%d", rank), 0, func() actor.Actor { return NewDevice(cfg) })
+	name := fmt.Sprintf("device-%d", rank)
+	producer := func() actor.Actor { return NewDevice(cfg) }
+	if rt.cfg.SkipDevice {
+		return rt.Mailboxes.Props(name, 0, producer, actor.WithDispatcher(actor.NewSynchronizedDispatcher(dispatchThroughput)))
+	}
+	return rt.props(name, 0, producer)
 }
 
 // The runtime's own device protocol (submission and uploader actors): sent

@@ -36,7 +36,12 @@ func TestGoldenTeeth(t *testing.T) {
 	// Graph submission 3 is key-1's second call: rows 12..15 of y.
 	for name, f := range map[string]func(img *stages.RunImage){
 		"scalar": func(img *stages.RunImage) { img.Scalars[img.Graphs[3].Scalars.Off]++ },
-		"offset": func(img *stages.RunImage) { img.Args[img.Graphs[3].Boundary.Off].View.Offset += 16 },
+		"offset": func(img *stages.RunImage) {
+			i := int(img.Graphs[3].Boundary.Off)
+			a := img.BoundArg(i)
+			a.Offset += 16
+			img.SetBoundArg(i, a)
+		},
 	} {
 		rt.imageHook = f
 		g := runPass(t, rt, orch, 1).Golden

@@ -184,7 +184,12 @@ func TestReplayTamperChangesDigest(t *testing.T) {
 	}
 	tampers := map[string]func(img *stages.RunImage){
 		"scalar": func(img *stages.RunImage) { img.Scalars[img.Graphs[3].Scalars.Off]++ },
-		"offset": func(img *stages.RunImage) { img.Args[img.Graphs[3].Boundary.Off].View.Offset += 16 },
+		"offset": func(img *stages.RunImage) {
+			i := int(img.Graphs[3].Boundary.Off)
+			a := img.BoundArg(i)
+			a.Offset += 16
+			img.SetBoundArg(i, a)
+		},
 	}
 	for name, f := range tampers {
 		rt.imageHook = f

@@ -23,8 +23,12 @@ func AppendRunImage(dst []byte, img *RunImage) []byte {
 	w.U64(0) // content hash, set last
 	w.U64(uint64(img.HeapBytes))
 	w.U32(0) // total, set last
+	nargs := len(img.Args)
+	if img.narrow {
+		nargs += img.NumBound()
+	}
 	w.U32(uint32(len(img.Tasks)))
-	w.U32(uint32(len(img.Args)))
+	w.U32(uint32(nargs))
 	w.U32(uint32(len(img.Scalars)))
 	w.U32(uint32(len(img.Fanin)))
 	w.U32(uint32(len(img.Roots)))
@@ -36,11 +40,28 @@ func AppendRunImage(dst []byte, img *RunImage) []byte {
 		panic(fmt.Sprintf("stages: run image header is %d bytes, want %d", len(w.B), runHeaderSize))
 	}
 	w.mark(rsTasks)
+	// bound counts a narrow image's boundary args before task i: an
+	// ordinary task's args come after them in the args section.
+	var bound uint32
 	for i := range img.Tasks {
-		w.runTask(&img.Tasks[i])
+		t := &img.Tasks[i]
+		args := t.Args
+		if img.narrow {
+			if t.Graph >= 0 {
+				args.Off += img.argsBefore[t.Graph]
+				bound += args.N
+			} else {
+				args.Off += bound
+			}
+		}
+		w.runTask(t, args)
 	}
 	w.mark(rsArgs)
-	w.runArgs(img)
+	if img.narrow {
+		w.narrowArgs(img)
+	} else {
+		w.runArgs(img)
+	}
 	w.Pad8()
 	w.mark(rsScalars)
 	for _, s := range img.Scalars {
@@ -56,7 +77,11 @@ func AppendRunImage(dst []byte, img *RunImage) []byte {
 	}
 	w.mark(rsGraphs)
 	for i := range img.Graphs {
-		w.graphSubmission(&img.Graphs[i])
+		b := img.Graphs[i].Boundary
+		if img.narrow {
+			b.Off += img.argsBefore[i]
+		}
+		w.graphSubmission(&img.Graphs[i], b)
 	}
 	w.mark(rsEnd)
 	binary.LittleEndian.PutUint32(w.B[runTotalOff:], uint32(len(w.B)))
@@ -69,7 +94,9 @@ func (w *writer) mark(sec int) {
 	binary.LittleEndian.PutUint32(w.B[imagefmt.RunSectionsAt+4*sec:], uint32(len(w.B)))
 }
 
-func (w *writer) runTask(t *TaskDesc) {
+// runTask writes a task descriptor whose args are at args in the args
+// section.
+func (w *writer) runTask(t *TaskDesc, args Span) {
 	w.U8(uint8(t.Kind))
 	if t.Pred.Valid {
 		w.U8(imagefmt.TaskPredicated)
@@ -80,8 +107,8 @@ func (w *writer) runTask(t *TaskDesc) {
 		w.Varint(int64(t.Kernel[k]))
 	}
 	w.Varint(int64(t.BlockNum))
-	w.Uvarint(uint64(t.Args.Off))
-	w.Uvarint(uint64(t.Args.N))
+	w.Uvarint(uint64(args.Off))
+	w.Uvarint(uint64(args.N))
 	w.Uvarint(uint64(t.Scalars.Off))
 	w.Uvarint(uint64(t.Scalars.N))
 	w.Uvarint(uint64(t.Fanin.Off))
@@ -124,16 +151,34 @@ func (w *writer) runArgs(img *RunImage) {
 	}
 }
 
+// narrowArgs writes a narrow image's args section: the same bytes as
+// runArgs writes for the image with every boundary in Args, each Graph's
+// records copied where its submission put it among the other tasks'
+// arguments.
+func (w *writer) narrowArgs(img *RunImage) {
+	args := img.Args
+	a := 0
+	for gi := range img.Graphs {
+		for at := int(img.argsBefore[gi]); a < at; a++ {
+			w.U8(uint8(args[a].Tag))
+			w.view(&args[a].View)
+		}
+		b := img.Graphs[gi].Boundary
+		w.B = append(w.B, img.Bound[int(b.Off)*imagefmt.CompactArgSize:int(b.Off+b.N)*imagefmt.CompactArgSize]...)
+	}
+	for ; a < len(args); a++ {
+		w.U8(uint8(args[a].Tag))
+		w.view(&args[a].View)
+	}
+}
+
 // compactArgs writes Graph boundary args as CompactArgSize-byte records.
 func (w *writer) compactArgs(args []Arg) {
 	n := len(w.B)
 	w.B = slices.Grow(w.B, imagefmt.CompactArgSize*len(args))[:n+imagefmt.CompactArgSize*len(args)]
 	b := w.B[n:]
 	for i := range args {
-		r := b[:imagefmt.CompactArgSize:imagefmt.CompactArgSize]
-		r[0] = uint8(args[i].Tag) | compactArg
-		binary.LittleEndian.PutUint32(r[1:], uint32(args[i].View.Root))
-		binary.LittleEndian.PutUint64(r[5:], uint64(args[i].View.Offset))
+		putBound(b, args[i].Tag, args[i].View.Root, args[i].View.Offset)
 		b = b[imagefmt.CompactArgSize:]
 	}
 }
@@ -146,12 +191,14 @@ func (w *writer) runRoot(rt *RootDesc) {
 	w.Uvarint(rt.Addr)
 }
 
-func (w *writer) graphSubmission(g *GraphSubmission) {
+// graphSubmission writes a Graph submission whose boundary is at boundary in
+// the args section.
+func (w *writer) graphSubmission(g *GraphSubmission, boundary Span) {
 	w.Varint(int64(g.Task))
 	w.U64(g.FullKey)
 	w.U64(g.DefHash)
-	w.Uvarint(uint64(g.Boundary.Off))
-	w.Uvarint(uint64(g.Boundary.N))
+	w.Uvarint(uint64(boundary.Off))
+	w.Uvarint(uint64(boundary.N))
 	w.Uvarint(uint64(g.Scalars.Off))
 	w.Uvarint(uint64(g.Scalars.N))
 	w.Uvarint(g.HeapBase)

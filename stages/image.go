@@ -1,5 +1,11 @@
 package stages
 
+import (
+	"encoding/binary"
+
+	"github.com/hbg-dev/hbg/stages/imagefmt"
+)
+
 // This file holds the two things the host ships to the device: the run image
 // (one per run: task descriptors and Graph submissions) and the Definition
 // (one per distinct full_key, uploaded once as a shared device object). Both
@@ -30,10 +36,12 @@ type TaskDesc struct {
 	Kind     Kind
 	Kernel   [3]KernelID
 	BlockNum int32
-	Args     Span // into RunImage.Args
-	Scalars  Span // into RunImage.Scalars
-	Fanin    Span // into RunImage.Fanin
-	Pred     Predicate
+	// Args is into RunImage.Args, or RunImage.Bound for a GRAPH task of a
+	// narrow image.
+	Args    Span
+	Scalars Span // into RunImage.Scalars
+	Fanin   Span // into RunImage.Fanin
+	Pred    Predicate
 	// Graph indexes RunImage.Graphs for a KindGraph task, else -1.
 	Graph int32
 }
@@ -44,8 +52,9 @@ type GraphSubmission struct {
 	Task    TaskID
 	FullKey uint64
 	DefHash uint64 // content hash of the uploaded Definition it replays
-	// Boundary holds the call's boundary tensors (into RunImage.Args), in the
-	// Definition's slot order; Scalars its boundary scalar values.
+	// Boundary holds the call's boundary tensors (into RunImage.Args, or
+	// RunImage.Bound in a narrow image), in the Definition's slot order;
+	// Scalars its boundary scalar values.
 	Boundary Span
 	Scalars  Span
 	// HeapBase is the device address of this call's heap block: the
@@ -54,9 +63,22 @@ type GraphSubmission struct {
 }
 
 // RunImage is everything one run ships to the device in one copy.
+//
+// An image the host builds (OrdinaryPath) is narrow: its Graph boundaries
+// are in Bound, as the image ships them, and its Args hold the other
+// tasks' arguments only. A warm pass is mostly boundaries (DSv4 full: 2,962
+// of 3,113 args), and a full Arg is 112 bytes where the part a replay may
+// change is 13. Any other image (decoded from bytes, or built by hand) has
+// every argument in Args. Both encode to the same bytes: the encoder copies
+// each Graph's boundary records in among the other arguments, in task
+// order.
 type RunImage struct {
-	Tasks   []TaskDesc
-	Args    []Arg
+	Tasks []TaskDesc
+	Args  []Arg
+	// Bound holds a narrow image's Graph boundary args in Graph order, each
+	// a BoundArg in the record the image ships (imagefmt.CompactArgSize
+	// bytes; BoundArg and SetBoundArg read and write them).
+	Bound   []byte
 	Scalars []uint64
 	Fanin   []TaskID
 	Roots   []RootDesc
@@ -64,6 +86,50 @@ type RunImage struct {
 	// HeapBytes is the run heap's high-water mark (alloc roots and Graph
 	// heap blocks).
 	HeapBytes int64
+
+	// narrow: see RunImage. argsBefore[g] is len(Args) when Graphs[g] was
+	// submitted: where its boundary goes among the other arguments.
+	narrow     bool
+	argsBefore []uint32
+}
+
+// Narrow reports whether the image keeps its Graph boundaries in Bound.
+func (img *RunImage) Narrow() bool { return img.narrow }
+
+// BoundArg is a Graph boundary argument in a narrow run image: what a replay
+// may change of it. The rest of its view (dtype, shape, strides) is the
+// Definition's boundary signature, which the host matched before replaying
+// and the device holds; the image ships these three fields alone.
+type BoundArg struct {
+	Offset int64
+	Root   RootID
+	Tag    Tag
+}
+
+// NumBound is the number of boundary args in Bound.
+func (img *RunImage) NumBound() int { return len(img.Bound) / imagefmt.CompactArgSize }
+
+// BoundArg is boundary arg i of Bound.
+func (img *RunImage) BoundArg(i int) BoundArg {
+	r := img.Bound[i*imagefmt.CompactArgSize:][:imagefmt.CompactArgSize]
+	return BoundArg{
+		Tag:    Tag(r[0] &^ compactArg),
+		Root:   RootID(binary.LittleEndian.Uint32(r[1:])),
+		Offset: int64(binary.LittleEndian.Uint64(r[5:])),
+	}
+}
+
+// SetBoundArg sets boundary arg i of Bound.
+func (img *RunImage) SetBoundArg(i int, a BoundArg) {
+	putBound(img.Bound[i*imagefmt.CompactArgSize:], a.Tag, a.Root, a.Offset)
+}
+
+// putBound writes a boundary arg's record at the start of r.
+func putBound(r []byte, tag Tag, root RootID, off int64) {
+	r = r[:imagefmt.CompactArgSize]
+	r[0] = uint8(tag) | compactArg
+	binary.LittleEndian.PutUint32(r[1:], uint32(root))
+	binary.LittleEndian.PutUint64(r[5:], uint64(off))
 }
 
 // SourceKind says where a recorded node's tensor comes from at replay.

@@ -243,7 +243,7 @@ func NewHost(rank int, cfg PassConfig) *Host {
 }
 
 // GraphBoundary implements stages.BoundaryWriter for the submitter that
-// routes Graph calls here: the run image's next n argument slots.
+// routes Graph calls here: n slots the ordinary path lends every Graph call.
 func (h *Host) GraphBoundary(n int) []Arg { return h.orch.lendArgs(n) }
 
 // Ordinary is the ordinary path of the pass in host_orch.
@@ -395,7 +395,8 @@ func differs(e *keyState, call *GraphCall) bool {
 
 func (h *Host) inline(call *GraphCall, o Submitter) TaskID {
 	if h.orch.lent(call.Boundary) {
-		// The body's tasks go where the lent boundary is: it reads a copy.
+		// A Graph call in the body lends the same slots again: the body
+		// reads a copy.
 		c := *call
 		c.Boundary = slices.Clone(call.Boundary)
 		call = &c

@@ -79,18 +79,22 @@ func (o scriptSubmitter) ScopeBegin(m ScopeMode)              { o.e.host.Ordinar
 func (o scriptSubmitter) ScopeEnd()                           { o.e.host.Ordinary().ScopeEnd() }
 func (o scriptSubmitter) Graph(c *GraphCall) TaskID           { return o.e.host.Graph(c, o) }
 
-// TestLentBoundary: a Graph call whose boundary sits in the run image's
-// lent slots replays with it in place, and one that falls back to the
-// ordinary path (a boundary mismatch) runs its body on a copy, since the
-// body's own tasks are written where the lent slots are.
+// TestLentBoundary: a Graph call's boundary is lent from the same slots
+// call after call, and goes into the run image narrow when it replays; one
+// that falls back to the ordinary path (a boundary mismatch) runs its body
+// on a copy, since a Graph call inside the body lends the same slots again.
 func TestLentBoundary(t *testing.T) {
 	h := NewHost(0, PassConfig{})
 	o := hostOnly{h}
 	h.Begin("lent", scriptEntry, 1, 0)
 	var seen [][]Arg
 	body := func(o Submitter, b *Boundary) error {
-		// Its arguments in the other order: written over the lent slots,
-		// had they not been copied, they would change the boundary.
+		// A nested call writes its own boundary into the lent slots: had
+		// the body not had a copy, that would change its boundary.
+		inner := h.GraphBoundary(2)
+		inner[0] = Arg{Tag: TagInput, View: NewView(1, 0, FP32, 16)}
+		inner[1] = Arg{Tag: TagOutputExisting, View: NewView(0, 48, FP32, 16)}
+		o.Graph(&GraphCall{Key: "inner", Boundary: inner, Body: scriptBody})
 		o.Submit(&Task{Kind: KindAIV, Kernel: [3]KernelID{-1, 0, -1}, BlockNum: 1, Args: []Arg{b.Tensors[1], b.Tensors[0]}})
 		seen = append(seen, slices.Clone(b.Tensors))
 		return nil
@@ -102,15 +106,20 @@ func TestLentBoundary(t *testing.T) {
 		return &GraphCall{Key: "k", Boundary: bnd, Scalars: []uint64{7}, Body: body}, slices.Clone(bnd)
 	}
 	c, want := call(4)
-	id := h.Graph(c, o) // a new key: a shell, its boundary taken in place
+	id := h.Graph(c, o) // a new key: a shell, its boundary taken narrow
 	img := h.Ordinary().Image()
-	if got := img.Args[img.Tasks[id].Args.Off:][:2]; !slices.Equal(got, want) {
-		t.Fatalf("shell boundary %v, want %v", got, want)
+	for i, w := range want {
+		if got := img.BoundArg(int(img.Tasks[id].Args.Off) + i); got != (BoundArg{Offset: w.View.Offset, Root: w.View.Root, Tag: w.Tag}) {
+			t.Fatalf("shell boundary slot %d: %+v, want %v", i, got, w)
+		}
+	}
+	if again := h.GraphBoundary(2); &again[0] != &c.Boundary[0] {
+		t.Fatalf("the second call's slots are not the first's")
 	}
 	c, want = call(2) // another layout: a mismatch, run on the ordinary path
 	h.Graph(c, o)
-	if p := h.End(nil); p.Counts.BoundaryMismatches != 1 {
-		t.Fatalf("counts %+v, want one mismatch", p.Counts)
+	if p := h.End(nil); p.Counts.BoundaryMismatches != 1 || p.Counts.GraphSubmissions != 2 {
+		t.Fatalf("counts %+v, want one mismatch and two Graph submissions (k and inner)", p.Counts)
 	}
 	if len(seen) != 1 || !slices.Equal(seen[0], want) {
 		t.Fatalf("the body ran with boundary %v, want %v", seen, want)

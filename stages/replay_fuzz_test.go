@@ -1,8 +1,10 @@
 package stages
 
 import (
+	"bytes"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -114,7 +116,9 @@ type replayPair struct {
 // otherwise submits what SubmitGraph submits (tasks, args, fanin in order,
 // TensorMap), over random ordinary tasks, scopes and Graph calls whose
 // signatures are their own, another call's, or their own with one field
-// changed.
+// changed. The narrow run image they build encodes to an image that
+// decodes to every task's arguments as submitted (a boundary's tag, root
+// and offset) and re-encodes, all arguments in one pool, to the same bytes.
 func FuzzReplayGraph(f *testing.F) {
 	f.Add([]byte{3, 1, 2, 0, 1, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16})
 	f.Add([]byte{5, 0, 1, 2, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 2, 1, 1, 1, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 1, 1, 1, 1, 1})
@@ -128,6 +132,7 @@ func FuzzReplayGraph(f *testing.F) {
 		}
 		p := replayPair{a: NewOrdinaryPath(entry), b: NewOrdinaryPath(entry)}
 		var sigs [][]BoundarySlot
+		var bounds [][]Arg // each Graph submission's boundary, in order
 		view := func() View {
 			nroots := p.a.NumRoots()
 			r := RootID(fb.n(nroots))
@@ -205,21 +210,22 @@ func FuzzReplayGraph(f *testing.F) {
 				ca := *call
 				ca.Boundary = p.a.lendArgs(len(call.Boundary))
 				copy(ca.Boundary, call.Boundary)
-				before := len(p.a.img.Args)
+				before := fmt.Sprintf("%+v", p.a.Image())
 				ia, mma := p.a.ReplayGraph(&p.ma, sig, nsc, next, &ca, sub, heap, also)
 				mmb := matchSignature(&p.mb, sig, nsc, next, call, rootTable(p.b.info))
 				if fmt.Sprint(mma) != fmt.Sprint(mmb) {
 					t.Fatalf("op %d: ReplayGraph says %v, MatchSignature %v", op, mma, mmb)
 				}
 				if mma != nil {
-					if len(p.a.img.Args) != before {
-						t.Fatalf("op %d: a refused call took %d args", op, len(p.a.img.Args)-before)
+					if after := fmt.Sprintf("%+v", p.a.Image()); after != before {
+						t.Fatalf("op %d: a refused call changed the run image:\n%s\n%s", op, before, after)
 					}
 					continue
 				}
 				if ib := p.b.SubmitGraph(call, sub, heap, also); ia != ib {
 					t.Fatalf("op %d: graph task %d, want %d", op, ia, ib)
 				}
+				bounds = append(bounds, call.Boundary)
 			case 5:
 				if p.a.ScopeDepth() > 0 && fb.n(2) == 0 {
 					p.a.ScopeEnd()
@@ -238,5 +244,45 @@ func FuzzReplayGraph(f *testing.F) {
 				t.Fatalf("op %d: TensorMaps differ", op)
 			}
 		}
+		checkNarrowEncoding(t, p.a.Image(), bounds)
 	})
+}
+
+// checkNarrowEncoding: a narrow run image encodes to an image that decodes,
+// whose ordinary tasks have their args as the narrow image holds them and
+// whose GRAPH tasks have bounds[g] (tag, root and offset: the layout stays
+// the Definition's), and whose decoded form (every argument in Args)
+// encodes to the same bytes.
+func checkNarrowEncoding(t *testing.T, img *RunImage, bounds [][]Arg) {
+	t.Helper()
+	if !img.Narrow() {
+		t.Fatalf("the ordinary path built a run image that is not narrow")
+	}
+	b := EncodeRunImage(img)
+	dec, err := DecodeRunImage(b)
+	if err != nil {
+		t.Fatalf("the narrow image does not decode: %v", err)
+	}
+	if again := EncodeRunImage(dec); !bytes.Equal(again, b) {
+		t.Fatalf("the decoded image (every arg in Args) encodes to other bytes than the narrow one")
+	}
+	if len(dec.Tasks) != len(img.Tasks) || len(dec.Graphs) != len(bounds) || len(dec.Args) != len(img.Args)+img.NumBound() {
+		t.Fatalf("decoded %d tasks, %d graphs, %d args; want %d, %d, %d+%d", len(dec.Tasks), len(dec.Graphs), len(dec.Args), len(img.Tasks), len(bounds), len(img.Args), img.NumBound())
+	}
+	for i := range dec.Tasks {
+		s := dec.Tasks[i].Args
+		got := dec.Args[s.Off : s.Off+s.N]
+		var want []Arg
+		if g := img.Tasks[i].Graph; g >= 0 {
+			for _, a := range bounds[g] {
+				want = append(want, Arg{Tag: a.Tag, View: View{Root: a.View.Root, Offset: a.View.Offset}})
+			}
+		} else {
+			n := img.Tasks[i].Args
+			want = img.Args[n.Off : n.Off+n.N]
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("task %d decodes with args %v, want %v", i, got, want)
+		}
+	}
 }

@@ -69,11 +69,11 @@ type Submitter interface {
 	Graph(call *GraphCall) TaskID
 }
 
-// BoundaryWriter is a Submitter that copies a Graph call's boundary into a
-// run image: GraphBoundary lends the caller the image's next n argument
-// slots, to evaluate the boundary straight into and pass as the call's
-// Boundary, which then is not copied. The slots are the caller's until its
-// next call on the Submitter (the Graph call they are for).
+// BoundaryWriter is a Submitter that lends a Graph call's boundary:
+// GraphBoundary lends the caller n argument slots, to evaluate the boundary
+// straight into and pass as the call's Boundary, which then is not copied.
+// The slots are the caller's until its next call on the Submitter (the
+// Graph call they are for).
 type BoundaryWriter interface {
 	GraphBoundary(n int) []Arg
 }
