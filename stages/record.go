@@ -73,13 +73,13 @@ type Recorder struct {
 	fs     FaninSet
 	roots  []privRoot
 	scopes scopeStack
-	// def is the recording, but for its tensor templates: those are
-	// written as the image's tensor records as they are recorded (tens,
-	// ntens of them), about 12 bytes each against a 136-byte TensorRef,
-	// which Publish copies into the image as they are and Build decodes.
-	def   Definition
-	tens  writer
-	ntens int
+	// def is the recording, but for its tensor templates and predicates:
+	// those are written as the image's records as they are recorded (rec:
+	// about 12 bytes a template against a 136-byte TensorRef, 16 a
+	// predicate against a 160-byte PredRef), which Publish copies into the
+	// image as they are and Build decodes.
+	def Definition
+	rec encodedRecords
 	// wrote marks the boundary slots a node writes.
 	wrote []bool
 	err   error
@@ -129,7 +129,7 @@ func (r *Recorder) Reset(key string, fullKey uint64, boundary []Arg, broots []Bo
 	}
 	r.wrote = slices.Grow(r.wrote[:0], len(boundary))[:len(boundary)]
 	clear(r.wrote)
-	r.tens.B, r.ntens = r.tens.B[:0], 0
+	r.rec.reset()
 	r.tm.Reset()
 	r.roots = r.roots[:0]
 	r.scopes.reset()
@@ -138,7 +138,7 @@ func (r *Recorder) Reset(key string, fullKey uint64, boundary []Arg, broots []Bo
 	r.def = Definition{
 		FullKey: fullKey, Key: key,
 		Nodes: r.def.Nodes[:0], Scalars: r.def.Scalars[:0],
-		Fanin: r.def.Fanin[:0], Roots: r.def.Roots[:0], Preds: r.def.Preds[:0],
+		Fanin: r.def.Fanin[:0], Roots: r.def.Roots[:0],
 	}
 }
 
@@ -152,10 +152,12 @@ func (r *Recorder) fail(format string, a ...any) {
 // the first recordings do not grow them on the way (a prewarmed recorder).
 func (r *Recorder) Reserve(nodes int) {
 	r.def.Nodes = make([]NodeDesc, 0, nodes)
-	r.tens.B = make([]byte, 0, 6*12*nodes)
+	r.rec.tens.B = make([]byte, 0, 6*12*nodes)
+	r.rec.preds.B = make([]byte, 0, 16*nodes)
 	r.def.Scalars = make([]ScalarRef, 0, 4*nodes)
 	r.def.Fanin = make([]uint32, 0, 4*nodes)
 	r.roots = make([]privRoot, 0, nodes)
+	r.def.Roots = make([]InternalRoot, 0, nodes)
 	r.fs.seen = make([]uint32, nodes)
 }
 
@@ -245,16 +247,16 @@ func (r *Recorder) classify(v *View) (src SourceKind, slot int32, delta int64, o
 // EncodeDefinition writes a TensorRef (the view's root and offset are not
 // part of it).
 func (r *Recorder) tensor(tag Tag, src SourceKind, slot int32, delta int64, v *View) {
-	r.tens.U8(uint8(tag) | uint8(src)<<4)
-	r.tens.layoutSlotDelta(v, uint64(uint32(slot)), delta)
-	r.ntens++
+	r.rec.tens.U8(uint8(tag) | uint8(src)<<4)
+	r.rec.tens.layoutSlotDelta(v, uint64(uint32(slot)), delta)
+	r.rec.ntens++
 }
 
 // Alloc records an alloc node creating private roots.
 func (r *Recorder) Alloc(specs []RootSpec) (TaskID, RootID) {
 	node := len(r.def.Nodes)
 	first := privateRootBase + RootID(len(r.roots))
-	tOff := r.ntens
+	tOff := r.rec.ntens
 	for _, s := range specs {
 		id := r.newRoot(s.DType, s.Elems(), s.ManualDep, node)
 		v := NewView(id, 0, s.DType, s.Shape...)
@@ -298,7 +300,7 @@ func (r *Recorder) Submit(t *Task) TaskID {
 	r.depScratch = deps
 	args := append(r.argScratch[:0], t.Args...)
 	r.argScratch = args
-	tOff := r.ntens
+	tOff := r.rec.ntens
 	for i := range args {
 		a := &args[i]
 		if a.Tag == TagOutput {
@@ -347,10 +349,14 @@ func (r *Recorder) Submit(t *Task) TaskID {
 		if !ok {
 			r.fail("predicate views root %d, which is neither a boundary tensor nor allocated in the body", t.Pred.View.Root)
 		}
-		ref := TensorRef{Tag: TagInput, Src: src, Slot: slot, Delta: delta, Layout: t.Pred.View}
-		ref.Layout.Root, ref.Layout.Offset = 0, 0
-		r.def.Preds = append(r.def.Preds, PredRef{Valid: true, Op: t.Pred.Op, Tensor: ref, Index: t.Pred.Index, Target: t.Pred.Target})
-		nd.Pred = int32(len(r.def.Preds))
+		w := &r.rec.preds
+		w.U8(uint8(t.Pred.Op))
+		w.U8(uint8(TagInput) | uint8(src)<<4)
+		w.layoutSlotDelta(&t.Pred.View, uint64(uint32(slot)), delta)
+		w.Varint(t.Pred.Index)
+		w.Varint(t.Pred.Target)
+		r.rec.npred++
+		nd.Pred = int32(r.rec.npred)
 	}
 	r.def.Nodes = append(r.def.Nodes, nd)
 	return privateTaskBase + node
@@ -418,9 +424,9 @@ func (r *Recorder) Build() (*Definition, error) {
 	if err := r.check(); err != nil {
 		return nil, err
 	}
-	tens, err := r.tensors()
+	tens, preds, err := r.rec.decode()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("graph %q: %w", r.key, err)
 	}
 	r.finish()
 	d := &Definition{
@@ -429,7 +435,7 @@ func (r *Recorder) Build() (*Definition, error) {
 		Tensors:         tens,
 		Scalars:         append([]ScalarRef(nil), r.def.Scalars...),
 		Fanin:           append([]uint32(nil), r.def.Fanin...),
-		Preds:           append([]PredRef(nil), r.def.Preds...),
+		Preds:           preds,
 		Roots:           append(make([]InternalRoot, 0, len(r.def.Roots)), r.def.Roots...),
 		Boundary:        r.def.Boundary, // Signature's own
 		BoundaryScalars: r.nscalars,
@@ -452,7 +458,7 @@ func (r *Recorder) Publish() *Published {
 		panic("stages: Publish of a failed recording: " + err.Error())
 	}
 	r.finish()
-	img := encodeDefinition(&r.def, r.tens.B, r.ntens)
+	img := encodeDefinition(&r.def, &r.rec)
 	host := &Definition{
 		FullKey: r.def.FullKey, Key: r.key, ContentHash: r.def.ContentHash,
 		HeapBytes: r.def.HeapBytes, BoundaryScalars: r.nscalars,
@@ -480,22 +486,49 @@ func (r *Recorder) Publish() *Published {
 	return &Published{Def: host, Image: img, Hash: r.def.ContentHash, Written: written}
 }
 
-// tensors decodes the recorded tensor templates (Build's copy). A template
-// the image cannot hold (a negative dimension) fails here, as its image
-// would fail the device's decode.
-func (r *Recorder) tensors() ([]TensorRef, error) {
-	if r.ntens == 0 {
-		return nil, nil
+// encodedRecords is a Definition's tensor templates and predicates as the
+// image's records (a Recorder writes them as it records).
+type encodedRecords struct {
+	tens, preds  writer
+	ntens, npred int
+}
+
+func (e *encodedRecords) reset() {
+	e.tens.B, e.preds.B, e.ntens, e.npred = e.tens.B[:0], e.preds.B[:0], 0, 0
+}
+
+// decode is the records as TensorRefs and PredRefs (Build's copy). A
+// template the image cannot hold (a negative dimension) fails here, as its
+// image would fail the device's decode.
+func (e *encodedRecords) decode() ([]TensorRef, []PredRef, error) {
+	var tens []TensorRef
+	if e.ntens > 0 {
+		tens = make([]TensorRef, e.ntens)
 	}
-	out := make([]TensorRef, r.ntens)
-	rd := newReader(r.tens.B, "definition tensors")
-	for i := range out {
-		rd.tensorRef(&out[i])
+	rd := newReader(e.tens.B, "definition tensors")
+	for i := range tens {
+		rd.tensorRef(&tens[i])
 	}
 	if rd.Err != nil {
-		return nil, fmt.Errorf("graph %q: %w", r.key, rd.Err)
+		return nil, nil, rd.Err
 	}
-	return out, nil
+	var preds []PredRef
+	if e.npred > 0 {
+		preds = make([]PredRef, e.npred)
+	}
+	rd = newReader(e.preds.B, "definition predicates")
+	for i := range preds {
+		p := &preds[i]
+		p.Valid = true
+		p.Op = PredOp(rd.U8())
+		rd.tensorRef(&p.Tensor)
+		p.Index = rd.Varint()
+		p.Target = rd.Varint()
+	}
+	if rd.Err != nil {
+		return nil, nil, rd.Err
+	}
+	return tens, preds, nil
 }
 
 // WrittenSlots lists the boundary slots the body writes, in slot order: the
