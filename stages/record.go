@@ -1,6 +1,7 @@
 package stages
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -62,7 +63,7 @@ type Recorder struct {
 	key      string
 	boundary []Arg
 	broots   []BoundaryRoot
-	slots    map[RootID][]int32 // boundary root -> the slots viewing it
+	slots    slotTable // boundary root -> the slots viewing it
 	nscalars int
 	extDeps  []TaskID
 	// extWait[j] is the nodes that named ext slot j, ascending (a node is
@@ -85,9 +86,7 @@ type Recorder struct {
 	err   error
 	// Defects found so far (reported, not fatal to the recording).
 	Defects []Defect
-	// argScratch holds a node's arguments while its outputs get private
-	// roots, depScratch its dependencies as node indices; reused.
-	argScratch []Arg
+	// depScratch holds a node's dependencies as node indices; reused.
 	depScratch []TaskID
 }
 
@@ -105,7 +104,7 @@ func (r *Recorder) meta(id RootID) rootMeta {
 	}
 	// Boundary roots were created outside the body: their creators are
 	// outside the window, covered by the outer task's boundary fanin.
-	if s, ok := r.slots[id]; ok {
+	if s := r.slots.get(id); s != nil {
 		return rootMeta{creator: NoTask, manualDep: r.broots[s[0]].ManualDep}
 	}
 	return rootMeta{creator: NoTask}
@@ -119,14 +118,7 @@ func (r *Recorder) Reset(key string, fullKey uint64, boundary []Arg, broots []Bo
 	for range extDeps {
 		r.extWait = append(r.extWait, nil)
 	}
-	if r.slots == nil {
-		r.slots = map[RootID][]int32{}
-	}
-	clear(r.slots)
-	for i := range boundary {
-		id := boundary[i].View.Root
-		r.slots[id] = append(r.slots[id], int32(i))
-	}
+	r.slots.reset(boundary)
 	r.wrote = slices.Grow(r.wrote[:0], len(boundary))[:len(boundary)]
 	clear(r.wrote)
 	r.rec.reset()
@@ -208,8 +200,8 @@ func (r *Recorder) classify(v *View) (src SourceKind, slot int32, delta int64, o
 	if v.Root.IsPrivate() {
 		return SrcInternal, int32(v.Root - privateRootBase), v.Offset, true
 	}
-	slots, ok := r.slots[v.Root]
-	if !ok {
+	slots := r.slots.get(v.Root)
+	if slots == nil {
 		return 0, 0, 0, false
 	}
 	for _, s := range slots {
@@ -247,9 +239,39 @@ func (r *Recorder) classify(v *View) (src SourceKind, slot int32, delta int64, o
 // EncodeDefinition writes a TensorRef (the view's root and offset are not
 // part of it).
 func (r *Recorder) tensor(tag Tag, src SourceKind, slot int32, delta int64, v *View) {
-	r.rec.tens.U8(uint8(tag) | uint8(src)<<4)
-	r.rec.tens.layoutSlotDelta(v, uint64(uint32(slot)), delta)
+	r.rec.tens.tensorRecord(uint8(tag)|uint8(src)<<4, v, slot, delta)
 	r.rec.ntens++
+}
+
+// maxTensorRecord bounds a tensor record: tag, dtype and rank bytes, the
+// slot, the delta, and up to MaxDims dims and strides, each a varint of at
+// most 10 bytes.
+const maxTensorRecord = 3 + 5 + 10 + 2*MaxDims*10
+
+// tensorRecord writes a tensor template's record (writer.tensorRef's bytes)
+// into room made once, with the buffer's length set at the end: the
+// recorder writes one for every argument it records.
+func (w *writer) tensorRecord(tagSrc uint8, v *View, slot int32, delta int64) {
+	w.B = slices.Grow(w.B, maxTensorRecord)
+	b := w.B[len(w.B) : len(w.B)+maxTensorRecord]
+	nd := min(v.NDims, MaxDims)
+	contig := contiguous(v)
+	b[0], b[1], b[2] = tagSrc, uint8(v.DType), nd
+	if !contig {
+		b[2] |= stridesFlag
+	}
+	n := 3 + binary.PutUvarint(b[3:], uint64(uint32(slot)))
+	n += binary.PutUvarint(b[n:], uint64(delta<<1)^uint64(delta>>63))
+	for i := 0; i < int(nd); i++ {
+		n += binary.PutUvarint(b[n:], uint64(v.Shape[i]))
+	}
+	if !contig {
+		for i := 0; i < int(nd); i++ {
+			x := v.Strides[i]
+			n += binary.PutUvarint(b[n:], uint64(x<<1)^uint64(x>>63))
+		}
+	}
+	w.B = w.B[:len(w.B)+n]
 }
 
 // Alloc records an alloc node creating private roots.
@@ -298,15 +320,16 @@ func (r *Recorder) Submit(t *Task) TaskID {
 		}
 	}
 	r.depScratch = deps
-	args := append(r.argScratch[:0], t.Args...)
-	r.argScratch = args
+	// An output gets a private root, in the caller's task as well (an
+	// interpreter predicts the ids, NumRoots): the arguments are then the
+	// task's own, and are not copied (112 bytes each).
+	args := t.Args
 	tOff := r.rec.ntens
 	for i := range args {
 		a := &args[i]
 		if a.Tag == TagOutput {
 			a.View.Root = r.newRoot(a.View.DType, a.View.Elems(), false, int(node))
 			a.View.Offset = 0
-			t.Args[i].View.Root, t.Args[i].View.Offset = a.View.Root, 0
 			r.tensor(TagOutput, SrcOwnOutput, int32(a.View.Root-privateRootBase), 0, &a.View)
 			continue
 		}
@@ -550,4 +573,68 @@ func (d *Definition) WrittenSlots() []int32 {
 }
 
 // RootElems answers the size of a boundary root from the caller's snapshot.
-func (r *Recorder) RootElems(id RootID) int64 { return r.broots[r.slots[id][0]].Elems }
+func (r *Recorder) RootElems(id RootID) int64 { return r.broots[r.slots.get(id)[0]].Elems }
+
+// slotTable maps each boundary root to the boundary slots that view it, in
+// slot order; classify and meta ask it for every argument a body records.
+// It is an open-addressed table rebuilt in place at each Reset (a map of
+// slices allocated a slice per root per recording).
+type slotTable struct {
+	keys  []RootID // -1: empty; a power of two, at least twice the slots
+	spans []Span   // per key: its slots, in order
+	order []int32  // the slots grouped by root, in slot order
+	shift uint
+}
+
+func (t *slotTable) reset(boundary []Arg) {
+	n, shift := 2, uint(31)
+	for n < 2*len(boundary) {
+		n, shift = 2*n, shift-1
+	}
+	t.shift = shift
+	t.keys = slices.Grow(t.keys[:0], n)[:n]
+	for i := range t.keys {
+		t.keys[i] = -1
+	}
+	t.spans = slices.Grow(t.spans[:0], n)[:n]
+	clear(t.spans)
+	for i := range boundary {
+		h := t.find(boundary[i].View.Root)
+		t.keys[h] = boundary[i].View.Root
+		t.spans[h].N++
+	}
+	off := uint32(0)
+	for h := range t.spans {
+		t.spans[h].Off, off = off, off+t.spans[h].N
+		t.spans[h].N = 0
+	}
+	t.order = slices.Grow(t.order[:0], len(boundary))[:len(boundary)]
+	for i := range boundary {
+		sp := &t.spans[t.find(boundary[i].View.Root)]
+		t.order[sp.Off+sp.N] = int32(i)
+		sp.N++
+	}
+}
+
+// find is id's entry, or the empty one where it would go.
+func (t *slotTable) find(id RootID) int {
+	mask := len(t.keys) - 1
+	h := int((uint32(id)*0x9E3779B1)>>t.shift) & mask
+	for t.keys[h] != id && t.keys[h] != -1 {
+		h = (h + 1) & mask
+	}
+	return h
+}
+
+// get is the slots viewing root id, nil if none.
+func (t *slotTable) get(id RootID) []int32 {
+	if len(t.keys) == 0 || id < 0 {
+		return nil
+	}
+	h := t.find(id)
+	if t.keys[h] != id {
+		return nil
+	}
+	sp := t.spans[h]
+	return t.order[sp.Off : sp.Off+sp.N : sp.Off+sp.N]
+}

@@ -259,6 +259,7 @@ func BenchmarkRecordDSv4(b *testing.B) {
 			rec.Reserve(320)
 			nodes := 0
 			b.ReportAllocs()
+			c0 := cpuNs()
 			for b.Loop() {
 				for i := range jobs {
 					if cold {
@@ -269,6 +270,7 @@ func BenchmarkRecordDSv4(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(nodes), "ns/node")
+			b.ReportMetric(float64(cpuNs()-c0)/float64(b.N)/1e3, "cpu-µs/op")
 		})
 	}
 }
