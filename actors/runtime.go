@@ -1,6 +1,6 @@
 // Package actors is hbg's runtime as an actor system: a submission actor per
-// rank, a prewarmed pool of recorders, a Definition builder, a Definition
-// store that outlives runs, an uploader, a replay and a device actor per
+// rank, a prewarmed pool of recorders that build what they record, a
+// Definition store that outlives runs, an uploader, a replay and a device actor per
 // rank, all under one supervisor. The actors are thin: each owns state and
 // calls the pure steps in stages/ (the pass itself is stages.Host and
 // stages.Replay) and npu/.
@@ -227,7 +227,7 @@ func (c *Config) Validate() error {
 }
 
 // Start starts the runtime inside an existing actor system: the supervisor,
-// the store, the builder and the prewarmed recorder pool. Ranks (submission,
+// the store and the prewarmed recorder pool. Ranks (submission,
 // uploader, device) start on their first pass.
 func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 	return start(sys, cfg, nil)
@@ -425,12 +425,11 @@ func (s *supervisor) Receive(ctx actor.Context) {
 	case *spawnCore:
 		rt.spawnDisk(ctx)
 		rt.store = ctx.Spawn(rt.props("store", 0, func() actor.Actor { return newStore(rt) }))
-		b := ctx.Spawn(rt.props("builder", 0, func() actor.Actor { return &builder{store: rt.store, tracer: rt.tracer} }))
 		recs := make([]*actor.PID, rt.cfg.Recorders)
 		for i := range recs {
 			name := fmt.Sprintf("recorder-%d", i)
 			recs[i] = ctx.Spawn(rt.props(name, 4, func() actor.Actor {
-				return newRecorder(name, rt.store, b, rt.tracer, &rt.Stats, rt.recorderHook)
+				return newRecorder(name, rt.store, rt.tracer, &rt.Stats, rt.recorderHook)
 			}))
 		}
 		ctx.Send(rt.store, &storeReady{recorders: recs})

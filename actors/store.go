@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -72,10 +73,6 @@ func (s *store) Receive(ctx actor.Context) {
 		}
 	case *mailbox.RecordJob:
 		s.request(ctx, m)
-	case *mailbox.RecorderIdle:
-		delete(s.busy, m.Recorder.Id)
-		s.idle = append(s.idle, m.Recorder)
-		s.dispatch(ctx)
 	case *mailbox.Built:
 		s.built(ctx, m)
 	case *fetched:
@@ -169,26 +166,30 @@ func (s *store) dispatch(ctx actor.Context) {
 	}
 }
 
+// built takes a recorder's result: the recorder is free again (its next
+// job goes out first), and the recording's Definition, or its failure, goes
+// to every request waiting for the key.
 func (s *store) built(ctx actor.Context, b *mailbox.Built) {
-	rec := b.Recorded
-	job := rec.Job
+	delete(s.busy, b.Recorder.Id)
+	s.idle = append(s.idle, b.Recorder)
+	s.dispatch(ctx)
+	job := b.Job
 	ready := &mailbox.DefinitionReady{
-		Pass: job.Pass, Trace: job.Trace, StoreKey: job.StoreKey, Defects: rec.Defects, Verify: job.Verify,
-		RecordedNodes: rec.Nodes, RecordNs: rec.RecordNs, BuildNs: b.BuildNs,
-		Err: rec.Err, Panicked: rec.Panicked,
+		Pass: job.Pass, Trace: job.Trace, StoreKey: job.StoreKey, Defects: b.Defects, Verify: job.Verify,
+		RecordedNodes: b.Nodes, RecordNs: b.RecordNs, BuildNs: b.BuildNs,
+		Err: b.Err, Panicked: b.Panicked,
 	}
 	if job.Verify {
 		s.verify(ctx, job, b, ready)
 		return
 	}
-	if ready.Err == nil {
-		d := &mailbox.Definition{Def: rec.Def, Image: b.Image, Hash: b.Hash, Written: rec.Def.WrittenSlots()}
+	if d := b.Def; ready.Err == nil {
 		s.defs[job.StoreKey] = d
 		ready.Def = d
 		s.stats.Recorded.Add(1)
-		s.stats.RecordedNodes.Add(int64(rec.Nodes))
+		s.stats.RecordedNodes.Add(int64(b.Nodes))
 		s.disk.store(ctx, job, d)
-		s.recordedHere(job, b.Image)
+		s.recordedHere(job, d.Image)
 	} else {
 		s.recordedHere(job, nil)
 	}
@@ -225,14 +226,21 @@ func (s *store) verify(ctx actor.Context, job *mailbox.RecordJob, b *mailbox.Bui
 	// The first recording reported its own defects; a verification
 	// reports only how it differs.
 	ready.Defects = nil
-	if ready.Err == nil && d != nil && d.Hash != b.Hash {
-		// A Definition loaded from disk holds only the host's part
-		// (stages.DecodeDefinitionHost); its image holds all of it.
-		a := d.Def
-		if full, err := stages.DecodeDefinition(d.Image); err == nil {
-			a = full
+	if ready.Err == nil && d != nil && d.Hash != b.Def.Hash {
+		// Both hold only the host's part of their Definition
+		// (stages.Recorder.Publish, stages.DecodeDefinitionHost); their
+		// images hold all of it, and a differing pair is rare enough to
+		// decode.
+		a, errA := stages.DecodeDefinition(d.Image)
+		v, errV := stages.DecodeDefinition(b.Def.Image)
+		if err := errors.Join(errA, errV); err != nil {
+			// A loaded or fetched image is checked in full only by the
+			// device; the hashes differ all the same.
+			ready.Defects = append(ready.Defects, stages.Defect{Key: job.Key, Kind: stages.DefectStructure, Slot: -1, Node: -1,
+				Msg: fmt.Sprintf("two calls recorded different Definitions (%v)", err)})
+		} else {
+			ready.Defects = append(ready.Defects, compareDefinitions(job.Key, a, v))
 		}
-		ready.Defects = append(ready.Defects, compareDefinitions(job.Key, a, b.Recorded.Def))
 	}
 	ctx.Send(job.ReplyTo, ready)
 }

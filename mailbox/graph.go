@@ -22,33 +22,25 @@ type RecordJob struct {
 	Trace trace.Carrier
 }
 
-// Recorded is a recorder's result, sent to the Definition builder.
-type Recorded struct {
-	Job     *RecordJob
-	Def     *stages.Definition
+// Built is a recorder's result, sent to the store: the recorded Definition
+// imaged (the recorder builds what it recorded, from its own buffers), or
+// why there is none. It also gives the recorder back to the store for the
+// next job.
+type Built struct {
+	Recorder *actor.PID
+	Job      *RecordJob
+	// Def is the Definition, its image and hash; nil when Err is set.
+	Def     *Definition
 	Defects []stages.Defect
 	Nodes   int
 	// Err is a recording failure: an unsupported construct, or a panic
 	// (Panicked set), either way with the key and the cause.
 	Err      error
 	Panicked bool
-	// RecordNs is the recorder's record_node time for this job.
+	// RecordNs and BuildNs are the recorder's record_node and
+	// build_definition times for this job.
 	RecordNs int64
-	// Trace is the recording's span: the build is its child.
-	Trace trace.Carrier
-}
-
-// Built is a Definition with its flat image, from the builder to the store.
-type Built struct {
-	Recorded *Recorded
-	Image    []byte
-	Hash     uint64
 	BuildNs  int64
-}
-
-// RecorderIdle tells the store a recorder can take the next job.
-type RecorderIdle struct {
-	Recorder *actor.PID
 }
 
 // Definition is a published Definition as the store keeps it: immutable once

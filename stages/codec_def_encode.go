@@ -11,8 +11,13 @@ import (
 // image's content hash and returns the image. It sizes the image first and
 // allocates once. The fanin CSR is written in node order from each node's
 // Fanin span, and the fanout CSR is derived from it in place.
-func EncodeDefinition(d *Definition) []byte {
-	s := sizeDefinition(d)
+func EncodeDefinition(d *Definition) []byte { return encodeDefinition(d, nil, len(d.Tensors)) }
+
+// encodeDefinition is EncodeDefinition; with tens non-nil, d's tensor
+// templates are those ntens records, already encoded (a Recorder's), and
+// d.Tensors is not read.
+func encodeDefinition(d *Definition, tens []byte, ntens int) []byte {
+	s := sizeDefinition(d, tens, ntens)
 	total := s.sec[dsEnd]
 	w := writer{imagefmt.Writer{B: make([]byte, 0, total)}}
 	w.defHeader(d, &s)
@@ -21,7 +26,7 @@ func EncodeDefinition(d *Definition) []byte {
 	w.extCSR(d)
 	w.Pad8()
 	w.nodeTable(d)
-	w.defRecords(d)
+	w.defRecords(d, &s)
 	w.B = append(w.B, d.Key...)
 	if len(w.B) != total {
 		panic(fmt.Sprintf("stages: definition image sized %d, wrote %d", total, len(w.B)))
@@ -37,10 +42,13 @@ func EncodeDefinition(d *Definition) []byte {
 type defSizes struct {
 	edges, npred, waits int
 	sec                 [dsCount]int
+	// tens is the tensor records when they come encoded, ntens their count.
+	tens  []byte
+	ntens int
 }
 
-func sizeDefinition(d *Definition) defSizes {
-	var s defSizes
+func sizeDefinition(d *Definition, tens []byte, ntens int) defSizes {
+	s := defSizes{tens: tens, ntens: ntens}
 	n := len(d.Nodes)
 	for i := range d.Nodes {
 		s.edges += int(d.Nodes[i].Fanin.N)
@@ -67,8 +75,12 @@ func sizeDefinition(d *Definition) defSizes {
 	sec[dsNodes] = off
 	off += nodeRecSize * n
 	sec[dsTensors] = off
-	for i := range d.Tensors {
-		off += tensorRefLen(&d.Tensors[i])
+	if tens != nil {
+		off += len(tens)
+	} else {
+		for i := range d.Tensors {
+			off += tensorRefLen(&d.Tensors[i])
+		}
 	}
 	sec[dsScalars] = off
 	for i := range d.Scalars {
@@ -111,7 +123,7 @@ func (w *writer) defHeader(d *Definition, s *defSizes) {
 	w.U32(uint32(s.sec[dsEnd]))
 	w.U32(uint32(len(d.Nodes)))
 	w.U32(uint32(s.edges))
-	w.U32(uint32(len(d.Tensors)))
+	w.U32(uint32(s.ntens))
 	w.U32(uint32(len(d.Scalars)))
 	w.U32(uint32(len(d.Roots)))
 	w.U32(uint32(len(d.Boundary)))
@@ -126,17 +138,31 @@ func (w *writer) defHeader(d *Definition, s *defSizes) {
 	w.Pad8()
 }
 
+// grow extends w.B by n bytes and returns them, to be written in place:
+// the fixed-width sections are written with one bounds check per record
+// rather than an append per field.
+func (w *writer) grow(n int) []byte {
+	off := len(w.B)
+	w.B = w.B[:off+n]
+	return w.B[off:]
+}
+
 func (w *writer) faninCSR(d *Definition) {
+	le := binary.LittleEndian
+	offs := w.grow(4 * (len(d.Nodes) + 1))
+	le.PutUint32(offs, 0)
 	acc := uint32(0)
-	w.U32(0)
 	for i := range d.Nodes {
 		acc += d.Nodes[i].Fanin.N
-		w.U32(acc)
+		le.PutUint32(offs[4*i+4:], acc)
 	}
+	idx := w.grow(4 * int(acc))
+	k := 0
 	for i := range d.Nodes {
 		f := d.Nodes[i].Fanin
 		for _, p := range d.Fanin[f.Off : f.Off+f.N] {
-			w.U32(p)
+			le.PutUint32(idx[k:], p)
+			k += 4
 		}
 	}
 }
@@ -145,39 +171,39 @@ func (w *writer) faninCSR(d *Definition) {
 // prefix-sum, scatter using the offsets as cursors, then shift the offsets
 // back by one slot.
 func (w *writer) fanoutCSR(d *Definition, edges int) {
+	le := binary.LittleEndian
 	n := len(d.Nodes)
-	fo := len(w.B)
-	w.B = w.B[:fo+4*(n+1)+4*edges]
-	clear(w.B[fo:])
-	offs := w.B[fo : fo+4*(n+1)]
-	idx := w.B[fo+4*(n+1):]
-	get := func(i int) uint32 { return binary.LittleEndian.Uint32(offs[4*i:]) }
-	put := func(i int, v uint32) { binary.LittleEndian.PutUint32(offs[4*i:], v) }
+	offs := w.grow(4 * (n + 1))
+	idx := w.grow(4 * edges)
+	clear(offs)
 	for i := range d.Nodes {
 		f := d.Nodes[i].Fanin
 		for _, p := range d.Fanin[f.Off : f.Off+f.N] {
 			if int(p) < n {
-				put(int(p)+1, get(int(p)+1)+1)
+				o := offs[4*p+4:]
+				le.PutUint32(o, le.Uint32(o)+1)
 			}
 		}
 	}
+	acc := uint32(0)
 	for i := 1; i <= n; i++ {
-		put(i, get(i)+get(i-1))
+		o := offs[4*i:]
+		acc += le.Uint32(o)
+		le.PutUint32(o, acc)
 	}
 	for c := range d.Nodes {
 		f := d.Nodes[c].Fanin
 		for _, p := range d.Fanin[f.Off : f.Off+f.N] {
 			if int(p) < n {
-				cur := get(int(p))
-				binary.LittleEndian.PutUint32(idx[4*cur:], uint32(c))
-				put(int(p), cur+1)
+				o := offs[4*p:]
+				cur := le.Uint32(o)
+				le.PutUint32(idx[4*cur:], uint32(c))
+				le.PutUint32(o, cur+1)
 			}
 		}
 	}
-	for i := n; i > 0; i-- {
-		put(i, get(i-1))
-	}
-	put(0, 0)
+	copy(offs[4:], offs[:4*n])
+	le.PutUint32(offs, 0)
 }
 
 func (w *writer) extCSR(d *Definition) {
@@ -195,28 +221,34 @@ func (w *writer) extCSR(d *Definition) {
 }
 
 func (w *writer) nodeTable(d *Definition) {
+	le := binary.LittleEndian
+	b := w.grow(nodeRecSize * len(d.Nodes))
 	for i := range d.Nodes {
 		nd := &d.Nodes[i]
-		w.U8(uint8(nd.Kind))
-		w.U8(0)
-		w.U16(0)
-		w.U32(uint32(nd.BlockNum))
+		rec := b[nodeRecSize*i : nodeRecSize*i+nodeRecSize]
+		rec[imagefmt.NodeKindAt] = uint8(nd.Kind)
+		rec[imagefmt.NodeKindAt+1], rec[imagefmt.NodeKindAt+2], rec[imagefmt.NodeKindAt+3] = 0, 0, 0
+		le.PutUint32(rec[imagefmt.NodeBlockNumAt:], uint32(nd.BlockNum))
 		for k := 0; k < 3; k++ {
-			w.U32(uint32(nd.Kernel[k]))
+			le.PutUint32(rec[imagefmt.NodeKernelAt+4*k:], uint32(nd.Kernel[k]))
 		}
-		w.U32(nd.Tensors.Off)
-		w.U32(nd.Tensors.N)
-		w.U32(nd.Scalars.Off)
-		w.U32(nd.Scalars.N)
-		w.U32(uint32(nd.Pred))
+		le.PutUint32(rec[imagefmt.NodeTensorOffAt:], nd.Tensors.Off)
+		le.PutUint32(rec[imagefmt.NodeTensorNAt:], nd.Tensors.N)
+		le.PutUint32(rec[imagefmt.NodeScalarOffAt:], nd.Scalars.Off)
+		le.PutUint32(rec[imagefmt.NodeScalarNAt:], nd.Scalars.N)
+		le.PutUint32(rec[imagefmt.NodePredicateAt:], uint32(nd.Pred))
 	}
 }
 
 // defRecords writes the variable-width sections: tensor templates,
 // scalars, internal roots, the boundary signature and predicates.
-func (w *writer) defRecords(d *Definition) {
-	for i := range d.Tensors {
-		w.tensorRef(&d.Tensors[i])
+func (w *writer) defRecords(d *Definition, s *defSizes) {
+	if s.tens != nil {
+		w.B = append(w.B, s.tens...)
+	} else {
+		for i := range d.Tensors {
+			w.tensorRef(&d.Tensors[i])
+		}
 	}
 	for i := range d.Scalars {
 		s := &d.Scalars[i]

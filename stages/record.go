@@ -73,8 +73,16 @@ type Recorder struct {
 	fs     FaninSet
 	roots  []privRoot
 	scopes scopeStack
-	def    Definition
-	err    error
+	// def is the recording, but for its tensor templates: those are
+	// written as the image's tensor records as they are recorded (tens,
+	// ntens of them), about 12 bytes each against a 136-byte TensorRef,
+	// which Publish copies into the image as they are and Build decodes.
+	def   Definition
+	tens  writer
+	ntens int
+	// wrote marks the boundary slots a node writes.
+	wrote []bool
+	err   error
 	// Defects found so far (reported, not fatal to the recording).
 	Defects []Defect
 	// argScratch holds a node's arguments while its outputs get private
@@ -119,6 +127,9 @@ func (r *Recorder) Reset(key string, fullKey uint64, boundary []Arg, broots []Bo
 		id := boundary[i].View.Root
 		r.slots[id] = append(r.slots[id], int32(i))
 	}
+	r.wrote = slices.Grow(r.wrote[:0], len(boundary))[:len(boundary)]
+	clear(r.wrote)
+	r.tens.B, r.ntens = r.tens.B[:0], 0
 	r.tm.Reset()
 	r.roots = r.roots[:0]
 	r.scopes.reset()
@@ -126,8 +137,8 @@ func (r *Recorder) Reset(key string, fullKey uint64, boundary []Arg, broots []Bo
 	r.Defects = r.Defects[:0]
 	r.def = Definition{
 		FullKey: fullKey, Key: key,
-		Nodes: r.def.Nodes[:0], Tensors: r.def.Tensors[:0], Scalars: r.def.Scalars[:0],
-		Fanin: r.def.Fanin[:0], Roots: r.def.Roots[:0], Boundary: r.def.Boundary[:0], Preds: r.def.Preds[:0],
+		Nodes: r.def.Nodes[:0], Scalars: r.def.Scalars[:0],
+		Fanin: r.def.Fanin[:0], Roots: r.def.Roots[:0], Preds: r.def.Preds[:0],
 	}
 }
 
@@ -141,7 +152,7 @@ func (r *Recorder) fail(format string, a ...any) {
 // the first recordings do not grow them on the way (a prewarmed recorder).
 func (r *Recorder) Reserve(nodes int) {
 	r.def.Nodes = make([]NodeDesc, 0, nodes)
-	r.def.Tensors = make([]TensorRef, 0, 6*nodes)
+	r.tens.B = make([]byte, 0, 6*12*nodes)
 	r.def.Scalars = make([]ScalarRef, 0, 4*nodes)
 	r.def.Fanin = make([]uint32, 0, 4*nodes)
 	r.roots = make([]privRoot, 0, nodes)
@@ -153,15 +164,25 @@ func (r *Recorder) Reserve(nodes int) {
 // error fails the recording; the body may also panic, and the caller decides
 // what a panic means.
 func (r *Recorder) Record(key string, fullKey uint64, boundary []Arg, roots []BoundaryRoot, scalars []uint64, extDeps []TaskID, body BodyFunc) (*Definition, error) {
+	if err := r.RecordBody(key, fullKey, boundary, roots, scalars, extDeps, body); err != nil {
+		return nil, err
+	}
+	return r.Build()
+}
+
+// RecordBody is Record without the Build: the recording stays in the
+// recorder, for Build or Publish. Its error is the recording's: the body's,
+// or the first construct a Definition cannot hold.
+func (r *Recorder) RecordBody(key string, fullKey uint64, boundary []Arg, roots []BoundaryRoot, scalars []uint64, extDeps []TaskID, body BodyFunc) error {
 	r.Reset(key, fullKey, boundary, roots, len(scalars), extDeps)
 	b := &Boundary{Tensors: boundary, Scalars: make([]Scalar, len(scalars))}
 	for i, v := range scalars {
 		b.Scalars[i] = Scalar{Value: v, Src: int32(i)}
 	}
 	if err := body(r, b); err != nil {
-		return nil, fmt.Errorf("graph %q: body failed while recording: %w", key, err)
+		return fmt.Errorf("graph %q: body failed while recording: %w", key, err)
 	}
-	return r.Build()
+	return r.check()
 }
 
 // Err is the first unsupported construct met, if any.
@@ -179,24 +200,20 @@ func (r *Recorder) newRoot(dt DType, elems int64, mdep bool, node int) RootID {
 	return privateRootBase + RootID(len(r.roots)-1)
 }
 
-// classify turns a view into a source reference (ARCHITECTURE §3: boundary
-// exact, boundary view + delta, internal, own output).
-func (r *Recorder) classify(tag Tag, v *View) (TensorRef, bool) {
-	ref := TensorRef{Tag: tag, Layout: *v}
-	ref.Layout.Root, ref.Layout.Offset = 0, 0
+// classify finds a view's source (ARCHITECTURE §3: boundary exact,
+// boundary view + delta, internal, own output): its kind, slot and delta.
+func (r *Recorder) classify(v *View) (src SourceKind, slot int32, delta int64, ok bool) {
 	if v.Root.IsPrivate() {
-		ref.Src, ref.Slot, ref.Delta = SrcInternal, int32(v.Root-privateRootBase), v.Offset
-		return ref, true
+		return SrcInternal, int32(v.Root - privateRootBase), v.Offset, true
 	}
 	slots, ok := r.slots[v.Root]
 	if !ok {
-		return ref, false
+		return 0, 0, 0, false
 	}
 	for _, s := range slots {
 		b := &r.boundary[s].View
 		if b.Offset == v.Offset && b.SameLayout(v) {
-			ref.Src, ref.Slot = SrcBoundaryExact, s
-			return ref, true
+			return SrcBoundaryExact, s, 0, true
 		}
 	}
 	// A view inside a boundary slot's region moves with that slot; prefer
@@ -219,22 +236,29 @@ func (r *Recorder) classify(tag Tag, v *View) (TensorRef, bool) {
 		}
 	}
 	if best < 0 {
-		return ref, false
+		return 0, 0, 0, false
 	}
-	ref.Src, ref.Slot, ref.Delta = SrcBoundaryView, best, v.Offset-r.boundary[best].View.Offset
-	return ref, true
+	return SrcBoundaryView, best, v.Offset - r.boundary[best].View.Offset, true
+}
+
+// tensor records one tensor template: its image record, as
+// EncodeDefinition writes a TensorRef (the view's root and offset are not
+// part of it).
+func (r *Recorder) tensor(tag Tag, src SourceKind, slot int32, delta int64, v *View) {
+	r.tens.U8(uint8(tag) | uint8(src)<<4)
+	r.tens.layoutSlotDelta(v, uint64(uint32(slot)), delta)
+	r.ntens++
 }
 
 // Alloc records an alloc node creating private roots.
 func (r *Recorder) Alloc(specs []RootSpec) (TaskID, RootID) {
 	node := len(r.def.Nodes)
 	first := privateRootBase + RootID(len(r.roots))
-	tOff := len(r.def.Tensors)
+	tOff := r.ntens
 	for _, s := range specs {
 		id := r.newRoot(s.DType, s.Elems(), s.ManualDep, node)
 		v := NewView(id, 0, s.DType, s.Shape...)
-		r.def.Tensors = append(r.def.Tensors, TensorRef{Tag: TagOutput, Src: SrcOwnOutput, Slot: int32(id - privateRootBase), Layout: v})
-		r.def.Tensors[len(r.def.Tensors)-1].Layout.Root = 0
+		r.tensor(TagOutput, SrcOwnOutput, int32(id-privateRootBase), 0, &v)
 	}
 	r.def.Nodes = append(r.def.Nodes, NodeDesc{
 		Kind: KindAlloc, Kernel: [3]KernelID{-1, -1, -1}, BlockNum: -1,
@@ -274,28 +298,27 @@ func (r *Recorder) Submit(t *Task) TaskID {
 	r.depScratch = deps
 	args := append(r.argScratch[:0], t.Args...)
 	r.argScratch = args
-	tOff := len(r.def.Tensors)
+	tOff := r.ntens
 	for i := range args {
 		a := &args[i]
 		if a.Tag == TagOutput {
 			a.View.Root = r.newRoot(a.View.DType, a.View.Elems(), false, int(node))
 			a.View.Offset = 0
 			t.Args[i].View.Root, t.Args[i].View.Offset = a.View.Root, 0
-			ref := TensorRef{Tag: TagOutput, Src: SrcOwnOutput, Slot: int32(a.View.Root - privateRootBase), Layout: a.View}
-			ref.Layout.Root = 0
-			r.def.Tensors = append(r.def.Tensors, ref)
+			r.tensor(TagOutput, SrcOwnOutput, int32(a.View.Root-privateRootBase), 0, &a.View)
 			continue
 		}
-		ref, ok := r.classify(a.Tag, &a.View)
+		src, slot, delta, ok := r.classify(&a.View)
 		if !ok {
 			r.fail("argument %d views root %d, which is neither a boundary tensor nor allocated in the body (an unclassifiable tensor)", i, a.View.Root)
 		}
-		if ref.Src == SrcBoundaryExact || ref.Src == SrcBoundaryView {
-			if (a.Tag == TagInOut || a.Tag == TagOutputExisting) && r.boundary[ref.Slot].Tag == TagInput {
-				r.defect(DefectInputWritten, ref.Slot, int32(node), fmt.Sprintf("node %d writes (tag %s) boundary slot %d, which the caller tagged input: the outer task would never become its producer", node, a.Tag, ref.Slot))
+		if (src == SrcBoundaryExact || src == SrcBoundaryView) && (a.Tag == TagInOut || a.Tag == TagOutputExisting) {
+			r.wrote[slot] = true
+			if r.boundary[slot].Tag == TagInput {
+				r.defect(DefectInputWritten, slot, int32(node), fmt.Sprintf("node %d writes (tag %s) boundary slot %d, which the caller tagged input: the outer task would never become its producer", node, a.Tag, slot))
 			}
 		}
-		r.def.Tensors = append(r.def.Tensors, ref)
+		r.tensor(a.Tag, src, slot, delta, &a.View)
 	}
 	resolveFanin(&r.tm, r, node, args, deps, r.scopes.inManual(), &r.fs)
 	sOff := len(r.def.Scalars)
@@ -320,10 +343,12 @@ func (r *Recorder) Submit(t *Task) TaskID {
 		Fanin:   Span{Off: uint32(fOff), N: uint32(len(r.fs.Out))},
 	}
 	if t.Pred.Valid {
-		ref, ok := r.classify(TagInput, &t.Pred.View)
+		src, slot, delta, ok := r.classify(&t.Pred.View)
 		if !ok {
 			r.fail("predicate views root %d, which is neither a boundary tensor nor allocated in the body", t.Pred.View.Root)
 		}
+		ref := TensorRef{Tag: TagInput, Src: src, Slot: slot, Delta: delta, Layout: t.Pred.View}
+		ref.Layout.Root, ref.Layout.Offset = 0, 0
 		r.def.Preds = append(r.def.Preds, PredRef{Valid: true, Op: t.Pred.Op, Tensor: ref, Index: t.Pred.Index, Target: t.Pred.Target})
 		nd.Pred = int32(len(r.def.Preds))
 	}
@@ -351,37 +376,126 @@ func (r *Recorder) Graph(call *GraphCall) TaskID {
 	return NoTask
 }
 
-// Build finishes the Definition: heap layout of the internal roots, the
-// boundary signature, and which boundary slots the body writes. The
-// returned Definition shares no storage with the recorder.
-func (r *Recorder) Build() (*Definition, error) {
+// check is the recording's error once the body has returned.
+func (r *Recorder) check() error {
 	if r.err != nil {
-		return nil, r.err
+		return r.err
 	}
 	if n := r.scopes.depth(); n != 0 {
-		return nil, fmt.Errorf("graph %q: %w: %d scopes left open at the end of the body", r.key, ErrUnsupported, n)
+		return fmt.Errorf("graph %q: %w: %d scopes left open at the end of the body", r.key, ErrUnsupported, n)
 	}
-	d := &Definition{
-		FullKey: r.def.FullKey, Key: r.key,
-		Nodes:           append([]NodeDesc(nil), r.def.Nodes...),
-		Tensors:         append([]TensorRef(nil), r.def.Tensors...),
-		Scalars:         append([]ScalarRef(nil), r.def.Scalars...),
-		Fanin:           append([]uint32(nil), r.def.Fanin...),
-		Preds:           append([]PredRef(nil), r.def.Preds...),
-		Roots:           make([]InternalRoot, len(r.roots)),
-		BoundaryScalars: r.nscalars,
-	}
-	for _, w := range r.extWait {
-		d.ExtDeps = append(d.ExtDeps, append([]uint32{}, w...))
-	}
+	return nil
+}
+
+// finish completes r.def in the recorder's own buffers: the heap layout of
+// the internal roots, the boundary signature and the external dependency
+// slots. r.def then is the whole Definition, sharing the recorder's storage
+// until the next Reset.
+func (r *Recorder) finish() {
+	d := &r.def
+	d.BoundaryScalars = r.nscalars
+	d.Roots = d.Roots[:0]
 	var heap int64
-	for i, p := range r.roots {
-		d.Roots[i] = InternalRoot{DType: p.dtype, Elems: p.elems, Creator: p.creator, ManualDep: p.mdep, HeapOffset: heap}
+	for _, p := range r.roots {
+		d.Roots = append(d.Roots, InternalRoot{DType: p.dtype, Elems: p.elems, Creator: p.creator, ManualDep: p.mdep, HeapOffset: heap})
 		heap += alignUp(p.elems * p.dtype.Size())
 	}
 	d.HeapBytes = heap
 	d.Boundary = Signature(r.boundary, r)
+	d.ExtDeps = d.ExtDeps[:0]
+	for _, w := range r.extWait {
+		d.ExtDeps = append(d.ExtDeps, w)
+	}
+	if len(d.ExtDeps) == 0 {
+		d.ExtDeps = nil
+	}
+}
+
+// Build finishes the Definition: heap layout of the internal roots, the
+// boundary signature, and which boundary slots the body writes. The
+// returned Definition shares no storage with the recorder.
+func (r *Recorder) Build() (*Definition, error) {
+	if err := r.check(); err != nil {
+		return nil, err
+	}
+	tens, err := r.tensors()
+	if err != nil {
+		return nil, err
+	}
+	r.finish()
+	d := &Definition{
+		FullKey: r.def.FullKey, Key: r.key,
+		Nodes:           append([]NodeDesc(nil), r.def.Nodes...),
+		Tensors:         tens,
+		Scalars:         append([]ScalarRef(nil), r.def.Scalars...),
+		Fanin:           append([]uint32(nil), r.def.Fanin...),
+		Preds:           append([]PredRef(nil), r.def.Preds...),
+		Roots:           append(make([]InternalRoot, 0, len(r.def.Roots)), r.def.Roots...),
+		Boundary:        r.def.Boundary, // Signature's own
+		BoundaryScalars: r.nscalars,
+		HeapBytes:       r.def.HeapBytes,
+	}
+	for _, w := range r.def.ExtDeps {
+		d.ExtDeps = append(d.ExtDeps, append([]uint32{}, w...))
+	}
 	return d, nil
+}
+
+// Publish images a successful recording (RecordBody returned nil) straight
+// from the recorder's buffers, without Build's copy of every node, tensor
+// and scalar: the image, its content hash, the boundary slots the body
+// writes, and the host's part of the Definition, which is what
+// DecodeDefinitionHost gives for the same image (what a runtime replays
+// with; the image holds the rest).
+func (r *Recorder) Publish() *Published {
+	if err := r.check(); err != nil {
+		panic("stages: Publish of a failed recording: " + err.Error())
+	}
+	r.finish()
+	img := encodeDefinition(&r.def, r.tens.B, r.ntens)
+	host := &Definition{
+		FullKey: r.def.FullKey, Key: r.key, ContentHash: r.def.ContentHash,
+		HeapBytes: r.def.HeapBytes, BoundaryScalars: r.nscalars,
+		Nodes: append([]NodeDesc(nil), r.def.Nodes...),
+	}
+	if n := len(r.def.ExtDeps); n > 0 {
+		waits := 0
+		for _, w := range r.def.ExtDeps {
+			waits += len(w)
+		}
+		all := make([]uint32, 0, waits)
+		host.ExtDeps = make([][]uint32, n)
+		for j, w := range r.def.ExtDeps {
+			lo := len(all)
+			all = append(all, w...)
+			host.ExtDeps[j] = all[lo:len(all):len(all)]
+		}
+	}
+	var written []int32
+	for i, w := range r.wrote {
+		if w {
+			written = append(written, int32(i))
+		}
+	}
+	return &Published{Def: host, Image: img, Hash: r.def.ContentHash, Written: written}
+}
+
+// tensors decodes the recorded tensor templates (Build's copy). A template
+// the image cannot hold (a negative dimension) fails here, as its image
+// would fail the device's decode.
+func (r *Recorder) tensors() ([]TensorRef, error) {
+	if r.ntens == 0 {
+		return nil, nil
+	}
+	out := make([]TensorRef, r.ntens)
+	rd := newReader(r.tens.B, "definition tensors")
+	for i := range out {
+		rd.tensorRef(&out[i])
+	}
+	if rd.Err != nil {
+		return nil, fmt.Errorf("graph %q: %w", r.key, rd.Err)
+	}
+	return out, nil
 }
 
 // WrittenSlots lists the boundary slots the body writes, in slot order: the

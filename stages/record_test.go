@@ -1,6 +1,7 @@
 package stages
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"reflect"
@@ -240,4 +241,85 @@ func TestSubmitGraphWaitsOnExtDeps(t *testing.T) {
 	if f := o.Fanin(g); !reflect.DeepEqual(f, []TaskID{x, w}) {
 		t.Fatalf("outer task fanin %v, want [%d %d] (the ext dep, then the boundary's producer)", f, x, w)
 	}
+}
+
+// predBody is smallBody with a predicate on its second node.
+func predBody(o Submitter, b *Boundary) error {
+	_, buf := o.Alloc([]RootSpec{{Name: "flag", DType: INT32, Shape: []int64{4}}})
+	o.Submit(&Task{Kind: KindAIV, Kernel: [3]KernelID{-1, 1, -1}, BlockNum: 1,
+		Args: []Arg{{Tag: TagInput, View: b.Tensors[0].View}, {Tag: TagOutputExisting, View: NewView(buf, 0, INT32, 4)}}})
+	o.Submit(&Task{Kind: KindAIC, Kernel: [3]KernelID{2, -1, -1}, BlockNum: 2,
+		Args: []Arg{{Tag: TagInOut, View: b.Tensors[1].View}},
+		Pred: Predicate{Valid: true, Op: PredNE, View: NewView(buf, 1, INT32, 2), Index: 1, Target: -3}})
+	return nil
+}
+
+// TestPublish: Publish images a recording straight from the recorder's
+// buffers; its image is Build's encoded, its host part what
+// DecodeDefinitionHost gives for that image, and nothing of it is shared
+// with the recorder's next recording.
+func TestPublish(t *testing.T) {
+	roots := []BoundaryRoot{{Elems: 32}, {Elems: 32}}
+	wide, wroots := wideCall(30, 291)
+	pred := smallCall(0, 1)
+	pred.Key, pred.Body = "pred", predBody
+	calls := []struct {
+		call  *GraphCall
+		roots []BoundaryRoot
+	}{
+		{smallCall(0, 1), roots},
+		{extCall(0, 1, 4, 7, 9), roots},
+		{extCall(0, 1, 4, 4), roots},
+		{pred, roots},
+		{wide, NewOrdinaryPath(wroots).BoundaryRoots(wide.Boundary)},
+	}
+	var r Recorder
+	var pubs []*Published
+	var want [][]byte
+	for _, c := range calls {
+		call := c.call
+		if err := r.RecordBody(call.Key, FullKey("test", call.Key, call.Config), call.Boundary, c.roots, call.Scalars, call.ExtDeps, call.Body); err != nil {
+			t.Fatal(err)
+		}
+		p := r.Publish()
+		d, err := r.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		img := EncodeDefinition(d)
+		if !bytes.Equal(p.Image, img) || p.Hash != d.ContentHash || p.Hash != p.Def.ContentHash {
+			t.Fatalf("%s: Publish's image (hash %x) is not Build's encoded (hash %x)", call.Key, p.Hash, d.ContentHash)
+		}
+		host, written, err := DecodeDefinitionHost(img)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(p.Def, host) || !reflect.DeepEqual(p.Written, written) {
+			t.Fatalf("%s: Publish's host part\n%+v %v\nwant DecodeDefinitionHost's\n%+v %v", call.Key, p.Def, p.Written, host, written)
+		}
+		pubs, want = append(pubs, p), append(want, bytes.Clone(img))
+	}
+	for i, p := range pubs {
+		host, written, _ := DecodeDefinitionHost(want[i])
+		if !bytes.Equal(p.Image, want[i]) || !reflect.DeepEqual(p.Def, host) || !reflect.DeepEqual(p.Written, written) {
+			t.Fatalf("%s changed after later recordings", calls[i].call.Key)
+		}
+	}
+}
+
+// TestPublishFailed: a failed recording cannot be published.
+func TestPublishFailed(t *testing.T) {
+	c := extCall(0, 1, 4, 7)
+	c.Body = extBody([]TaskID{4, 8})
+	var r Recorder
+	err := r.RecordBody(c.Key, 1, c.Boundary, []BoundaryRoot{{Elems: 32}, {Elems: 32}}, c.Scalars, c.ExtDeps, c.Body)
+	if !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("got %v, want ErrUnsupported", err)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("Publish of a failed recording did not panic")
+		}
+	}()
+	r.Publish()
 }

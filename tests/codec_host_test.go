@@ -1,8 +1,10 @@
 package tests
 
 import (
+	"bytes"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hbg-dev/hbg/config"
@@ -55,4 +57,63 @@ func TestDecodeDefinitionHostModels(t *testing.T) {
 		}
 		t.Logf("%s: %d Definitions agree", file, n)
 	}
+}
+
+// TestPublishModels: on every Definition of every form of the shipped
+// models, what a recorder publishes (stages.Recorder.Publish: the image
+// written from its own buffers, and the host's part) is Build's Definition
+// encoded, and the host's part is what a load from the store on disk
+// decodes from that image.
+func TestPublishModels(t *testing.T) {
+	for _, file := range []string{dsv4, "../config/models/qwen3_14b_decode.yaml"} {
+		m, err := config.Load(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, form := range m.Forms() {
+			o := &publishChecker{OrdinaryPath: stages.NewOrdinaryPath(m.EntryRoots()), seen: map[uint64]bool{}, t: t, where: file + " " + form}
+			if err := m.Run(o, form); err != nil {
+				t.Fatal(err)
+			}
+			if o.n == 0 && strings.Contains(form, "full") {
+				t.Errorf("%s: no Definition published", o.where)
+			}
+		}
+	}
+}
+
+type publishChecker struct {
+	*stages.OrdinaryPath
+	rec   stages.Recorder
+	seen  map[uint64]bool
+	t     *testing.T
+	where string
+	n     int
+}
+
+func (c *publishChecker) Graph(call *stages.GraphCall) stages.TaskID {
+	fk := stages.FullKey("publish", call.Key, call.Config)
+	if !c.seen[fk] {
+		c.seen[fk] = true
+		err := c.rec.RecordBody(call.Key, fk, call.Boundary, c.BoundaryRoots(call.Boundary), call.Scalars, call.ExtDeps, call.Body)
+		if err == nil {
+			c.n++
+			p := c.rec.Publish()
+			d, err := c.rec.Build()
+			if err != nil {
+				c.t.Fatalf("%s %s: Build after Publish: %v", c.where, call.Key, err)
+			}
+			img := stages.EncodeDefinition(d)
+			host, written, err := stages.DecodeDefinitionHost(img)
+			switch {
+			case err != nil:
+				c.t.Fatalf("%s %s: %v", c.where, call.Key, err)
+			case !bytes.Equal(p.Image, img) || p.Hash != d.ContentHash:
+				c.t.Errorf("%s %s: the published image is not Build's encoded", c.where, call.Key)
+			case !reflect.DeepEqual(p.Def, host) || !slices.Equal(p.Written, written):
+				c.t.Errorf("%s %s: the published host part differs from the host decode's", c.where, call.Key)
+			}
+		}
+	}
+	return c.OrdinaryPath.Graph(call)
 }
