@@ -8,7 +8,7 @@ import (
 
 // warmRunImage is the run image of a warm DSv4 full pass, as the Host hands
 // it to the replay.
-func warmRunImage(b *testing.B) *stages.RunImage {
+func warmRunImage(b testing.TB) *stages.RunImage {
 	m := loadDSv4(b)
 	orch := orchestration(m, "full")
 	h := stages.NewHost(0, stages.PassConfig{SkipDevice: true})
