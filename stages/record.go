@@ -274,15 +274,33 @@ func (w *writer) tensorRecord(tagSrc uint8, v *View, slot int32, delta int64) {
 	w.B = w.B[:len(w.B)+n]
 }
 
+// allocRecord is tensorRecord for an alloc node's output, written from its
+// spec: a fresh root viewed whole (NewView's layout, contiguous, no delta).
+func (w *writer) allocRecord(dt DType, shape []int64, slot int32) {
+	w.B = slices.Grow(w.B, maxTensorRecord)
+	b := w.B[len(w.B) : len(w.B)+maxTensorRecord]
+	b[0], b[1], b[2] = uint8(TagOutput)|uint8(SrcOwnOutput)<<4, uint8(dt), uint8(len(shape))
+	n := 3 + binary.PutUvarint(b[3:], uint64(uint32(slot)))
+	b[n] = 0 // the delta
+	n++
+	for _, x := range shape {
+		n += binary.PutUvarint(b[n:], uint64(x))
+	}
+	w.B = w.B[:len(w.B)+n]
+}
+
 // Alloc records an alloc node creating private roots.
 func (r *Recorder) Alloc(specs []RootSpec) (TaskID, RootID) {
 	node := len(r.def.Nodes)
 	first := privateRootBase + RootID(len(r.roots))
 	tOff := r.rec.ntens
 	for _, s := range specs {
+		if len(s.Shape) > MaxDims {
+			panic(fmt.Sprintf("stages: view of rank %d exceeds %d", len(s.Shape), MaxDims))
+		}
 		id := r.newRoot(s.DType, s.Elems(), s.ManualDep, node)
-		v := NewView(id, 0, s.DType, s.Shape...)
-		r.tensor(TagOutput, SrcOwnOutput, int32(id-privateRootBase), 0, &v)
+		r.rec.tens.allocRecord(s.DType, s.Shape, int32(id-privateRootBase))
+		r.rec.ntens++
 	}
 	r.def.Nodes = append(r.def.Nodes, NodeDesc{
 		Kind: KindAlloc, Kernel: [3]KernelID{-1, -1, -1}, BlockNum: -1,
@@ -374,8 +392,7 @@ func (r *Recorder) Submit(t *Task) TaskID {
 		}
 		w := &r.rec.preds
 		w.U8(uint8(t.Pred.Op))
-		w.U8(uint8(TagInput) | uint8(src)<<4)
-		w.layoutSlotDelta(&t.Pred.View, uint64(uint32(slot)), delta)
+		w.tensorRecord(uint8(TagInput)|uint8(src)<<4, &t.Pred.View, slot, delta)
 		w.Varint(t.Pred.Index)
 		w.Varint(t.Pred.Target)
 		r.rec.npred++
