@@ -355,3 +355,36 @@ func TestSlotTable(t *testing.T) {
 		}
 	}
 }
+
+// FuzzTensorRecord: the recorder's record writers (tensorRecord, and
+// allocRecord for a whole fresh root) write the bytes writer.tensorRef
+// writes for the same template, whatever the layout.
+func FuzzTensorRecord(f *testing.F) {
+	f.Add(uint8(TagInput), uint8(SrcBoundaryView), uint8(FP32), uint8(2), int32(3), int64(-8), int64(4), int64(16), int64(0), int64(16), int64(1), false)
+	f.Add(uint8(TagOutput), uint8(SrcOwnOutput), uint8(BF16), uint8(5), int32(1<<30), int64(1<<40), int64(1<<33), int64(-1), int64(-3), int64(7), int64(0), true)
+	f.Fuzz(func(t *testing.T, tag, src, dt, nd uint8, slot int32, delta, d0, d1, s0, s1, s2 int64, strided bool) {
+		nd %= MaxDims + 1
+		shape := make([]int64, nd)
+		for i := range shape {
+			shape[i] = []int64{d0, d1, s0}[i%3] + int64(i)
+		}
+		v := NewView(0, 0, DType(dt), shape...)
+		if strided && nd > 0 {
+			v.Strides[0], v.Strides[nd-1] = s1, s2
+		}
+		ref := TensorRef{Tag: Tag(tag & 0xf), Src: SourceKind(src & 0xf), Slot: slot, Delta: delta, Layout: v}
+		var want, got writer
+		want.tensorRef(&ref)
+		got.tensorRecord(uint8(ref.Tag)|uint8(ref.Src)<<4, &v, slot, delta)
+		if !bytes.Equal(got.B, want.B) {
+			t.Fatalf("tensorRecord wrote % x, tensorRef % x", got.B, want.B)
+		}
+		whole := TensorRef{Tag: TagOutput, Src: SrcOwnOutput, Slot: slot, Layout: NewView(0, 0, DType(dt), shape...)}
+		want.B, got.B = want.B[:0], got.B[:0]
+		want.tensorRef(&whole)
+		got.allocRecord(DType(dt), shape, slot)
+		if !bytes.Equal(got.B, want.B) {
+			t.Fatalf("allocRecord wrote % x, tensorRef % x", got.B, want.B)
+		}
+	})
+}
