@@ -27,6 +27,7 @@ type uploader struct {
 	disk     *diskstore.Store  // unpins what it loaded once uploaded
 	uploaded map[uint64]uint64 // content hash -> device object
 	sent     []sentUpload      // uploads the device has not answered yet, in order
+	name     string            // the upload spans' actor, made once
 }
 
 type sentUpload struct {
@@ -70,8 +71,11 @@ func (u *uploader) ready(ctx actor.Context, m *mailbox.DefinitionReady) {
 			return
 		}
 	}
+	if u.name == "" {
+		u.name = fmt.Sprintf("uploader-%d", u.rank)
+	}
 	_, span := u.tracer.StartUpload(m.Trace.Context(context.Background()), trace.UploadInfo{
-		Key: d.Def.Key, FullKey: d.Def.FullKey, Bytes: int64(len(d.Image)), Actor: fmt.Sprintf("uploader-%d", u.rank),
+		Key: d.Def.Key, FullKey: d.Def.FullKey, Bytes: int64(len(d.Image)), Actor: u.name,
 	})
 	u.sent = append(u.sent, sentUpload{def: d, span: span, waiting: []mailbox.DefinitionUploaded{up}})
 	// The device actor owns the queue: uploads are executed in order.

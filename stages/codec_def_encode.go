@@ -11,13 +11,13 @@ import (
 // image's content hash and returns the image. It sizes the image first and
 // allocates once. The fanin CSR is written in node order from each node's
 // Fanin span, and the fanout CSR is derived from it in place.
-func EncodeDefinition(d *Definition) []byte { return encodeDefinition(d, nil, len(d.Tensors)) }
+func EncodeDefinition(d *Definition) []byte { return encodeDefinition(d, nil) }
 
-// encodeDefinition is EncodeDefinition; with tens non-nil, d's tensor
-// templates are those ntens records, already encoded (a Recorder's), and
-// d.Tensors is not read.
-func encodeDefinition(d *Definition, tens []byte, ntens int) []byte {
-	s := sizeDefinition(d, tens, ntens)
+// encodeDefinition is EncodeDefinition; with rec non-nil, d's tensor
+// templates and predicates are rec's records, already encoded (a
+// Recorder's), and d.Tensors and d.Preds are not read.
+func encodeDefinition(d *Definition, rec *encodedRecords) []byte {
+	s := sizeDefinition(d, rec)
 	total := s.sec[dsEnd]
 	w := writer{imagefmt.Writer{B: make([]byte, 0, total)}}
 	w.defHeader(d, &s)
@@ -42,18 +42,20 @@ func encodeDefinition(d *Definition, tens []byte, ntens int) []byte {
 type defSizes struct {
 	edges, npred, waits int
 	sec                 [dsCount]int
-	// tens is the tensor records when they come encoded, ntens their count.
-	tens  []byte
+	// rec is the tensor and predicate records when they come encoded.
+	rec   *encodedRecords
 	ntens int
 }
 
-func sizeDefinition(d *Definition, tens []byte, ntens int) defSizes {
-	s := defSizes{tens: tens, ntens: ntens}
+func sizeDefinition(d *Definition, rec *encodedRecords) defSizes {
+	s := defSizes{rec: rec, ntens: len(d.Tensors), npred: len(d.Preds)}
+	if rec != nil {
+		s.ntens, s.npred = rec.ntens, rec.npred
+	}
 	n := len(d.Nodes)
 	for i := range d.Nodes {
 		s.edges += int(d.Nodes[i].Fanin.N)
 	}
-	s.npred = len(d.Preds)
 	for _, w := range d.ExtDeps {
 		s.waits += len(w)
 	}
@@ -75,8 +77,8 @@ func sizeDefinition(d *Definition, tens []byte, ntens int) defSizes {
 	sec[dsNodes] = off
 	off += nodeRecSize * n
 	sec[dsTensors] = off
-	if tens != nil {
-		off += len(tens)
+	if rec != nil {
+		off += len(rec.tens.B)
 	} else {
 		for i := range d.Tensors {
 			off += tensorRefLen(&d.Tensors[i])
@@ -102,9 +104,13 @@ func sizeDefinition(d *Definition, tens []byte, ntens int) defSizes {
 		off += 1 + layoutLen(&b.Layout) + uvLen(uint64(int64(b.AliasRep)+1)) + svLen(0) + uvLen(uint64(b.RootElems))
 	}
 	sec[dsPreds] = off
-	for i := range d.Preds {
-		p := &d.Preds[i]
-		off += 1 + tensorRefLen(&p.Tensor) + svLen(p.Index) + svLen(p.Target)
+	if rec != nil {
+		off += len(rec.preds.B)
+	} else {
+		for i := range d.Preds {
+			p := &d.Preds[i]
+			off += 1 + tensorRefLen(&p.Tensor) + svLen(p.Index) + svLen(p.Target)
+		}
 	}
 	sec[dsKey] = off
 	off += len(d.Key)
@@ -243,8 +249,8 @@ func (w *writer) nodeTable(d *Definition) {
 // defRecords writes the variable-width sections: tensor templates,
 // scalars, internal roots, the boundary signature and predicates.
 func (w *writer) defRecords(d *Definition, s *defSizes) {
-	if s.tens != nil {
-		w.B = append(w.B, s.tens...)
+	if s.rec != nil {
+		w.B = append(w.B, s.rec.tens.B...)
 	} else {
 		for i := range d.Tensors {
 			w.tensorRef(&d.Tensors[i])
@@ -272,6 +278,10 @@ func (w *writer) defRecords(d *Definition, s *defSizes) {
 		w.U8(uint8(b.Tag))
 		w.layoutSlotDelta(&b.Layout, uint64(int64(b.AliasRep)+1), 0)
 		w.Uvarint(uint64(b.RootElems))
+	}
+	if s.rec != nil {
+		w.B = append(w.B, s.rec.preds.B...)
+		return
 	}
 	for i := range d.Preds {
 		p := &d.Preds[i]

@@ -1,6 +1,7 @@
 package stages
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -62,7 +63,7 @@ type Recorder struct {
 	key      string
 	boundary []Arg
 	broots   []BoundaryRoot
-	slots    map[RootID][]int32 // boundary root -> the slots viewing it
+	slots    slotTable // boundary root -> the slots viewing it
 	nscalars int
 	extDeps  []TaskID
 	// extWait[j] is the nodes that named ext slot j, ascending (a node is
@@ -73,21 +74,19 @@ type Recorder struct {
 	fs     FaninSet
 	roots  []privRoot
 	scopes scopeStack
-	// def is the recording, but for its tensor templates: those are
-	// written as the image's tensor records as they are recorded (tens,
-	// ntens of them), about 12 bytes each against a 136-byte TensorRef,
-	// which Publish copies into the image as they are and Build decodes.
-	def   Definition
-	tens  writer
-	ntens int
+	// def is the recording, but for its tensor templates and predicates:
+	// those are written as the image's records as they are recorded (rec:
+	// about 12 bytes a template against a 136-byte TensorRef, 16 a
+	// predicate against a 160-byte PredRef), which Publish copies into the
+	// image as they are and Build decodes.
+	def Definition
+	rec encodedRecords
 	// wrote marks the boundary slots a node writes.
 	wrote []bool
 	err   error
 	// Defects found so far (reported, not fatal to the recording).
 	Defects []Defect
-	// argScratch holds a node's arguments while its outputs get private
-	// roots, depScratch its dependencies as node indices; reused.
-	argScratch []Arg
+	// depScratch holds a node's dependencies as node indices; reused.
 	depScratch []TaskID
 }
 
@@ -105,7 +104,7 @@ func (r *Recorder) meta(id RootID) rootMeta {
 	}
 	// Boundary roots were created outside the body: their creators are
 	// outside the window, covered by the outer task's boundary fanin.
-	if s, ok := r.slots[id]; ok {
+	if s := r.slots.get(id); s != nil {
 		return rootMeta{creator: NoTask, manualDep: r.broots[s[0]].ManualDep}
 	}
 	return rootMeta{creator: NoTask}
@@ -119,17 +118,10 @@ func (r *Recorder) Reset(key string, fullKey uint64, boundary []Arg, broots []Bo
 	for range extDeps {
 		r.extWait = append(r.extWait, nil)
 	}
-	if r.slots == nil {
-		r.slots = map[RootID][]int32{}
-	}
-	clear(r.slots)
-	for i := range boundary {
-		id := boundary[i].View.Root
-		r.slots[id] = append(r.slots[id], int32(i))
-	}
+	r.slots.reset(boundary)
 	r.wrote = slices.Grow(r.wrote[:0], len(boundary))[:len(boundary)]
 	clear(r.wrote)
-	r.tens.B, r.ntens = r.tens.B[:0], 0
+	r.rec.reset()
 	r.tm.Reset()
 	r.roots = r.roots[:0]
 	r.scopes.reset()
@@ -138,7 +130,7 @@ func (r *Recorder) Reset(key string, fullKey uint64, boundary []Arg, broots []Bo
 	r.def = Definition{
 		FullKey: fullKey, Key: key,
 		Nodes: r.def.Nodes[:0], Scalars: r.def.Scalars[:0],
-		Fanin: r.def.Fanin[:0], Roots: r.def.Roots[:0], Preds: r.def.Preds[:0],
+		Fanin: r.def.Fanin[:0], Roots: r.def.Roots[:0],
 	}
 }
 
@@ -152,10 +144,12 @@ func (r *Recorder) fail(format string, a ...any) {
 // the first recordings do not grow them on the way (a prewarmed recorder).
 func (r *Recorder) Reserve(nodes int) {
 	r.def.Nodes = make([]NodeDesc, 0, nodes)
-	r.tens.B = make([]byte, 0, 6*12*nodes)
+	r.rec.tens.B = make([]byte, 0, 6*12*nodes)
+	r.rec.preds.B = make([]byte, 0, 16*nodes)
 	r.def.Scalars = make([]ScalarRef, 0, 4*nodes)
 	r.def.Fanin = make([]uint32, 0, 4*nodes)
 	r.roots = make([]privRoot, 0, nodes)
+	r.def.Roots = make([]InternalRoot, 0, nodes)
 	r.fs.seen = make([]uint32, nodes)
 }
 
@@ -206,8 +200,8 @@ func (r *Recorder) classify(v *View) (src SourceKind, slot int32, delta int64, o
 	if v.Root.IsPrivate() {
 		return SrcInternal, int32(v.Root - privateRootBase), v.Offset, true
 	}
-	slots, ok := r.slots[v.Root]
-	if !ok {
+	slots := r.slots.get(v.Root)
+	if slots == nil {
 		return 0, 0, 0, false
 	}
 	for _, s := range slots {
@@ -245,16 +239,46 @@ func (r *Recorder) classify(v *View) (src SourceKind, slot int32, delta int64, o
 // EncodeDefinition writes a TensorRef (the view's root and offset are not
 // part of it).
 func (r *Recorder) tensor(tag Tag, src SourceKind, slot int32, delta int64, v *View) {
-	r.tens.U8(uint8(tag) | uint8(src)<<4)
-	r.tens.layoutSlotDelta(v, uint64(uint32(slot)), delta)
-	r.ntens++
+	r.rec.tens.tensorRecord(uint8(tag)|uint8(src)<<4, v, slot, delta)
+	r.rec.ntens++
+}
+
+// maxTensorRecord bounds a tensor record: tag, dtype and rank bytes, the
+// slot, the delta, and up to MaxDims dims and strides, each a varint of at
+// most 10 bytes.
+const maxTensorRecord = 3 + 5 + 10 + 2*MaxDims*10
+
+// tensorRecord writes a tensor template's record (writer.tensorRef's bytes)
+// into room made once, with the buffer's length set at the end: the
+// recorder writes one for every argument it records.
+func (w *writer) tensorRecord(tagSrc uint8, v *View, slot int32, delta int64) {
+	w.B = slices.Grow(w.B, maxTensorRecord)
+	b := w.B[len(w.B) : len(w.B)+maxTensorRecord]
+	nd := min(v.NDims, MaxDims)
+	contig := contiguous(v)
+	b[0], b[1], b[2] = tagSrc, uint8(v.DType), nd
+	if !contig {
+		b[2] |= stridesFlag
+	}
+	n := 3 + binary.PutUvarint(b[3:], uint64(uint32(slot)))
+	n += binary.PutUvarint(b[n:], uint64(delta<<1)^uint64(delta>>63))
+	for i := 0; i < int(nd); i++ {
+		n += binary.PutUvarint(b[n:], uint64(v.Shape[i]))
+	}
+	if !contig {
+		for i := 0; i < int(nd); i++ {
+			x := v.Strides[i]
+			n += binary.PutUvarint(b[n:], uint64(x<<1)^uint64(x>>63))
+		}
+	}
+	w.B = w.B[:len(w.B)+n]
 }
 
 // Alloc records an alloc node creating private roots.
 func (r *Recorder) Alloc(specs []RootSpec) (TaskID, RootID) {
 	node := len(r.def.Nodes)
 	first := privateRootBase + RootID(len(r.roots))
-	tOff := r.ntens
+	tOff := r.rec.ntens
 	for _, s := range specs {
 		id := r.newRoot(s.DType, s.Elems(), s.ManualDep, node)
 		v := NewView(id, 0, s.DType, s.Shape...)
@@ -296,15 +320,16 @@ func (r *Recorder) Submit(t *Task) TaskID {
 		}
 	}
 	r.depScratch = deps
-	args := append(r.argScratch[:0], t.Args...)
-	r.argScratch = args
-	tOff := r.ntens
+	// An output gets a private root, in the caller's task as well (an
+	// interpreter predicts the ids, NumRoots): the arguments are then the
+	// task's own, and are not copied (112 bytes each).
+	args := t.Args
+	tOff := r.rec.ntens
 	for i := range args {
 		a := &args[i]
 		if a.Tag == TagOutput {
 			a.View.Root = r.newRoot(a.View.DType, a.View.Elems(), false, int(node))
 			a.View.Offset = 0
-			t.Args[i].View.Root, t.Args[i].View.Offset = a.View.Root, 0
 			r.tensor(TagOutput, SrcOwnOutput, int32(a.View.Root-privateRootBase), 0, &a.View)
 			continue
 		}
@@ -347,10 +372,14 @@ func (r *Recorder) Submit(t *Task) TaskID {
 		if !ok {
 			r.fail("predicate views root %d, which is neither a boundary tensor nor allocated in the body", t.Pred.View.Root)
 		}
-		ref := TensorRef{Tag: TagInput, Src: src, Slot: slot, Delta: delta, Layout: t.Pred.View}
-		ref.Layout.Root, ref.Layout.Offset = 0, 0
-		r.def.Preds = append(r.def.Preds, PredRef{Valid: true, Op: t.Pred.Op, Tensor: ref, Index: t.Pred.Index, Target: t.Pred.Target})
-		nd.Pred = int32(len(r.def.Preds))
+		w := &r.rec.preds
+		w.U8(uint8(t.Pred.Op))
+		w.U8(uint8(TagInput) | uint8(src)<<4)
+		w.layoutSlotDelta(&t.Pred.View, uint64(uint32(slot)), delta)
+		w.Varint(t.Pred.Index)
+		w.Varint(t.Pred.Target)
+		r.rec.npred++
+		nd.Pred = int32(r.rec.npred)
 	}
 	r.def.Nodes = append(r.def.Nodes, nd)
 	return privateTaskBase + node
@@ -418,9 +447,9 @@ func (r *Recorder) Build() (*Definition, error) {
 	if err := r.check(); err != nil {
 		return nil, err
 	}
-	tens, err := r.tensors()
+	tens, preds, err := r.rec.decode()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("graph %q: %w", r.key, err)
 	}
 	r.finish()
 	d := &Definition{
@@ -429,7 +458,7 @@ func (r *Recorder) Build() (*Definition, error) {
 		Tensors:         tens,
 		Scalars:         append([]ScalarRef(nil), r.def.Scalars...),
 		Fanin:           append([]uint32(nil), r.def.Fanin...),
-		Preds:           append([]PredRef(nil), r.def.Preds...),
+		Preds:           preds,
 		Roots:           append(make([]InternalRoot, 0, len(r.def.Roots)), r.def.Roots...),
 		Boundary:        r.def.Boundary, // Signature's own
 		BoundaryScalars: r.nscalars,
@@ -452,7 +481,7 @@ func (r *Recorder) Publish() *Published {
 		panic("stages: Publish of a failed recording: " + err.Error())
 	}
 	r.finish()
-	img := encodeDefinition(&r.def, r.tens.B, r.ntens)
+	img := encodeDefinition(&r.def, &r.rec)
 	host := &Definition{
 		FullKey: r.def.FullKey, Key: r.key, ContentHash: r.def.ContentHash,
 		HeapBytes: r.def.HeapBytes, BoundaryScalars: r.nscalars,
@@ -480,22 +509,49 @@ func (r *Recorder) Publish() *Published {
 	return &Published{Def: host, Image: img, Hash: r.def.ContentHash, Written: written}
 }
 
-// tensors decodes the recorded tensor templates (Build's copy). A template
-// the image cannot hold (a negative dimension) fails here, as its image
-// would fail the device's decode.
-func (r *Recorder) tensors() ([]TensorRef, error) {
-	if r.ntens == 0 {
-		return nil, nil
+// encodedRecords is a Definition's tensor templates and predicates as the
+// image's records (a Recorder writes them as it records).
+type encodedRecords struct {
+	tens, preds  writer
+	ntens, npred int
+}
+
+func (e *encodedRecords) reset() {
+	e.tens.B, e.preds.B, e.ntens, e.npred = e.tens.B[:0], e.preds.B[:0], 0, 0
+}
+
+// decode is the records as TensorRefs and PredRefs (Build's copy). A
+// template the image cannot hold (a negative dimension) fails here, as its
+// image would fail the device's decode.
+func (e *encodedRecords) decode() ([]TensorRef, []PredRef, error) {
+	var tens []TensorRef
+	if e.ntens > 0 {
+		tens = make([]TensorRef, e.ntens)
 	}
-	out := make([]TensorRef, r.ntens)
-	rd := newReader(r.tens.B, "definition tensors")
-	for i := range out {
-		rd.tensorRef(&out[i])
+	rd := newReader(e.tens.B, "definition tensors")
+	for i := range tens {
+		rd.tensorRef(&tens[i])
 	}
 	if rd.Err != nil {
-		return nil, fmt.Errorf("graph %q: %w", r.key, rd.Err)
+		return nil, nil, rd.Err
 	}
-	return out, nil
+	var preds []PredRef
+	if e.npred > 0 {
+		preds = make([]PredRef, e.npred)
+	}
+	rd = newReader(e.preds.B, "definition predicates")
+	for i := range preds {
+		p := &preds[i]
+		p.Valid = true
+		p.Op = PredOp(rd.U8())
+		rd.tensorRef(&p.Tensor)
+		p.Index = rd.Varint()
+		p.Target = rd.Varint()
+	}
+	if rd.Err != nil {
+		return nil, nil, rd.Err
+	}
+	return tens, preds, nil
 }
 
 // WrittenSlots lists the boundary slots the body writes, in slot order: the
@@ -517,4 +573,68 @@ func (d *Definition) WrittenSlots() []int32 {
 }
 
 // RootElems answers the size of a boundary root from the caller's snapshot.
-func (r *Recorder) RootElems(id RootID) int64 { return r.broots[r.slots[id][0]].Elems }
+func (r *Recorder) RootElems(id RootID) int64 { return r.broots[r.slots.get(id)[0]].Elems }
+
+// slotTable maps each boundary root to the boundary slots that view it, in
+// slot order; classify and meta ask it for every argument a body records.
+// It is an open-addressed table rebuilt in place at each Reset (a map of
+// slices allocated a slice per root per recording).
+type slotTable struct {
+	keys  []RootID // -1: empty; a power of two, at least twice the slots
+	spans []Span   // per key: its slots, in order
+	order []int32  // the slots grouped by root, in slot order
+	shift uint
+}
+
+func (t *slotTable) reset(boundary []Arg) {
+	n, shift := 2, uint(31)
+	for n < 2*len(boundary) {
+		n, shift = 2*n, shift-1
+	}
+	t.shift = shift
+	t.keys = slices.Grow(t.keys[:0], n)[:n]
+	for i := range t.keys {
+		t.keys[i] = -1
+	}
+	t.spans = slices.Grow(t.spans[:0], n)[:n]
+	clear(t.spans)
+	for i := range boundary {
+		h := t.find(boundary[i].View.Root)
+		t.keys[h] = boundary[i].View.Root
+		t.spans[h].N++
+	}
+	off := uint32(0)
+	for h := range t.spans {
+		t.spans[h].Off, off = off, off+t.spans[h].N
+		t.spans[h].N = 0
+	}
+	t.order = slices.Grow(t.order[:0], len(boundary))[:len(boundary)]
+	for i := range boundary {
+		sp := &t.spans[t.find(boundary[i].View.Root)]
+		t.order[sp.Off+sp.N] = int32(i)
+		sp.N++
+	}
+}
+
+// find is id's entry, or the empty one where it would go.
+func (t *slotTable) find(id RootID) int {
+	mask := len(t.keys) - 1
+	h := int((uint32(id)*0x9E3779B1)>>t.shift) & mask
+	for t.keys[h] != id && t.keys[h] != -1 {
+		h = (h + 1) & mask
+	}
+	return h
+}
+
+// get is the slots viewing root id, nil if none.
+func (t *slotTable) get(id RootID) []int32 {
+	if len(t.keys) == 0 || id < 0 {
+		return nil
+	}
+	h := t.find(id)
+	if t.keys[h] != id {
+		return nil
+	}
+	sp := t.spans[h]
+	return t.order[sp.Off : sp.Off+sp.N : sp.Off+sp.N]
+}

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -322,4 +324,34 @@ func TestPublishFailed(t *testing.T) {
 		}
 	}()
 	r.Publish()
+}
+
+// TestSlotTable: the recorder's root -> slots table agrees with a map of
+// slices, for boundaries of every width up to DSv4's widest and beyond,
+// with roots shared by several slots, and is rebuilt in place.
+func TestSlotTable(t *testing.T) {
+	var tab slotTable
+	rng := rand.New(rand.NewPCG(1, 2))
+	for width := 0; width <= 70; width++ {
+		for range 3 {
+			boundary := make([]Arg, width)
+			want := map[RootID][]int32{}
+			for i := range boundary {
+				id := RootID(rng.IntN(max(width, 1)) * 1009)
+				boundary[i].View.Root = id
+				want[id] = append(want[id], int32(i))
+			}
+			tab.reset(boundary)
+			for id, slots := range want {
+				if got := tab.get(id); !slices.Equal(got, slots) {
+					t.Fatalf("width %d root %d: slots %v, want %v", width, id, got, slots)
+				}
+			}
+			for _, id := range []RootID{-1, 1, 1008, 1 << 30} {
+				if got := tab.get(id); want[id] == nil && got != nil {
+					t.Fatalf("width %d: root %d not in the boundary has slots %v", width, id, got)
+				}
+			}
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hbg-dev/hbg/actors"
 	"github.com/hbg-dev/hbg/npu"
+	"github.com/hbg-dev/hbg/stages"
 	"github.com/hbg-dev/hbg/trace"
 )
 
@@ -216,5 +217,60 @@ func BenchmarkSoakWarm(b *testing.B) {
 		if heap1 > heap0+1<<20 || gor1 > gor0 {
 			b.Fatalf("not flat: heap %d -> %d bytes, goroutines %d -> %d", heap0, heap1, gor0, gor1)
 		}
+	}
+}
+
+// BenchmarkRecordDSv4 records and builds DSv4 full's 8 Definitions (1679
+// nodes) as the recorder actors do (stages.Recorder.RecordBody, then
+// Publish), in line on one goroutine: warm on one recorder used again,
+// cold on a fresh prewarmed recorder per Definition (newRecorder's
+// Reserve), as a fresh runtime's recorders are.
+func BenchmarkRecordDSv4(b *testing.B) {
+	m := loadDSv4(b)
+	orch := orchestration(m, "full")
+	h := stages.NewHost(0, stages.PassConfig{SkipDevice: true})
+	h.Begin(orch.Name, orch.Entry, len(orch.Kernels), 0)
+	if err := orch.Run(hostSubmitter{h}); err != nil {
+		b.Fatal(err)
+	}
+	var jobs []stages.RecordRequest
+	for _, j := range h.TakeJobs() {
+		if !j.Verify {
+			jobs = append(jobs, j)
+		}
+	}
+	if len(jobs) != 8 {
+		b.Fatalf("%d jobs, want 8", len(jobs))
+	}
+	record := func(b *testing.B, rec *stages.Recorder, j *stages.RecordRequest) int {
+		if err := rec.RecordBody(j.Key, j.FullKey, j.Boundary, j.Roots, j.Scalars, j.ExtDeps, j.Body); err != nil {
+			b.Fatal(err)
+		}
+		rec.Publish()
+		return rec.Nodes()
+	}
+	for _, cold := range []bool{false, true} {
+		name := "warm"
+		if cold {
+			name = "cold"
+		}
+		b.Run(name, func(b *testing.B) {
+			var rec stages.Recorder
+			rec.Reserve(320)
+			nodes := 0
+			b.ReportAllocs()
+			c0 := cpuNs()
+			for b.Loop() {
+				for i := range jobs {
+					if cold {
+						rec = stages.Recorder{}
+						rec.Reserve(320)
+					}
+					nodes += record(b, &rec, &jobs[i])
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(nodes), "ns/node")
+			b.ReportMetric(float64(cpuNs()-c0)/float64(b.N)/1e3, "cpu-µs/op")
+		})
 	}
 }
