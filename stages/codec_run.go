@@ -122,13 +122,15 @@ func (w *writer) runTask(t *TaskDesc, args Span) {
 	}
 }
 
-// runArgs writes the args section. A Graph submission's boundary travels as
-// fixed-width (tag, root, offset) records: the rest of each view (dtype,
-// shape, strides) is fixed by the Definition's boundary signature, which the
-// host matched before replaying and the device holds. A warm pass is mostly
-// boundaries (DSv4 full: 2,962 of 3,113 args), and a fixed record is three
-// stores where varints took a loop per field. Graph boundary spans come in
-// increasing order; one that does not (a forged image) is sent with layouts.
+// runArgs writes the args section of an image that is not narrow (one
+// decoded, or built by hand; narrowArgs writes the host's). A Graph
+// submission's boundary travels as fixed-width (tag, root, offset) records:
+// the rest of each view (dtype, shape, strides) is fixed by the
+// Definition's boundary signature, which the host matched before replaying
+// and the device holds. A warm pass is mostly boundaries (DSv4 full: 2,962
+// of 3,113 args), and a fixed record is three stores where varints took a
+// loop per field. Graph boundary spans come in increasing order; one that
+// does not (a forged image) is sent with layouts.
 func (w *writer) runArgs(img *RunImage) {
 	args := img.Args
 	a := 0
