@@ -43,14 +43,14 @@ type defSizes struct {
 	edges, npred, waits int
 	sec                 [dsCount]int
 	// rec is the tensor and predicate records when they come encoded.
-	rec   *encodedRecords
-	ntens int
+	rec           *encodedRecords
+	ntens, nbound int
 }
 
 func sizeDefinition(d *Definition, rec *encodedRecords) defSizes {
-	s := defSizes{rec: rec, ntens: len(d.Tensors), npred: len(d.Preds)}
+	s := defSizes{rec: rec, ntens: len(d.Tensors), npred: len(d.Preds), nbound: len(d.Boundary)}
 	if rec != nil {
-		s.ntens, s.npred = rec.ntens, rec.npred
+		s.ntens, s.npred, s.nbound = rec.ntens, rec.npred, rec.nbound
 	}
 	n := len(d.Nodes)
 	for i := range d.Nodes {
@@ -99,9 +99,13 @@ func sizeDefinition(d *Definition, rec *encodedRecords) defSizes {
 		off += 2 + uvLen(uint64(rt.Elems)) + uvLen(uint64(rt.Creator)) + uvLen(uint64(rt.HeapOffset))
 	}
 	sec[dsBoundary] = off
-	for i := range d.Boundary {
-		b := &d.Boundary[i]
-		off += 1 + layoutLen(&b.Layout) + uvLen(uint64(int64(b.AliasRep)+1)) + svLen(0) + uvLen(uint64(b.RootElems))
+	if rec != nil {
+		off += len(rec.bound.B)
+	} else {
+		for i := range d.Boundary {
+			b := &d.Boundary[i]
+			off += 1 + layoutLen(&b.Layout) + uvLen(uint64(int64(b.AliasRep)+1)) + svLen(0) + uvLen(uint64(b.RootElems))
+		}
 	}
 	sec[dsPreds] = off
 	if rec != nil {
@@ -132,7 +136,7 @@ func (w *writer) defHeader(d *Definition, s *defSizes) {
 	w.U32(uint32(s.ntens))
 	w.U32(uint32(len(d.Scalars)))
 	w.U32(uint32(len(d.Roots)))
-	w.U32(uint32(len(d.Boundary)))
+	w.U32(uint32(s.nbound))
 	w.U32(uint32(d.BoundaryScalars))
 	w.U32(uint32(s.npred))
 	w.U32(uint32(len(d.Key)))
@@ -273,11 +277,15 @@ func (w *writer) defRecords(d *Definition, s *defSizes) {
 		w.Uvarint(uint64(rt.Creator))
 		w.Uvarint(uint64(rt.HeapOffset))
 	}
-	for i := range d.Boundary {
-		b := &d.Boundary[i]
-		w.U8(uint8(b.Tag))
-		w.layoutSlotDelta(&b.Layout, uint64(int64(b.AliasRep)+1), 0)
-		w.Uvarint(uint64(b.RootElems))
+	if s.rec != nil {
+		w.B = append(w.B, s.rec.bound.B...)
+	} else {
+		for i := range d.Boundary {
+			b := &d.Boundary[i]
+			w.U8(uint8(b.Tag))
+			w.layoutSlotDelta(&b.Layout, uint64(int64(b.AliasRep)+1), 0)
+			w.Uvarint(uint64(b.RootElems))
+		}
 	}
 	if s.rec != nil {
 		w.B = append(w.B, s.rec.preds.B...)

@@ -88,6 +88,9 @@ type Recorder struct {
 	Defects []Defect
 	// depScratch holds a node's dependencies as node indices; reused.
 	depScratch []TaskID
+	// nodesCap is the node table's capacity (Reserve's), for the tables
+	// made after Publish hands one over.
+	nodesCap int
 }
 
 type privRoot struct {
@@ -127,6 +130,10 @@ func (r *Recorder) Reset(key string, fullKey uint64, boundary []Arg, broots []Bo
 	r.scopes.reset()
 	r.err = nil
 	r.Defects = r.Defects[:0]
+	if r.def.Nodes == nil {
+		// Publish handed the last recording's nodes over.
+		r.def.Nodes = make([]NodeDesc, 0, r.nodesCap)
+	}
 	r.def = Definition{
 		FullKey: fullKey, Key: key,
 		Nodes: r.def.Nodes[:0], Scalars: r.def.Scalars[:0],
@@ -144,6 +151,7 @@ func (r *Recorder) fail(format string, a ...any) {
 // the first recordings do not grow them on the way (a prewarmed recorder).
 func (r *Recorder) Reserve(nodes int) {
 	r.def.Nodes = make([]NodeDesc, 0, nodes)
+	r.nodesCap = nodes
 	r.rec.tens.B = make([]byte, 0, 6*12*nodes)
 	r.rec.preds.B = make([]byte, 0, 16*nodes)
 	r.def.Scalars = make([]ScalarRef, 0, 4*nodes)
@@ -434,9 +442,9 @@ func (r *Recorder) check() error {
 }
 
 // finish completes r.def in the recorder's own buffers: the heap layout of
-// the internal roots, the boundary signature and the external dependency
-// slots. r.def then is the whole Definition, sharing the recorder's storage
-// until the next Reset.
+// the internal roots and the external dependency slots. With the boundary
+// signature (Build's, or Publish's records), r.def then is the whole
+// Definition, sharing the recorder's storage until the next Reset.
 func (r *Recorder) finish() {
 	d := &r.def
 	d.BoundaryScalars = r.nscalars
@@ -447,7 +455,6 @@ func (r *Recorder) finish() {
 		heap += alignUp(p.elems * p.dtype.Size())
 	}
 	d.HeapBytes = heap
-	d.Boundary = Signature(r.boundary, r)
 	d.ExtDeps = d.ExtDeps[:0]
 	for _, w := range r.extWait {
 		d.ExtDeps = append(d.ExtDeps, w)
@@ -477,7 +484,7 @@ func (r *Recorder) Build() (*Definition, error) {
 		Fanin:           append([]uint32(nil), r.def.Fanin...),
 		Preds:           preds,
 		Roots:           append(make([]InternalRoot, 0, len(r.def.Roots)), r.def.Roots...),
-		Boundary:        r.def.Boundary, // Signature's own
+		Boundary:        Signature(r.boundary, r),
 		BoundaryScalars: r.nscalars,
 		HeapBytes:       r.def.HeapBytes,
 	}
@@ -498,12 +505,19 @@ func (r *Recorder) Publish() *Published {
 		panic("stages: Publish of a failed recording: " + err.Error())
 	}
 	r.finish()
+	r.boundaryRecords()
 	img := encodeDefinition(&r.def, &r.rec)
+	// The node table goes to the host's part as it is; the next Reset
+	// makes the recorder another.
 	host := &Definition{
 		FullKey: r.def.FullKey, Key: r.key, ContentHash: r.def.ContentHash,
 		HeapBytes: r.def.HeapBytes, BoundaryScalars: r.nscalars,
-		Nodes: append([]NodeDesc(nil), r.def.Nodes...),
+		Nodes: slices.Clip(r.def.Nodes),
 	}
+	if len(host.Nodes) == 0 {
+		host.Nodes = nil
+	}
+	r.def.Nodes = nil
 	if n := len(r.def.ExtDeps); n > 0 {
 		waits := 0
 		for _, w := range r.def.ExtDeps {
@@ -531,10 +545,33 @@ func (r *Recorder) Publish() *Published {
 type encodedRecords struct {
 	tens, preds  writer
 	ntens, npred int
+	// bound is the boundary signature's records (Publish's), nbound slots.
+	bound  writer
+	nbound int
 }
 
 func (e *encodedRecords) reset() {
 	e.tens.B, e.preds.B, e.ntens, e.npred = e.tens.B[:0], e.preds.B[:0], 0, 0
+	e.bound.B, e.nbound = e.bound.B[:0], 0
+}
+
+// boundaryRecords writes the boundary signature (Signature's slots) as the
+// image's records: each slot's tag, its layout with its alias
+// representative (the first slot on its root, if an earlier one) in the
+// record's slot field, and its root's size.
+func (r *Recorder) boundaryRecords() {
+	e := &r.rec
+	e.bound.B, e.nbound = e.bound.B[:0], len(r.boundary)
+	for i := range r.boundary {
+		a := &r.boundary[i]
+		first := r.slots.get(a.View.Root)[0]
+		rep := int32(-1)
+		if int(first) < i {
+			rep = first
+		}
+		e.bound.tensorRecord(uint8(a.Tag), &a.View, rep+1, 0)
+		e.bound.Uvarint(uint64(r.broots[first].Elems))
+	}
 }
 
 // decode is the records as TensorRefs and PredRefs (Build's copy). A

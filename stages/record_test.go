@@ -259,7 +259,8 @@ func predBody(o Submitter, b *Boundary) error {
 // TestPublish: Publish images a recording straight from the recorder's
 // buffers; its image is Build's encoded, its host part what
 // DecodeDefinitionHost gives for that image, and nothing of it is shared
-// with the recorder's next recording.
+// with the recorder's next recording (Publish hands its node table over,
+// so Build goes first).
 func TestPublish(t *testing.T) {
 	roots := []BoundaryRoot{{Elems: 32}, {Elems: 32}}
 	wide, wroots := wideCall(30, 291)
@@ -283,11 +284,11 @@ func TestPublish(t *testing.T) {
 		if err := r.RecordBody(call.Key, FullKey("test", call.Key, call.Config), call.Boundary, c.roots, call.Scalars, call.ExtDeps, call.Body); err != nil {
 			t.Fatal(err)
 		}
-		p := r.Publish()
 		d, err := r.Build()
 		if err != nil {
 			t.Fatal(err)
 		}
+		p := r.Publish()
 		img := EncodeDefinition(d)
 		if !bytes.Equal(p.Image, img) || p.Hash != d.ContentHash || p.Hash != p.Def.ContentHash {
 			t.Fatalf("%s: Publish's image (hash %x) is not Build's encoded (hash %x)", call.Key, p.Hash, d.ContentHash)

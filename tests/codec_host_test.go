@@ -98,11 +98,11 @@ func (c *publishChecker) Graph(call *stages.GraphCall) stages.TaskID {
 		err := c.rec.RecordBody(call.Key, fk, call.Boundary, c.BoundaryRoots(call.Boundary), call.Scalars, call.ExtDeps, call.Body)
 		if err == nil {
 			c.n++
-			p := c.rec.Publish()
 			d, err := c.rec.Build()
 			if err != nil {
-				c.t.Fatalf("%s %s: Build after Publish: %v", c.where, call.Key, err)
+				c.t.Fatalf("%s %s: Build: %v", c.where, call.Key, err)
 			}
+			p := c.rec.Publish()
 			img := stages.EncodeDefinition(d)
 			host, written, err := stages.DecodeDefinitionHost(img)
 			switch {
