@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -166,6 +167,7 @@ func TestRunBadInput(t *testing.T) {
 		{[]string{"run", dsv4, "--defects", "maybe"}, "--defects"},
 		{[]string{"run", dsv4, "--in-flight", "-3"}, "--in-flight -3: want at least 1"},
 		{[]string{"compare", dsv4, "--recorders", "-1"}, "--recorders -1: want at least 1"},
+		{[]string{"compare", dsv4, "--block", "0"}, "--block 0: want at least 1"},
 		{[]string{"run", dsv4, "--max-tasks", "100"}, "(a pass is bounded by max_tasks: 100; raise it"},
 		{[]string{"expand", dsv4, "--form", "eager", "--max-tasks", "100"}, "(a pass is bounded by max_tasks: 100; raise it"},
 	}
@@ -286,6 +288,28 @@ func TestValidateAndExpand(t *testing.T) {
 		if _, stderr, code := runCLI(t, args...); code != 2 || strings.Contains(stderr, "goroutine") {
 			t.Errorf("%v: exit %d, stderr %q; want exit 2", args, code, stderr)
 		}
+	}
+}
+
+// TestCompareBlock: --block runs that many rounds of a form back to back
+// before the next form's.
+func TestCompareBlock(t *testing.T) {
+	_, stderr, code := runCLI(t, "compare", dsv4, "--forms", "eager,full", "--rounds", "3", "--block", "2", "--skip-device", "--store", "off", "-v")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var order []string
+	for _, l := range strings.Split(stderr, "\n") {
+		if rest, ok := strings.CutPrefix(l, "hbgrun: pass ended: form "); ok {
+			order = append(order, rest)
+		}
+	}
+	want := []string{
+		"eager rank 0 round 0", "eager rank 0 round 1", "full rank 0 round 0", "full rank 0 round 1",
+		"eager rank 0 round 2", "full rank 0 round 2",
+	}
+	if !slices.Equal(order, want) {
+		t.Errorf("passes ran in order\n%s\nwant\n%s", strings.Join(order, "\n"), strings.Join(want, "\n"))
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 func init() {
 	var f runFlags
 	var forms string
+	var block int
 	c := &cobra.Command{
 		Use:   "compare [MODEL]",
 		Short: "Run several forms of a model side by side, passes interleaved, and print each phase's median with its ratio to the first form",
@@ -26,20 +27,24 @@ func init() {
 			if err := f.check(); err != nil {
 				return err
 			}
+			if block < 1 {
+				return usageError{fmt.Errorf("--block %d: want at least 1", block)}
+			}
 			list := strings.Split(forms, ",")
 			for i := range list {
 				list[i] = strings.TrimSpace(list[i])
 			}
-			return compareCmd(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), modelArg(args), list, &f)
+			return compareCmd(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), modelArg(args), list, block, &f)
 		},
 	}
 	f.register(c, false)
 	c.Flags().StringVar(&forms, "forms", "eager,pair,blocks,full", "comma-separated forms; ratios are to the first")
+	c.Flags().IntVar(&block, "block", 1, "rounds of one form run back to back before the next form's (1: every pass follows another form's)")
 	addMaxTasks(c)
 	commands = append(commands, c)
 }
 
-func compareCmd(ctx context.Context, out, stderr io.Writer, path string, forms []string, f *runFlags) error {
+func compareCmd(ctx context.Context, out, stderr io.Writer, path string, forms []string, block int, f *runFlags) error {
 	model, err := loadModel(path)
 	if err != nil {
 		return err
@@ -56,7 +61,7 @@ func compareCmd(ctx context.Context, out, stderr io.Writer, path string, forms [
 	}
 	info := trace.RunInfo{Model: modelName(model), Form: strings.Join(forms, ","), Rounds: f.rounds, Ranks: f.ranks}
 	cctx, cmdSpan := s.tracer.StartCommand(ctx, info)
-	reports, passes, err := compareForms(cctx, s, f, model.Name, forms, orchs)
+	reports, passes, err := compareForms(cctx, s, f, model.Name, forms, orchs, block)
 	var failed error
 	if gf := (goldenFailed{}); errors.As(err, &gf) {
 		failed, err = err, nil
@@ -104,12 +109,17 @@ type compareJSON struct {
 	MedianRatios []trace.PhaseRatios `json:"median_ratios"`
 }
 
-// compareForms runs the forms with their passes interleaved: round r runs
-// every form before round r+1, so machine load drifts over all forms alike.
-// Each form runs on ranks of its own (form i uses ranks i*R .. i*R+R-1), so
-// its devices and submission state are its own. The passes keep their
-// runtime rank (the host spans' rank); the reports number ranks per form.
-func compareForms(ctx context.Context, s *session, f *runFlags, model string, forms []string, orchs []*actors.Orchestration) ([]*trace.Report, [][]*actors.PassResult, error) {
+// compareForms runs the forms with their passes interleaved, block rounds
+// of a form at a time: rounds r..r+block-1 run for every form before the
+// next block, so machine load drifts over all forms alike. With block 1
+// every pass follows another form's, whose working set has pushed its own
+// out of the caches (a warm DSv4 full pass after an eager one: ~1.7x its
+// control plane back to back); a longer block measures each form as a
+// deployment runs it, step after step. Each form runs on ranks of its own
+// (form i uses ranks i*R .. i*R+R-1), so its devices and submission state
+// are its own. The passes keep their runtime rank (the host spans' rank);
+// the reports number ranks per form.
+func compareForms(ctx context.Context, s *session, f *runFlags, model string, forms []string, orchs []*actors.Orchestration, block int) ([]*trace.Report, [][]*actors.PassResult, error) {
 	rt, err := actors.Start(s.sys, f.config(s.tracer, f.skipDevice))
 	if err != nil {
 		return nil, nil, err
@@ -119,23 +129,31 @@ func compareForms(ctx context.Context, s *session, f *runFlags, model string, fo
 	passes := make([][]*actors.PassResult, len(forms))
 	bar := trace.NewProgress(f.rounds*f.ranks*len(forms), "compare")
 	defer bar.Finish()
-	for round := 0; round < f.rounds; round++ {
-		for i, o := range orchs {
-			for rank := 0; rank < f.ranks; rank++ {
-				if interrupted(ctx) {
-					return nil, nil, errInterrupted
-				}
-				res, err := rt.Pass(ctx, o, i*f.ranks+rank, round)
-				if err != nil {
-					if interrupted(ctx) {
-						return nil, nil, errInterrupted
+	pass := func(i, round, rank int) error {
+		if interrupted(ctx) {
+			return errInterrupted
+		}
+		res, err := rt.Pass(ctx, orchs[i], i*f.ranks+rank, round)
+		if err != nil {
+			if interrupted(ctx) {
+				return errInterrupted
+			}
+			return fmt.Errorf("form %s: %w", forms[i], err)
+		}
+		passes[i] = append(passes[i], res)
+		bar.Add(1)
+		if f.verbose {
+			fmt.Fprintf(s.stderr, "hbgrun: pass ended: form %s rank %d round %d\n", forms[i], rank, round)
+		}
+		return nil
+	}
+	for first := 0; first < f.rounds; first += block {
+		for i := range orchs {
+			for round := first; round < min(first+block, f.rounds); round++ {
+				for rank := 0; rank < f.ranks; rank++ {
+					if err := pass(i, round, rank); err != nil {
+						return nil, nil, err
 					}
-					return nil, nil, fmt.Errorf("form %s: %w", forms[i], err)
-				}
-				passes[i] = append(passes[i], res)
-				bar.Add(1)
-				if f.verbose {
-					fmt.Fprintf(s.stderr, "hbgrun: pass ended: form %s rank %d round %d\n", forms[i], rank, round)
 				}
 			}
 		}

@@ -79,7 +79,7 @@ func TestGoldenMismatchFailsRun(t *testing.T) {
 	}
 
 	out.Reset()
-	err = compareCmd(ctx, &out, io.Discard, "", []string{"full"}, f)
+	err = compareCmd(ctx, &out, io.Discard, "", []string{"full"}, 1, f)
 	exitsOne(t, err, "form full", "golden: mismatch")
 	if !strings.Contains(out.String(), "mismatch") {
 		t.Errorf("compare table:\n%s", out.String())
@@ -91,7 +91,7 @@ func TestGoldenMismatchFailsRun(t *testing.T) {
 func TestCompareRunsItsReference(t *testing.T) {
 	f := testFlags(t, "--race=false", "--json")
 	var out bytes.Buffer
-	if err := compareCmd(context.Background(), &out, io.Discard, "", []string{"full"}, f); err != nil {
+	if err := compareCmd(context.Background(), &out, io.Discard, "", []string{"full"}, 1, f); err != nil {
 		t.Fatal(err)
 	}
 	for _, w := range []string{`"reference": "inline twin"`, `"verdict": "match"`, `"reference_tasks": 15972`} {
