@@ -2,6 +2,7 @@ package actors
 
 import (
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -12,7 +13,7 @@ import (
 func TestConfigEnsureDefaults(t *testing.T) {
 	var c Config
 	c.EnsureDefaults()
-	if c.Recorders != 8 || c.InFlight != 2 || c.QueueDepth != 1024 || c.PassTimeout != 10*time.Minute || c.Device != npu.DefaultConfig() {
+	if c.Recorders != max(2, runtime.GOMAXPROCS(0)) || c.InFlight != 2 || c.QueueDepth != 1024 || c.PassTimeout != 10*time.Minute || c.Device != npu.DefaultConfig() {
 		t.Fatalf("defaults: %+v", c)
 	}
 	if err := c.Validate(); err != nil {

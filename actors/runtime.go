@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,8 +27,12 @@ import (
 
 // Config configures a runtime.
 type Config struct {
-	// Recorders is the size of the prewarmed recorder pool (default 8). It
-	// bounds how many bodies record at once, never which keys record.
+	// Recorders is the size of the prewarmed recorder pool (default: the
+	// processors Go runs on, GOMAXPROCS, at least 2). It bounds how many
+	// bodies record at once, never which keys record. A recording is CPU
+	// work: recorders beyond the processors only time-share them, and each
+	// touches its own buffers, fresh memory in a cold pass (DSv4 full's
+	// first pass on 2 cores: 2.23 ms with 8 recorders, 1.96 ms with 2).
 	Recorders int
 	// NoRetain drops every Definition after each pass, so each pass records,
 	// builds and uploads again (upstream's behaviour, for comparison).
@@ -172,7 +177,7 @@ type Runtime struct {
 	golden       goldenCache
 }
 
-// EnsureDefaults gives each zero field its default (Recorders 8,
+// EnsureDefaults gives each zero field its default (Recorders GOMAXPROCS,
 // PassTimeout 10 minutes, InFlight 2, QueueDepth 1024, the device's
 // DefaultConfig), leaving a negative value for Validate to refuse.
 func (c *Config) EnsureDefaults() {
@@ -181,7 +186,7 @@ func (c *Config) EnsureDefaults() {
 			*p = v
 		}
 	}
-	def(&c.Recorders, 8)
+	def(&c.Recorders, max(2, runtime.GOMAXPROCS(0)))
 	def(&c.InFlight, 2)
 	def(&c.QueueDepth, 1024)
 	if c.PassTimeout == 0 {

@@ -54,7 +54,7 @@ func (f *runFlags) register(c *cobra.Command, withForm bool) {
 	}
 	fl.IntVar(&f.rounds, "rounds", 5, "passes per rank; the first pass of each rank is reported apart as cold")
 	fl.IntVar(&f.ranks, "ranks", 1, "ranks run concurrently, each with its own device")
-	fl.IntVar(&f.recorders, "recorders", 8, "size of the prewarmed recorder pool (0: the runtime's default)")
+	fl.IntVar(&f.recorders, "recorders", 0, "size of the prewarmed recorder pool (0: the runtime's default, the processors Go runs on, at least 2)")
 	fl.BoolVar(&f.noRetain, "no-retain", false, "drop Definitions after every pass, so each pass records, builds and uploads again (upstream's behaviour)")
 	fl.BoolVar(&f.skipDevice, "skip-device", false, "stop each pass after the run image is copied: no simulation, no golden check")
 	fl.BoolVar(&f.json, "json", false, "write the report as JSON")
