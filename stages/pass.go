@@ -136,8 +136,9 @@ type Pass struct {
 	// KernelTasks counts device tasks per KernelID (CountKernels).
 	KernelTasks []int
 	// What the pass's recordings made and cost, summed over the recorders
-	// and the builder: the nodes of its new Definitions, and the
-	// record_node (verifications included) and build_definition totals.
+	// (each builds the Definition it recorded): the nodes of its new
+	// Definitions, and the record_node (verifications included) and
+	// build_definition totals.
 	RecordedNodes    int
 	RecordNodeOps    int
 	RecordNs         int64

@@ -62,7 +62,9 @@
 //	ctx, rs := tr.StartRecord(msg.Trace.Context(context.Background()), trace.RecordInfo{Key: k, …, Actor: "recorder-2"})
 //	… record …
 //	rs.Finish(nodes, err)
-//	builder.Tell(&BuildRequest{…, Trace: rs.Carrier()})
+//	_, bs := tr.StartBuild(ctx, trace.BuildInfo{Key: k, …}) // the recorder builds what it recorded
+//	… build …
+//	bs.Finish(bytes, err)
 //
 // A recording is a child of the host_orch span of the pass that asked for
 // it, its build a child of the recording, and an upload a child of the
