@@ -472,6 +472,16 @@ func (r *reader) boundarySlot(sig []BoundarySlot, i int) error {
 	return nil
 }
 
+// predRef reads one predicate record (the recorder keeps its predicates as
+// these records until Build).
+func (r *reader) predRef(p *PredRef) {
+	p.Valid = true
+	p.Op = PredOp(r.U8())
+	r.tensorRef(&p.Tensor)
+	p.Index = r.Varint()
+	p.Target = r.Varint()
+}
+
 // predicates decodes and checks a Definition's predicate section into
 // d.Preds (on its storage), which the nodes name by index (nodeTable); the
 // full and the host decode share it.
@@ -481,11 +491,7 @@ func (h *defCounts) predicates(b []byte, d *Definition) error {
 	r := newReader(b, "predicate")
 	for i := range pr {
 		p := &pr[i]
-		p.Valid = true
-		p.Op = PredOp(r.U8())
-		r.tensorRef(&p.Tensor)
-		p.Index = r.Varint()
-		p.Target = r.Varint()
+		r.predRef(p)
 		if r.Err != nil {
 			return r.Err
 		}

@@ -595,12 +595,7 @@ func (e *encodedRecords) decode() ([]TensorRef, []PredRef, error) {
 	}
 	rd = newReader(e.preds.B, "definition predicates")
 	for i := range preds {
-		p := &preds[i]
-		p.Valid = true
-		p.Op = PredOp(rd.U8())
-		rd.tensorRef(&p.Tensor)
-		p.Index = rd.Varint()
-		p.Target = rd.Varint()
+		rd.predRef(&preds[i])
 	}
 	if rd.Err != nil {
 		return nil, nil, rd.Err
