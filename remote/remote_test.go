@@ -317,6 +317,19 @@ func TestNodeKilled(t *testing.T) {
 		_, err := rt.Pass(ctx, orch, rank, 0)
 		require.NoError(t, err)
 	}
+	// protoactor keys its endpoints by address: the old connection's end,
+	// if it came after the node was restarted on the same address, would
+	// remove the new connection's endpoint with requests in flight. The
+	// restart below waits for it.
+	sys, _ := sharedRemote(t)
+	ended := make(chan struct{})
+	var once sync.Once
+	sub := sys.EventStream.Subscribe(func(ev any) {
+		if e, ok := ev.(*paremote.EndpointTerminatedEvent); ok && e.Address == b.addr {
+			once.Do(func() { close(ended) })
+		}
+	})
+	defer sys.EventStream.Unsubscribe(sub)
 	b.kill(t)
 	t0 := time.Now()
 	_, err := rt.Pass(ctx, orch, 1, 1)
@@ -332,6 +345,11 @@ func TestNodeKilled(t *testing.T) {
 	assert.Equal(t, 1, res.Pass.Round)
 
 	// The same address, a new process: the next run is served.
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the driver's connection to the killed node did not end")
+	}
 	b2 := startNode(t, b.addr)
 	require.Equal(t, b.addr, b2.addr)
 	next := startDriver(t, Config{Nodes: []string{a.addr, b2.addr}, Ranks: 2, Form: "pair", NodeTimeout: 3 * time.Second, Runtime: actors.Config{SkipDevice: true}})
