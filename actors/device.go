@@ -45,7 +45,7 @@ func newDeviceProps(rt *Runtime, rank int) *actor.Props {
 	name := fmt.Sprintf("device-%d", rank)
 	producer := func() actor.Actor { return NewDevice(cfg) }
 	if rt.cfg.SkipDevice {
-		return rt.Mailboxes.Props(name, 0, producer, actor.WithDispatcher(actor.NewSynchronizedDispatcher(dispatchThroughput)))
+		return rt.inlineProps(name, producer)
 	}
 	return rt.props(name, 0, producer)
 }

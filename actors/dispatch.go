@@ -236,3 +236,11 @@ const dispatchWorkers = 8
 func (rt *Runtime) props(name string, bound int, producer actor.Producer, opts ...actor.PropsOption) *actor.Props {
 	return rt.Mailboxes.Props(name, bound, producer, append(opts, actor.WithDispatcher(rt.dispatch))...)
 }
+
+// inlineProps is an actor's props with an instrumented unbounded mailbox
+// whose turns run on the goroutine that posts to it (protoactor's
+// synchronized dispatcher): for an actor whose every turn is the short
+// tail of its sender's, which a worker's wake-up would only delay.
+func (rt *Runtime) inlineProps(name string, producer actor.Producer) *actor.Props {
+	return rt.Mailboxes.Props(name, 0, producer, actor.WithDispatcher(actor.NewSynchronizedDispatcher(dispatchThroughput)))
+}

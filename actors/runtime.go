@@ -465,11 +465,12 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		// interrupt to the other core) was half of a warm graph_upload.
 		// The mailbox still runs one turn at a time: a message that
 		// arrives during a turn is queued and run by that turn's goroutine.
-		rp := ctx.Spawn(rt.Mailboxes.Props(fmt.Sprintf("replay-%d", m.rank), 0, func() actor.Actor {
+		rp := ctx.Spawn(rt.inlineProps(fmt.Sprintf("replay-%d", m.rank), func() actor.Actor {
 			return &replayActor{rt: rt, rank: m.rank, device: dev}
-		}, actor.WithDispatcher(actor.NewSynchronizedDispatcher(dispatchThroughput))))
-		up := ctx.Spawn(rt.props(fmt.Sprintf("uploader-%d", m.rank), 0, func() actor.Actor {
-			return &uploader{rank: m.rank, device: dev, replay: rp, tracer: rt.tracer, noRetain: rt.cfg.NoRetain, disk: rt.disk}
+		}))
+		upName := fmt.Sprintf("uploader-%d", m.rank)
+		up := ctx.Spawn(rt.props(upName, 0, func() actor.Actor {
+			return &uploader{rank: m.rank, name: upName, device: dev, replay: rp, tracer: rt.tracer, noRetain: rt.cfg.NoRetain, disk: rt.disk}
 		}))
 		sub := ctx.Spawn(rt.props(fmt.Sprintf("submission-%d", m.rank), 0, func() actor.Actor {
 			return &submission{rt: rt, rank: m.rank, uploader: up, device: dev, replay: rp}

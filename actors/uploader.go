@@ -27,7 +27,7 @@ type uploader struct {
 	disk     *diskstore.Store  // unpins what it loaded once uploaded
 	uploaded map[uint64]uint64 // content hash -> device object
 	sent     []sentUpload      // uploads the device has not answered yet, in order
-	name     string            // the upload spans' actor, made once
+	name     string            // its actor name, for the upload spans
 }
 
 type sentUpload struct {
@@ -70,9 +70,6 @@ func (u *uploader) ready(ctx actor.Context, m *mailbox.DefinitionReady) {
 			u.sent[i].waiting = append(u.sent[i].waiting, up)
 			return
 		}
-	}
-	if u.name == "" {
-		u.name = fmt.Sprintf("uploader-%d", u.rank)
 	}
 	_, span := u.tracer.StartUpload(m.Trace.Context(context.Background()), trace.UploadInfo{
 		Key: d.Def.Key, FullKey: d.Def.FullKey, Bytes: int64(len(d.Image)), Actor: u.name,
