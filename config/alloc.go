@@ -61,7 +61,7 @@ func (sc *scope) allocItem(src string, nd *yaml.Node) (allocItem, error) {
 	cs := make([]int64, len(it.shape))
 	constant := true
 	for i, d := range it.shape {
-		sc.use(d.deps, nd.Line)
+		sc.use(d.deps, nd.Line, "alloc", src)
 		if !d.isConst() {
 			constant = false
 			continue

@@ -74,7 +74,7 @@ func (sc *scope) call(o *op, cn, wn *yaml.Node) error {
 			return l.errf(nd, "with."+t, src, "%v", err)
 		}
 		if !(sc.b.auto && !v.local) {
-			sc.use(v.deps, line)
+			sc.use(v.deps, line, "with."+t, src)
 		}
 		c.tensorArgs[i] = v
 	}

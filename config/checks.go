@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 )
@@ -58,8 +59,22 @@ func (m *Model) GraphChecks() []error {
 				out = append(out, &StructureError{File: m.file, Line: b.structural[s], Form: f.name, Block: b.name, Param: b.slotName(s)})
 			}
 			for _, u := range b.baked {
-				out = append(out, &BakedScalarError{File: m.file, Line: u.line, Form: f.name, Block: b.name, Scalar: u.scalar, Expr: u.expr})
+				out = append(out, &BakedScalarError{File: m.file, Line: u.line, Form: f.name, Block: b.name, Scalar: u.scalar, Key: u.key, Expr: u.expr})
 			}
+		}
+	}
+	return out
+}
+
+// FormChecks is GraphChecks' errors for one form.
+func (m *Model) FormChecks(form string) []error {
+	var out []error
+	for _, err := range m.GraphChecks() {
+		var se *StructureError
+		var be *BakedScalarError
+		switch {
+		case errors.As(err, &se) && se.Form == form, errors.As(err, &be) && be.Form == form:
+			out = append(out, err)
 		}
 	}
 	return out

@@ -52,20 +52,27 @@ func (e *StructureError) Error() string {
 		e.File, e.Line, e.Form, e.Param, e.Block, e.Param, e.Block)
 }
 
-// BakedScalarError is a scalar computed from a boundary scalar rather than
-// passed straight through: a recording bakes the value into the Definition,
-// so every replay reuses the recording call's value (upstream's loop MoE
-// epoch hazard).
+// BakedScalarError is a value in a Graph body computed from a boundary
+// scalar rather than passed straight through as a task scalar: a task scalar
+// computed from it (upstream's loop MoE epoch hazard), or a view, shape,
+// loop range, condition, kernel choice, predicate or task index that uses
+// it. A recording bakes the value into the Definition, so every replay
+// reuses the recording call's value.
 type BakedScalarError struct {
 	File   string
 	Line   int
 	Form   string
 	Block  string
 	Scalar string // the boundary scalar it is computed from
+	Key    string // what uses it: "scalars" (a task scalar), "args", "let.NAME", "loop.to", ...
 	Expr   string
 }
 
 func (e *BakedScalarError) Error() string {
-	return fmt.Sprintf("%s:%d: form %s: scalar %q in %s is computed from boundary scalar %s and would be baked into the Definition (pass %s straight through, or make the computed value a boundary scalar)",
-		e.File, e.Line, e.Form, e.Expr, e.Block, e.Scalar, e.Scalar)
+	if e.Key == "scalars" {
+		return fmt.Sprintf("%s:%d: form %s: scalar %q in %s is computed from boundary scalar %s and would be baked into the Definition (pass %s straight through, or make the computed value a boundary scalar)",
+			e.File, e.Line, e.Form, e.Expr, e.Block, e.Scalar, e.Scalar)
+	}
+	return fmt.Sprintf("%s:%d: form %s: %s %q in %s uses boundary scalar %s, whose value the recording would bake into the Definition: every replay would reuse the first call's (a replay patches a boundary scalar only where a task passes it as a scalar as it is; make %s a block param in the Graph's key, or pass the view it selects through the boundary)",
+		e.File, e.Line, e.Form, e.Key, e.Expr, e.Block, e.Scalar, e.Scalar)
 }

@@ -257,6 +257,14 @@ func TestGraphChecks(t *testing.T) {
 				return ""
 			},
 		},
+		// A boundary scalar anywhere but passed as a task scalar as it is:
+		// the recording bakes its value (a view, a shape, a loop range, a
+		// kernel choice, a condition).
+		{name: "view offset from a boundary scalar", old: `"in tmp[e]"`, new: `"in tmp[epoch % 2]"`, at: "epoch % 2", check: bakedOn("args", "in tmp[epoch % 2]")},
+		{name: "loop range from a boundary scalar", old: "{var: e, to: 2}", new: "{var: e, to: epoch}", at: "to: epoch", check: bakedOn("loop.to", "epoch")},
+		{name: "alloc shape from a boundary scalar", old: `"tmp fp32[2, 16]"`, new: `"tmp fp32[2, 8 * epoch]"`, at: "8 * epoch", check: bakedOn("alloc", "tmp fp32[2, 8 * epoch]")},
+		{name: "kernel chosen by a boundary scalar", old: `- {id: second, k: act,`, new: `- {id: second, k: "[act, act][epoch % 2]",`, at: `epoch % 2]"`, check: bakedOn("k", "[act, act][epoch % 2]")},
+		{name: "condition on a boundary scalar", old: `- {id: second, k: act,`, new: `- {if: "epoch < 2", id: second, k: act,`, at: `if: "epoch < 2"`, check: bakedOn("if", "epoch < 2")},
 		{
 			name: "scalar baked from a param",
 			old:  "scalars: [epoch]", new: "scalars: [l]", at: "scalars: [l]",
@@ -305,6 +313,24 @@ func TestGraphChecks(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// bakedOn checks a *config.BakedScalarError on boundary scalar epoch, used
+// by key with value src, and that its message names them.
+func bakedOn(key, src string) func(error) string {
+	return func(err error) string {
+		var be *config.BakedScalarError
+		if !errors.As(err, &be) {
+			return fmt.Sprintf("%T (%v), want *config.BakedScalarError", err, err)
+		}
+		if be.Scalar != "epoch" || be.Block != "layer" || be.Key != key || be.Expr != src {
+			return fmt.Sprintf("%+v, want epoch in layer, %s %q", be, key, src)
+		}
+		if msg := err.Error(); !strings.Contains(msg, fmt.Sprintf("%s %q in layer uses boundary scalar epoch", key, src)) {
+			return msg
+		}
+		return ""
 	}
 }
 

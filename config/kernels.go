@@ -156,7 +156,7 @@ func (sc *scope) kernelList(t *taskOp, kn *yaml.Node) (string, error) {
 		return "", l.errf(kn, "k", src, "index %d of a list of %d kernels", t.kernelIndex.val, len(t.kernelList))
 	}
 	setSrc(t.kernelIndex, src)
-	sc.use(t.kernelIndex.deps, kn.Line)
+	sc.use(t.kernelIndex.deps, kn.Line, "k", src)
 	t.kernel = t.kernelList[0]
 	return sig, nil
 }

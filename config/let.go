@@ -55,7 +55,7 @@ func (sc *scope) let(o *op, n *yaml.Node) error {
 				// its body runs, when no let has run yet.
 				return l.errf(s, "let."+name, s.Value, "in a block with boundary: auto, a let must view a tensor the block allocates")
 			}
-			sc.use(v.deps, s.Line)
+			sc.use(v.deps, s.Line, "let."+name, s.Value)
 			it.views = append(it.views, v)
 		}
 		if vn.Kind == yaml.SequenceNode {

@@ -100,6 +100,7 @@ type tensorList struct {
 type bakedUse struct {
 	line   int
 	scalar string
+	key    string // what uses it: "scalars" (a task scalar), "args", "let.NAME", ...
 	expr   string
 }
 

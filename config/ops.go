@@ -43,7 +43,7 @@ func (sc *scope) op(n *yaml.Node) (*op, error) {
 		if o.cond, err = sc.expr(c.Value); err != nil {
 			return nil, l.errf(c, "if", c.Value, "bad expression: %v", err)
 		}
-		sc.use(o.cond.deps, c.Line)
+		sc.use(o.cond.deps, c.Line, "if", c.Value)
 	}
 	// only rejects the first key, in file order, that an op of kind does
 	// not take.
@@ -179,6 +179,7 @@ func (sc *scope) loop(o *op, ln, body, n *yaml.Node) error {
 		if o.from, err = sc.expr(fr.Value); err != nil {
 			return l.errf(fr, "loop.from", fr.Value, "bad expression: %v", err)
 		}
+		sc.use(o.from.deps, fr.Line, "loop.from", fr.Value)
 	}
 	if o.to, err = sc.expr(lf.To.Value); err != nil {
 		return l.errf(lf.To, "loop.to", lf.To.Value, "bad expression: %v", err)
@@ -190,9 +191,9 @@ func (sc *scope) loop(o *op, ln, body, n *yaml.Node) error {
 		if o.step.isConst() && o.step.val <= 0 {
 			return l.errf(st, "loop.step", st.Value, "a loop's step must be positive")
 		}
-		sc.use(o.step.deps, ln.Line)
+		sc.use(o.step.deps, st.Line, "loop.step", st.Value)
 	}
-	sc.use(o.from.deps|o.to.deps, ln.Line)
+	sc.use(o.to.deps, lf.To.Line, "loop.to", lf.To.Value)
 	if body == nil {
 		return l.errf(n, "loop.body", "", "missing")
 	}

@@ -82,7 +82,28 @@ func (sc *scope) tensorNames() string {
 }
 
 // use records that the body's structure depends on the env slots e reads.
-func (sc *scope) use(deps uint64, line int) {
+// use records what a line of the body depends on (deps: env slots): a param
+// or the variant makes the body's structure depend on it (structure); a
+// boundary scalar bakes its value into the Definition, since a replay
+// patches a boundary scalar only where a task passes it as a scalar as it is
+// (taskop's scalars, checked there). key and src say where, for the error.
+func (sc *scope) use(deps uint64, line int, key, src string) {
+	sc.structure(deps, line)
+	if sc.boundary {
+		return
+	}
+	lo, hi := sc.b.scalarBase, sc.b.scalarBase+len(sc.b.scalars)
+	for s := lo; s < hi && s < 64; s++ {
+		if deps&(1<<uint(s)) != 0 {
+			sc.b.baked = append(sc.b.baked, bakedUse{line: line, scalar: sc.b.scalars[s-lo].name, key: key, expr: src})
+			return
+		}
+	}
+}
+
+// structure records that the body's structure depends on the params and
+// the variant among deps, from line on.
+func (sc *scope) structure(deps uint64, line int) {
 	if sc.boundary {
 		return
 	}

@@ -59,7 +59,7 @@ func (sc *scope) task(o *op, f map[string]*yaml.Node, n *yaml.Node) error {
 	count := 1
 	if perVariant {
 		count = nv
-		sc.use(1<<uint(sc.b.variantSlot), n.Line)
+		sc.structure(1<<uint(sc.b.variantSlot), n.Line)
 	}
 	for v := 0; v < count; v++ {
 		fv := f
@@ -201,12 +201,12 @@ func (sc *scope) taskVariant(f map[string]*yaml.Node, n *yaml.Node, v int, per b
 			if err != nil {
 				return nil, l.errf(it, "scalars", it.Value, "bad expression: %v", err)
 			}
-			sc.use(e.deps, it.Line)
+			sc.structure(e.deps, it.Line) // a baked scalar is checked below
 			if e.boundaryScalar < 0 {
 				lo, hi := sc.b.scalarBase, sc.b.scalarBase+len(sc.b.scalars)
 				for s := lo; s < hi && s < 64; s++ {
 					if e.deps&(1<<uint(s)) != 0 {
-						sc.b.baked = append(sc.b.baked, bakedUse{line: it.Line, scalar: sc.b.scalars[s-lo].name, expr: it.Value})
+						sc.b.baked = append(sc.b.baked, bakedUse{line: it.Line, scalar: sc.b.scalars[s-lo].name, key: "scalars", expr: it.Value})
 						break
 					}
 				}
@@ -282,7 +282,7 @@ func (sc *scope) arg(nd *yaml.Node, v int, per bool) (argOp, error) {
 	if err != nil {
 		return argOp{}, l.errf(nd, "args", s, "%v", err)
 	}
-	sc.use(vw.deps, nd.Line)
+	sc.use(vw.deps, nd.Line, "args", s)
 	return argOp{tag: tag, view: vw}, nil
 }
 
@@ -323,9 +323,8 @@ func (sc *scope) pred(nd *yaml.Node) (*predOp, error) {
 	for _, e := range append(pr.indices, pr.target) {
 		setSrc(e, src)
 	}
-	for _, e := range pr.indices {
-		sc.use(e.deps, nd.Line)
+	for _, e := range append(pr.indices, pr.target) {
+		sc.use(e.deps, nd.Line, "pred", src)
 	}
-	sc.use(pr.target.deps, nd.Line)
 	return pr, nil
 }

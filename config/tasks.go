@@ -131,7 +131,7 @@ func (sc *scope) taskRef(nd *yaml.Node, key string) (*taskRef, error) {
 				return nil, l.errf(nd, key, src, "%v", err)
 			}
 			r.all = false
-			sc.use(r.index.depsOr(r.start, r.count), nd.Line)
+			sc.use(r.index.depsOr(r.start, r.count), nd.Line, key, src)
 		}
 		if c := p.next(); c.kind != tOp || c.s != "]" {
 			return nil, l.errf(nd, key, src, "%v", p.errf(c, "expected ']'"))
@@ -222,7 +222,7 @@ func (sc *scope) taskTarget(nd *yaml.Node, key, src string) (*taskTarget, error)
 	if c := p.peek(); c.kind != tEOF {
 		return nil, l.errf(nd, key, src, "%v", p.errf(c, "unexpected %q", c.s))
 	}
-	sc.use(tt.index.depsOr(tt.start, tt.count), nd.Line)
+	sc.use(tt.index.depsOr(tt.start, tt.count), nd.Line, key, src)
 	for _, e := range []*expr{tt.index, tt.start, tt.count} {
 		setSrc(e, src)
 	}
@@ -252,7 +252,7 @@ func (sc *scope) tasksOp(o *op, n *yaml.Node) error {
 		if size.isConst() && size.val <= 0 {
 			return l.errf(vn, "tasks."+name, vn.Value, "a task list needs a positive size")
 		}
-		sc.use(size.deps, vn.Line)
+		sc.use(size.deps, vn.Line, "tasks."+name, vn.Value)
 		o.taskDecls = append(o.taskDecls, taskDecl{list: len(sc.b.taskLists), size: size})
 		sc.b.taskLists = append(sc.b.taskLists, name)
 	}

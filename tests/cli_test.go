@@ -156,6 +156,22 @@ func TestRunBadInput(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("model: x\nentry: [\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Upstream bug #1939: csa_moe's key without the routing param its body
+	// branches on. run reports the static Graph check as validate does, at
+	// once, with the line (the runtime's second recording would find it
+	// only after a pass, without one).
+	src, err := os.ReadFile(dsv4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := `csa_moe: {key: "csa_moe_block:{route_by_hash}", config: [route_by_hash]}`
+	if !bytes.Contains(src, []byte(key)) {
+		t.Fatal("the #1939 case does not apply")
+	}
+	unkeyed := filepath.Join(t.TempDir(), "dsv4_1939.yaml")
+	if err := os.WriteFile(unkeyed, bytes.Replace(src, []byte(key), []byte(`csa_moe: {key: csa_moe_block}`), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		args []string
 		want string
@@ -170,6 +186,9 @@ func TestRunBadInput(t *testing.T) {
 		{[]string{"compare", dsv4, "--block", "0"}, "--block 0: want at least 1"},
 		{[]string{"run", dsv4, "--max-tasks", "100"}, "(a pass is bounded by max_tasks: 100; raise it"},
 		{[]string{"expand", dsv4, "--form", "eager", "--max-tasks", "100"}, "(a pass is bounded by max_tasks: 100; raise it"},
+		{[]string{"run", unkeyed, "--form", "blocks", "--store", "off"}, "dsv4_1939.yaml:"},
+		{[]string{"run", unkeyed, "--form", "blocks", "--store", "off"}, "form blocks: structure depends on route_by_hash, not in the key of csa_moe"},
+		{[]string{"compare", unkeyed, "--forms", "eager,blocks", "--store", "off"}, "structure depends on route_by_hash"},
 	}
 	for _, tc := range cases {
 		_, stderr, code := runCLI(t, tc.args...)

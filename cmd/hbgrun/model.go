@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -40,15 +41,23 @@ func modelArg(args []string) string {
 func modelName(m *config.Model) string { return m.Name }
 
 // orchestrationFor makes one form of a model an orchestration; an unknown
-// form, or one whose program fails (interpreted once on the ordinary path,
-// before any runtime starts), is the user's mistake.
-func orchestrationFor(m *config.Model, form string) (*actors.Orchestration, error) {
+// form, one whose program fails (interpreted once on the ordinary path,
+// before any runtime starts) and, unless defects are warnings, one that
+// fails a static Graph check (config.Model.GraphChecks: what `hbgrun
+// validate` reports, with its file and line) are the user's mistake. As
+// warnings, a defect shows when the runtime's second recording finds it.
+func orchestrationFor(m *config.Model, form string, defectsWarn bool) (*actors.Orchestration, error) {
 	o, err := m.Orchestration(form)
 	if err != nil {
 		return nil, usageError{err}
 	}
 	if err := config.ValidateForm(m, form); err != nil {
 		return nil, usageError{err}
+	}
+	if !defectsWarn {
+		if err := errors.Join(m.FormChecks(form)...); err != nil {
+			return nil, usageError{err}
+		}
 	}
 	return o, nil
 }

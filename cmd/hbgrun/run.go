@@ -159,7 +159,7 @@ func runCmd(ctx context.Context, out, stderr io.Writer, path string, f *runFlags
 	if err != nil {
 		return err
 	}
-	orch, err := orchestrationFor(model, f.form)
+	orch, err := orchestrationFor(model, f.form, f.defects == "warn")
 	if err != nil {
 		return err
 	}
