@@ -117,7 +117,10 @@
 // checks guard the replay: a body whose structure depends on a param outside
 // the key (*StructureError, upstream #1939; a kernel, a dependency, a task
 // list size or a tensor list element chosen by a param is structure too),
-// and a scalar computed from a boundary scalar (*BakedScalarError).
+// and a value computed from a boundary scalar (*BakedScalarError): a task
+// scalar, or a view, alloc shape, loop range, condition, kernel choice,
+// predicate or task index that uses one (a replay patches a boundary scalar
+// only where a task passes it as a scalar as it is).
 // Model.GraphChecks returns them typed, so the runtime can make them errors
 // or warnings. In a block with boundary: auto, a let must view a tensor the
 // block allocates (the boundary is computed from the calls before any let

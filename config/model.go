@@ -248,6 +248,18 @@ func (m *Model) Forms() []string {
 	return out
 }
 
+// DefaultForm is the form a tool runs when not told which: the one named
+// full, else the last (a model lists its forms from eager to the most
+// Graphs, as the shipped ones do).
+func (m *Model) DefaultForm() string {
+	for _, f := range m.forms {
+		if f.name == "full" {
+			return f.name
+		}
+	}
+	return m.forms[len(m.forms)-1].name
+}
+
 // Kernels is the kernel table; a KernelID is an index into it.
 func (m *Model) Kernels() []stages.Kernel { return m.kernels }
 

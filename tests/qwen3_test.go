@@ -1,6 +1,9 @@
 package tests
 
 import (
+	"encoding/json"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hbg-dev/hbg/actors"
@@ -45,4 +48,48 @@ func TestQwen3GraphForm(t *testing.T) {
 	if w := float64(passes[0].Device.SimNs); w < 0.75*upstreamWallNs || w > 1.25*upstreamWallNs {
 		t.Errorf("simulated device wall %.2f ms, want within 25%% of upstream's measured %.1f ms", w/1e6, upstreamWallNs/1e6)
 	}
+}
+
+// TestDefaultForms: without --form, run takes the model's own default (its
+// form named full, else its last: Qwen3's graph), and compare without
+// --forms every form of the model, in its order; DSv4's defaults are
+// unchanged (full; eager, pair, blocks, full).
+func TestDefaultForms(t *testing.T) {
+	for _, tc := range []struct {
+		model string
+		run   string
+		forms []string
+	}{
+		{qwen3, "graph", []string{"eager", "graph"}},
+		{dsv4, "full", []string{"eager", "pair", "blocks", "full"}},
+	} {
+		out, stderr, code := runCLI(t, "run", tc.model, "--rounds", "1", "--skip-device", "--store", "off")
+		if code != 0 || !strings.Contains(out, ", form "+tc.run+",") {
+			t.Errorf("run %s: exit %d, stderr %q; want form %s in %q", tc.model, code, stderr, tc.run, firstLine(out))
+		}
+		out, stderr, code = runCLI(t, "compare", tc.model, "--rounds", "1", "--skip-device", "--store", "off", "--json")
+		if code != 0 {
+			t.Fatalf("compare %s: exit %d, stderr %q", tc.model, code, stderr)
+		}
+		var doc struct {
+			Forms []struct {
+				Form string `json:"form"`
+			} `json:"forms"`
+		}
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, f := range doc.Forms {
+			got = append(got, f.Form)
+		}
+		if !slices.Equal(got, tc.forms) {
+			t.Errorf("compare %s: forms %v, want %v", tc.model, got, tc.forms)
+		}
+	}
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }

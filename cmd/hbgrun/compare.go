@@ -30,15 +30,18 @@ func init() {
 			if block < 1 {
 				return usageError{fmt.Errorf("--block %d: want at least 1", block)}
 			}
-			list := strings.Split(forms, ",")
-			for i := range list {
-				list[i] = strings.TrimSpace(list[i])
+			var list []string // empty: the model's forms
+			if forms != "" {
+				list = strings.Split(forms, ",")
+				for i := range list {
+					list[i] = strings.TrimSpace(list[i])
+				}
 			}
 			return compareCmd(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), modelArg(args), list, block, &f)
 		},
 	}
 	f.register(c, false)
-	c.Flags().StringVar(&forms, "forms", "eager,pair,blocks,full", "comma-separated forms; ratios are to the first")
+	c.Flags().StringVar(&forms, "forms", "", "comma-separated forms; ratios are to the first (default: every form of the model, in its order)")
 	c.Flags().IntVar(&block, "block", 1, "rounds of one form run back to back before the next form's (1: every pass follows another form's)")
 	addMaxTasks(c)
 	commands = append(commands, c)
@@ -48,6 +51,9 @@ func compareCmd(ctx context.Context, out, stderr io.Writer, path string, forms [
 	model, err := loadModel(path)
 	if err != nil {
 		return err
+	}
+	if len(forms) == 0 {
+		forms = model.Forms()
 	}
 	orchs := make([]*actors.Orchestration, len(forms))
 	for i, form := range forms {

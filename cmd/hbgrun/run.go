@@ -50,7 +50,7 @@ type runFlags struct {
 func (f *runFlags) register(c *cobra.Command, withForm bool) {
 	fl := c.Flags()
 	if withForm {
-		fl.StringVar(&f.form, "form", "full", "which form of the model to run (hbgrun validate lists them)")
+		fl.StringVar(&f.form, "form", "", "which form of the model to run (default: its form named full, else its last; hbgrun validate lists them)")
 	}
 	fl.IntVar(&f.rounds, "rounds", 5, "passes per rank; the first pass of each rank is reported apart as cold")
 	fl.IntVar(&f.ranks, "ranks", 1, "ranks run concurrently, each with its own device")
@@ -158,6 +158,9 @@ func runCmd(ctx context.Context, out, stderr io.Writer, path string, f *runFlags
 	model, err := loadModel(path)
 	if err != nil {
 		return err
+	}
+	if f.form == "" {
+		f.form = model.DefaultForm()
 	}
 	orch, err := orchestrationFor(model, f.form, f.defects == "warn")
 	if err != nil {
