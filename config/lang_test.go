@@ -340,6 +340,20 @@ forms: {eager: {}}
         - {id: "gate[i]", k: act, args: ["inout x"]}
 forms: {eager: {}}
 `},
+		{name: "task list slice past int64", at: `deps: ["gate[9223372036854775807:+2]"]`, want: []string{`deps "gate[9223372036854775807:+2]"`, "elements [9223372036854775807, +2) of task list gate, which has 3"}, src: `program:
+  body:
+    - tasks: {gate: 3}
+    - {id: "gate[0]", k: act, args: ["inout x"]}
+    - {k: act, args: ["in x"], deps: ["gate[9223372036854775807:+2]"]}
+forms: {eager: {}}
+`},
+		{name: "task list store past int64", at: `set: {"gate[9223372036854775806:+3]"`, want: []string{`set "gate[9223372036854775806:+3]"`, "elements [9223372036854775806, +3) of task list gate, which has 3"}, src: `program:
+  body:
+    - tasks: {gate: 3}
+    - {id: "g", k: act, args: ["inout x"]}
+    - set: {"gate[9223372036854775806:+3]": g}
+forms: {eager: {}}
+`},
 		{name: "tensor list index out of range", at: `"inout h[i]"`, want: []string{`view "h[i]"`, "element 2 of a tensor list of 2"}, src: `program:
   body:
     - alloc: ["h[0] fp32[16]", "h[1] fp32[16]"]

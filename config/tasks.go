@@ -1,6 +1,8 @@
 package config
 
 import (
+	"fmt"
+	"math"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -305,22 +307,21 @@ func (r *runner) taskSeq(dst []stages.TaskID, fr *frame, ref *taskRef, line int)
 	case refList:
 		seq, what = fr.taskLists[ref.idx], "task list "+fr.block.taskLists[ref.idx]
 	}
-	lo, hi := int64(0), int64(len(seq))
+	lo, n := int64(0), int64(len(seq))
 	switch {
 	case ref.index != nil:
-		lo = r.eval(ref.index, fr, line)
-		hi = lo + 1
+		lo, n = r.eval(ref.index, fr, line), 1
 	case ref.start != nil:
-		lo = r.eval(ref.start, fr, line)
-		hi = lo + r.eval(ref.count, fr, line)
+		lo, n = r.eval(ref.start, fr, line), r.eval(ref.count, fr, line)
 	}
 	if r.err != nil {
 		return dst, false
 	}
-	if lo < 0 || hi > int64(len(seq)) || lo > hi {
-		r.failAt(line, ref.key, ref.src, "elements [%d, %d) of %s, which has %d", lo, hi, what, len(seq))
+	if !within(lo, n, len(seq)) {
+		r.failAt(line, ref.key, ref.src, "elements %s of %s, which has %d", elems(lo, n), what, len(seq))
 		return dst, false
 	}
+	hi := lo + n
 	for i := lo; i < hi; i++ {
 		if seq[i] == stages.NoTask {
 			r.failAt(line, ref.key, ref.src, "element %d of %s is not set (no op stored a task there)", i, what)
@@ -342,8 +343,8 @@ func (r *runner) store(fr *frame, tt *taskTarget, ids []stages.TaskID, line int)
 	if r.err != nil {
 		return
 	}
-	if lo < 0 || n < 0 || lo+n > int64(len(seq)) {
-		r.failAt(line, tt.key, tt.src, "elements [%d, %d) of task list %s, which has %d", lo, lo+n, fr.block.taskLists[tt.list], len(seq))
+	if !within(lo, n, len(seq)) {
+		r.failAt(line, tt.key, tt.src, "elements %s of task list %s, which has %d", elems(lo, n), fr.block.taskLists[tt.list], len(seq))
 		return
 	}
 	if len(ids) != 1 && int64(len(ids)) != n {
@@ -394,4 +395,19 @@ func (r *runner) setTasks(fr *frame, op *op) {
 		r.taskBuf = buf
 		r.store(fr, s.target, buf, s.line)
 	}
+}
+
+// within reports whether elements [lo, lo+n) lie in a sequence of size
+// elements, without computing lo+n (an expression's values may be anything).
+func within(lo, n int64, size int) bool {
+	return lo >= 0 && n >= 0 && lo <= int64(size) && n <= int64(size)-lo
+}
+
+// elems writes elements [lo, lo+n) for a message: "[lo, end)", or "[lo,
+// +n)" when the end is past int64 (never a wrapped number).
+func elems(lo, n int64) string {
+	if n >= 0 && lo <= math.MaxInt64-n {
+		return fmt.Sprintf("[%d, %d)", lo, lo+n)
+	}
+	return fmt.Sprintf("[%d, +%d)", lo, n)
 }
