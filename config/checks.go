@@ -89,3 +89,23 @@ func (b *block) slotName(s int) string {
 	}
 	return fmt.Sprintf("slot %d", s)
 }
+
+// idleGraphs says which of form f's Graph entries no call made a Graph in a
+// run that c counted: every call of the block ran inside another Graph's
+// body, where calls are inline (a Definition holds no nested Graph), or
+// none ran. Such an entry has no effect; it is a warning, not an error,
+// since the form runs, as its outer Graphs.
+func (m *Model) idleGraphs(f *form, c *counter) []string {
+	var out []string
+	for _, g := range f.graphs {
+		if g == nil || c.asGraph[g.block.idx] {
+			continue
+		}
+		why := "no call of it runs in this form"
+		if c.callInGraph[g.block.idx] {
+			why = "every call of it runs inside another Graph's body, where calls are inline (a Definition holds no nested Graph)"
+		}
+		out = append(out, fmt.Sprintf("%s:%d: form %s: graphs.%s has no effect: %s", m.file, g.line, f.name, g.block.name, why))
+	}
+	return out
+}

@@ -126,6 +126,7 @@ func TestConfigErrors(t *testing.T) {
 		{name: "kernel list of two core types", old: "k: act,", new: `k: "[act, mm][e]",`, at: `"[act, mm][e]"`, want: []string{`k "mm"`, "one core type"}},
 		{name: "missing task parameter", old: "    tensors: [h]\n", new: "    tensors: [h]\n    tasks: [before]\n", at: "call: layer", want: []string{`call layer "before"`, "missing task parameter"}},
 		{name: "loop step not positive", old: "{var: e, to: 2}", new: "{var: e, to: 2, step: 0}", at: "step: 0", want: []string{`loop.step "0"`, "must be positive"}},
+		{name: "model name with a newline", old: "model: tiny", new: "model: \"tiny\\nrow\"", at: "model:", want: []string{`model "tiny\nrow"`, "printable characters"}},
 		// bad input that used to get through (issue 11)
 		{name: "a pass past max_tasks", old: "{var: i, to: N}", new: "{var: i, to: 1000000000}", at: "to: 1000000000", atRunTime: true, want: []string{`loop.to "1000000000"`, "a loop of 1000000000 iterations", "more than 4194304 tasks", "--max-tasks"}},
 		{name: "a pass past max_tasks, body varying", old: "{var: i, to: N}\n      body:\n        - call: layer\n          with: {l: i, h: hid}", new: "{var: i, to: 1000000000}\n      body:\n        - loop: {var: j, to: i}\n          body:\n            - call: layer\n              with: {l: j, h: hid}", at: "to: 1000000000", atRunTime: true, want: []string{`loop.to "1000000000"`, "more than 4194304 tasks"}},

@@ -475,3 +475,68 @@ forms:
 		}
 	})
 }
+
+// TestIdleGraphs: a form's Graph entry that no call makes a Graph (every
+// call of it runs inside another Graph's body, or none runs in the form) is
+// a warning of Validate and ValidateForm, with its line; the form still
+// runs.
+func TestIdleGraphs(t *testing.T) {
+	src := langHeader + `blocks:
+  inner:
+    tensors: [h]
+    boundary:
+      - {name: h, tag: inout}
+    body:
+      - {k: act, args: ["inout h"]}
+  outer:
+    tensors: [h]
+    boundary: auto
+    body:
+      - call: inner
+        with: {h: h}
+program:
+  params: {direct: 0, use: 1}
+  body:
+    - alloc: ["h fp32[16]"]
+    - if: use
+      body:
+        - call: outer
+          with: {h: h}
+    - if: direct
+      body:
+        - call: inner
+          with: {h: h}
+forms:
+  nested: {graphs: {outer: {key: outer}, inner: {key: inner}}}
+  direct: {params: {direct: 1}, graphs: {outer: {key: outer}, inner: {key: inner}}}
+  uncalled:
+    params: {use: 0}
+    graphs: {inner: {key: inner}}
+`
+	m, err := config.Parse("idle.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := config.Validate(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		fmt.Sprintf("idle.yaml:%d: form nested: graphs.inner has no effect: every call of it runs inside another Graph's body", lineOf(src, "nested: {graphs")),
+		fmt.Sprintf("idle.yaml:%d: form uncalled: graphs.inner has no effect: no call of it runs in this form", lineOf(src, "graphs: {inner:")),
+	}
+	if len(sum.Warnings) != len(want) {
+		t.Fatalf("warnings %q, want %d", sum.Warnings, len(want))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(sum.Warnings[i], w) {
+			t.Errorf("warning %q, want %q", sum.Warnings[i], w)
+		}
+	}
+	for form, n := range map[string]int{"nested": 1, "direct": 0, "uncalled": 1} {
+		ws, err := config.ValidateForm(m, form)
+		if err != nil || len(ws) != n {
+			t.Errorf("ValidateForm %s: %q, %v; want %d warnings", form, ws, err, n)
+		}
+	}
+}

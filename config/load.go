@@ -10,6 +10,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -136,6 +138,10 @@ func (l *loader) model(n *yaml.Node) error {
 	if l.m.Name, err = l.str(d.Model, "model"); err != nil {
 		return err
 	}
+	if !printableName(l.m.Name) {
+		// The name heads reports, names store entries and spans.
+		return l.errf(d.Model, "model", l.m.Name, "want a name of 1 to %d printable characters (no newline, tab or other control character)", maxNameLen)
+	}
 	if c := d.Constants; c != nil {
 		if err := l.constants(c); err != nil {
 			return err
@@ -202,4 +208,19 @@ func (l *loader) model(n *yaml.Node) error {
 	}
 	l.propagate()
 	return l.formsSection(d.Forms)
+}
+
+// maxNameLen bounds a model's name.
+const maxNameLen = 128
+
+func printableName(s string) bool {
+	if s == "" || len(s) > maxNameLen || !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
 }

@@ -134,6 +134,9 @@ func (r *runner) call(o stages.Submitter, caller *frame, c *callOp) {
 	cb := c.callee
 	g := r.form.graphs[cb.idx]
 	asGraph := g != nil && !caller.inGraph
+	if u, ok := o.(graphUser); ok && g != nil {
+		u.graphCall(cb.idx, caller.inGraph)
+	}
 	cf := r.frame(cb)
 	r.prepare(caller, cf, c, false)
 	var args []stages.Arg
@@ -348,3 +351,9 @@ func (r *runner) key(g *graphSpec, cf *frame) string {
 // maxFrameKeys bounds the keys a frame keeps (a key interpolating a layer
 // number, say, takes a new value every call).
 const maxFrameKeys = 64
+
+// graphUser is a Submitter that learns which of the form's Graph blocks a
+// run called, and where (Validate's counter).
+type graphUser interface {
+	graphCall(block int, inGraph bool)
+}

@@ -9,6 +9,9 @@ import (
 // Summary is what Validate learned about a model.
 type Summary struct {
 	Forms []FormSummary
+	// Warnings are what runs but cannot be what was meant: a form's Graph
+	// entry that no call made a Graph.
+	Warnings []string
 }
 
 // FormSummary counts one form's submissions.
@@ -28,7 +31,7 @@ func Validate(m *Model) (*Summary, error) {
 	seen := map[string]bool{}
 	s := &Summary{}
 	for _, f := range m.forms {
-		c := &counter{o: stages.NewOrdinaryPath(m.EntryRoots())}
+		c := newCounter(m)
 		if err := m.Run(c, f.name); err != nil {
 			// A mistake outside any Graph fails every form alike: say it once.
 			if !seen[err.Error()] {
@@ -38,17 +41,21 @@ func Validate(m *Model) (*Summary, error) {
 			continue
 		}
 		s.Forms = append(s.Forms, FormSummary{Name: f.name, Tasks: c.tasks, HostSubmits: c.ordinary + c.graphs, GraphCalls: c.graphs})
+		s.Warnings = append(s.Warnings, m.idleGraphs(f, c)...)
 	}
 	errs = append(errs, m.GraphChecks()...)
 	return s, errors.Join(errs...)
 }
 
 // ValidateForm interprets one form on the ordinary path, as Validate does
-// every form: a mistake its program reaches (a view outside its root, a task
-// list element past its end, a pass over max_tasks) is found before a run
-// starts, not in its first pass, where it would be a failed run.
-func ValidateForm(m *Model, form string) error {
-	return m.Run(&counter{o: stages.NewOrdinaryPath(m.EntryRoots())}, form)
+// for every form, and returns its warnings (Summary.Warnings) or its first
+// problem.
+func ValidateForm(m *Model, form string) ([]string, error) {
+	c := newCounter(m)
+	if err := m.Run(c, form); err != nil {
+		return nil, err
+	}
+	return m.idleGraphs(m.formIdx[form], c), nil
 }
 
 // counter counts a run's submissions on top of the ordinary path.
@@ -56,6 +63,22 @@ type counter struct {
 	o                       *stages.OrdinaryPath
 	tasks, ordinary, graphs int
 	inGraph                 bool
+	// Per block, whether a call of it ran as a Graph, and whether one ran
+	// inside a Graph's body although the form makes it a Graph (graphUser).
+	asGraph, callInGraph []bool
+}
+
+func newCounter(m *Model) *counter {
+	return &counter{o: stages.NewOrdinaryPath(m.EntryRoots()), asGraph: make([]bool, len(m.blocks)), callInGraph: make([]bool, len(m.blocks))}
+}
+
+// graphCall implements graphUser.
+func (c *counter) graphCall(block int, inGraph bool) {
+	if inGraph {
+		c.callInGraph[block] = true
+	} else {
+		c.asGraph[block] = true
+	}
 }
 
 func (c *counter) NumRoots() int { return c.o.NumRoots() }

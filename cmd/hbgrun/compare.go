@@ -57,7 +57,7 @@ func compareCmd(ctx context.Context, out, stderr io.Writer, path string, forms [
 	}
 	orchs := make([]*actors.Orchestration, len(forms))
 	for i, form := range forms {
-		if orchs[i], err = orchestrationFor(model, form, f.defects == "warn"); err != nil {
+		if orchs[i], err = orchestrationFor(model, form, f.defects == "warn", stderr); err != nil {
 			return err
 		}
 	}

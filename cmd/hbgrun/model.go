@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/hbg-dev/hbg/actors"
@@ -46,13 +47,19 @@ func modelName(m *config.Model) string { return m.Name }
 // fails a static Graph check (config.Model.GraphChecks: what `hbgrun
 // validate` reports, with its file and line) are the user's mistake. As
 // warnings, a defect shows when the runtime's second recording finds it.
-func orchestrationFor(m *config.Model, form string, defectsWarn bool) (*actors.Orchestration, error) {
+// What runs but cannot be what was meant (config.Summary.Warnings) is said on
+// stderr.
+func orchestrationFor(m *config.Model, form string, defectsWarn bool, stderr io.Writer) (*actors.Orchestration, error) {
 	o, err := m.Orchestration(form)
 	if err != nil {
 		return nil, usageError{err}
 	}
-	if err := config.ValidateForm(m, form); err != nil {
+	warnings, err := config.ValidateForm(m, form)
+	if err != nil {
 		return nil, usageError{err}
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(stderr, "hbgrun: warning: %s\n", w)
 	}
 	if !defectsWarn {
 		if err := errors.Join(m.FormChecks(form)...); err != nil {

@@ -162,7 +162,7 @@ func runCmd(ctx context.Context, out, stderr io.Writer, path string, f *runFlags
 	if f.form == "" {
 		f.form = model.DefaultForm()
 	}
-	orch, err := orchestrationFor(model, f.form, f.defects == "warn")
+	orch, err := orchestrationFor(model, f.form, f.defects == "warn", stderr)
 	if err != nil {
 		return err
 	}

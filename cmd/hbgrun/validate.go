@@ -28,6 +28,9 @@ scalar. It prints a one-line summary; any error exits with status 2.`,
 			if err != nil {
 				return usageError{err}
 			}
+			for _, w := range sum.Warnings {
+				fmt.Fprintf(cmd.ErrOrStderr(), "hbgrun: warning: %s\n", w)
+			}
 			var forms []string
 			for _, f := range sum.Forms {
 				forms = append(forms, fmt.Sprintf("%s %d tasks/%d submits/%d Graphs", f.Name, f.Tasks, f.HostSubmits, f.GraphCalls))
