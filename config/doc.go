@@ -108,6 +108,27 @@
 // min(a, b) and max(a, b). Arithmetic is checked: a value that overflows
 // int64 is an error, never a wrapped number.
 //
+// # Limits
+//
+// What the language does not say, each refused with its line:
+//   - Only the program and blocks with boundary: auto call blocks; a block
+//     with an explicit boundary is a leaf.
+//   - A block with boundary: auto calls only at the top of its body, not in
+//     a loop or under an if, and a let in it views only what it allocates:
+//     its boundary is the union of its calls', computed before its body
+//     runs. To make a whole layer one Graph whose parts loop (experts picked
+//     in a loop), the layer's calls are unrolled, or its body writes its
+//     tasks out.
+//   - A VIEW selects rows of dim 0 (NAME[row], NAME[start:+rows]) or
+//     elements (@ offset), then reshapes; a slice of another dim (NAME[:,
+//     a:+b]) is not a view (touch hints take one, as an access hint only).
+//   - A Graph body passes a boundary scalar to a task only as it is: used in
+//     a view, shape, loop range, condition, kernel choice, predicate, task
+//     index or a computed scalar, its value would be baked into the
+//     Definition (*BakedScalarError below).
+//   - A Graph inside another Graph's body runs inline: a Definition holds no
+//     nested Graph (a warning of Validate, see Summary.Warnings).
+//
 // # Graphs
 //
 // A form's graphs map turns a block's calls into Graph calls whose key is the
