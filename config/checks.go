@@ -52,7 +52,7 @@ func (m *Model) GraphChecks() []error {
 				}
 			}
 			sort.Ints(slots)
-			if len(slots) > 0 || len(b.baked) > 0 {
+			if len(slots) > 0 || len(b.baked) > 0 || len(b.inputWrites) > 0 {
 				g.complete = false
 			}
 			for _, s := range slots {
@@ -60,6 +60,9 @@ func (m *Model) GraphChecks() []error {
 			}
 			for _, u := range b.baked {
 				out = append(out, &BakedScalarError{File: m.file, Line: u.line, Form: f.name, Block: b.name, Scalar: u.scalar, Key: u.key, Expr: u.expr})
+			}
+			for _, w := range b.inputWrites {
+				out = append(out, &InputWrittenError{File: m.file, Line: w.line, Form: f.name, Block: b.name, Slot: w.slot, Arg: w.arg})
 			}
 		}
 	}
@@ -72,8 +75,9 @@ func (m *Model) FormChecks(form string) []error {
 	for _, err := range m.GraphChecks() {
 		var se *StructureError
 		var be *BakedScalarError
+		var ie *InputWrittenError
 		switch {
-		case errors.As(err, &se) && se.Form == form, errors.As(err, &be) && be.Form == form:
+		case errors.As(err, &se) && se.Form == form, errors.As(err, &be) && be.Form == form, errors.As(err, &ie) && ie.Form == form:
 			out = append(out, err)
 		}
 	}

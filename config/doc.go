@@ -141,7 +141,8 @@
 // and a value computed from a boundary scalar (*BakedScalarError): a task
 // scalar, or a view, alloc shape, loop range, condition, kernel choice,
 // predicate or task index that uses one (a replay patches a boundary scalar
-// only where a task passes it as a scalar as it is).
+// only where a task passes it as a scalar as it is), and a task that writes
+// a boundary slot tagged in (*InputWrittenError).
 // Model.GraphChecks returns them typed, so the runtime can make them errors
 // or warnings. In a block with boundary: auto, a let must view a tensor the
 // block allocates (the boundary is computed from the calls before any let

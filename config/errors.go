@@ -76,3 +76,21 @@ func (e *BakedScalarError) Error() string {
 	return fmt.Sprintf("%s:%d: form %s: %s %q in %s uses boundary scalar %s, whose value the recording would bake into the Definition: every replay would reuse the first call's (a replay patches a boundary scalar only where a task passes it as a scalar as it is; make %s a block param in the Graph's key, or pass the view it selects through the boundary)",
 		e.File, e.Line, e.Form, e.Key, e.Expr, e.Block, e.Scalar, e.Scalar)
 }
+
+// InputWrittenError is a Graph body task that writes a boundary slot its
+// boundary tags in: the caller's outer task would not be the producer of
+// what the body wrote, so a later reader would not wait for it (the
+// recorder's input-written defect, found before any recording).
+type InputWrittenError struct {
+	File  string
+	Line  int
+	Form  string
+	Block string
+	Slot  string // the boundary slot
+	Arg   string // the task argument that writes it
+}
+
+func (e *InputWrittenError) Error() string {
+	return fmt.Sprintf("%s:%d: form %s: args %q in %s writes boundary slot %s, which the boundary tags in (tag it inout, or write a tensor the body allocates)",
+		e.File, e.Line, e.Form, e.Arg, e.Block, e.Slot)
+}

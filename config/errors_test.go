@@ -267,6 +267,17 @@ func TestGraphChecks(t *testing.T) {
 		{name: "kernel chosen by a boundary scalar", old: `- {id: second, k: act,`, new: `- {id: second, k: "[act, act][epoch % 2]",`, at: `epoch % 2]"`, check: bakedOn("k", "[act, act][epoch % 2]")},
 		{name: "condition on a boundary scalar", old: `- {id: second, k: act,`, new: `- {if: "epoch < 2", id: second, k: act,`, at: `if: "epoch < 2"`, check: bakedOn("if", "epoch < 2")},
 		{
+			name: "a body task writes a boundary slot tagged in",
+			old:  "      - {name: h, tag: inout, dtype: fp32, shape: [16]}", new: "      - {name: h, tag: in, dtype: fp32, shape: [16]}", at: `args: ["in tmp[e]", "inout h"]`,
+			check: func(err error) string {
+				var ie *config.InputWrittenError
+				if !errors.As(err, &ie) || ie.Slot != "h" || ie.Block != "layer" || ie.Arg != "inout h" {
+					return fmt.Sprintf("%v, want an InputWrittenError on h", err)
+				}
+				return ""
+			},
+		},
+		{
 			name: "scalar baked from a param",
 			old:  "scalars: [epoch]", new: "scalars: [l]", at: "scalars: [l]",
 			check: func(err error) string {

@@ -76,7 +76,10 @@ type block struct {
 	// on env slot `slot` (a param or the variant); 0 if it never does.
 	structural []int
 	baked      []bakedUse
-	isProgram  bool
+	// inputWrites are the body's tasks that write a boundary slot the
+	// boundary tags in.
+	inputWrites []inputWrite
+	isProgram   bool
 	// Task values: taskParams are the block's task params (bound by each call
 	// to tasks the caller made: a Graph call's external dependencies),
 	// taskLists its task lists (declared by a tasks op, filled by ids like
@@ -95,6 +98,11 @@ type tensorList struct {
 	name  string
 	slots []int
 	line  int
+}
+
+type inputWrite struct {
+	line      int
+	slot, arg string
 }
 
 type bakedUse struct {

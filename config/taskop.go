@@ -283,6 +283,10 @@ func (sc *scope) arg(nd *yaml.Node, v int, per bool) (argOp, error) {
 		return argOp{}, l.errf(nd, "args", s, "%v", err)
 	}
 	sc.use(vw.deps, nd.Line, "args", s)
+	if (tag == stages.TagInOut || tag == stages.TagOutputExisting) && vw.kind == baseSlot && vw.list == nil &&
+		!sc.b.auto && vw.base < len(sc.b.boundary) && sc.b.boundary[vw.base].tag == stages.TagInput {
+		sc.b.inputWrites = append(sc.b.inputWrites, inputWrite{line: nd.Line, slot: sc.b.boundary[vw.base].name, arg: s})
+	}
 	return argOp{tag: tag, view: vw}, nil
 }
 
