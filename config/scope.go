@@ -81,7 +81,6 @@ func (sc *scope) tensorNames() string {
 	return "a boundary slot or an earlier alloc of " + sc.b.name
 }
 
-// use records that the body's structure depends on the env slots e reads.
 // use records what a line of the body depends on (deps: env slots): a param
 // or the variant makes the body's structure depend on it (structure); a
 // boundary scalar bakes its value into the Definition, since a replay

@@ -48,8 +48,10 @@ func Validate(m *Model) (*Summary, error) {
 }
 
 // ValidateForm interprets one form on the ordinary path, as Validate does
-// for every form, and returns its warnings (Summary.Warnings) or its first
-// problem.
+// every form: a mistake its program reaches (a view outside its root, a task
+// list element past its end, a pass over max_tasks) is found before a run
+// starts, not in its first pass, where it would be a failed run. It returns
+// the form's warnings (Summary.Warnings) or its first problem.
 func ValidateForm(m *Model, form string) ([]string, error) {
 	c := newCounter(m)
 	if err := m.Run(c, form); err != nil {
