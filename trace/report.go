@@ -364,7 +364,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			100*d.busy(0, d.AICCores), 100*d.busy(d.AICCores, len(d.CoreBusyNs)))
 	}
 	if r.TraceID != "" {
-		fmt.Fprintf(&b, "trace: %s (%s)\n", r.TraceID, orNone(r.Exporter))
+		fmt.Fprintf(&b, "trace: %s (%s)\n", r.TraceID, exportedTo(r.Exporter))
 	}
 	for _, warn := range r.Warnings {
 		fmt.Fprintf(&b, "warning: %s\n", warn)
@@ -537,7 +537,11 @@ const maxRaceLines = 10
 func (r *Report) writeGolden(b *strings.Builder) {
 	g := r.Golden
 	if g == nil {
-		fmt.Fprintf(b, "golden: not checked (device %s)\n", r.Device)
+		if r.Device == "skipped" {
+			fmt.Fprintf(b, "golden: not checked (device skipped)\n")
+		} else {
+			fmt.Fprintf(b, "golden: not checked (no pass ran to the end on the device)\n")
+		}
 		return
 	}
 	eager := fmt.Sprintf("eager %s", hex16(uint64(g.EagerDigest)))

@@ -31,6 +31,24 @@ func (f *storeFlags) register(fl *pflag.FlagSet) {
 }
 
 func (f *storeFlags) resolve() error {
+	if err := f.resolveDir(); err != nil {
+		return err
+	}
+	if f.dir != "" {
+		// Opened once here, so that a store that cannot be made or read
+		// is the flag's mistake before any work (a node would otherwise
+		// serve and fail every placement).
+		s, err := diskstore.Open(f.dir, f.max)
+		if err != nil {
+			return usageError{fmt.Errorf("--store %s: %w", f.dir, err)}
+		}
+		s.Close()
+	}
+	return nil
+}
+
+// resolveDir sets dir and max from the flags and $HBG_STORE.
+func (f *storeFlags) resolveDir() error {
 	max, err := diskstore.ParseSize(f.maxFlag)
 	if err != nil {
 		return usageError{fmt.Errorf("--store-max: %w", err)}
@@ -50,26 +68,21 @@ func (f *storeFlags) resolve() error {
 	default:
 		f.dir = dir
 	}
-	if f.dir != "" {
-		// Opened once here, so that a store that cannot be made or read
-		// is the flag's mistake before any work (a node would otherwise
-		// serve and fail every placement).
-		s, err := diskstore.Open(f.dir, f.max)
-		if err != nil {
-			return usageError{fmt.Errorf("--store %s: %w", f.dir, err)}
-		}
-		s.Close()
-	}
 	return nil
 }
 
-// open opens the store for the store subcommands, which need one.
+// open opens the store for the store subcommands, which need one there
+// already: a listing makes no directory (a mistyped --store is said, not
+// created).
 func (f *storeFlags) open() (*diskstore.Store, error) {
-	if err := f.resolve(); err != nil {
+	if err := f.resolveDir(); err != nil {
 		return nil, err
 	}
 	if f.dir == "" {
 		return nil, usageError{fmt.Errorf("--store off: the store command needs a store")}
+	}
+	if _, err := os.Stat(f.dir); err != nil {
+		return nil, usageError{fmt.Errorf("--store %s: no store there (%w; a run makes one)", f.dir, err)}
 	}
 	s, err := diskstore.Open(f.dir, f.max)
 	if err != nil {
