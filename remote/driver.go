@@ -542,8 +542,14 @@ func (rt *Runtime) lostAddr(addr, cause string) {
 	for i, ns := range rt.nodes {
 		rt.mu.Lock()
 		match := ns.addr == addr || (ns.pid != nil && ns.pid.GetAddress() == addr)
+		placed := ns.pid != nil
 		rt.mu.Unlock()
 		if match {
+			if !placed && cause == "its connection ended" {
+				// It never answered its placement: nothing listens there,
+				// or it went before it answered.
+				cause = "no connection to it (is a node listening there?)"
+			}
 			rt.nodeLost(i, cause)
 		}
 	}
