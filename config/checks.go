@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"sort"
 )
@@ -32,53 +31,51 @@ func (l *loader) propagate() {
 }
 
 // GraphChecks runs the static Graph checks of every form (and marks the
-// Graph specs that pass them complete, see GraphCall.KeyComplete): a Graph body whose
-// structure depends on a param outside its key (*StructureError), and a
-// scalar computed from a boundary scalar (*BakedScalarError). The errors are
-// typed so that the runtime can treat them as errors or warnings.
+// Graph specs that pass them complete, see GraphCall.KeyComplete): a Graph
+// body whose structure depends on a param outside its key
+// (*StructureError), a value computed from a boundary scalar
+// (*BakedScalarError), and a task that writes a boundary slot tagged in
+// (*InputWrittenError). The errors are typed so that the runtime can treat
+// them as errors or warnings.
 func (m *Model) GraphChecks() []error {
 	var out []error
 	for _, f := range m.forms {
-		for _, g := range f.graphs {
-			if g == nil {
-				continue
-			}
-			b := g.block
-			g.complete = true
-			var slots []int
-			for s, line := range b.structural {
-				if line > 0 && g.inKey&(1<<uint(s)) == 0 {
-					slots = append(slots, s)
-				}
-			}
-			sort.Ints(slots)
-			if len(slots) > 0 || len(b.baked) > 0 || len(b.inputWrites) > 0 {
-				g.complete = false
-			}
-			for _, s := range slots {
-				out = append(out, &StructureError{File: m.file, Line: b.structural[s], Form: f.name, Block: b.name, Param: b.slotName(s)})
-			}
-			for _, u := range b.baked {
-				out = append(out, &BakedScalarError{File: m.file, Line: u.line, Form: f.name, Block: b.name, Scalar: u.scalar, Key: u.key, Expr: u.expr})
-			}
-			for _, w := range b.inputWrites {
-				out = append(out, &InputWrittenError{File: m.file, Line: w.line, Form: f.name, Block: b.name, Slot: w.slot, Arg: w.arg})
-			}
-		}
+		out = append(out, m.formChecks(f)...)
 	}
 	return out
 }
 
-// FormChecks is GraphChecks' errors for one form.
+// FormChecks is GraphChecks for one form.
 func (m *Model) FormChecks(form string) []error {
+	if f := m.formIdx[form]; f != nil {
+		return m.formChecks(f)
+	}
+	return nil
+}
+
+func (m *Model) formChecks(f *form) []error {
 	var out []error
-	for _, err := range m.GraphChecks() {
-		var se *StructureError
-		var be *BakedScalarError
-		var ie *InputWrittenError
-		switch {
-		case errors.As(err, &se) && se.Form == form, errors.As(err, &be) && be.Form == form, errors.As(err, &ie) && ie.Form == form:
-			out = append(out, err)
+	for _, g := range f.graphs {
+		if g == nil {
+			continue
+		}
+		b := g.block
+		var slots []int
+		for s, line := range b.structural {
+			if line > 0 && g.inKey&(1<<uint(s)) == 0 {
+				slots = append(slots, s)
+			}
+		}
+		sort.Ints(slots)
+		g.complete = len(slots) == 0 && len(b.baked) == 0 && len(b.inputWrites) == 0
+		for _, s := range slots {
+			out = append(out, &StructureError{File: m.file, Line: b.structural[s], Form: f.name, Block: b.name, Param: b.slotName(s)})
+		}
+		for _, u := range b.baked {
+			out = append(out, &BakedScalarError{File: m.file, Line: u.line, Form: f.name, Block: b.name, Scalar: u.scalar, Key: u.key, Expr: u.expr})
+		}
+		for _, w := range b.inputWrites {
+			out = append(out, &InputWrittenError{File: m.file, Line: w.line, Form: f.name, Block: b.name, Slot: w.slot, Arg: w.arg})
 		}
 	}
 	return out

@@ -85,7 +85,8 @@ func (sc *scope) tensorNames() string {
 // or the variant makes the body's structure depend on it (structure); a
 // boundary scalar bakes its value into the Definition, since a replay
 // patches a boundary scalar only where a task passes it as a scalar as it is
-// (taskop's scalars, checked there). key and src say where, for the error.
+// (taskop's scalars, which call structure for those). key and src say
+// where, for the error.
 func (sc *scope) use(deps uint64, line int, key, src string) {
 	sc.structure(deps, line)
 	if sc.boundary {

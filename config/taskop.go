@@ -201,15 +201,10 @@ func (sc *scope) taskVariant(f map[string]*yaml.Node, n *yaml.Node, v int, per b
 			if err != nil {
 				return nil, l.errf(it, "scalars", it.Value, "bad expression: %v", err)
 			}
-			sc.structure(e.deps, it.Line) // a baked scalar is checked below
-			if e.boundaryScalar < 0 {
-				lo, hi := sc.b.scalarBase, sc.b.scalarBase+len(sc.b.scalars)
-				for s := lo; s < hi && s < 64; s++ {
-					if e.deps&(1<<uint(s)) != 0 {
-						sc.b.baked = append(sc.b.baked, bakedUse{line: it.Line, scalar: sc.b.scalars[s-lo].name, key: "scalars", expr: it.Value})
-						break
-					}
-				}
+			if e.boundaryScalar >= 0 {
+				sc.structure(e.deps, it.Line) // passed as it is: patched at each replay
+			} else {
+				sc.use(e.deps, it.Line, "scalars", it.Value)
 			}
 			t.scalars = append(t.scalars, e)
 		}

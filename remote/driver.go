@@ -206,7 +206,14 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 	rt.client = sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &client{rt: rt} }))
 	rt.sub = sys.EventStream.Subscribe(func(ev any) {
 		if e, ok := ev.(*paremote.EndpointTerminatedEvent); ok {
-			rt.lostAddr(e.Address, "its connection ended")
+			rt.lostAddr(e.Address, func(placed bool) string {
+				if !placed {
+					// It never answered its placement: nothing listens
+					// there, or it went before it answered.
+					return "no connection to it (is a node listening there?)"
+				}
+				return "its connection ended"
+			})
 		}
 	})
 	errs := make([]error, len(rt.nodes))
@@ -537,20 +544,16 @@ func (rt *Runtime) nodeLost(i int, cause string) {
 	}
 }
 
-// lostAddr loses the node at addr (as dialled, or as its PIDs name it).
-func (rt *Runtime) lostAddr(addr, cause string) {
+// lostAddr loses the node at addr (as dialled, or as its PIDs name it);
+// cause says why, for a node placed already or not.
+func (rt *Runtime) lostAddr(addr string, cause func(placed bool) string) {
 	for i, ns := range rt.nodes {
 		rt.mu.Lock()
 		match := ns.addr == addr || (ns.pid != nil && ns.pid.GetAddress() == addr)
 		placed := ns.pid != nil
 		rt.mu.Unlock()
 		if match {
-			if !placed && cause == "its connection ended" {
-				// It never answered its placement: nothing listens there,
-				// or it went before it answered.
-				cause = "no connection to it (is a node listening there?)"
-			}
-			rt.nodeLost(i, cause)
+			rt.nodeLost(i, cause(placed))
 		}
 	}
 }
@@ -697,7 +700,8 @@ func (c *client) Receive(ctx actor.Context) {
 	case *watchHost:
 		ctx.Watch(m.pid)
 	case *actor.Terminated:
-		c.rt.lostAddr(m.GetWho().GetAddress(), fmt.Sprintf("its rank host ended (%s)", m.GetWhy()))
+		why := fmt.Sprintf("its rank host ended (%s)", m.GetWhy())
+		c.rt.lostAddr(m.GetWho().GetAddress(), func(bool) string { return why })
 	}
 }
 

@@ -529,6 +529,14 @@ func (p *Pass) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// exportedTo says where spans went, for the report's trace line.
+func exportedTo(exporter string) string {
+	if exporter == "" {
+		return "not exported: no OTLP endpoint"
+	}
+	return "exported to " + exporter
+}
+
 // maxRaceLines bounds the races the text report lists.
 const maxRaceLines = 10
 

@@ -174,14 +174,6 @@ func Setup(ctx context.Context, cfg Config) (*Provider, func(context.Context) er
 	return p, shutdown, nil
 }
 
-// exportedTo says where spans went, for the report's trace line.
-func exportedTo(exporter string) string {
-	if exporter == "" {
-		return "not exported: no OTLP endpoint"
-	}
-	return "exported to " + exporter
-}
-
 func orNone(s string) string {
 	if s == "" {
 		return "nothing"
