@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -72,6 +73,54 @@ func (rt *Runtime) FlushStore() []error {
 	return append([]error(nil), rt.diskErrs.errs...)
 }
 
+// Preload loads, before any pass asks for them, the Definitions the store
+// on disk keeps for orch: every entry of its identity (model, form and the
+// model file's content) that the store held when this runtime opened it,
+// which is every key an earlier process recorded for it. Each is checked as
+// a pass's load is; a bad one is moved aside, counted and reported, and its
+// key is recorded when a pass calls it. A pass's Graph call then finds its
+// Definition in memory, so a fresh process's first pass neither records
+// nor reads the disk: a service pays for its Definitions while it starts,
+// not in its first step. The first pass that uses a preloaded Definition
+// uploads it and reports it among its loaded_definitions.
+//
+// Preload returns what it loaded when every load has ended, or ctx's error
+// (the loads then end on their own, their Definitions kept), or ErrStopped.
+// Without a store on disk, or with Config.NoRetain (nothing is kept across
+// passes), it loads nothing. info names the preload's span; its store_load
+// spans are that span's children.
+func (rt *Runtime) Preload(ctx context.Context, orch *Orchestration, info trace.RunInfo) (stages.StoreLoad, error) {
+	if orch == nil {
+		return stages.StoreLoad{}, fmt.Errorf("preload: %w: nil orchestration", ErrInvalidPass)
+	}
+	if err := ctx.Err(); err != nil {
+		return stages.StoreLoad{}, fmt.Errorf("preload of %q: %w", orch.Name, err)
+	}
+	select {
+	case <-rt.stopped:
+		return stages.StoreLoad{}, fmt.Errorf("preload of %q: %w", orch.Name, ErrStopped)
+	default:
+	}
+	if rt.disk == nil || rt.cfg.NoRetain {
+		return stages.StoreLoad{}, nil
+	}
+	ctx, span := rt.tracer.StartPreload(ctx, info)
+	defer span.End()
+	done := make(chan stages.StoreLoad, 1)
+	rt.sys.Root.Send(rt.store, &prefetch{model: orch.Name, trace: span.Carrier(), done: done})
+	var err error
+	select {
+	case l := <-done:
+		return l, nil
+	case <-ctx.Done():
+		err = fmt.Errorf("preload of %q: %w", orch.Name, ctx.Err())
+	case <-rt.stopped:
+		err = fmt.Errorf("preload of %q: %w", orch.Name, ErrStopped)
+	}
+	span.Fail(err)
+	return stages.StoreLoad{}, err
+}
+
 // Disk is the Definition store on disk, nil when there is none.
 func (rt *Runtime) Disk() *diskstore.Store { return rt.disk }
 
@@ -90,10 +139,23 @@ type storeDisk struct {
 // diskLoaded is a load from the store on disk, back at the store: the
 // Definition (nil on a miss or a rejection) and what the load did.
 type diskLoaded struct {
-	job      *mailbox.RecordJob
+	key      uint64 // the store key (= full_key: only retained keys are on disk)
 	def      *mailbox.Definition
 	load     stages.StoreLoad
 	rejected string // why the entry on disk was refused, if it was
+}
+
+// diskLoad is what a load needs: the entry's full_key and the Graph key,
+// the orchestration identity it must be, and the span to report under.
+type diskLoad struct {
+	fullKey uint64
+	key     string
+	model   string
+	trace   trace.Carrier
+}
+
+func loadOf(job *mailbox.RecordJob) diskLoad {
+	return diskLoad{fullKey: job.FullKey, key: job.Key, model: job.Model, trace: job.Trace}
 }
 
 // startLoad looks for job's Definition on disk and reports whether it
@@ -109,7 +171,8 @@ func (sd *storeDisk) startLoad(ctx actor.Context, job *mailbox.RecordJob, stats 
 	if sd.disk == nil || job.StoreKey != job.FullKey {
 		return false
 	}
-	_, span := sd.tracer.StartStoreLoad(job.Trace.Context(context.Background()), trace.StoreLoadInfo{Key: job.Key, FullKey: job.FullKey, Actor: "store"})
+	l := loadOf(job)
+	span := sd.startSpan(l)
 	t0 := trace.Now()
 	found, err := sd.disk.Find(job.FullKey)
 	if found == nil {
@@ -121,57 +184,163 @@ func (sd *storeDisk) startLoad(ctx actor.Context, job *mailbox.RecordJob, stats 
 	}
 	findNs := trace.Now() - t0
 	self, root := ctx.Self(), ctx.ActorSystem().Root
-	go func() { root.Send(self, sd.load(job, found, span, findNs, stats)) }()
+	go func() { root.Send(self, sd.load(l, found, span, findNs, stats)) }()
 	return true
+}
+
+// prefetch asks the store to load the Definitions on disk of one
+// orchestration identity (model) before any Graph call asks for them
+// (Runtime.Preload): the entries of that identity this process read when it
+// opened the store (diskstore.Store.KnownFor), the keys an earlier process
+// recorded for the same model, form and file. done gets what the loads did
+// once every one has ended.
+type prefetch struct {
+	model string
+	trace trace.Carrier // the preload span
+	done  chan stages.StoreLoad
+}
+
+// maxPrefetch bounds one orchestration's preload.
+const maxPrefetch = 1024
+
+// preloadWait is one prefetch's loads not yet back at the store.
+type preloadWait struct {
+	pending int
+	res     stages.StoreLoad
+	done    chan stages.StoreLoad
+}
+
+// prefetch starts the loads of m's entries that are neither in memory nor
+// in flight, each marked in flight with no request waiting yet: a request
+// that comes meanwhile waits for the load, as for any other. Each load
+// (find, read, check) runs off the store's turn.
+func (s *store) prefetch(ctx actor.Context, m *prefetch) {
+	sd := &s.disk
+	w := &preloadWait{done: m.done}
+	if sd.disk != nil {
+		self, root := ctx.Self(), ctx.ActorSystem().Root
+		for _, e := range sd.disk.KnownFor(m.model, maxPrefetch) {
+			fk, err := strconv.ParseUint(e.FullKey, 16, 64)
+			if err != nil {
+				continue // KnownFor holds only entries named by their full_key
+			}
+			if _, ok := s.defs[fk]; ok {
+				continue
+			}
+			if _, ok := s.inflight[fk]; ok {
+				continue
+			}
+			s.inflight[fk] = []*mailbox.RecordJob{}
+			s.preloading[fk] = w
+			w.pending++
+			l := diskLoad{fullKey: fk, key: e.Key, model: m.model, trace: m.trace}
+			go func() { root.Send(self, sd.find(l, s.stats)) }()
+		}
+	}
+	if w.pending == 0 {
+		w.done <- w.res
+	}
+}
+
+// find finds and loads one entry off the store's turn.
+func (sd *storeDisk) find(l diskLoad, stats *Stats) *diskLoaded {
+	span := sd.startSpan(l)
+	t0 := trace.Now()
+	found, err := sd.disk.Find(l.fullKey)
+	if found == nil {
+		span.Finish(0, err)
+		miss := &diskLoaded{key: l.fullKey}
+		if err != nil {
+			stats.StoreRejected.Add(1)
+			miss.rejected = rejection(l.key, err)
+		}
+		return miss
+	}
+	return sd.load(l, found, span, trace.Now()-t0, stats)
+}
+
+func (sd *storeDisk) startSpan(l diskLoad) trace.StoreLoadSpan {
+	_, span := sd.tracer.StartStoreLoad(l.trace.Context(context.Background()), trace.StoreLoadInfo{Key: l.key, FullKey: l.fullKey, Actor: "store"})
+	return span
 }
 
 // load loads a found entry's Definition. Its store_load time is the find's
 // (findNs) and the load's, not the wait between them.
-func (sd *storeDisk) load(job *mailbox.RecordJob, found *diskstore.Found, span trace.StoreLoadSpan, findNs int64, stats *Stats) *diskLoaded {
+func (sd *storeDisk) load(l diskLoad, found *diskstore.Found, span trace.StoreLoadSpan, findNs int64, stats *Stats) *diskLoaded {
 	t0 := trace.Now()
-	l, err := found.Load(job.Model)
+	ld, err := found.Load(l.model)
 	ns := findNs + trace.Now() - t0
-	if l == nil {
+	if ld == nil {
 		span.Finish(0, err)
-		m := &diskLoaded{job: job}
+		m := &diskLoaded{key: l.fullKey}
 		if err != nil {
 			// Rejected (moved aside) or unreadable: recorded again.
 			stats.StoreRejected.Add(1)
-			m.rejected = rejection(job, err)
+			m.rejected = rejection(l.key, err)
 		}
 		return m
 	}
-	span.Finish(int64(len(l.Image)), nil)
+	span.Finish(int64(len(ld.Image)), nil)
 	stats.Loaded.Add(1)
-	// l.Def is the host's part of the Definition (no tensor, scalar, fanin
+	// ld.Def is the host's part of the Definition (no tensor, scalar, fanin
 	// or root pool): the device reads the rest at its first launch.
-	d := &mailbox.Definition{Def: l.Def, Image: l.Image, Hash: l.Def.ContentHash, Written: l.Written}
-	return &diskLoaded{job: job, def: d, load: stages.StoreLoad{Loaded: 1, Bytes: int64(len(l.Image)), Ns: ns}}
+	d := &mailbox.Definition{Def: ld.Def, Image: ld.Image, Hash: ld.Def.ContentHash, Written: ld.Written}
+	return &diskLoaded{key: l.fullKey, def: d, load: stages.StoreLoad{Loaded: 1, Bytes: int64(len(ld.Image)), Ns: ns}}
 }
 
 // reject counts an entry that could not be used and keeps why for the
 // answer to the recording that replaces it.
 func (sd *storeDisk) reject(job *mailbox.RecordJob, err error, stats *Stats) {
 	stats.StoreRejected.Add(1)
-	sd.rejected[job.StoreKey] = append(sd.rejected[job.StoreKey], rejection(job, err))
+	sd.rejected[job.StoreKey] = append(sd.rejected[job.StoreKey], rejection(job.Key, err))
 }
 
-func rejection(job *mailbox.RecordJob, err error) string {
-	return fmt.Sprintf("graph %q: %v", job.Key, err)
+func rejection(key string, err error) string {
+	return fmt.Sprintf("graph %q: %v", key, err)
 }
 
-// diskLoaded takes a load's answer: a Definition is published to every
-// request waiting for its key; a miss or a rejection goes on as a miss.
+// diskLoaded takes a load's answer. A Definition is published to every
+// request waiting for its key; one preloaded that no request waits for yet
+// is kept, its entry still pinned (loaded, not yet uploaded), and the load
+// is reported with the first request that comes. A miss or a rejection goes
+// on as a miss for the first request waiting, if any; the rejection is
+// reported with the recording that replaces the entry.
 func (s *store) diskLoaded(ctx actor.Context, m *diskLoaded) {
+	k := m.key
+	waiters := s.inflight[k]
+	if w := s.preloading[k]; w != nil {
+		delete(s.preloading, k)
+		w.add(m)
+	}
 	if m.def != nil {
-		s.publish(ctx, m.job, m.def, func(r *mailbox.DefinitionReady) { r.Store = m.load })
+		if len(waiters) == 0 {
+			delete(s.inflight, k)
+			s.defs[k] = m.def
+			s.loadNotes[k] = m.load
+			return
+		}
+		s.publish(ctx, k, m.def, func(r *mailbox.DefinitionReady) { r.Store = m.load })
 		return
 	}
 	if m.rejected != "" {
-		k := m.job.StoreKey
 		s.disk.rejected[k] = append(s.disk.rejected[k], m.rejected)
 	}
-	s.missed(ctx, m.job)
+	if len(waiters) == 0 {
+		delete(s.inflight, k)
+		return
+	}
+	s.missed(ctx, waiters[0])
+}
+
+// add counts one of the preload's loads, and answers once the last is in.
+func (w *preloadWait) add(m *diskLoaded) {
+	w.res.Add(m.load)
+	if m.rejected != "" {
+		w.res.Rejected = append(w.res.Rejected, m.rejected)
+	}
+	if w.pending--; w.pending == 0 {
+		w.done <- w.res
+	}
 }
 
 // store sends a built Definition to the writer.

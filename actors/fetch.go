@@ -119,7 +119,7 @@ func (s *store) fetchDone(ctx actor.Context, m *fetched) {
 	s.stats.FetchedBytes.Add(int64(len(r.Image)))
 	note.Fetched, note.Bytes = 1, int64(len(r.Image))
 	s.disk.store(ctx, job, d)
-	s.publish(ctx, job, d, func(r *mailbox.DefinitionReady) { r.Fetch = note })
+	s.publish(ctx, job.StoreKey, d, func(r *mailbox.DefinitionReady) { r.Fetch = note })
 }
 
 // verifyFetched trusts nothing that came over the wire: the bytes must

@@ -142,7 +142,7 @@ func (r *replayActor) reply(ctx actor.Context, run *passRun) {
 	res.Pass.UploadedDefinitionBytes = p.UploadedBytes
 	run.ops.Add(trace.OpRecordNode, int64(p.RecordNodeOps), p.RecordNs)
 	run.ops.Add(trace.OpBuildDefinition, int64(p.BuiltDefinitions), p.BuildNs)
-	run.ops.Add(trace.OpStoreLoad, int64(p.Store.Loaded), p.Store.Ns)
+	run.ops.Add(trace.OpStoreLoad, int64(p.Store.Loaded-p.Store.Preloaded), p.Store.Ns)
 	res.Pass.LoadedDefinitions, res.Pass.LoadedBytes, res.Pass.StoreRejected = p.Store.Loaded, p.Store.Bytes, len(p.Store.Rejected)
 	replyFetch(run, res)
 	res.Pass.Ops = run.ops

@@ -32,6 +32,11 @@ type store struct {
 	// before the key's recording, reported with the recording.
 	peers      DefinitionSource
 	fetchNotes map[uint64]mailbox.PeerFetch
+	// preloading is, per key loading ahead of any request (prefetch), its
+	// preload; loadNotes, per key loaded ahead, what the load did, reported
+	// with the first request for it.
+	preloading map[uint64]*preloadWait
+	loadNotes  map[uint64]stages.StoreLoad
 }
 
 func newStore(rt *Runtime) *store {
@@ -45,6 +50,8 @@ func newStore(rt *Runtime) *store {
 		disk:       storeDisk{disk: rt.disk, writer: rt.diskWriter, tracer: rt.tracer, rejected: map[uint64][]string{}},
 		peers:      rt.cfg.Peers,
 		fetchNotes: map[uint64]mailbox.PeerFetch{},
+		preloading: map[uint64]*preloadWait{},
+		loadNotes:  map[uint64]stages.StoreLoad{},
 	}
 }
 
@@ -79,6 +86,8 @@ func (s *store) Receive(ctx actor.Context) {
 		s.fetchDone(ctx, m)
 	case *diskLoaded:
 		s.diskLoaded(ctx, m)
+	case *prefetch:
+		s.prefetch(ctx, m)
 	case *forgetDefinitions:
 		for _, k := range m.keys {
 			delete(s.defs, k)
@@ -103,7 +112,14 @@ func (s *store) request(ctx actor.Context, job *mailbox.RecordJob) {
 		return
 	}
 	if d, ok := s.defs[job.StoreKey]; ok {
-		ctx.Send(job.ReplyTo, &mailbox.DefinitionReady{Pass: job.Pass, StoreKey: job.StoreKey, Def: d, Trace: job.Trace})
+		ready := &mailbox.DefinitionReady{Pass: job.Pass, StoreKey: job.StoreKey, Def: d, Trace: job.Trace}
+		if l, ok := s.loadNotes[job.StoreKey]; ok {
+			// Preloaded for this, the first request: it came from disk,
+			// in the preload's time.
+			ready.Store = stages.StoreLoad{Loaded: l.Loaded, Bytes: l.Bytes, Preloaded: l.Loaded}
+			delete(s.loadNotes, job.StoreKey)
+		}
+		ctx.Send(job.ReplyTo, ready)
 		return
 	}
 	if w, ok := s.inflight[job.StoreKey]; ok {
@@ -129,10 +145,10 @@ func (s *store) missed(ctx actor.Context, job *mailbox.RecordJob) {
 
 // publish makes d the key's Definition and answers every request waiting
 // for it; the first one's answer carries what getting it did (first).
-func (s *store) publish(ctx actor.Context, job *mailbox.RecordJob, d *mailbox.Definition, first func(*mailbox.DefinitionReady)) {
-	s.defs[job.StoreKey] = d
-	waiters := s.inflight[job.StoreKey]
-	delete(s.inflight, job.StoreKey)
+func (s *store) publish(ctx actor.Context, key uint64, d *mailbox.Definition, first func(*mailbox.DefinitionReady)) {
+	s.defs[key] = d
+	waiters := s.inflight[key]
+	delete(s.inflight, key)
 	for i, w := range waiters {
 		ready := &mailbox.DefinitionReady{Pass: w.Pass, StoreKey: w.StoreKey, Def: d, Trace: w.Trace}
 		if i == 0 {
@@ -140,10 +156,10 @@ func (s *store) publish(ctx actor.Context, job *mailbox.RecordJob, d *mailbox.De
 		}
 		ctx.Send(w.ReplyTo, ready)
 	}
-	for _, v := range s.verifies[job.StoreKey] {
+	for _, v := range s.verifies[key] {
 		s.request(ctx, v)
 	}
-	delete(s.verifies, job.StoreKey)
+	delete(s.verifies, key)
 }
 
 func (s *store) enqueue(ctx actor.Context, job *mailbox.RecordJob) {

@@ -68,6 +68,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -359,6 +360,31 @@ func (fd *Found) Load(model string) (*Loaded, error) {
 	}
 	s.mu.Unlock()
 	return &Loaded{Def: def, Image: img, Written: written, Entry: e}, nil
+}
+
+// KnownFor is the entries of one orchestration identity (model) that this
+// process has read (Open's scan, its own loads), most recently used first,
+// at most max: what a first pass of that orchestration will likely ask
+// for, and can be loaded before it asks. An entry may have gone since it
+// was read; loading it tells.
+func (s *Store) KnownFor(model string, max int) []Entry {
+	s.mu.Lock()
+	var es []Entry
+	for _, k := range s.known {
+		if k.e.Model == model {
+			e := k.e
+			e.LastUse = k.st.mod
+			es = append(es, e)
+		}
+	}
+	s.mu.Unlock()
+	slices.SortFunc(es, func(a, b Entry) int {
+		if c := b.LastUse.Compare(a.LastUse); c != 0 {
+			return c
+		}
+		return strings.Compare(a.FullKey, b.FullKey)
+	})
+	return es[:min(len(es), max)]
 }
 
 // knownEntry is fullKey's entry as this process read it, if its file is

@@ -7,6 +7,9 @@ type StoreLoad struct {
 	Loaded int
 	Bytes  int64
 	Ns     int64
+	// Preloaded is how many of Loaded were loaded before the pass asked
+	// (a preload): their time is the preload's, not in Ns.
+	Preloaded int
 	// Rejected is the bad entries found, each with why.
 	Rejected []string
 }
@@ -16,5 +19,6 @@ func (s *StoreLoad) Add(o StoreLoad) {
 	s.Loaded += o.Loaded
 	s.Bytes += o.Bytes
 	s.Ns += o.Ns
+	s.Preloaded += o.Preloaded
 	s.Rejected = append(s.Rejected, o.Rejected...)
 }

@@ -31,9 +31,9 @@ func TestMain(m *testing.M) {
 
 // runStored runs DSv4 full for two rounds with the given store and returns
 // its report.
-func runStored(t *testing.T, store string) *trace.Report {
+func runStored(t *testing.T, store string, flags ...string) *trace.Report {
 	t.Helper()
-	out, stderr, code := runCLI(t, "run", dsv4, "--form", "full", "--rounds", "2", "--store", store, "--json")
+	out, stderr, code := runCLI(t, append([]string{"run", dsv4, "--form", "full", "--rounds", "2", "--store", store, "--json"}, flags...)...)
 	if code != 0 {
 		t.Fatalf("run --store %s: exit %d: %s", store, code, stderr)
 	}
@@ -73,15 +73,40 @@ func cold(t *testing.T, rep *trace.Report, built, loaded, rejected int) {
 // eager's digest. With the store off it records all 8 again.
 func TestStoreFreshProcess(t *testing.T) {
 	dir := t.TempDir()
-	cold(t, runStored(t, dir), 8, 0, 0)
-	cold(t, runStored(t, dir), 0, 8, 0)
-	cold(t, runStored(t, "off"), 8, 0, 0)
+	first := runStored(t, dir)
+	cold(t, first, 8, 0, 0)
+	preloaded(t, first, 0)
+	second := runStored(t, dir)
+	cold(t, second, 0, 8, 0)
+	preloaded(t, second, 8)
+	if second.Preload.Bytes != second.Passes[0].LoadedBytes {
+		t.Fatalf("preloaded %d bytes, the first pass loaded %d", second.Preload.Bytes, second.Passes[0].LoadedBytes)
+	}
+	asked := runStored(t, dir, "--preload=false")
+	cold(t, asked, 0, 8, 0)
+	if asked.Preload != nil || asked.Ops[trace.OpStoreLoad].Count != 8 {
+		t.Fatalf("--preload=false: preload %+v, %d store_load ops in host_orch; want none and 8", asked.Preload, asked.Ops[trace.OpStoreLoad].Count)
+	}
+	off := runStored(t, "off")
+	cold(t, off, 8, 0, 0)
+	if off.Preload != nil {
+		t.Fatalf("--store off: preload %+v, want none", off.Preload)
+	}
 
 	out, stderr, code := runCLI(t, "store", "ls", "--store", dir)
 	if code != 0 || strings.Count(out, "dsv4_flash_decode/full@") != 8 {
 		t.Fatalf("store ls: exit %d, %s%s", code, out, stderr)
 	}
 	verifyClean(t, dir)
+}
+
+// preloaded checks what the run preloaded before its first pass: n
+// Definitions, none rejected, and none loaded again in host_orch.
+func preloaded(t *testing.T, rep *trace.Report, n int) {
+	t.Helper()
+	if p := rep.Preload; p == nil || p.Definitions != n || p.Rejected != 0 || p.WallNs <= 0 || rep.Ops[trace.OpStoreLoad].Count != 0 {
+		t.Fatalf("preload %+v, %d store_load ops in host_orch; want %d Definitions, none rejected, no load in a pass", p, rep.Ops[trace.OpStoreLoad].Count, n)
+	}
 }
 
 func verifyClean(t *testing.T, dir string) string {

@@ -62,6 +62,9 @@ type Report struct {
 	// recorded; Exporter is where spans went, "" when nowhere.
 	TraceID  string `json:"trace_id,omitempty"`
 	Exporter string `json:"exporter,omitempty"`
+	// Preload is what was loaded from the store on disk before the first
+	// pass; null when nothing was preloaded.
+	Preload *Preload `json:"preload,omitempty"`
 	// Warnings is every warning of the run (demotions, boundary mismatches,
 	// phases missing from some passes…); never null.
 	Warnings []string `json:"warnings"`
@@ -89,6 +92,19 @@ type PassCounts struct {
 	HostSubmissions  int64 `json:"host_submissions"`
 	OrdinaryTasks    int64 `json:"ordinary_tasks"`
 	GraphSubmissions int64 `json:"graph_submissions"`
+}
+
+// Preload is an orchestration's Definitions loaded from the store on disk
+// before its first pass (actors.Runtime.Preload). The passes that use them
+// count them among their loaded_definitions.
+type Preload struct {
+	Definitions int   `json:"definitions"`
+	Bytes       int64 `json:"bytes"`
+	// WallNs is the preload's wall time, before the first pass.
+	WallNs int64 `json:"wall_ns"`
+	// Rejected is the entries found bad (moved aside; each recorded again
+	// by the pass that calls it, and a warning there).
+	Rejected int `json:"rejected"`
 }
 
 // RunCounts add up over the whole run, all ranks and rounds, but for
@@ -356,6 +372,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "counts (whole run): definitions %d, recorded_definitions %d, recorded_nodes %d, demoted %d, boundary_mismatches %d\n",
 		c.Definitions, c.RecordedDefinitions, c.RecordedNodes, c.Demoted, c.BoundaryMismatches)
 	fmt.Fprintf(&b, "counts (whole run): loaded_definitions %d (%d bytes), store_rejected %d\n", c.LoadedDefinitions, c.LoadedBytes, c.StoreRejected)
+	if p := r.Preload; p != nil {
+		fmt.Fprintf(&b, "preload (before the first pass): %d Definitions (%d bytes) from the store on disk in %s ms, %d rejected\n", p.Definitions, p.Bytes, ms(p.WallNs), p.Rejected)
+	}
 	fmt.Fprintf(&b, "counts (whole run): fetched_definitions %d (%d bytes), fetch_rejected %d\n", c.FetchedDefinitions, c.FetchedBytes, c.FetchRejected)
 	r.writeGolden(&b)
 	if d := r.Sim; d != nil {

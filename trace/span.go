@@ -33,6 +33,10 @@ const (
 	// (a child of the asker's peer_fetch, in another process).
 	SpanPeerFetch = "peer_fetch"
 	SpanPeerServe = "peer_serve"
+	// SpanPreload is loading an orchestration's Definitions from the store
+	// on disk before its first pass (Runtime.Preload): its store_load spans
+	// are its children.
+	SpanPreload = "preload"
 )
 
 // Attribute keys. They are a contract: the Jaeger end-to-end test and any
@@ -157,6 +161,15 @@ func (t *Tracer) StartCommand(ctx context.Context, info RunInfo) (context.Contex
 	ctx, s := t.t.Start(ctx, SpanCommand, oteltrace.WithAttributes(
 		KeyModel.String(info.Model), KeyForm.String(info.Form),
 		KeyRounds.Int(info.Rounds), KeyRanks.Int(info.Ranks),
+	))
+	return ctx, Span{s}
+}
+
+// StartPreload starts a preload (SpanPreload, with model and form) as a
+// child of the span in ctx.
+func (t *Tracer) StartPreload(ctx context.Context, info RunInfo) (context.Context, Span) {
+	ctx, s := t.t.Start(ctx, SpanPreload, oteltrace.WithAttributes(
+		KeyModel.String(info.Model), KeyForm.String(info.Form),
 	))
 	return ctx, Span{s}
 }

@@ -132,6 +132,13 @@ func compareForms(ctx context.Context, s *session, f *runFlags, model string, fo
 	}
 	st := &stopper{rt: rt}
 	defer st.stop()
+	pre := make([]*trace.Preload, len(forms))
+	for i := range orchs {
+		info := trace.RunInfo{Model: model, Form: forms[i], Rounds: f.rounds, Ranks: f.ranks}
+		if pre[i], err = preload(ctx, rt, f, orchs[i], info); err != nil {
+			return nil, nil, err
+		}
+	}
 	passes := make([][]*actors.PassResult, len(forms))
 	bar := trace.NewProgress(f.rounds*f.ranks*len(forms), "compare")
 	defer bar.Finish()
@@ -175,6 +182,7 @@ func compareForms(ctx context.Context, s *session, f *runFlags, model string, fo
 			own[k] = &c
 		}
 		reports[i] = buildReport(info, own)
+		reports[i].Preload = pre[i]
 		// Each form is checked against its own reference (its inline
 		// twin) in the library, whichever forms are listed.
 		if err := reportGolden(reports[i], own, orchs[i].Kernels); err != nil && failed == nil {

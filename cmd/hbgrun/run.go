@@ -35,6 +35,7 @@ type runFlags struct {
 	verbose    bool
 	inFlight   int
 	race       bool
+	preload    bool
 	store      storeFlags
 	// remote places the ranks on nodes (run --nodes); model is MODEL's
 	// path, whose bytes the nodes are sent.
@@ -65,7 +66,27 @@ func (f *runFlags) register(c *cobra.Command, withForm bool) {
 	fl.BoolVar(&f.strict, "strict", false, "fail a pass when a body records something unsupported, instead of running that key on the ordinary path")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print a line on stderr as each pass ends")
 	fl.BoolVar(&f.race, "race", true, "check every device run for races (--race=false skips the detector; the golden check then compares digests only)")
+	fl.BoolVar(&f.preload, "preload", true, "before the first pass, load from the store on disk every Definition an earlier run of this model's form kept (--preload=false: each is loaded when a Graph call first asks for it)")
 	f.store.register(fl)
+}
+
+// preload loads orch's Definitions from the store on disk before its first
+// pass (actors.Runtime.Preload), as a service would while it starts; nil
+// when there is nothing to preload from (no store, --preload=false,
+// --no-retain). An interrupt is errInterrupted.
+func preload(ctx context.Context, rt *actors.Runtime, f *runFlags, orch *actors.Orchestration, info trace.RunInfo) (*trace.Preload, error) {
+	if !f.preload || f.noRetain || rt.Disk() == nil {
+		return nil, nil
+	}
+	t0 := time.Now()
+	l, err := rt.Preload(ctx, orch, info)
+	if err != nil {
+		if interrupted(ctx) {
+			return nil, errInterrupted
+		}
+		return nil, err
+	}
+	return &trace.Preload{Definitions: l.Loaded, Bytes: l.Bytes, WallNs: time.Since(t0).Nanoseconds(), Rejected: len(l.Rejected)}, nil
 }
 
 func (f *runFlags) check() error {
@@ -238,6 +259,12 @@ func runForm(ctx context.Context, s *session, f *runFlags, orch *actors.Orchestr
 	}
 	st := &stopper{rt: rt}
 	defer st.stop()
+	var pre *trace.Preload
+	if local != nil {
+		if pre, err = preload(ctx, local, f, orch, info); err != nil {
+			return nil, nil, err
+		}
+	}
 	bar := trace.NewProgress(f.rounds*f.ranks, fmt.Sprintf("%s %s", info.Model, info.Form))
 	var mu sync.Mutex
 	var ended []*actors.PassResult
@@ -301,6 +328,7 @@ func runForm(ctx context.Context, s *session, f *runFlags, orch *actors.Orchestr
 		return nil, r.passes, r.err
 	}
 	rep := buildReport(info, r.passes)
+	rep.Preload = pre
 	if far != nil {
 		// The nodes' store warnings come as their runs are released.
 		st.stop()
