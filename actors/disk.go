@@ -301,8 +301,10 @@ func rejection(key string, err error) string {
 
 // diskLoaded takes a load's answer. A Definition is published to every
 // request waiting for its key; one preloaded that no request waits for yet
-// is kept, its entry still pinned (loaded, not yet uploaded), and the load
-// is reported with the first request that comes. A miss or a rejection goes
+// is kept, and the load is reported with the first request that comes. Its
+// entry is unpinned at once: the Definition is in memory, and a preload
+// may load keys no pass of this process calls, which must not hold the
+// store over its limit by keeping eviction away from them. A miss or a rejection goes
 // on as a miss for the first request waiting, if any; the rejection is
 // reported with the recording that replaces the entry.
 func (s *store) diskLoaded(ctx actor.Context, m *diskLoaded) {
@@ -317,6 +319,7 @@ func (s *store) diskLoaded(ctx actor.Context, m *diskLoaded) {
 			delete(s.inflight, k)
 			s.defs[k] = m.def
 			s.loadNotes[k] = m.load
+			s.disk.disk.Unpin(k)
 			return
 		}
 		s.publish(ctx, k, m.def, func(r *mailbox.DefinitionReady) { r.Store = m.load })

@@ -92,9 +92,10 @@ func (u *uploader) replied(ctx actor.Context, m *deviceReply) {
 	}
 	for i, up := range s.waiting {
 		o := &up.Outcome
-		if o.Store.Loaded > 0 && u.disk != nil {
-			// Loaded from disk and now uploaded (or failed): eviction
-			// may take it again.
+		if o.Store.Loaded > o.Store.Preloaded && u.disk != nil {
+			// Loaded from disk for this pass and now uploaded (or
+			// failed): eviction may take it again. (A preload unpinned
+			// what it loaded already.)
 			u.disk.Unpin(s.def.Def.FullKey)
 		}
 		if i == 0 && m.err == nil {

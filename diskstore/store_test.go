@@ -362,3 +362,35 @@ func TestEntryChangedAfterOpen(t *testing.T) {
 		s.Unpin(fk)
 	}
 }
+
+// TestKnownFor: the entries of one orchestration identity that Open found,
+// most recently used first, at most max.
+func TestKnownFor(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, 0)
+	now := time.Now()
+	for i := 0; i < 5; i++ {
+		model := []string{"a", "b"}[i%2]
+		d, img := testDef(uint64(100+i), i+1)
+		mustPut(t, s, d, img, model)
+		age(t, s, d.FullKey, now.Add(-time.Duration(i)*time.Hour)) // key 100 newest
+	}
+	s = open(t, dir, 0)
+	for _, c := range []struct {
+		model    string
+		max, got int
+	}{{"a", 10, 3}, {"b", 10, 2}, {"a", 2, 2}, {"c", 10, 0}} {
+		es := s.KnownFor(c.model, c.max)
+		if len(es) != c.got {
+			t.Fatalf("KnownFor(%q, %d): %d entries, want %d", c.model, c.max, len(es), c.got)
+		}
+		for i, e := range es {
+			if e.Model != c.model || (i > 0 && !e.LastUse.Before(es[i-1].LastUse)) {
+				t.Fatalf("KnownFor(%q): entry %d is %+v, after %+v", c.model, i, e, es[max(i-1, 0)])
+			}
+		}
+	}
+	if es := s.KnownFor("a", 1); len(es) != 1 || es[0].FullKey != hex16(100) {
+		t.Fatalf("KnownFor(a, 1) = %+v, want the newest, %s", es, hex16(100))
+	}
+}
