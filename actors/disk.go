@@ -248,15 +248,21 @@ func (sd *storeDisk) find(l diskLoad, stats *Stats) *diskLoaded {
 	t0 := trace.Now()
 	found, err := sd.disk.Find(l.fullKey)
 	if found == nil {
-		span.Finish(0, err)
-		miss := &diskLoaded{key: l.fullKey}
-		if err != nil {
-			stats.StoreRejected.Add(1)
-			miss.rejected = rejection(l.key, err)
-		}
-		return miss
+		return failed(l, span, err, stats)
 	}
 	return sd.load(l, found, span, trace.Now()-t0, stats)
+}
+
+// failed ends a load that found nothing to use: a miss (err nil), or an
+// entry rejected (moved aside) or unreadable, which is recorded again.
+func failed(l diskLoad, span trace.StoreLoadSpan, err error, stats *Stats) *diskLoaded {
+	span.Finish(0, err)
+	m := &diskLoaded{key: l.fullKey}
+	if err != nil {
+		stats.StoreRejected.Add(1)
+		m.rejected = rejection(l.key, err)
+	}
+	return m
 }
 
 func (sd *storeDisk) startSpan(l diskLoad) trace.StoreLoadSpan {
@@ -271,14 +277,7 @@ func (sd *storeDisk) load(l diskLoad, found *diskstore.Found, span trace.StoreLo
 	ld, err := found.Load(l.model)
 	ns := findNs + trace.Now() - t0
 	if ld == nil {
-		span.Finish(0, err)
-		m := &diskLoaded{key: l.fullKey}
-		if err != nil {
-			// Rejected (moved aside) or unreadable: recorded again.
-			stats.StoreRejected.Add(1)
-			m.rejected = rejection(l.key, err)
-		}
-		return m
+		return failed(l, span, err, stats)
 	}
 	span.Finish(int64(len(ld.Image)), nil)
 	stats.Loaded.Add(1)
