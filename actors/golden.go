@@ -141,8 +141,13 @@ type Reference struct {
 
 // ComputeReference runs orch's inline twin and eager form, each on a fresh
 // device of configuration cfg. It is a pure function of orch and cfg.
+//
+// Each run's races name the model line of both tasks' ops, as a pass's
+// do: both runs are ordinary paths that note each task's line as they
+// submit it (an int32 a task, once per orchestration), which is all the
+// provenance an ordinary path needs.
 func ComputeReference(orch *Orchestration, cfg npu.Config) (*Reference, error) {
-	tw := &twin{o: stages.NewOrdinaryPath(orch.Entry)}
+	tw := &twin{o: &linedPath{OrdinaryPath: stages.NewOrdinaryPath(orch.Entry)}}
 	if err := runGuarded(orch, tw); err != nil {
 		return nil, fmt.Errorf("golden reference of %q: %w", orch.Name, err)
 	}
@@ -150,13 +155,20 @@ func ComputeReference(orch *Orchestration, cfg npu.Config) (*Reference, error) {
 	if err != nil {
 		return nil, fmt.Errorf("golden reference of %q: inline twin: %w", orch.Name, err)
 	}
-	eo := stages.NewOrdinaryPath(orch.Entry)
+	eo := &linedPath{OrdinaryPath: stages.NewOrdinaryPath(orch.Entry)}
 	if err := runGuarded(orch, eo); err != nil {
 		return nil, fmt.Errorf("golden reference of %q: eager form: %w", orch.Name, err)
+	}
+	if eo.err != nil {
+		return nil, fmt.Errorf("golden reference of %q: eager form: %w", orch.Name, eo.err)
 	}
 	eagerRes, err := launchImage(orch, eo.Image(), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("golden reference of %q: eager form: %w", orch.Name, err)
+	}
+	if orch.File != "" {
+		(&Source{File: orch.File, Tasks: tw.o.lines}).nameAll(twinRes.Races)
+		(&Source{File: orch.File, Tasks: eo.lines}).nameAll(eagerRes.Races)
 	}
 	return &Reference{Twin: twinRes, Barriers: tw.barriers, Eager: eagerRes,
 		Source: sync.OnceValue(func() *Source { return sourceOf(orch) })}, nil
@@ -337,7 +349,7 @@ func (c *goldenCache) reference(orch *Orchestration, cfg npu.Config) (*Reference
 // twin is the Submitter of the inline twin: the ordinary path, with
 // each Graph call's body inline between two barriers.
 type twin struct {
-	o        *stages.OrdinaryPath
+	o        *linedPath
 	bodies   []*inlineBody
 	barriers int
 }

@@ -26,33 +26,22 @@ func sourceOf(orch *Orchestration) *Source {
 	if orch.File == "" {
 		return nil
 	}
-	s := &sourceOrch{OrdinaryPath: stages.NewOrdinaryPath(orch.Entry), name: orch.Name, defs: map[uint64]*stages.Definition{},
-		src: &Source{File: orch.File, Nodes: map[string][]int32{}}}
+	s := &sourceOrch{linedPath: &linedPath{OrdinaryPath: stages.NewOrdinaryPath(orch.Entry)}, name: orch.Name,
+		defs: map[uint64]*stages.Definition{}, src: &Source{File: orch.File, Nodes: map[string][]int32{}}}
 	if err := runGuarded(orch, s); err != nil || s.failed {
 		return nil
 	}
+	s.src.Tasks = s.lines
 	return s.src
 }
 
 type sourceOrch struct {
-	*stages.OrdinaryPath
+	*linedPath
 	name   string
 	rec    stages.Recorder
 	defs   map[uint64]*stages.Definition
 	src    *Source
 	failed bool
-}
-
-func (s *sourceOrch) Submit(t *stages.Task) stages.TaskID {
-	id := s.OrdinaryPath.Submit(t)
-	s.src.Tasks = setLine(s.src.Tasks, int(id), t.Line)
-	return id
-}
-
-func (s *sourceOrch) Alloc(specs []stages.RootSpec) (stages.TaskID, stages.RootID) {
-	id, r := s.OrdinaryPath.Alloc(specs)
-	s.src.Tasks = setLine(s.src.Tasks, int(id), 0)
-	return id, r
 }
 
 func (s *sourceOrch) Graph(call *stages.GraphCall) stages.TaskID {
@@ -73,6 +62,38 @@ func (s *sourceOrch) Graph(call *stages.GraphCall) stages.TaskID {
 		}
 	}
 	return s.SubmitGraph(call, stages.GraphSubmission{FullKey: fk}, d.HeapBytes, d.WrittenSlots())
+}
+
+// linedPath is an ordinary path that notes the line of each task it
+// submits, by task index: the golden reference's runs (the inline twin,
+// the eager form) are ordinary paths, and this is what names their races.
+// Only the reference and Source use it; a pass's own path notes nothing.
+type linedPath struct {
+	*stages.OrdinaryPath
+	lines []int32
+	err   error
+}
+
+func (p *linedPath) Submit(t *stages.Task) stages.TaskID {
+	id := p.OrdinaryPath.Submit(t)
+	p.lines = setLine(p.lines, int(id), t.Line)
+	return id
+}
+
+func (p *linedPath) Alloc(specs []stages.RootSpec) (stages.TaskID, stages.RootID) {
+	id, r := p.OrdinaryPath.Alloc(specs)
+	p.lines = setLine(p.lines, int(id), 0)
+	return id, r
+}
+
+// Graph runs the body inline, as OrdinaryPath.Graph does, but on p: the
+// ordinary path would hand the body itself, and the body's tasks would go
+// unnoted.
+func (p *linedPath) Graph(call *stages.GraphCall) stages.TaskID {
+	if err := call.Body(p, call.NewBoundary()); err != nil && p.err == nil {
+		p.err = fmt.Errorf("graph %q: %w", call.Key, err)
+	}
+	return stages.TaskID(p.NumTasks() - 1)
 }
 
 // nodeLines notes the line of each node a body records, in node order
@@ -132,9 +153,12 @@ func (s *Source) nameRaces(res *PassResult) {
 	if s == nil || res.Device == nil || res.Counts.BoundaryMismatches > 0 || res.Counts.FallbackCalls > 0 {
 		return
 	}
-	for i := range res.Device.Races {
-		r := &res.Device.Races[i]
-		s.name(&r.A.TaskInfo)
-		s.name(&r.B.TaskInfo)
+	s.nameAll(res.Device.Races)
+}
+
+func (s *Source) nameAll(rs []npu.Race) {
+	for i := range rs {
+		s.name(&rs[i].A.TaskInfo)
+		s.name(&rs[i].B.TaskInfo)
 	}
 }

@@ -109,12 +109,17 @@ func (a *RaceAccess) String() string {
 	return s + fmt.Sprintf(" arg %d (%s)", a.Arg, a.Tag)
 }
 
-func (r *Race) String() string {
+func (r *Race) String() string { return fmt.Sprintf("%s race %s", r.Kind, r.Detail()) }
+
+// Detail is the race without its kind: where, and both sides. A report
+// that lists races under a heading of its own prints it after the kind
+// alone, so that its lines and String name the tasks alike.
+func (r *Race) Detail() string {
 	root := fmt.Sprintf("root %d", r.Root)
 	if r.Root < 0 {
 		root = fmt.Sprintf("internal root %d of GRAPH task %d", r.Internal, r.Graph)
 	}
-	return fmt.Sprintf("%s race on %s [%d, %d): %s and %s", r.Kind, root, r.Lo, r.Hi, r.A.String(), r.B.String())
+	return fmt.Sprintf("on %s [%d, %d): %s and %s", root, r.Lo, r.Hi, r.A.String(), r.B.String())
 }
 
 // access is one resolved access, in task order.

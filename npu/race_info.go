@@ -15,6 +15,11 @@ type TaskInfo struct {
 	Key    string
 	Kind   stages.Kind
 	Kernel [3]stages.KernelID
+	// KernelName is the name of the kernel the task ran (a MIX task's AIC
+	// one), from the table the device was given; the core type where the
+	// table has none (a dummy, an alloc, an unregistered kernel). A
+	// person reads a race by its kernels: ids mean nothing to them.
+	KernelName string
 	// Op is the model file:line of the op that made the task, when the
 	// host knows it (the device does not: actors fill it in).
 	Op string
@@ -27,6 +32,9 @@ func (ti *TaskInfo) String() string {
 	}
 	if ti.Op != "" {
 		s += " [" + ti.Op + "]"
+	}
+	if ti.KernelName != "" {
+		s += " " + ti.KernelName
 	}
 	return s
 }
@@ -46,11 +54,23 @@ func (s *sim) taskInfo(ti int32) TaskInfo {
 		return TaskInfo{Task: TaskRef{Task: stages.NoTask, Node: -1}}
 	}
 	t := &s.tasks[ti]
-	info := TaskInfo{Task: TaskRef{Task: stages.TaskID(t.src), Node: t.node}, Kind: t.kind, Kernel: t.kern}
+	info := TaskInfo{Task: TaskRef{Task: stages.TaskID(t.src), Node: t.node}, Kind: t.kind, Kernel: t.kern, KernelName: s.kernelName(t)}
 	if t.node >= 0 {
 		info.Key = s.p.insts[t.inst].def.key
 	}
 	return info
+}
+
+// kernelName is TaskInfo.KernelName of t.
+func (s *sim) kernelName(t *dtask) string {
+	k := t.kern[0]
+	if t.kind == stages.KindAIV {
+		k = t.kern[1]
+	}
+	if ks := s.dev.kernels; k >= 0 && int(k) < len(ks) && ks[k].Name != "" {
+		return ks[k].Name
+	}
+	return t.kind.String()
 }
 
 // segments lists the output roots' segments, one allocation for all.

@@ -1,6 +1,7 @@
 package npu
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/hbg-dev/hbg/stages"
@@ -220,5 +221,69 @@ func TestRaceFarPair(t *testing.T) {
 			continue
 		}
 		wantRace(t, rs, RaceReadWrite, ord(w), ord(r), eOut, 0, 256)
+	}
+}
+
+// TestRaceText: a race names each side's task, its kernel by the name the
+// device was given (its core type when the table has none), and its op
+// when the host filled one in, then the argument or the predicate; so the
+// golden check's "first:" race reads like a report's race line.
+func TestRaceText(t *testing.T) {
+	bf := stages.BF16
+	twoWriters := func(t *testing.T, d *Die) Race {
+		b := newBuilder(synthEntry())
+		b.kernel(stages.KindAIV, kAIV(kAct), 1, []stages.Arg{in(view(eX, 0, bf, 256)), oe(view(eOut, 0, bf, 128))}, nil, nil, noPred)
+		b.kernel(stages.KindAIV, kAIV(kNorm), 1, []stages.Arg{in(view(eX, 0, bf, 256)), io(view(eOut, 64, bf, 192))}, nil, nil, noPred)
+		return races(t, d, b.bytes())[0]
+	}
+	unnamed := func() *Die {
+		d := New(DefaultConfig())
+		d.RegisterEntry(synthEntry())
+		return d
+	}
+	for _, c := range []struct {
+		name string
+		race func(t *testing.T) Race
+		want string
+	}{
+		{"ordinary tasks", func(t *testing.T) Race { return twoWriters(t, newDevice(t)) },
+			"write-write race on root 3 [64, 128): task 0 act arg 1 (oe) and task 1 norm arg 1 (x)"},
+		{"kernels the device was not given", func(t *testing.T) Race { return twoWriters(t, unnamed()) },
+			"write-write race on root 3 [64, 128): task 0 aiv arg 1 (oe) and task 1 aiv arg 1 (x)"},
+		{"a body node", func(t *testing.T) Race {
+			def := blockDef()
+			b := newBuilder(synthEntry())
+			c := calls()[0]
+			b.graph(def, []stages.Arg{in(c.x), in(c.w), io(c.kv), oe(c.out)}, []uint64{c.layer}, nil)
+			b.kernel(stages.KindAIV, kAIV(kAct), 1, []stages.Arg{in(view(eOut, 0, bf, 256)), oe(view(eOut2, 0, bf, 256))}, nil, nil, noPred)
+			d := newDevice(t)
+			if _, err := d.Upload(stages.EncodeDefinition(def)); err != nil {
+				t.Fatal(err)
+			}
+			return races(t, d, b.bytes())[0]
+		}, `read-write race on root 3 [0, 256): task 0 (graph "block" node 5) norm arg 0 (x) and task 1 act arg 0 (i)`},
+		{"a predicate", func(t *testing.T) Race {
+			b := newBuilder(synthEntry())
+			b.kernel(stages.KindAIV, kAIV(kRoute), 1, []stages.Arg{in(view(eX, 0, bf, 256)), oe(view(eCnt, 0, stages.INT32, 16))}, nil, nil, noPred)
+			pred := stages.Predicate{Valid: true, Op: stages.PredGT, View: view(eCnt, 0, stages.INT32, 16), Index: 3}
+			b.kernel(stages.KindAIV, kAIV(kAct), 1, []stages.Arg{in(view(eX, 0, bf, 256)), oe(view(eOut, 0, bf, 256))}, nil, nil, pred)
+			return races(t, newDevice(t), b.bytes())[0]
+		}, "read-write race on root 4 [3, 4): task 0 route arg 1 (oe) and task 1 act predicate"},
+		{"ops the host named, on an internal root", func(t *testing.T) Race {
+			r := twoWriters(t, newDevice(t))
+			r.A.Op, r.B.Op = "model.yaml:12", "model.yaml:40"
+			r.Root, r.Graph, r.Internal = -1, 7, 2
+			return r
+		}, "write-write race on internal root 2 of GRAPH task 7 [64, 128): task 0 [model.yaml:12] act arg 1 (oe) and task 1 [model.yaml:40] norm arg 1 (x)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := c.race(t)
+			if got := r.String(); got != c.want {
+				t.Errorf("got  %s\nwant %s", got, c.want)
+			}
+			if got, want := r.Kind.String()+" "+r.Detail(), strings.Replace(c.want, " race ", " ", 1); got != want {
+				t.Errorf("kind and detail %q, want %q", got, want)
+			}
+		})
 	}
 }

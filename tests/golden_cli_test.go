@@ -11,8 +11,9 @@ import (
 // TestRunRacyExitsOne: run checks every device run for races by default,
 // and an undeclared race fails it: Qwen3 with its Graph calls removed
 // (form eager) races across layers (qwen3_race_test.go): exit 1, the
-// verdict racy, the races listed in the JSON report. DSv4, whose races
-// are all declared in its model, passes (and says how many it declared).
+// verdict racy, the races listed in the JSON report with their kernels and
+// ops, the eager reference's too. DSv4, whose races are all declared in
+// its model, passes (and says how many it declared).
 func TestRunRacyExitsOne(t *testing.T) {
 	out, stderr, code := runCLI(t, "run", dsv4, "--form", "full", "--rounds", "1")
 	if code != 0 || !strings.Contains(out, "golden: match") || !strings.Contains(out, "1892 races among kernels the model declares may race") {
@@ -30,8 +31,14 @@ func TestRunRacyExitsOne(t *testing.T) {
 	if g == nil || g.Verdict != "racy" || g.Reference != "inline twin" || g.Races == 0 || len(rep.Races) == 0 {
 		t.Fatalf("golden %+v, %d races listed", g, len(rep.Races))
 	}
-	r := rep.Races[0]
-	if r.A.Kernel == "" || r.B.Kernel == "" || r.Kind == "" || r.Hi <= r.Lo || r.Text == "" {
-		t.Errorf("race %+v", r)
+	if len(g.EagerRaceList) == 0 {
+		t.Fatalf("golden %+v: no eager races listed", g)
+	}
+	// The form's races and its eager reference's alike name each side's
+	// kernel and op.
+	for _, r := range []trace.Race{rep.Races[0], g.EagerRaceList[0]} {
+		if r.A.Kernel == "" || r.B.Kernel == "" || r.A.Op == "" || r.B.Op == "" || r.Kind == "" || r.Hi <= r.Lo || r.Text == "" {
+			t.Errorf("race %+v", r)
+		}
 	}
 }

@@ -452,7 +452,7 @@ func toAccess(m *RaceAccess) (npu.RaceAccess, error) {
 
 func fromTaskInfo(t *npu.TaskInfo) *TaskInfo {
 	return &TaskInfo{Task: int32(t.Task.Task), Node: t.Task.Node, Key: t.Key, Kind: int32(t.Kind),
-		Kernel: []int32{int32(t.Kernel[0]), int32(t.Kernel[1]), int32(t.Kernel[2])}, Op: t.Op}
+		Kernel: []int32{int32(t.Kernel[0]), int32(t.Kernel[1]), int32(t.Kernel[2])}, KernelName: t.KernelName, Op: t.Op}
 }
 
 func toTaskInfo(m *TaskInfo) (npu.TaskInfo, error) {
@@ -469,7 +469,7 @@ func toTaskInfo(m *TaskInfo) (npu.TaskInfo, error) {
 	return npu.TaskInfo{
 		Task: npu.TaskRef{Task: stages.TaskID(m.GetTask()), Node: m.GetNode()}, Key: m.GetKey(),
 		Kind: stages.Kind(m.GetKind()), Kernel: [3]stages.KernelID{stages.KernelID(k[0]), stages.KernelID(k[1]), stages.KernelID(k[2])},
-		Op: m.GetOp(),
+		KernelName: m.GetKernelName(), Op: m.GetOp(),
 	}, nil
 }
 

@@ -19,7 +19,7 @@ import (
 
 func taskInfo(task int32, node int32, key string) npu.TaskInfo {
 	return npu.TaskInfo{Task: npu.TaskRef{Task: stages.TaskID(task), Node: node}, Key: key, Kind: stages.KindMIX,
-		Kernel: [3]stages.KernelID{3, 4, -1}, Op: "model.yaml:12"}
+		Kernel: [3]stages.KernelID{3, 4, -1}, KernelName: "mla_mm", Op: "model.yaml:12"}
 }
 
 func race(a, b int32) npu.Race {

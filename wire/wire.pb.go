@@ -1588,6 +1588,7 @@ type TaskInfo struct {
 	Kind          int32                  `protobuf:"varint,4,opt,name=kind,proto3" json:"kind,omitempty"`
 	Kernel        []int32                `protobuf:"varint,5,rep,packed,name=kernel,proto3" json:"kernel,omitempty"`
 	Op            string                 `protobuf:"bytes,6,opt,name=op,proto3" json:"op,omitempty"`
+	KernelName    string                 `protobuf:"bytes,7,opt,name=kernel_name,json=kernelName,proto3" json:"kernel_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1660,6 +1661,13 @@ func (x *TaskInfo) GetKernel() []int32 {
 func (x *TaskInfo) GetOp() string {
 	if x != nil {
 		return x.Op
+	}
+	return ""
+}
+
+func (x *TaskInfo) GetKernelName() string {
+	if x != nil {
+		return x.KernelName
 	}
 	return ""
 }
@@ -2097,14 +2105,16 @@ const file_wire_proto_rawDesc = "" +
 	"RaceAccess\x12&\n" +
 	"\x04task\x18\x01 \x01(\v2\x12.hbg.wire.TaskInfoR\x04task\x12\x10\n" +
 	"\x03arg\x18\x02 \x01(\x05R\x03arg\x12\x10\n" +
-	"\x03tag\x18\x03 \x01(\x05R\x03tag\"\x80\x01\n" +
+	"\x03tag\x18\x03 \x01(\x05R\x03tag\"\xa1\x01\n" +
 	"\bTaskInfo\x12\x12\n" +
 	"\x04task\x18\x01 \x01(\x05R\x04task\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\x05R\x04node\x12\x10\n" +
 	"\x03key\x18\x03 \x01(\tR\x03key\x12\x12\n" +
 	"\x04kind\x18\x04 \x01(\x05R\x04kind\x12\x16\n" +
 	"\x06kernel\x18\x05 \x03(\x05R\x06kernel\x12\x0e\n" +
-	"\x02op\x18\x06 \x01(\tR\x02op\"\xa1\x05\n" +
+	"\x02op\x18\x06 \x01(\tR\x02op\x12\x1f\n" +
+	"\vkernel_name\x18\a \x01(\tR\n" +
+	"kernelName\"\xa1\x05\n" +
 	"\x06Golden\x12\x1c\n" +
 	"\treference\x18\x01 \x01(\tR\treference\x12\x18\n" +
 	"\averdict\x18\x02 \x01(\tR\averdict\x12\x14\n" +

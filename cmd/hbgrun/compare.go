@@ -185,7 +185,7 @@ func compareForms(ctx context.Context, s *session, f *runFlags, model string, fo
 		reports[i].Preload = pre[i]
 		// Each form is checked against its own reference (its inline
 		// twin) in the library, whichever forms are listed.
-		if err := reportGolden(reports[i], own, orchs[i].Kernels); err != nil && failed == nil {
+		if err := reportGolden(reports[i], own); err != nil && failed == nil {
 			failed = fmt.Errorf("form %s: %w", forms[i], err)
 		}
 	}

@@ -5,7 +5,6 @@ import (
 
 	"github.com/hbg-dev/hbg/actors"
 	"github.com/hbg-dev/hbg/npu"
-	"github.com/hbg-dev/hbg/stages"
 	"github.com/hbg-dev/hbg/trace"
 )
 
@@ -22,7 +21,7 @@ func (e goldenFailed) Unwrap() error { return e.err }
 
 // reportGolden fills rep's golden check and races from the passes; it
 // returns the first failure (nil when every pass passed).
-func reportGolden(rep *trace.Report, passes []*actors.PassResult, kernels []stages.Kernel) error {
+func reportGolden(rep *trace.Report, passes []*actors.PassResult) error {
 	var shown *actors.PassResult
 	var failed error
 	for _, p := range passes {
@@ -47,14 +46,14 @@ func reportGolden(rep *trace.Report, passes []*actors.PassResult, kernels []stag
 		Tasks: g.Tasks, ReferenceTasks: g.ReferenceTasks,
 		Races: g.RaceCount, ReferenceRaces: g.ReferenceRaceCount, DeclaredRaces: g.DeclaredRaces,
 		EagerDigest: trace.Digest(g.Eager.Digest), EagerMatch: g.Eager.Match, EagerRaces: g.Eager.RaceCount,
-		EagerRaceList: traceRaces(g.Eager.Races, kernels),
+		EagerRaceList: traceRaces(g.Eager.Races),
 	}
 	if d := g.Diff; d != nil {
 		tg.Diff = &trace.GoldenDiff{Root: int(d.Root), Name: d.Name, Lo: d.Lo, Hi: d.Hi,
-			Writer: taskText(&d.Writer, kernels), ReferenceWriter: taskText(&d.Theirs, kernels)}
+			Writer: taskText(&d.Writer), ReferenceWriter: taskText(&d.Theirs)}
 	}
 	rep.Golden = tg
-	rep.Races = traceRaces(g.Races, kernels)
+	rep.Races = traceRaces(g.Races)
 	if rep.Races == nil {
 		rep.Races = []trace.Race{}
 	}
@@ -67,47 +66,34 @@ func reportGolden(rep *trace.Report, passes []*actors.PassResult, kernels []stag
 	return nil
 }
 
-func traceRaces(rs []npu.Race, kernels []stages.Kernel) []trace.Race {
+// traceRaces lists races for the report. The device names each side's
+// kernel (TaskInfo.KernelName) and the runtime its op, so a line here reads
+// as npu.Race.String does.
+func traceRaces(rs []npu.Race) []trace.Race {
 	if len(rs) == 0 {
 		return nil
 	}
 	out := make([]trace.Race, len(rs))
 	for i := range rs {
 		r := &rs[i]
-		out[i] = trace.Race{Kind: r.Kind.String(), A: raceTask(&r.A, kernels), B: raceTask(&r.B, kernels),
-			Root: int(r.Root), Lo: r.Lo, Hi: r.Hi}
-		root := fmt.Sprintf("root %d", r.Root)
+		out[i] = trace.Race{Kind: r.Kind.String(), A: raceTask(&r.A), B: raceTask(&r.B),
+			Root: int(r.Root), Lo: r.Lo, Hi: r.Hi, Text: fmt.Sprintf("%s %s", r.Kind, r.Detail())}
 		if r.Root < 0 {
 			out[i].Graph, out[i].Internal = int(r.Graph), int(r.Internal)
-			root = fmt.Sprintf("internal root %d of GRAPH task %d", r.Internal, r.Graph)
 		}
-		out[i].Text = fmt.Sprintf("%s on %s [%d, %d): %s arg %d (%s) and %s arg %d (%s)", r.Kind, root, r.Lo, r.Hi,
-			taskText(&r.A.TaskInfo, kernels), r.A.Arg, r.A.Tag, taskText(&r.B.TaskInfo, kernels), r.B.Arg, r.B.Tag)
 	}
 	return out
 }
 
-func raceTask(a *npu.RaceAccess, kernels []stages.Kernel) trace.RaceTask {
-	return trace.RaceTask{Task: int(a.Task.Task), Node: int(a.Task.Node), Key: a.Key, Kernel: kernelName(&a.TaskInfo, kernels), Arg: int(a.Arg), Tag: a.Tag.String(), Op: a.Op}
-}
-
-// kernelName is the name of the kernel a task ran (a MIX task's AIC one).
-func kernelName(t *npu.TaskInfo, kernels []stages.Kernel) string {
-	k := t.Kernel[0]
-	if t.Kind == stages.KindAIV {
-		k = t.Kernel[1]
-	}
-	if k < 0 || int(k) >= len(kernels) {
-		return t.Kind.String()
-	}
-	return kernels[k].Name
+func raceTask(a *npu.RaceAccess) trace.RaceTask {
+	return trace.RaceTask{Task: int(a.Task.Task), Node: int(a.Task.Node), Key: a.Key, Kernel: a.KernelName, Arg: int(a.Arg), Tag: a.Tag.String(), Op: a.Op}
 }
 
 // taskText names a task for a person: its submission index, Graph key and
-// node, and kernel.
-func taskText(t *npu.TaskInfo, kernels []stages.Kernel) string {
+// node, op and kernel.
+func taskText(t *npu.TaskInfo) string {
 	if t.Task.Task < 0 {
 		return "no task (initial contents)"
 	}
-	return fmt.Sprintf("%s %s", t.String(), kernelName(t, kernels))
+	return t.String()
 }

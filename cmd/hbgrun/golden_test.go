@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -98,5 +99,56 @@ func TestCompareRunsItsReference(t *testing.T) {
 		if !strings.Contains(out.String(), w) {
 			t.Errorf("no %s in\n%.2000s", w, out.String())
 		}
+	}
+}
+
+// TestRaceLinesNameOps: every race line of run's report, the form's own
+// and the eager form's alike, names both tasks by the model file:line of
+// the op that submitted each and by kernel, and the error's first race
+// reads as the first race line. Qwen3's eager form races across layers;
+// its graph form does not, but its eager reference does (the eager race
+// lines).
+func TestRaceLinesNameOps(t *testing.T) {
+	const model = "../../config/models/qwen3_14b_decode.yaml"
+	task := `task \d+( \(graph "[^"]+" node \d+\))? \[` + regexp.QuoteMeta(model) + `:\d+\] [a-z][a-z0-9_]* (arg \d+ \([a-z]+\)|predicate)`
+	line := regexp.MustCompile(`^(eager )?race: ((write-write|read-write) on (root \d+|internal root \d+ of GRAPH task \d+) \[\d+, \d+\): ` + task + ` and ` + task + `)$`)
+	for _, c := range []struct {
+		form   string
+		prefix string
+		fails  bool
+	}{
+		{"eager", "race: ", true},
+		{"graph", "eager race: ", false},
+	} {
+		t.Run(c.form, func(t *testing.T) {
+			var out bytes.Buffer
+			err := runCmd(context.Background(), &out, io.Discard, model, testFlags(t, "--form", c.form))
+			var first string
+			n := 0
+			for _, l := range strings.Split(out.String(), "\n") {
+				if !strings.Contains(l, "race: ") || strings.Contains(l, " more") {
+					continue
+				}
+				m := line.FindStringSubmatch(l)
+				if m == nil || !strings.HasPrefix(l, c.prefix) {
+					t.Errorf("race line names no op or kernel of a side: %s", l)
+					continue
+				}
+				if n == 0 {
+					first = m[3] + " race " + strings.TrimPrefix(m[2], m[3]+" ")
+				}
+				n++
+			}
+			if n == 0 {
+				t.Fatalf("no %slines in\n%s", c.prefix, out.String())
+			}
+			if !c.fails {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			exitsOne(t, err, "golden: racy", "; first: "+first)
+		})
 	}
 }

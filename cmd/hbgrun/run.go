@@ -208,7 +208,7 @@ func runCmd(ctx context.Context, out, stderr io.Writer, path string, f *runFlags
 	}
 	var failed error // the golden check's: reported, then exit 1
 	if err == nil && !f.skipDevice {
-		failed = golden(rep, passes, orch.Kernels)
+		failed = golden(rep, passes)
 	}
 	if err != nil && !errors.Is(err, errInterrupted) {
 		cmdSpan.Fail(err)
@@ -385,8 +385,8 @@ func buildReport(info trace.RunInfo, passes []*actors.PassResult) *trace.Report 
 // golden reports the library's golden check of the passes (the first
 // failure, else the first pass) and the first pass's simulated device; it
 // returns the failure.
-func golden(rep *trace.Report, passes []*actors.PassResult, kernels []stages.Kernel) error {
-	failed := reportGolden(rep, passes, kernels)
+func golden(rep *trace.Report, passes []*actors.PassResult) error {
+	failed := reportGolden(rep, passes)
 	first := passes[0].Device
 	rep.Sim = &trace.SimDevice{
 		WallNs: first.SimNs, CriticalPathNs: first.CriticalPathNs,
