@@ -391,3 +391,64 @@ func TestCheckLayouts(t *testing.T) {
 		})
 	}
 }
+
+// TestInOutKeepsHistory: an inout (or output_existing) write's result
+// depends on what its region held, so a change in an earlier writer, or an update applied twice,
+// changes the digest (the outside tester's F2: a wrong Graph body ending in
+// an accumulator passed the golden check); two unordered accumulations into
+// one region give the same digest in either order; a kernel of a declared
+// race group writes its inout arguments as outputs.
+func TestInOutKeepsHistory(t *testing.T) {
+	type step struct {
+		k      stages.KernelID
+		tag    stages.Tag
+		scalar uint64
+	}
+	run := func(kernels []stages.Kernel, steps ...step) uint64 {
+		o := stages.NewOrdinaryPath(synthEntry())
+		for _, s := range steps {
+			o.Submit(&stages.Task{Kind: stages.KindAIV, Kernel: [3]stages.KernelID{-1, s.k, -1}, BlockNum: 1,
+				Args:    []stages.Arg{in(view(eX, 0, stages.BF16, 256)), {Tag: s.tag, View: view(eOut, 0, stages.BF16, 256)}},
+				Scalars: []stages.Scalar{stages.Static(s.scalar)}})
+		}
+		d := New(DefaultConfig())
+		d.RegisterEntry(synthEntry())
+		d.RegisterKernels(kernels)
+		return launch(t, d, stages.EncodeRunImage(o.Image())).Digest
+	}
+	ks := testKernels()
+	a1, a2 := step{kAct, stages.TagOutputExisting, 1}, step{kAct, stages.TagOutputExisting, 2}
+	acc := step{kNorm, stages.TagInOut, 0}
+	accB := step{kRoute, stages.TagInOut, 0}
+	base := run(ks, a1, acc)
+	for _, c := range []struct {
+		name  string
+		steps []step
+	}{
+		{"an earlier writer's scalar", []step{a2, acc}},
+		{"the update applied twice", []step{a1, acc, acc}},
+		{"a second update", []step{a1, acc, accB}},
+		{"an output_existing update on top", []step{a1, acc, {kRoute, stages.TagOutputExisting, 0}}},
+	} {
+		if run(ks, c.steps...) == base {
+			t.Errorf("%s: digest unchanged", c.name)
+		}
+	}
+	// accB and acc are unordered (inout waits on the last writer only
+	// through the TensorMap: here each waits on the previous, so the two
+	// orders are two programs); their sum is the same.
+	if x, y := run(ks, a1, acc, accB), run(ks, a1, accB, acc); x != y {
+		t.Errorf("two accumulations: %x in one order, %x in the other", x, y)
+	}
+	// output_existing writes like inout: upstream declares one kernel either
+	// way at different sites.
+	if x, y := run(ks, a1, acc), run(ks, a1, step{kNorm, stages.TagOutputExisting, 0}); x != y {
+		t.Errorf("the same update as inout and as output_existing: %x and %x", x, y)
+	}
+	// Declared racing kernels: only the last write counts, as an output's.
+	raced := append([]stages.Kernel(nil), ks...)
+	raced[kNorm].RaceGroup = 1
+	if run(raced, a1, acc) != run(raced, a2, acc) {
+		t.Errorf("a declared racing kernel's inout kept what the region held")
+	}
+}

@@ -2,6 +2,7 @@ package npu
 
 import (
 	"math/bits"
+	"slices"
 
 	"github.com/hbg-dev/hbg/stages"
 )
@@ -30,9 +31,24 @@ import (
 //     (upstream's direction-only kernel classes), and an output_existing's
 //     old contents are not ordered by the TensorMap, so neither inout nor
 //     output_existing contents are read, and the tag itself is not hashed;
-//   - when its last block ends it writes every output, output_existing and
-//     inout argument's interval as one segment of digest mix(input digest,
-//     argument index).
+//   - when its last block ends it writes every output argument's interval
+//     as one segment of digest mix(input digest, argument index), and adds
+//     that value to the digest of every segment of each inout and
+//     output_existing argument's interval (split at its ends). A write into
+//     memory that already holds something keeps what it held: a residual
+//     add, an accumulator, a KV cache append are functions of it, so a wrong
+//     kernel, scalar or input in any earlier writer, or an update applied
+//     twice, changes the final digest, and adding (not mixing) keeps
+//     unordered accumulations the same in every order. inout and
+//     output_existing are treated alike because upstream's kernel classes
+//     give only a direction: one kernel is declared inout at one site and
+//     output_existing at another (DSv4's first layer against the rest), and
+//     both must hash alike. For the same reason the old contents are not
+//     read into the input digest. A kernel of a declared race group
+//     (stages.Kernel.RaceGroup) overwrites instead: the model declares that
+//     its views overstate what it touches (tiles of one accumulator picked
+//     by a scalar), so what a tile adds and when a reader sees it is no
+//     content the digest can model, and only its last write is compared.
 //
 // The hash is a 64-bit multiply-xorshift mix (wyhash/splitmix-style
 // finalizer), chosen for speed; it is deterministic across platforms.
@@ -187,6 +203,33 @@ func (o *memObj) write(lo, hi int64, d uint64, w int32) {
 		o.segs = o.segs[:len(o.segs)-(old-n)]
 	}
 	copy(o.segs[i:], repl[:n])
+}
+
+// add adds d to the digest of every segment in [lo, hi), splitting the
+// segments at lo and hi; sim task w is their last writer (an inout write).
+func (o *memObj) add(lo, hi int64, d uint64, w int32) {
+	lo, hi = o.clip(lo, hi)
+	if hi <= lo {
+		return
+	}
+	o.written = true
+	o.split(lo)
+	o.split(hi)
+	for i := o.first(lo); i < len(o.segs) && o.segs[i].lo < hi; i++ {
+		o.segs[i].d += d
+		o.segs[i].w = w
+	}
+}
+
+// split makes e a segment boundary.
+func (o *memObj) split(e int64) {
+	i := o.first(e)
+	if i == len(o.segs) || o.segs[i].lo >= e {
+		return
+	}
+	s := o.segs[i]
+	o.segs = slices.Insert(o.segs, i+1, seg{e, s.hi, s.d, s.w})
+	o.segs[i].hi = e
 }
 
 // elemValue is the small integer a predicate reads at element e: derived

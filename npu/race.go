@@ -559,7 +559,12 @@ func (s *sim) raceGroup(pos int32) int32 {
 	if ti < 0 {
 		return 0
 	}
-	for _, k := range s.tasks[ti].kern {
+	return s.groupOf(&s.tasks[ti])
+}
+
+// groupOf is the declared race group of t's kernels, 0 for none.
+func (s *sim) groupOf(t *dtask) int32 {
+	for _, k := range t.kern {
 		if k >= 0 && int(k) < len(s.race.kgroup) && s.race.kgroup[k] != 0 {
 			return s.race.kgroup[k]
 		}

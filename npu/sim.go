@@ -907,13 +907,19 @@ func widest(a, b int64) int64 {
 }
 
 // writeOutputs writes every output's digest when the task's last block
-// ends.
+// ends: an inout or output_existing argument's adds to what the region held
+// (memObj.add), unless the task's kernel is in a declared race group (the
+// digest rules in memory.go say why).
 func (s *sim) writeOutputs(ti int32) {
 	t := &s.tasks[ti]
 	n := s.nargs(t)
+	keep := s.groupOf(t) == 0
 	for i := uint32(0); i < n; i++ {
 		a := s.arg(t, i)
-		if a.tag.Writes() {
+		switch {
+		case a.tag != stages.TagOutput && a.tag.Writes() && keep:
+			s.objs[a.obj].add(a.off, a.off+a.n, mix(t.in, uint64(i)), ti)
+		case a.tag.Writes():
 			s.objs[a.obj].write(a.off, a.off+a.n, mix(t.in, uint64(i)), ti)
 		}
 	}

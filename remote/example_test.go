@@ -52,6 +52,6 @@ func Example() {
 		fmt.Printf("rank %d on node %d: digest %016x, %d device tasks\n", rank, rank, res.Device.Digest, res.Device.Tasks)
 	}
 	// Output:
-	// rank 0 on node 0: digest 4133337b3b99a97b, 15971 device tasks
-	// rank 1 on node 1: digest 4133337b3b99a97b, 15971 device tasks
+	// rank 0 on node 0: digest d8ec86c93c81481f, 15971 device tasks
+	// rank 1 on node 1: digest d8ec86c93c81481f, 15971 device tasks
 }
