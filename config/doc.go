@@ -132,18 +132,28 @@
 // # Graphs
 //
 // A form's graphs map turns a block's calls into Graph calls whose key is the
-// key text with {param}s filled in; config lists the values hashed into
-// full_key. The body refers to boundary tensors through the Boundary it is
-// handed and passes boundary scalars straight through (Src kept). Two static
-// checks guard the replay: a body whose structure depends on a param outside
+// key text with {param}s filled in (a variant by its name; without key:,
+// the block's name); config lists the values hashed into full_key, and a
+// param interpolated into the key that config leaves out is hashed too,
+// after them, since the text alone may not tell values apart ("L{a}{b}" is
+// L111 for a=1, b=11 and for a=11, b=1). A Definition is found by
+// full_key, hash(model, form, file, key text, those values), which does not
+// name the block: within a form, a key belongs to one block, and two
+// blocks whose keys can be the same text (the same key, or "L{a}" and
+// "L1{b}", which both make L10) are an error (*SharedKeyError): give each
+// block its own key.
+//
+// The body refers to boundary tensors through the Boundary it is handed and
+// passes boundary scalars straight through (Src kept). Static checks guard
+// the replay: a body whose structure depends on a param outside
 // the key (*StructureError, upstream #1939; a kernel, a dependency, a task
 // list size or a tensor list element chosen by a param is structure too),
 // and a value computed from a boundary scalar (*BakedScalarError): a task
 // scalar, or a view, alloc shape, loop range, condition, kernel choice,
 // predicate or task index that uses one (a replay patches a boundary scalar
 // only where a task passes it as a scalar as it is), and a task that writes
-// a boundary slot tagged in (*InputWrittenError).
-// Model.GraphChecks returns them typed, so the runtime can make them errors
+// a boundary slot tagged in (*InputWrittenError), besides the shared keys
+// above. Model.GraphChecks returns them typed, so the runtime can make them errors
 // or warnings. In a block with boundary: auto, a let must view a tensor the
 // block allocates (the boundary is computed from the calls before any let
 // runs).
@@ -161,7 +171,8 @@
 //	blocks.go    block headers (params, variants, tensor and task params) and bodies
 //	boundary.go  boundary slots and scalars, boundary: auto
 //	program.go   the program, forms and their Graph keys
-//	checks.go    the static Graph checks (structure, baked scalars)
+//	checks.go    the static Graph checks (structure, baked scalars, shared keys)
+//	keys.go      which key texts a key template makes, and whether two can meet
 //	scope.go     the names a block's ops see while it compiles
 //	ops.go       the op dispatch, scope and loop ops
 //	alloc.go     alloc ops and runtime-allocated outputs' items
