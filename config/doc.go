@@ -108,6 +108,52 @@
 // min(a, b) and max(a, b). Arithmetic is checked: a value that overflows
 // int64 is an error, never a wrapped number.
 //
+// # Dependencies
+//
+// A task waits on other tasks by its explicit deps and, in an auto scope,
+// by its arguments' tags (package stages, resolveFanin: upstream's rule).
+// Per root, the runtime keeps the writers: the regions that earlier tasks'
+// inout and out_existing arguments wrote, and who wrote each; a region is
+// the element range [offset, end) a view spans on its root, and two
+// overlap when the ranges intersect. A root's creator is the alloc task
+// that made it, or the task whose out argument made it; an entry tensor
+// has none. In an auto scope, by tag:
+//
+//	tag           the task waits on                       later tasks that wait on it
+//	in            creator; earlier writers it overlaps    none (a read is not recorded)
+//	inout         creator; earlier writers it overlaps    in and inout args overlapping it
+//	out_existing  creator only                            in and inout args overlapping it (the
+//	                                                      earlier writers stay writers too)
+//	no_dep        creator only                            none
+//	out           nothing (it makes a new root)           every task naming the root (any tag
+//	                                                      but out: it is the root's creator)
+//
+// An inout retires the writers whose regions it covers whole: later tasks
+// reach them through it. So no tag waits for earlier readers: a task that
+// writes (inout, out_existing) a region an earlier task reads may run
+// before that read; out_existing does not wait for an earlier writer of
+// its region either (a later reader waits on both writers, which may run
+// in either order); no_dep orders nothing but the creator. Where the order
+// matters, say it with deps. A root allocated with manual_dep is never
+// recorded as written: an argument on it, whatever its tag, waits on its
+// creator only.
+//
+// In a manual scope (scope: manual, and everything nested in it, an inner
+// scope: auto included) a task waits on its deps only, not even on a
+// creator, and records no write: later tasks, inside the scope or after
+// it, wait on it only through deps (or as the creator of a root its out
+// argument made). deps hold in every scope.
+//
+// A block called inline is its tasks, submitted in the caller's scopes. A
+// Graph call is one outer task in the caller's scope: it waits as a task
+// whose args are the boundary slots, with their tags, and whose deps are
+// the call's task params; later tasks wait on it as on such a task (and as
+// on a writer of any slot its body writes, however tagged), and waiting on
+// it is waiting on the whole body. The body's tasks wait on one another by
+// the same rule, in scopes of their own (auto at the top of the body), and
+// on nothing outside but through the outer task: none starts before the
+// outer task's fanin is met.
+//
 // # Limits
 //
 // What the language does not say, each refused with its line:
