@@ -142,6 +142,8 @@ func TestConfigErrors(t *testing.T) {
 		{name: "long expression shortened", old: `value: "l + 1"`, new: `value: "l + ` + strings.Repeat("l * 2 + ", 40) + `"`, at: "l * 2 + l * 2", want: []string{" … ", "expression ends early"}},
 		// The character as written, its column in characters: é is two
 		// bytes, and its first one printed as 'Ã' (the outside tester's F5).
+		// Found by FuzzParse: reading past the end of an empty item panicked.
+		{name: "empty alloc item", old: `["tmp fp32[2, 16]"]`, new: `["tmp fp32[2, 16]", ""]`, at: `["tmp fp32[2, 16]", ""]`, want: []string{`alloc: want "NAME DTYPE[d0, d1, ...] [manual_dep]"`}},
 		{name: "non-ASCII character", old: `"tmp fp32[2, 16]"`, new: `"tmp fp3é2[2, 16]"`, at: "tmp fp3é2", want: []string{`alloc "tmp fp3é2[2, 16]": unexpected character 'é' at column 8`}},
 		{name: "min with one argument", old: `value: "l + 1"`, new: `value: "min(l)"`, at: `"min(l)"`, want: []string{`"min(l)"`, "two arguments"}},
 	} {

@@ -394,7 +394,15 @@ type exprParser struct {
 }
 
 func (p *exprParser) peek() token { return p.toks[p.i] }
-func (p *exprParser) next() token { t := p.toks[p.i]; p.i++; return t }
+// next stays on the end token once there: a caller that reads two tokens
+// of an empty text (alloc: [""]) gets the end twice, not a panic.
+func (p *exprParser) next() token {
+	t := p.toks[p.i]
+	if t.kind != tEOF {
+		p.i++
+	}
+	return t
+}
 
 func (p *exprParser) errf(t token, format string, a ...any) error {
 	return fmt.Errorf("%s (at column %d of %q)", fmt.Sprintf(format, a...), column(p.src, t.pos), shorten(p.src))
