@@ -34,8 +34,9 @@ func (l *loader) propagate() {
 // Graph specs that pass them complete, see GraphCall.KeyComplete): a Graph
 // body whose structure depends on a param outside its key
 // (*StructureError), a value computed from a boundary scalar
-// (*BakedScalarError), and a task that writes a boundary slot tagged in
-// (*InputWrittenError). The errors are typed so that the runtime can treat
+// (*BakedScalarError), a task that writes a boundary slot tagged in
+// (*InputWrittenError), and two blocks whose keys can be the same text
+// (*SharedKeyError). The errors are typed so that the runtime can treat
 // them as errors or warnings.
 func (m *Model) GraphChecks() []error {
 	var out []error
@@ -76,6 +77,43 @@ func (m *Model) formChecks(f *form) []error {
 		}
 		for _, w := range b.inputWrites {
 			out = append(out, &InputWrittenError{File: m.file, Line: w.line, Form: f.name, Block: b.name, Slot: w.slot, Arg: w.arg})
+		}
+	}
+	return append(out, m.sharedKeys(f)...)
+}
+
+// sharedKeys finds the pairs of form f's Graph blocks whose keys can be the
+// same text. full_key hashes the key text and the construction values, not
+// the block: two such blocks, called with equal values, would replay one
+// Definition for both bodies. The runtime's check cannot be relied on to
+// see it: it records a call's own body again only when the call is not
+// KeyComplete and its boundary differs from the first call's. A param
+// interpolated into the key does not tell them apart either: its value is
+// hashed, but the other block's may be equal. Each pair is an error,
+// reported at the later entry, and neither block's calls are KeyComplete,
+// so that under --defects warn the runtime's check gets what chance it has.
+func (m *Model) sharedKeys(f *form) []error {
+	var gs []*graphSpec
+	for _, g := range f.graphs {
+		if g != nil {
+			gs = append(gs, g)
+		}
+	}
+	sort.SliceStable(gs, func(i, j int) bool { return gs[i].line < gs[j].line })
+	nfas := make([]*keyNFA, len(gs))
+	for i, g := range gs {
+		nfas[i] = g.nfa()
+	}
+	var out []error
+	for j, g := range gs {
+		for i, o := range gs[:j] {
+			text, ok := keyOverlap(nfas[i], nfas[j])
+			if !ok {
+				continue
+			}
+			g.complete, o.complete = false, false
+			out = append(out, &SharedKeyError{File: m.file, Line: g.line, Form: f.name, Block: g.block.name, Key: g.key,
+				Other: o.block.name, OtherKey: o.key, OtherLine: o.line, Text: text})
 		}
 	}
 	return out

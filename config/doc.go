@@ -108,6 +108,52 @@
 // min(a, b) and max(a, b). Arithmetic is checked: a value that overflows
 // int64 is an error, never a wrapped number.
 //
+// # Dependencies
+//
+// A task waits on other tasks by its explicit deps and, in an auto scope,
+// by its arguments' tags (package stages, resolveFanin: upstream's rule).
+// Per root, the runtime keeps the writers: the regions that earlier tasks'
+// inout and out_existing arguments wrote, and who wrote each; a region is
+// the element range [offset, end) a view spans on its root, and two
+// overlap when the ranges intersect. A root's creator is the alloc task
+// that made it, or the task whose out argument made it; an entry tensor
+// has none. In an auto scope, by tag:
+//
+//	tag           the task waits on                       later tasks that wait on it
+//	in            creator; earlier writers it overlaps    none (a read is not recorded)
+//	inout         creator; earlier writers it overlaps    in and inout args overlapping it
+//	out_existing  creator only                            in and inout args overlapping it (the
+//	                                                      earlier writers stay writers too)
+//	no_dep        creator only                            none
+//	out           nothing (it makes a new root)           every task naming the root (any tag
+//	                                                      but out: it is the root's creator)
+//
+// An inout retires the writers whose regions it covers whole: later tasks
+// reach them through it. So no tag waits for earlier readers: a task that
+// writes (inout, out_existing) a region an earlier task reads may run
+// before that read; out_existing does not wait for an earlier writer of
+// its region either (a later reader waits on both writers, which may run
+// in either order); no_dep orders nothing but the creator. Where the order
+// matters, say it with deps. A root allocated with manual_dep is never
+// recorded as written: an argument on it, whatever its tag, waits on its
+// creator only.
+//
+// In a manual scope (scope: manual, and everything nested in it, an inner
+// scope: auto included) a task waits on its deps only, not even on a
+// creator, and records no write: later tasks, inside the scope or after
+// it, wait on it only through deps (or as the creator of a root its out
+// argument made). deps hold in every scope.
+//
+// A block called inline is its tasks, submitted in the caller's scopes. A
+// Graph call is one outer task in the caller's scope: it waits as a task
+// whose args are the boundary slots, with their tags, and whose deps are
+// the call's task params; later tasks wait on it as on such a task (and as
+// on a writer of any slot its body writes, however tagged), and waiting on
+// it is waiting on the whole body. The body's tasks wait on one another by
+// the same rule, in scopes of their own (auto at the top of the body), and
+// on nothing outside but through the outer task: none starts before the
+// outer task's fanin is met.
+//
 // # Limits
 //
 // What the language does not say, each refused with its line:
@@ -132,18 +178,28 @@
 // # Graphs
 //
 // A form's graphs map turns a block's calls into Graph calls whose key is the
-// key text with {param}s filled in; config lists the values hashed into
-// full_key. The body refers to boundary tensors through the Boundary it is
-// handed and passes boundary scalars straight through (Src kept). Two static
-// checks guard the replay: a body whose structure depends on a param outside
+// key text with {param}s filled in (a variant by its name; without key:,
+// the block's name); config lists the values hashed into full_key, and a
+// param interpolated into the key that config leaves out is hashed too,
+// after them, since the text alone may not tell values apart ("L{a}{b}" is
+// L111 for a=1, b=11 and for a=11, b=1). A Definition is found by
+// full_key, hash(model, form, file, key text, those values), which does not
+// name the block: within a form, a key belongs to one block, and two
+// blocks whose keys can be the same text (the same key, or "L{a}" and
+// "L1{b}", which both make L10) are an error (*SharedKeyError): give each
+// block its own key.
+//
+// The body refers to boundary tensors through the Boundary it is handed and
+// passes boundary scalars straight through (Src kept). Static checks guard
+// the replay: a body whose structure depends on a param outside
 // the key (*StructureError, upstream #1939; a kernel, a dependency, a task
 // list size or a tensor list element chosen by a param is structure too),
 // and a value computed from a boundary scalar (*BakedScalarError): a task
 // scalar, or a view, alloc shape, loop range, condition, kernel choice,
 // predicate or task index that uses one (a replay patches a boundary scalar
 // only where a task passes it as a scalar as it is), and a task that writes
-// a boundary slot tagged in (*InputWrittenError).
-// Model.GraphChecks returns them typed, so the runtime can make them errors
+// a boundary slot tagged in (*InputWrittenError), besides the shared keys
+// above. Model.GraphChecks returns them typed, so the runtime can make them errors
 // or warnings. In a block with boundary: auto, a let must view a tensor the
 // block allocates (the boundary is computed from the calls before any let
 // runs).
@@ -161,7 +217,8 @@
 //	blocks.go    block headers (params, variants, tensor and task params) and bodies
 //	boundary.go  boundary slots and scalars, boundary: auto
 //	program.go   the program, forms and their Graph keys
-//	checks.go    the static Graph checks (structure, baked scalars)
+//	checks.go    the static Graph checks (structure, baked scalars, shared keys)
+//	keys.go      which key texts a key template makes, and whether two can meet
 //	scope.go     the names a block's ops see while it compiles
 //	ops.go       the op dispatch, scope and loop ops
 //	alloc.go     alloc ops and runtime-allocated outputs' items

@@ -94,3 +94,30 @@ func (e *InputWrittenError) Error() string {
 	return fmt.Sprintf("%s:%d: form %s: args %q in %s writes boundary slot %s, which the boundary tags in (tag it inout, or write a tensor the body allocates)",
 		e.File, e.Line, e.Form, e.Arg, e.Block, e.Slot)
 }
+
+// SharedKeyError is two blocks whose Graph keys in one form can be the same
+// text (the same key, or templates such as "L{a}" and "L1{b}", which both
+// make L10): full_key hashes the key and the construction values, not the
+// block, so calls of both would share one Definition, and one block's calls
+// would replay the other's body. A Graph key names one block's body.
+type SharedKeyError struct {
+	File      string
+	Line      int // the later of the two blocks' graphs entries
+	Form      string
+	Block     string // the block at Line
+	Key       string // its key, as written ({param}s unfilled)
+	Other     string // the block of the earlier entry
+	OtherKey  string
+	OtherLine int
+	Text      string // a key text both can make
+}
+
+func (e *SharedKeyError) Error() string {
+	const why = "calls of both would share one Definition, and one block's calls would replay the other's body (give each block its own key)"
+	if e.Key == e.Text && e.OtherKey == e.Text {
+		return fmt.Sprintf("%s:%d: form %s: Graph key %q of %s is also the key of %s (%s:%d): %s",
+			e.File, e.Line, e.Form, e.Key, e.Block, e.Other, e.File, e.OtherLine, why)
+	}
+	return fmt.Sprintf("%s:%d: form %s: Graph key %q of %s can be %q, as can key %q of %s (%s:%d): %s",
+		e.File, e.Line, e.Form, e.Key, e.Block, e.Text, e.OtherKey, e.Other, e.File, e.OtherLine, why)
+}

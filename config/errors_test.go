@@ -140,6 +140,11 @@ func TestConfigErrors(t *testing.T) {
 		{name: "expression overflows at run time", old: `"in tmp[e]"`, new: `"in tmp[e + l * 4611686018427387904 * 4]"`, at: "4611686018427387904 * 4", atRunTime: true, want: []string{`expression "tmp[e + l * 4611686018427387904 * 4]"`, "overflows int64"}},
 		{name: "loop bound overflows", old: "{var: e, to: 2}", new: "{var: e, to: 2 + l * 4611686018427387904 * 4}", at: "to: 2 + l", atRunTime: true, want: []string{`loop.to "2 + l * 4611686018427387904 * 4"`, "overflows int64"}},
 		{name: "long expression shortened", old: `value: "l + 1"`, new: `value: "l + ` + strings.Repeat("l * 2 + ", 40) + `"`, at: "l * 2 + l * 2", want: []string{" … ", "expression ends early"}},
+		// The character as written, its column in characters: é is two
+		// bytes, and its first one printed as 'Ã' (the outside tester's F5).
+		// Found by FuzzParse: reading past the end of an empty item panicked.
+		{name: "empty alloc item", old: `["tmp fp32[2, 16]"]`, new: `["tmp fp32[2, 16]", ""]`, at: `["tmp fp32[2, 16]", ""]`, want: []string{`alloc: want "NAME DTYPE[d0, d1, ...] [manual_dep]"`}},
+		{name: "non-ASCII character", old: `"tmp fp32[2, 16]"`, new: `"tmp fp3é2[2, 16]"`, at: "tmp fp3é2", want: []string{`alloc "tmp fp3é2[2, 16]": unexpected character 'é' at column 8`}},
 		{name: "min with one argument", old: `value: "l + 1"`, new: `value: "min(l)"`, at: `"min(l)"`, want: []string{`"min(l)"`, "two arguments"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

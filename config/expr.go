@@ -341,7 +341,7 @@ func tokenize(s string) ([]token, error) {
 			}
 			v, err := strconv.ParseInt(strings.ReplaceAll(s[i:j], "_", ""), 10, 64)
 			if err != nil {
-				return nil, fmt.Errorf("bad integer %q at column %d", s[i:j], i+1)
+				return nil, fmt.Errorf("bad integer %q at column %d", s[i:j], column(s, i))
 			}
 			out = append(out, token{kind: tInt, s: s[i:j], v: v, pos: i})
 			i = j
@@ -364,7 +364,13 @@ func tokenize(s string) ([]token, error) {
 				continue
 			}
 			if strings.IndexByte("+-*/%()<>!?:[],@|", c) < 0 {
-				return nil, fmt.Errorf("unexpected character %q at column %d", c, i+1)
+				// The character, not its first byte: %q of a byte of é
+				// prints 'Ã'.
+				r, n := utf8.DecodeRuneInString(s[i:])
+				if r == utf8.RuneError && n <= 1 {
+					return nil, fmt.Errorf("unexpected byte %#02x (not UTF-8) at column %d", c, column(s, i))
+				}
+				return nil, fmt.Errorf("unexpected character %q at column %d", r, column(s, i))
 			}
 			out = append(out, token{kind: tOp, s: string(c), pos: i})
 			i++
@@ -388,10 +394,24 @@ type exprParser struct {
 }
 
 func (p *exprParser) peek() token { return p.toks[p.i] }
-func (p *exprParser) next() token { t := p.toks[p.i]; p.i++; return t }
+// next stays on the end token once there: a caller that reads two tokens
+// of an empty text (alloc: [""]) gets the end twice, not a panic.
+func (p *exprParser) next() token {
+	t := p.toks[p.i]
+	if t.kind != tEOF {
+		p.i++
+	}
+	return t
+}
 
 func (p *exprParser) errf(t token, format string, a ...any) error {
-	return fmt.Errorf("%s (at column %d of %q)", fmt.Sprintf(format, a...), t.pos+1, shorten(p.src))
+	return fmt.Errorf("%s (at column %d of %q)", fmt.Sprintf(format, a...), column(p.src, t.pos), shorten(p.src))
+}
+
+// column is the 1-based column of byte offset i in s, counted in
+// characters as an editor counts them (é is one column, two bytes).
+func column(s string, i int) int {
+	return utf8.RuneCountInString(s[:i]) + 1
 }
 
 // maxShown bounds the source text an error message quotes.

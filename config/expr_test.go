@@ -87,6 +87,24 @@ func TestExprErrors(t *testing.T) {
 	}
 }
 
+// TestTokenErrors: a character the language does not take is printed as
+// written, at its column counted in characters; a byte that is not UTF-8
+// is said to be one.
+func TestTokenErrors(t *testing.T) {
+	for _, tc := range []struct{ src, want string }{
+		{"a + é", "unexpected character 'é' at column 5"},
+		{"aé", "unexpected character 'é' at column 2"},
+		{"a + 世", "unexpected character '世' at column 5"},
+		{"a\xff", "unexpected byte 0xff (not UTF-8) at column 2"},
+		{"a # 1", "unexpected character '#' at column 3"},
+	} {
+		_, err := parseExpr(tc.src, testRes)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%q: %v, want %q", tc.src, err, tc.want)
+		}
+	}
+}
+
 // FuzzExpr checks that no input makes the parser or the evaluator panic, that
 // parsing is deterministic, and that parenthesizing an expression keeps its
 // value. The seeds run as part of the normal tests.

@@ -435,9 +435,11 @@ func TestMaxTasksBound(t *testing.T) {
 
 // FuzzParse checks that no model text makes the loader, the size
 // computation or the interpreter panic; seeds are the small models of the
-// tests above.
+// tests above and the key findings' (Graph keys that meet).
 func FuzzParse(f *testing.F) {
 	f.Add(tinyModel)
+	f.Add(readFile(f, "testdata/keys/shared_key.yaml"))
+	f.Add(readFile(f, "testdata/keys/interpolated_key.yaml"))
 	f.Add(langHeader + `blocks:
   layer:
     params: [l]

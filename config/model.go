@@ -234,7 +234,7 @@ type graphSpec struct {
 	block  *block
 	key    string
 	parts  []keyPart
-	config []int  // env slots hashed into full_key
+	config []int  // env slots hashed into full_key: config's, then the key's others
 	inKey  uint64 // env slots in config or interpolated into the key
 	// complete: the static Graph checks found nothing in this form's use of
 	// the block, so its calls are GraphCall.KeyComplete.

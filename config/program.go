@@ -196,5 +196,14 @@ func (l *loader) graphSpec(b *block, n *yaml.Node) (*graphSpec, error) {
 			g.inKey |= 1 << uint(slot)
 		}
 	}
+	// The key text alone does not tell the values it interpolates apart
+	// ("L{a}{b}" is L111 for a=1, b=11 and for a=11, b=1), yet the static
+	// checks count an interpolated param as in the key: its value is hashed
+	// too, after config's, unless config already hashes it.
+	for _, p := range g.parts {
+		if p.slot >= 0 && !slices.Contains(g.config, p.slot) {
+			g.config = append(g.config, p.slot)
+		}
+	}
 	return g, nil
 }

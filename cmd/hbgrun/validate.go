@@ -16,8 +16,9 @@ func init() {
 		Long: `validate loads MODEL (schema, names, kernels, expressions, explicit
 dependencies), interprets every form (views inside their roots, shapes,
 predicates) and runs the static Graph checks: a Graph body whose structure
-depends on a param outside its key, and a scalar computed from a boundary
-scalar. It prints a one-line summary; any error exits with status 2.`,
+depends on a param outside its key, a scalar computed from a boundary
+scalar, and two blocks whose Graph keys in one form can be the same text.
+It prints a one-line summary; any error exits with status 2.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := config.Load(args[0])
