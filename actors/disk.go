@@ -315,11 +315,8 @@ func (s *store) diskLoaded(ctx actor.Context, m *diskLoaded) {
 	}
 	if m.def != nil {
 		if len(waiters) == 0 {
-			delete(s.inflight, k)
-			s.defs[k] = m.def
 			s.loadNotes[k] = m.load
 			s.disk.disk.Unpin(k)
-			return
 		}
 		s.publish(ctx, k, m.def, func(r *mailbox.DefinitionReady) { r.Store = m.load })
 		return
@@ -329,6 +326,7 @@ func (s *store) diskLoaded(ctx actor.Context, m *diskLoaded) {
 	}
 	if len(waiters) == 0 {
 		delete(s.inflight, k)
+		s.askVerifies(ctx, k)
 		return
 	}
 	s.missed(ctx, waiters[0])

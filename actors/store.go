@@ -156,10 +156,17 @@ func (s *store) publish(ctx actor.Context, key uint64, d *mailbox.Definition, fi
 		}
 		ctx.Send(w.ReplyTo, ready)
 	}
-	for _, v := range s.verifies[key] {
+	s.askVerifies(ctx, key)
+}
+
+// askVerifies takes again the verifications that waited for key's
+// recording or load to end.
+func (s *store) askVerifies(ctx actor.Context, key uint64) {
+	vs := s.verifies[key]
+	delete(s.verifies, key)
+	for _, v := range vs {
 		s.request(ctx, v)
 	}
-	delete(s.verifies, key)
 }
 
 func (s *store) enqueue(ctx actor.Context, job *mailbox.RecordJob) {
@@ -225,10 +232,7 @@ func (s *store) built(ctx actor.Context, b *mailbox.Built) {
 		}
 		ctx.Send(w.ReplyTo, &r)
 	}
-	for _, v := range s.verifies[job.StoreKey] {
-		s.request(ctx, v)
-	}
-	delete(s.verifies, job.StoreKey)
+	s.askVerifies(ctx, job.StoreKey)
 }
 
 // verify compares a later call's recording with the published Definition.
