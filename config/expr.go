@@ -394,6 +394,7 @@ type exprParser struct {
 }
 
 func (p *exprParser) peek() token { return p.toks[p.i] }
+
 // next stays on the end token once there: a caller that reads two tokens
 // of an empty text (alloc: [""]) gets the end twice, not a panic.
 func (p *exprParser) next() token {
