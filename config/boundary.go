@@ -36,6 +36,13 @@ type boundarySlotDoc struct {
 	Shape *yaml.Node `yaml:"shape"`
 }
 
+// maxBlockSlots bounds a block's params, variant and boundary scalars
+// together: the static Graph checks track which of them an expression reads
+// in a uint64 (expr.deps, graphSpec.inKey), and a slot past it would go
+// unchecked, its Graph marked complete and its first call's body replayed
+// for every call.
+const maxBlockSlots = 64
+
 // blockBoundary compiles block b's boundary: its scalars (env slots after
 // the params, evaluated in the caller), then its slots, or with boundary:
 // auto none of either: the block's calls' boundaries make it at run time
@@ -75,6 +82,9 @@ func (l *loader) blockBoundary(b *block, d *blockDoc, n *yaml.Node) error {
 		}
 	}
 	b.envSize += len(b.scalars)
+	if b.envSize > maxBlockSlots {
+		return l.errf(n, "blocks."+b.name, "", "%d params, variant and boundary scalars; at most %d (the static Graph checks follow each in one bit of a 64-bit set)", b.envSize, maxBlockSlots)
+	}
 	bn := d.Boundary
 	if bn != nil && bn.Kind == yaml.ScalarNode && bn.Value == "auto" {
 		b.auto = true

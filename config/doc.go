@@ -174,6 +174,7 @@
 //     Definition (*BakedScalarError below).
 //   - A Graph inside another Graph's body runs inline: a Definition holds no
 //     nested Graph (a warning of Validate, see Summary.Warnings).
+//   - A block has at most 64 params, variant and boundary scalars together.
 //
 // # Graphs
 //

@@ -396,3 +396,25 @@ func TestGraphBodyError(t *testing.T) {
 		t.Fatalf("unknown form: %v", err)
 	}
 }
+
+// TestBlockSlotLimit: a block with more params, variant and boundary scalars
+// than the static checks can follow is refused at its line (the outside
+// tester's models: each used slot 64 where a baked scalar, a structural
+// param or a variant outside the key went unchecked and replayed a wrong
+// Definition); the same model one slot smaller is checked as before.
+func TestBlockSlotLimit(t *testing.T) {
+	for _, f := range []string{"static64_baked_scalar", "static64_structure_param", "static64_variant_kernel"} {
+		_, err := config.Load("testdata/slots/" + f + ".yaml")
+		if err == nil || !strings.Contains(err.Error(), "at most 64") || !strings.Contains(err.Error(), f+".yaml:") {
+			t.Errorf("%s: %v, want a refusal naming the file, line and the limit", f, err)
+		}
+	}
+	m, err := config.Load("testdata/slots/static64_baked_scalar_control63.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var baked *config.BakedScalarError
+	if errs := m.GraphChecks(); len(errs) == 0 || !errors.As(errs[0], &baked) {
+		t.Fatalf("control: %v, want the baked scalar found", errs)
+	}
+}
