@@ -26,12 +26,16 @@ type entryStat struct {
 	dev, ino uint64
 	size     int64
 	mod      time.Time
+	// irregular: not a regular file (a directory, a device): no entry
+	// hbg wrote, and one a load moves aside.
+	irregular bool
 }
 
 func (st entryStat) valid() bool { return st.ino != 0 }
 
 func statFrom(s *syscall.Stat_t) entryStat {
-	return entryStat{dev: s.Dev, ino: s.Ino, size: s.Size, mod: time.Unix(s.Mtim.Sec, s.Mtim.Nsec)}
+	return entryStat{dev: s.Dev, ino: s.Ino, size: s.Size, mod: time.Unix(s.Mtim.Sec, s.Mtim.Nsec),
+		irregular: s.Mode&syscall.S_IFMT != syscall.S_IFREG}
 }
 
 // statOf is the state of the file info describes (a directory scan's).
@@ -122,6 +126,9 @@ func readImage(path string, n int64) (img []byte, size int64, err error) {
 	// against).
 	b := make([]byte, n+1)
 	k, err := readFull(fd, b, n)
+	if errors.Is(err, syscall.EISDIR) {
+		return nil, 0, errNotRegular
+	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("definition store: reading %s: %w", path, err)
 	}

@@ -23,8 +23,9 @@ type entryFile struct {
 // entryStat is the state of an entry's file. Here it never identifies the
 // file, so every load reads its entry.
 type entryStat struct {
-	size int64
-	mod  time.Time
+	size      int64
+	mod       time.Time
+	irregular bool // not a regular file: moved aside by a load
 }
 
 func (st entryStat) valid() bool { return false }
@@ -56,7 +57,7 @@ func openEntry(path string) (f entryFile, st entryStat, ok bool, err error) {
 		f.close()
 		return entryFile{}, entryStat{}, false, nil
 	}
-	return f, entryStat{size: fi.Size(), mod: fi.ModTime()}, true, nil
+	return f, entryStat{size: fi.Size(), mod: fi.ModTime(), irregular: !fi.Mode().IsRegular()}, true, nil
 }
 
 // read reads the entry.
@@ -83,15 +84,16 @@ func readImage(path string, n int64) (img []byte, size int64, err error) {
 		return nil, 0, fmt.Errorf("definition store: %w", err)
 	}
 	defer fh.Close()
-	if n > bigImage {
-		// A damaged entry must not make us allocate what it claims.
-		st, err := fh.Stat()
-		if err != nil {
-			return nil, 0, fmt.Errorf("definition store: %w", err)
-		}
-		if st.Size() != n {
-			return nil, st.Size(), nil
-		}
+	st, err := fh.Stat()
+	if err != nil {
+		return nil, 0, fmt.Errorf("definition store: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, 0, errNotRegular
+	}
+	// A damaged entry must not make us allocate what it claims.
+	if n > bigImage && st.Size() != n {
+		return nil, st.Size(), nil
 	}
 	b := make([]byte, n+1)
 	k, err := io.ReadFull(fh, b)

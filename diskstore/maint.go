@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -43,7 +44,12 @@ func (s *Store) scan() (*files, error) {
 			continue // removed meanwhile
 		}
 		data, err := os.ReadFile(p)
-		if err != nil {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue // removed meanwhile
+		case err != nil:
+			// Unreadable (a directory, no permission): bad, not absent.
+			f.badEntries = append(f.badEntries, p)
 			continue
 		}
 		var e Entry

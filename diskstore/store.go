@@ -122,6 +122,10 @@ type Loaded struct {
 	Entry   Entry
 }
 
+// errNotRegular is an image path that holds no regular file (a
+// directory, say): nothing hbg wrote, so the load moves it aside.
+var errNotRegular = errors.New("not a regular file")
+
 // Rejected is a store entry found bad on load: its files are moved aside
 // into quarantine/ (Moved), and the Definition must be recorded again.
 type Rejected struct {
@@ -295,6 +299,9 @@ func (fd *Found) Load(model string) (*Loaded, error) {
 			f.close()
 		}
 	}()
+	if st.irregular {
+		return nil, s.reject(fullKey, "index entry is not a regular file", idx)
+	}
 	e, known := s.knownEntry(fullKey, st)
 	if !known {
 		var buf [512]byte
@@ -326,6 +333,8 @@ func (fd *Found) Load(model string) (*Loaded, error) {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, s.reject(fullKey, "index entry points to a missing image "+filepath.Base(obj), idx)
+	case errors.Is(err, errNotRegular):
+		return nil, s.reject(fullKey, "image "+filepath.Base(obj)+" is not a regular file", idx, obj)
 	case err != nil:
 		return nil, err
 	case img == nil:

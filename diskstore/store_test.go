@@ -140,6 +140,27 @@ func TestCorruption(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, false, "missing image"},
+		// The outside tester's: each was rejected at every load and never
+		// moved aside, so every run recorded it again.
+		{"index entry that is a directory", func(t *testing.T, s *Store, obj, idx string) {
+			if err := os.Remove(idx); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(idx, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if r, _ := s.Verify(); len(r.Problems) == 0 {
+				t.Fatalf("verify: %+v, want the directory named as a problem", r)
+			}
+		}, false, "not a regular file"},
+		{"image that is a directory", func(t *testing.T, s *Store, obj, idx string) {
+			if err := os.Remove(obj); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(obj, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, false, "not a regular file"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
