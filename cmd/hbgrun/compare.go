@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -192,6 +193,18 @@ func compareForms(ctx context.Context, s *session, f *runFlags, model string, fo
 	return reports, passes, failed
 }
 
+// msText is ns in ms with three decimals, or more for a value under 0.1 ms,
+// to three significant digits: a sub-µs phase (args) printed as 0.000 next
+// to its ratio read as a ratio of zeros.
+func msText(ns int64) string {
+	ms := float64(ns) / 1e6
+	d := 3
+	for v := ms; v != 0 && v < 0.1 && d < 9; v *= 10 {
+		d++
+	}
+	return strconv.FormatFloat(ms, 'f', d, 64)
+}
+
 func writeCompare(out io.Writer, reports []*trace.Report) error {
 	tw := tabwriter.NewWriter(out, 2, 8, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "median ms (ratio to "+reports[0].Form+")\t")
@@ -210,7 +223,7 @@ func writeCompare(out io.Writer, reports []*trace.Report) error {
 			if v := ratio(&ratios[i]); v != nil {
 				x = fmt.Sprintf("%.3gx", *v)
 			}
-			fmt.Fprintf(tw, "%.3f (%s)\t", float64(get(r))/1e6, x)
+			fmt.Fprintf(tw, "%s (%s)\t", msText(get(r)), x)
 		}
 		fmt.Fprintln(tw)
 	}
