@@ -183,7 +183,7 @@ func TestRunBadInput(t *testing.T) {
 		{[]string{"run", dsv4, "--defects", "maybe"}, "--defects"},
 		{[]string{"run", dsv4, "--in-flight", "-3"}, "--in-flight -3: want at least 1"},
 		{[]string{"compare", dsv4, "--recorders", "-1"}, "--recorders -1: want at least 1"},
-		{[]string{"compare", dsv4, "--block", "0"}, "--block 0: want at least 1"},
+		{[]string{"compare", dsv4, "--block", "-1"}, "--block -1: want 0 (all the rounds) or more"},
 		{[]string{"run", dsv4, "--max-tasks", "100"}, "(a pass is bounded by max_tasks: 100; raise it"},
 		{[]string{"expand", dsv4, "--form", "eager", "--max-tasks", "100"}, "(a pass is bounded by max_tasks: 100; raise it"},
 		{[]string{"run", unkeyed, "--form", "blocks", "--store", "off"}, "dsv4_1939.yaml:"},
@@ -311,24 +311,39 @@ func TestValidateAndExpand(t *testing.T) {
 }
 
 // TestCompareBlock: --block runs that many rounds of a form back to back
-// before the next form's.
+// before the next form's; by default, all of them.
 func TestCompareBlock(t *testing.T) {
-	_, stderr, code := runCLI(t, "compare", dsv4, "--forms", "eager,full", "--rounds", "3", "--block", "2", "--skip-device", "--store", "off", "-v")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
-	var order []string
-	for _, l := range strings.Split(stderr, "\n") {
-		if rest, ok := strings.CutPrefix(l, "hbgrun: pass ended: form "); ok {
-			order = append(order, rest)
+	for _, tc := range []struct {
+		block []string
+		want  []string
+		order string
+	}{
+		{[]string{"--block", "2"}, []string{
+			"eager rank 0 round 0", "eager rank 0 round 1", "full rank 0 round 0", "full rank 0 round 1",
+			"eager rank 0 round 2", "full rank 0 round 2",
+		}, "order: 2 round(s) of a form at a time, then the next form's (--block 2)"},
+		{nil, []string{
+			"eager rank 0 round 0", "eager rank 0 round 1", "eager rank 0 round 2",
+			"full rank 0 round 0", "full rank 0 round 1", "full rank 0 round 2",
+		}, "order: each form's rounds back to back, as a deployment runs it (--block 3)"},
+	} {
+		args := append([]string{"compare", dsv4, "--forms", "eager,full", "--rounds", "3", "--skip-device", "--store", "off", "-v"}, tc.block...)
+		out, stderr, code := runCLI(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", tc.block, code, stderr)
 		}
-	}
-	want := []string{
-		"eager rank 0 round 0", "eager rank 0 round 1", "full rank 0 round 0", "full rank 0 round 1",
-		"eager rank 0 round 2", "full rank 0 round 2",
-	}
-	if !slices.Equal(order, want) {
-		t.Errorf("passes ran in order\n%s\nwant\n%s", strings.Join(order, "\n"), strings.Join(want, "\n"))
+		var order []string
+		for _, l := range strings.Split(stderr, "\n") {
+			if rest, ok := strings.CutPrefix(l, "hbgrun: pass ended: form "); ok {
+				order = append(order, rest)
+			}
+		}
+		if !slices.Equal(order, tc.want) {
+			t.Errorf("%v: passes ran in order\n%s\nwant\n%s", tc.block, strings.Join(order, "\n"), strings.Join(tc.want, "\n"))
+		}
+		if first, _, _ := strings.Cut(out, "\n"); first != tc.order {
+			t.Errorf("%v: first line %q, want %q", tc.block, first, tc.order)
+		}
 	}
 }
 
@@ -361,6 +376,13 @@ func TestCompare(t *testing.T) {
 	}
 	if r := doc.MedianRatios[0].HostOrch; r == nil || *r != 1 {
 		t.Errorf("eager over itself: host_orch ratio %v", r)
+	}
+	// The saving: eager's host_orch median over each form's control plane.
+	for i, r := range doc.MedianRatios {
+		want := float64(doc.Forms[0].Phases.Phases[trace.PhaseHostOrch].MedianNs) / float64(doc.Forms[i].Phases.ControlPlane.MedianNs)
+		if r.Saving == nil || *r.Saving != want {
+			t.Errorf("%s: saving %v, medians give %v", doc.Forms[i].Form, r.Saving, want)
+		}
 	}
 	if len(doc.Forms) != 2 || doc.Forms[0].Form != "eager" || doc.Forms[1].Form != "full" {
 		t.Fatalf("forms %+v", doc.Forms)

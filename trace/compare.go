@@ -11,6 +11,11 @@ type PhaseRatios struct {
 	ArenaH2D     *float64 `json:"arena_h2d"`
 	DeviceWall   *float64 `json:"device_wall"`
 	ControlPlane *float64 `json:"control_plane"`
+	// Saving is the baseline's host_orch over this form's control plane:
+	// how many of this form's steps the baseline's orchestration alone
+	// would pay for (upstream's headline, eager host_orch over a Graph
+	// form's warm control plane).
+	Saving *float64 `json:"saving"`
 }
 
 // Ratio is a/b, or nil when b is not positive or either was not measured.
@@ -32,6 +37,7 @@ func MedianRatios(r, base *Report) PhaseRatios {
 		ArenaH2D:     Ratio(p.Phases[PhaseArenaH2D], b.Phases[PhaseArenaH2D]),
 		DeviceWall:   Ratio(p.Phases[PhaseDeviceWall], b.Phases[PhaseDeviceWall]),
 		ControlPlane: Ratio(p.ControlPlane, b.ControlPlane),
+		Saving:       Ratio(b.Phases[PhaseHostOrch], p.ControlPlane),
 	}
 }
 

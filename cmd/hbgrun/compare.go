@@ -22,14 +22,17 @@ func init() {
 	var block int
 	c := &cobra.Command{
 		Use:   "compare [MODEL]",
-		Short: "Run several forms of a model side by side, passes interleaved, and print each phase's median with its ratio to the first form",
+		Short: "Run several forms of a model in one process and print each phase's median with its ratio to the first form",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := f.check(); err != nil {
 				return err
 			}
-			if block < 1 {
-				return usageError{fmt.Errorf("--block %d: want at least 1", block)}
+			if block < 0 {
+				return usageError{fmt.Errorf("--block %d: want 0 (all the rounds) or more", block)}
+			}
+			if block == 0 || block > f.rounds {
+				block = f.rounds
 			}
 			var list []string // empty: the model's forms
 			if forms != "" {
@@ -43,7 +46,7 @@ func init() {
 	}
 	f.register(c, false)
 	c.Flags().StringVar(&forms, "forms", "", "comma-separated forms; ratios are to the first (default: every form of the model, in its order)")
-	c.Flags().IntVar(&block, "block", 1, "rounds of one form run back to back before the next form's (1: every pass follows another form's)")
+	c.Flags().IntVar(&block, "block", 0, "rounds of one form run back to back before the next form's (0: all of them, each form step after step as a deployment runs it; 1: every pass follows another form's)")
 	addMaxTasks(c)
 	commands = append(commands, c)
 }
@@ -96,7 +99,7 @@ func compareCmd(ctx context.Context, out, stderr io.Writer, path string, forms [
 		r.TraceID, r.Exporter = traceID, dest
 	}
 	if f.json {
-		doc := compareJSON{Baseline: forms[0], Forms: reports, MedianRatios: make([]trace.PhaseRatios, len(reports))}
+		doc := compareJSON{Baseline: forms[0], Block: block, Forms: reports, MedianRatios: make([]trace.PhaseRatios, len(reports))}
 		for i, r := range reports {
 			doc.MedianRatios[i] = trace.MedianRatios(r, reports[0])
 		}
@@ -104,7 +107,7 @@ func compareCmd(ctx context.Context, out, stderr io.Writer, path string, forms [
 		enc.SetIndent("", "  ")
 		return errors.Join(ferr, enc.Encode(doc), failed)
 	}
-	return errors.Join(ferr, writeCompare(out, reports), failed)
+	return errors.Join(ferr, writeCompare(out, reports, block), failed)
 }
 
 // compareJSON is `compare --json`: every form's report, and each form's
@@ -112,17 +115,20 @@ func compareCmd(ctx context.Context, out, stderr io.Writer, path string, forms [
 // ratios.
 type compareJSON struct {
 	Baseline     string              `json:"baseline"`
+	Block        int                 `json:"block"`
 	Forms        []*trace.Report     `json:"forms"`
 	MedianRatios []trace.PhaseRatios `json:"median_ratios"`
 }
 
-// compareForms runs the forms with their passes interleaved, block rounds
-// of a form at a time: rounds r..r+block-1 run for every form before the
-// next block, so machine load drifts over all forms alike. With block 1
-// every pass follows another form's, whose working set has pushed its own
-// out of the caches (a warm DSv4 full pass after an eager one: ~1.7x its
-// control plane back to back); a longer block measures each form as a
-// deployment runs it, step after step. Each form runs on ranks of its own
+// compareForms runs the forms block rounds of a form at a time: rounds
+// r..r+block-1 run for every form before the next block. The default block
+// is all the rounds: each form runs step after step, as a deployment runs
+// one form and as upstream measures each form (a run of its own, warm
+// passes back to back). A shorter block lets machine load drift over all
+// forms alike, but with block 1 every pass follows another form's, whose
+// working set has pushed its own out of the caches (a warm DSv4 full pass
+// after an eager one: ~1.7x its control plane back to back), which no
+// deployment sees. Each form runs on ranks of its own
 // (form i uses ranks i*R .. i*R+R-1), so its devices and submission state
 // are its own. The passes keep their runtime rank (the host spans' rank);
 // the reports number ranks per form.
@@ -205,7 +211,12 @@ func msText(ns int64) string {
 	return strconv.FormatFloat(ms, 'f', d, 64)
 }
 
-func writeCompare(out io.Writer, reports []*trace.Report) error {
+func writeCompare(out io.Writer, reports []*trace.Report, block int) error {
+	order := "each form's rounds back to back, as a deployment runs it"
+	if block < reports[0].Rounds {
+		order = fmt.Sprintf("%d round(s) of a form at a time, then the next form's", block)
+	}
+	fmt.Fprintf(out, "order: %s (--block %d)\n", order, block)
 	tw := tabwriter.NewWriter(out, 2, 8, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "median ms (ratio to "+reports[0].Form+")\t")
 	for _, r := range reports {
@@ -231,6 +242,15 @@ func writeCompare(out io.Writer, reports []*trace.Report) error {
 		row(ph.String(), func(r *trace.Report) int64 { return r.Phases.Phases[ph].MedianNs }, func(pr *trace.PhaseRatios) *float64 { return pr.Phase(ph) })
 	}
 	row("control_plane", func(r *trace.Report) int64 { return r.Phases.ControlPlane.MedianNs }, func(pr *trace.PhaseRatios) *float64 { return pr.ControlPlane })
+	fmt.Fprintf(tw, "%s host_orch / control_plane\t", reports[0].Form)
+	for i := range reports {
+		x := "-"
+		if v := ratios[i].Saving; v != nil {
+			x = fmt.Sprintf("%.3gx", *v)
+		}
+		fmt.Fprintf(tw, "%s\t", x)
+	}
+	fmt.Fprintln(tw)
 	fmt.Fprintf(tw, "host_submissions\t")
 	for _, r := range reports {
 		fmt.Fprintf(tw, "%d\t", r.Counts.HostSubmissions)
