@@ -167,7 +167,7 @@ func (a *Device) launch(timeline bool) (*npu.Result, error) {
 func (a *Device) safe(f func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("device: request panicked: %v", r)
+			err = fmt.Errorf("device: request panicked: %w", panicError(r))
 		}
 	}()
 	return f()

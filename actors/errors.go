@@ -10,7 +10,7 @@ import (
 var ErrStopped = errors.New("hbg runtime stopped")
 
 // ErrInvalidPass marks a pass that cannot be asked for: a nil
-// orchestration, one without a Run function, or a negative rank. Pass returns
+// orchestration, one without a Run function, or a negative rank or round. Pass returns
 // it at once, without sending anything.
 var ErrInvalidPass = errors.New("invalid pass request")
 
@@ -49,3 +49,13 @@ func (e *ConfigError) Error() string {
 }
 
 func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
+
+// panicError is a recovered panic's value as an error: the value itself
+// when it is one, so that errors.Is reaches what a body or an
+// orchestration panicked with, as it reaches what one returns.
+func panicError(p any) error {
+	if err, ok := p.(error); ok {
+		return err
+	}
+	return fmt.Errorf("%v", p)
+}

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -116,6 +117,75 @@ func TestBodyErrorIsAValue(t *testing.T) {
 	_, err = rt.Pass(ctx, Inline(keysModel{keys: 2, calls: 1, body: failing}.orchestration("failing")), 0, 1)
 	if !errors.Is(err, errBad) || !strings.Contains(err.Error(), `graph "key-1"`) {
 		t.Fatalf("inline: want the body's error naming key-1, got %v", err)
+	}
+	// A body that panics with an error is reached the same way, recorded
+	// or inline.
+	panicking := func(o stages.Submitter, b *stages.Boundary) error {
+		if b.Scalars[0].Value == 1 {
+			panic(fmt.Errorf("wrapped: %w", errBad))
+		}
+		return rowBody(o, b)
+	}
+	for round, orch := range []*Orchestration{
+		keysModel{keys: 2, calls: 1, body: panicking}.orchestration("panicking"),
+		Inline(keysModel{keys: 2, calls: 1, body: panicking}.orchestration("panicking")),
+	} {
+		if _, err = rt.Pass(ctx, orch, 0, 2+round); !errors.Is(err, errBad) {
+			t.Errorf("%s: want the panic's error, got %v", orch.Name, err)
+		}
+	}
+}
+
+// TestGoldenReferenceEnds: with Config.Golden, the golden reference runs
+// the caller's orchestration, which may block; the pass that waits for it
+// still ends with its ctx, Config.PassTimeout and Stop, and the reference
+// is there for the next pass once the orchestration returns.
+func TestGoldenReferenceEnds(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		end  func(cancel context.CancelFunc, rt *Runtime)
+		want error
+	}{
+		{"cancel", Config{}, func(cancel context.CancelFunc, _ *Runtime) { cancel() }, context.Canceled},
+		{"pass timeout", Config{PassTimeout: 100 * time.Millisecond}, func(context.CancelFunc, *Runtime) {}, context.DeadlineExceeded},
+		{"stop", Config{}, func(_ context.CancelFunc, rt *Runtime) { go rt.Stop(context.Background()) }, ErrStopped},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.Golden, tc.cfg.SkipDevice = true, false
+			rt := newRuntime(t, tc.cfg, nil)
+			orch := keysModel{keys: 2, calls: 2}.orchestration("blocking-" + tc.name)
+			run, entered, release := orch.Run, make(chan struct{}, 8), make(chan struct{})
+			var once sync.Once
+			defer once.Do(func() { close(release) })
+			orch.Run = func(o stages.Submitter) error {
+				entered <- struct{}{}
+				<-release
+				return run(o)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			c := passAsync(rt, ctx, orch, 0, 0)
+			select {
+			case <-entered: // the reference runs the orchestration
+			case <-time.After(prompt):
+				t.Fatal("the reference did not start")
+			}
+			tc.end(cancel, rt)
+			if r := await(t, c); !errors.Is(r.err, tc.want) {
+				t.Fatalf("got %v, want %v", r.err, tc.want)
+			}
+			once.Do(func() { close(release) })
+			if tc.want == ErrStopped {
+				return
+			}
+			pctx, pcancel := context.WithTimeout(context.Background(), prompt)
+			defer pcancel()
+			res, err := rt.Pass(pctx, orch, 0, 1)
+			if err != nil || res.Golden == nil || !res.Golden.OK() {
+				t.Fatalf("the next pass: %v, golden %+v", err, res)
+			}
+		})
 	}
 }
 
@@ -272,6 +342,7 @@ func TestInvalidPass(t *testing.T) {
 		"nil orchestration": func() error { _, err := rt.Pass(context.Background(), nil, 0, 0); return err },
 		"no Run":            func() error { _, err := rt.Pass(context.Background(), &Orchestration{Name: "x"}, 0, 0); return err },
 		"negative rank":     func() error { _, err := rt.Pass(context.Background(), ok, -1, 0); return err },
+		"negative round":    func() error { _, err := rt.Pass(context.Background(), ok, 0, -3); return err },
 	} {
 		if err := f(); !errors.Is(err, ErrInvalidPass) {
 			t.Errorf("%s: %v, want ErrInvalidPass", name, err)

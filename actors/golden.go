@@ -1,10 +1,12 @@
 package actors
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hbg-dev/hbg/npu"
 	"github.com/hbg-dev/hbg/stages"
@@ -177,7 +179,7 @@ func ComputeReference(orch *Orchestration, cfg npu.Config) (*Reference, error) {
 func runGuarded(orch *Orchestration, o stages.Submitter) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("orchestration panicked: %v", p)
+			err = fmt.Errorf("orchestration panicked: %w", panicError(p))
 		}
 	}()
 	return orch.Run(o)
@@ -302,48 +304,80 @@ func segDiff(x, y *npu.RootDigest) *Diff {
 	return d
 }
 
-// checkGolden fills a pass's golden check, with Config.Golden.
+// checkGolden fills a pass's golden check, with Config.Golden. The
+// reference is made by then: the pass was sent only after it was.
 func (rt *Runtime) checkGolden(orch *Orchestration, res *PassResult) {
 	if !rt.cfg.Golden || res.Err != nil || res.Device == nil {
 		return
 	}
-	ref, err := rt.golden.reference(orch, rt.cfg.Device)
-	if err != nil {
-		res.Err = err
+	e := rt.golden.start(orch, rt.cfg.Device)
+	<-e.done
+	if e.err != nil {
+		res.Err = e.err
 		return
 	}
 	if len(res.Device.Races) > 0 {
-		ref.Source().nameRaces(res)
+		e.ref.Source().nameRaces(res)
 	}
-	res.Golden = ref.Check(res.Device)
+	res.Golden = e.ref.Check(res.Device)
+}
+
+// reference waits for orch's golden reference, started the first time a
+// pass of orch is asked for. The reference runs the caller's orchestration
+// and bodies, which may block, so the wait ends with ctx, Stop or
+// Config.PassTimeout like any pass's; the reference goes on and is there
+// for the next pass that asks, once the caller's code returns.
+func (rt *Runtime) reference(ctx context.Context, orch *Orchestration, rank, round int) error {
+	e := rt.golden.start(orch, rt.cfg.Device)
+	select {
+	case <-e.done:
+		return nil // an error is the pass's: checkGolden reports it
+	default:
+	}
+	t := time.NewTimer(rt.cfg.PassTimeout)
+	defer t.Stop()
+	select {
+	case <-e.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("rank %d round %d: golden reference of %q: %w", rank, round, orch.Name, ctx.Err())
+	case <-t.C:
+		return fmt.Errorf("rank %d round %d: golden reference of %q: not made after %v (Config.PassTimeout): %w", rank, round, orch.Name, rt.cfg.PassTimeout, context.DeadlineExceeded)
+	case <-rt.stopped:
+		return fmt.Errorf("rank %d round %d: %w", rank, round, ErrStopped)
+	}
 }
 
 // goldenCache computes each orchestration's reference once (its Name is
-// its identity).
+// its identity), each in a goroutine of its own.
 type goldenCache struct {
 	mu   sync.Mutex
 	refs map[string]*goldenEntry
 }
 
 type goldenEntry struct {
-	once sync.Once
+	done chan struct{} // closed when ref or err is set
 	ref  *Reference
 	err  error
 }
 
-func (c *goldenCache) reference(orch *Orchestration, cfg npu.Config) (*Reference, error) {
+// start gives orch's entry, starting its computation if none has.
+func (c *goldenCache) start(orch *Orchestration, cfg npu.Config) *goldenEntry {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.refs == nil {
 		c.refs = map[string]*goldenEntry{}
 	}
 	e := c.refs[orch.Name]
 	if e == nil {
-		e = &goldenEntry{}
+		e = &goldenEntry{done: make(chan struct{})}
 		c.refs[orch.Name] = e
+		go func() {
+			e.ref, e.err = ComputeReference(orch, cfg)
+			close(e.done)
+		}()
 	}
-	c.mu.Unlock()
-	e.once.Do(func() { e.ref, e.err = ComputeReference(orch, cfg) })
-	return e.ref, e.err
+	return e
 }
 
 // twin is the Submitter of the inline twin: the ordinary path, with

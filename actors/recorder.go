@@ -57,7 +57,7 @@ func (r *recorder) record(ctx actor.Context, job *mailbox.RecordJob) {
 	// and so every queued job, survives the restart.
 	defer func() {
 		if p := recover(); p != nil {
-			err := fmt.Errorf("graph %q: body panicked while recording: %v", job.Key, p)
+			err := fmt.Errorf("graph %q: body panicked while recording: %w", job.Key, panicError(p))
 			span.Finish(r.rec.Nodes(), err)
 			ctx.Send(r.store, &mailbox.Built{Recorder: ctx.Self(), Job: job, Err: err, Panicked: true})
 			panic(p)

@@ -348,21 +348,25 @@ func (rt *Runtime) submit(ctx context.Context, orch *Orchestration, rank, round 
 		return nil, fmt.Errorf("rank %d round %d: %w: orchestration %q has no Run function", rank, round, ErrInvalidPass, orch.Name)
 	case rank < 0:
 		return nil, fmt.Errorf("rank %d round %d: %w: negative rank", rank, round, ErrInvalidPass)
+	case round < 0:
+		return nil, fmt.Errorf("rank %d round %d: %w: negative round", rank, round, ErrInvalidPass)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("rank %d round %d: %w", rank, round, err)
+	}
+	select {
+	case <-rt.stopped:
+		return nil, fmt.Errorf("rank %d round %d: %w", rank, round, ErrStopped)
+	default:
 	}
 	if rt.cfg.Golden {
 		// The reference is made once per orchestration, before its first
 		// pass is asked for: made after a pass returned, it would hold up
 		// the next pass and show as device_idle. An error is kept and
 		// reported with the pass.
-		_, _ = rt.golden.reference(orch, rt.cfg.Device)
-	}
-	select {
-	case <-rt.stopped:
-		return nil, fmt.Errorf("rank %d round %d: %w", rank, round, ErrStopped)
-	default:
+		if err := rt.reference(ctx, orch, rank, round); err != nil {
+			return nil, err
+		}
 	}
 	sub, err := rt.rankActor(rank)
 	if err != nil {

@@ -196,7 +196,7 @@ func (s *submission) orchestrate(run *passRun, p *stages.Pass) {
 func (s *submission) runGuarded(orch *Orchestration) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("orchestration %q panicked: %v", orch.Name, p)
+			err = fmt.Errorf("orchestration %q panicked: %w", orch.Name, panicError(p))
 		}
 	}()
 	if err := orch.Run(submitter{s}); err != nil {
