@@ -29,6 +29,7 @@ func TestStartRefusesInvalidConfig(t *testing.T) {
 		field string
 	}{
 		{Config{Recorders: -1}, "Recorders"},
+		{Config{Recorders: MaxRecorders + 1}, "Recorders"},
 		{Config{InFlight: -2}, "InFlight"},
 		{Config{QueueDepth: -1}, "QueueDepth"},
 		{Config{PassTimeout: -time.Second}, "PassTimeout"},

@@ -25,6 +25,11 @@ import (
 	"github.com/hbg-dev/hbg/trace"
 )
 
+// MaxRecorders bounds Config.Recorders: recorders past the processors only
+// time-share them, and each is an actor started with the runtime, so a
+// pool of a million takes gigabytes and outlasts Start's own timeout.
+const MaxRecorders = 4096
+
 // Config configures a runtime.
 type Config struct {
 	// Recorders is the size of the prewarmed recorder pool (default: the
@@ -33,6 +38,7 @@ type Config struct {
 	// work: recorders beyond the processors only time-share them, and each
 	// touches its own buffers, fresh memory in a cold pass (DSv4 full's
 	// first pass on 2 cores: 2.23 ms with 8 recorders, 1.96 ms with 2).
+	// At most MaxRecorders.
 	Recorders int
 	// NoRetain drops every Definition after each pass, so each pass records,
 	// builds and uploads again (upstream's behaviour, for comparison).
@@ -211,6 +217,9 @@ func (c *Config) Validate() error {
 		if f.v < 1 {
 			return &ConfigError{Field: f.name, Value: f.v, Want: "at least 1"}
 		}
+	}
+	if c.Recorders > MaxRecorders {
+		return &ConfigError{Field: "Recorders", Value: c.Recorders, Want: fmt.Sprintf("at most %d", MaxRecorders)}
 	}
 	if c.SpinFor < 0 {
 		return &ConfigError{Field: "SpinFor", Value: c.SpinFor, Want: "0 (no spinning) or a positive duration"}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -145,8 +146,33 @@ func markErrors(c *cobra.Command) {
 // addMaxTasks gives a command that interprets a model (run, compare, expand,
 // validate, node) the --max-tasks flag; the others would take it and ignore it.
 func addMaxTasks(c *cobra.Command) {
-	c.Flags().Int64Var(&config.MaxTasksOverride, "max-tasks", 0, "refuse a pass of more device tasks than this (default: the model's max_tasks, else 4194304)")
+	c.Flags().Var(maxTasks{&config.MaxTasksOverride}, "max-tasks", "refuse a pass of more device tasks than this (0, the default: the model's max_tasks, else 4194304)")
 }
+
+// maxTasks is --max-tasks: a count of tasks, or 0 for the model's own
+// bound; a negative bound is a mistake, refused as the flag is parsed.
+type maxTasks struct{ v *int64 }
+
+func (m maxTasks) String() string {
+	if m.v == nil {
+		return "0"
+	}
+	return strconv.FormatInt(*m.v, 10)
+}
+
+func (m maxTasks) Set(s string) error {
+	n, err := strconv.ParseInt(s, 0, 64)
+	switch {
+	case err != nil:
+		return fmt.Errorf("want a count of tasks: %w", err)
+	case n < 0:
+		return errors.New("want 0 (the model's max_tasks) or more tasks")
+	}
+	*m.v = n
+	return nil
+}
+
+func (maxTasks) Type() string { return "int" }
 
 // commands is filled by each subcommand's file in its init.
 var commands []*cobra.Command

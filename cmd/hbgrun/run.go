@@ -93,8 +93,8 @@ func (f *runFlags) check() error {
 	switch {
 	case f.rounds < 1:
 		return usageError{fmt.Errorf("--rounds %d: want at least 1", f.rounds)}
-	case f.ranks < 1:
-		return usageError{fmt.Errorf("--ranks %d: want at least 1", f.ranks)}
+	case f.ranks < 1 || f.ranks > maxRanks:
+		return usageError{fmt.Errorf("--ranks %d: want 1 to %d", f.ranks, maxRanks)}
 	case f.defects != "error" && f.defects != "warn":
 		return usageError{fmt.Errorf("--defects %q: want error or warn", f.defects)}
 	}
@@ -120,6 +120,12 @@ func (f *runFlags) check() error {
 	}
 	return nil
 }
+
+// maxRanks bounds --ranks: each rank is a die with actors and a simulated
+// device of its own (about 0.2 MB at rest), and a host drives a few dozen;
+// 4096 is far past any, and a typo of a million would otherwise take
+// minutes and gigabytes before failing on an actor start's timeout.
+const maxRanks = 4096
 
 // configFlags names the flag that sets each actors.Config field a user can
 // get wrong from the command line.
