@@ -36,6 +36,50 @@ func TestProbeModelForms(t *testing.T) {
 	}
 }
 
+// TestOutsideModels: models an outside tester wrote from the README and
+// config/doc.go alone, to break hbg (a 12-stage pipeline with variants,
+// zero-trip and nested loops, manual scopes with explicit deps, nested auto
+// blocks, a 1-element and a 2^30-element tensor; 48 Definitions with
+// external task deps, MIX tasks, predicates and touch hints). Every form,
+// on two ranks, ends with its inline twin's digest and eager's, and all
+// forms of a model end on one digest.
+func TestOutsideModels(t *testing.T) {
+	for _, tc := range []struct {
+		path  string
+		forms []string
+	}{
+		{"testdata/models/outside_pipe.yaml", []string{"eager", "per_stage", "by_kind", "quads", "nested"}},
+		{"testdata/models/outside_routed.yaml", []string{"eager", "each", "by_heavy", "huge_count"}},
+	} {
+		t.Run(filepath.Base(tc.path), func(t *testing.T) {
+			out, stderr, code := runCLI(t, "compare", tc.path, "--rounds", "2", "--ranks", "2", "--store", "off", "--json")
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			var doc struct {
+				Forms []trace.Report `json:"forms"`
+			}
+			if err := json.Unmarshal([]byte(out), &doc); err != nil {
+				t.Fatal(err)
+			}
+			if len(doc.Forms) != len(tc.forms) {
+				t.Fatalf("%d forms, want %v", len(doc.Forms), tc.forms)
+			}
+			for i, r := range doc.Forms {
+				g := r.Golden
+				switch {
+				case r.Form != tc.forms[i]:
+					t.Errorf("form %d is %s, want %s", i, r.Form, tc.forms[i])
+				case g == nil || !g.Match || !g.EagerMatch:
+					t.Errorf("%s: golden %+v; want a match with the inline twin and eager", r.Form, g)
+				case g.Digest != doc.Forms[0].Golden.Digest:
+					t.Errorf("%s: digest %016x, eager's %016x", r.Form, g.Digest, doc.Forms[0].Golden.Digest)
+				}
+			}
+		})
+	}
+}
+
 // A model whose program fails where it is interpreted (here a loop's
 // task-list slice past the list's end, in a Graph body) is a user's
 // mistake, reported before any pass as validate reports it: exit 2, one
