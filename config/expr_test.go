@@ -390,3 +390,30 @@ func TestFastBoundary(t *testing.T) {
 		t.Fatalf("slot kinds %v: want some of each fast kind", kinds)
 	}
 }
+
+// TestLongExprLinear: compiling an expression costs about its length. Each
+// node's affine form used to be recomputed from its whole subtree, so a
+// chain of n terms (the outside tester's "i+i+...+i", 8000 terms: 25 s)
+// allocated about n²/2 forms. Allocations count the work without a clock.
+func TestLongExprLinear(t *testing.T) {
+	const n = 2000
+	for _, tc := range []struct{ name, term, op string }{
+		{"sum", "a", "+"},
+		{"difference", "a", "-"},
+		{"scaled terms", "2*b", "+"},
+		{"negated terms", "-c", "+"},
+		{"not affine", "a%3", "+"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := strings.Repeat(tc.term+tc.op, n-1) + tc.term
+			var err error
+			allocs := testing.AllocsPerRun(1, func() { _, err = parseExpr(src, testRes) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if allocs > 20*n {
+				t.Errorf("%d terms: %.0f allocations, want at most %d (linear in the length)", n, allocs, 20*n)
+			}
+		})
+	}
+}
