@@ -175,6 +175,12 @@
 //   - A Graph inside another Graph's body runs inline: a Definition holds no
 //     nested Graph (a warning of Validate, see Summary.Warnings).
 //   - A block has at most 64 params, variant and boundary scalars together.
+//   - A Graph key is not empty (leave key: out for the block's name), is
+//     at most 256 bytes with at most 8 {param}s ({variant} included), and
+//     its automaton is at most 512 states (a character is one, a {param}
+//     four, a {variant} about as many as its block's variant names have
+//     characters): whether two keys can meet is decided on the product of
+//     their automata, which grows with both.
 //
 // # Graphs
 //

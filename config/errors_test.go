@@ -145,6 +145,13 @@ func TestConfigErrors(t *testing.T) {
 		// Found by FuzzParse: reading past the end of an empty item panicked.
 		{name: "empty alloc item", old: `["tmp fp32[2, 16]"]`, new: `["tmp fp32[2, 16]", ""]`, at: `["tmp fp32[2, 16]", ""]`, want: []string{`alloc: want "NAME DTYPE[d0, d1, ...] [manual_dep]"`}},
 		{name: "non-ASCII character", old: `"tmp fp32[2, 16]"`, new: `"tmp fp3é2[2, 16]"`, at: "tmp fp3é2", want: []string{`alloc "tmp fp3é2[2, 16]": unexpected character 'é' at column 8`}},
+		// Graph keys: an empty one named at its line, not as a structure
+		// error of every param (the outside tester's F11); bounds on a key,
+		// whose automaton sharedKeys multiplies with every other key's (F1:
+		// a 3 KB key of {param}s took minutes and gigabytes).
+		{name: "empty key", old: "layer: {key: layer}", new: `layer: {key: ""}`, at: `{key: ""}`, want: []string{"key of layer: empty key", "leave key out"}},
+		{name: "key too long", old: "layer: {key: layer}", new: `layer: {key: "` + strings.Repeat("x", 300) + `"}`, at: "layer: {key: \"xxx", want: []string{"key of layer", " … ", "300 bytes long (at most 256)"}},
+		{name: "key with too many params", old: "layer: {key: layer}", new: `layer: {key: "` + strings.Repeat("{l}", 9) + `"}`, at: "layer: {key: \"{l}", want: []string{"key of layer", "more than 8 {param}s"}},
 		{name: "min with one argument", old: `value: "l + 1"`, new: `value: "min(l)"`, at: `"min(l)"`, want: []string{`"min(l)"`, "two arguments"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

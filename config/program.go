@@ -132,6 +132,20 @@ func (l *loader) formsSection(n *yaml.Node) error {
 	return nil
 }
 
+// A key template is bounded: whether two blocks' keys can make one text
+// (sharedKeys) is decided on the product of their automata, whose size is
+// the product of the templates' and grows with each {param}'s digit loop;
+// unbounded, a few-kilobyte key of {param}s took minutes and gigabytes. A
+// real key is a short name with a {param} or two. maxKeyStates bounds the
+// automaton itself, which a {variant} makes as large as the block's variant
+// names together: about the key's length with each {variant} spelled out as
+// every name.
+const (
+	maxKeyLen    = 256
+	maxKeyParams = 8
+	maxKeyStates = 512
+)
+
 // graphSpec compiles a form's Graph of block b: its key text, with
 // {param}s, and the params hashed into full_key.
 func (l *loader) graphSpec(b *block, n *yaml.Node) (*graphSpec, error) {
@@ -156,8 +170,14 @@ func (l *loader) graphSpec(b *block, n *yaml.Node) (*graphSpec, error) {
 		return 0, l.errf(nd, "key of "+b.name, name, "undefined parameter (want one of %s)", strings.Join(want, ", "))
 	}
 	if k := f.Key; k != nil {
+		if k.Value == "" {
+			return nil, l.errf(k, "key of "+b.name, k.Value, "empty key (want a text such as %q, or leave key out for the block's name)", b.name+"{param}")
+		}
+		if len(k.Value) > maxKeyLen {
+			return nil, l.errf(k, "key of "+b.name, shorten(k.Value), "key is %d bytes long (at most %d)", len(k.Value), maxKeyLen)
+		}
 		g.key = k.Value
-		s := k.Value
+		s, nParams := k.Value, 0
 		for s != "" {
 			i := strings.IndexByte(s, '{')
 			if i < 0 {
@@ -175,9 +195,16 @@ func (l *loader) graphSpec(b *block, n *yaml.Node) (*graphSpec, error) {
 			if err != nil {
 				return nil, err
 			}
+			if nParams++; nParams > maxKeyParams {
+				return nil, l.errf(k, "key of "+b.name, shorten(k.Value), "more than %d {param}s in a key", maxKeyParams)
+			}
 			g.parts = append(g.parts, keyPart{slot: slot})
 			g.inKey |= 1 << uint(slot)
 			s = s[i+j+1:]
+		}
+		if n := len(g.nfa().edges); n > maxKeyStates {
+			return nil, l.errf(k, "key of "+b.name, shorten(k.Value), "key too large to compare with other keys: its automaton has %d states (at most %d: a character is one, a {param} four, a {variant} about as many as its %d variant names have characters): use fewer {variant}s or shorter variant names",
+				n, maxKeyStates, len(b.variants))
 		}
 	} else {
 		g.parts = []keyPart{{lit: b.name, slot: -1}}
