@@ -158,7 +158,10 @@
 //
 // What the language does not say, each refused with its line:
 //   - Only the program and blocks with boundary: auto call blocks; a block
-//     with an explicit boundary is a leaf.
+//     with an explicit boundary is a leaf, and a block with boundary: auto
+//     calls only such leaves, not another boundary: auto block (its
+//     boundary is the union of its callees' declared slots, and an auto
+//     block declares none). Give the inner block an explicit boundary.
 //   - A block with boundary: auto calls only at the top of its body, not in
 //     a loop or under an if, and a let in it views only what it allocates:
 //     its boundary is the union of its calls', computed before its body

@@ -152,6 +152,9 @@ func TestConfigErrors(t *testing.T) {
 		{name: "empty key", old: "layer: {key: layer}", new: `layer: {key: ""}`, at: `{key: ""}`, want: []string{"key of layer: empty key", "leave key out"}},
 		{name: "key too long", old: "layer: {key: layer}", new: `layer: {key: "` + strings.Repeat("x", 300) + `"}`, at: "layer: {key: \"xxx", want: []string{"key of layer", " … ", "300 bytes long (at most 256)"}},
 		{name: "key with too many params", old: "layer: {key: layer}", new: `layer: {key: "` + strings.Repeat("{l}", 9) + `"}`, at: "layer: {key: \"{l}", want: []string{"key of layer", "more than 8 {param}s"}},
+		// A boundary: auto block calling another is refused, saying what
+		// it takes (the outside tester's F2: doc.go's Limits did not say).
+		{name: "auto block calls an auto block", old: "program:", new: "  outer:\n    boundary: auto\n    body:\n      - call: inner\n  inner:\n    boundary: auto\n    body: []\nprogram:", at: "call: inner", want: []string{`call "inner"`, "calls only blocks with an explicit boundary", "inner has boundary: auto"}},
 		{name: "min with one argument", old: `value: "l + 1"`, new: `value: "min(l)"`, at: `"min(l)"`, want: []string{`"min(l)"`, "two arguments"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
