@@ -2,7 +2,10 @@
 // interprets it as an orchestration: a new model is a new YAML file, no Go
 // code. See models/dsv4_flash_decode.yaml and models/qwen3_14b_decode.yaml
 // for complete examples. A file is one YAML document, without anchors or
-// aliases (repetition is said with blocks, loops and let).
+// aliases (repetition is said with blocks, loops and let), nulls (~, null
+// or an empty value: write the value, or {} or []) or tags but the
+// standard ones that agree with the text (!!str; !!int on a decimal
+// integer; !!bool on true or false; !!map; !!seq).
 //
 // # Schema
 //

@@ -155,6 +155,22 @@ func TestConfigErrors(t *testing.T) {
 		// A boundary: auto block calling another is refused, saying what
 		// it takes (the outside tester's F2: doc.go's Limits did not say).
 		{name: "auto block calls an auto block", old: "program:", new: "  outer:\n    boundary: auto\n    body:\n      - call: inner\n  inner:\n    boundary: auto\n    body: []\nprogram:", at: "call: inner", want: []string{`call "inner"`, "calls only blocks with an explicit boundary", "inner has boundary: auto"}},
+		// The loader reads a scalar's text: a null was the text "~" (model:
+		// ~ named the model "~") and a tag was dropped unread (the outside
+		// tester's F3). Every key, not only model.
+		{name: "null model name", old: "model: tiny", new: "model: ~", at: "model: ~", want: []string{`model "~"`, "YAML null"}},
+		{name: "empty model name", old: "model: tiny", new: "model:", at: "model:", want: []string{"model: a YAML null"}},
+		{name: "null loop bound", old: "{var: e, to: 2}", new: "{var: e, to: null}", at: "to: null", want: []string{`to "null"`, "YAML null"}},
+		{name: "null in a shape", old: "shape: [8, 16]}", new: "shape: [8, ~]}", at: "shape: [8, ~]", want: []string{`shape "~"`, "YAML null"}},
+		{name: "null block_num", old: "bn: 4,", new: "bn: ~,", at: "bn: ~", want: []string{`bn "~"`, "YAML null"}},
+		{name: "null key", old: "layer: {key: layer}", new: "layer: {key: ~}", at: "{key: ~}", want: []string{`key "~"`, "YAML null"}},
+		{name: "null form", old: "  eager: {}", new: "  eager:", at: "  eager:", want: []string{"eager: a YAML null", "{} or []"}},
+		{name: "null as a mapping key", old: "constants: {N: 4}", new: "constants: {N: 4, ~: 3}", at: "constants:", want: []string{`constants "~"`, "YAML null"}},
+		{name: "local tag", old: "{var: e, to: 2}", new: "{var: e, to: !custom 2}", at: "!custom", want: []string{`to "!custom 2"`, "unsupported YAML tag"}},
+		{name: "local tag on a mapping", old: "  eager: {}", new: "  eager: !form {}", at: "!form", want: []string{`eager "!form "`, "unsupported YAML tag"}},
+		{name: "binary tag", old: "model: tiny", new: "model: !!binary dGlueQ==", at: "model:", want: []string{`model "!!binary dGlueQ=="`, "unsupported YAML tag"}},
+		{name: "int tag on a non-integer", old: "bn: 4,", new: "bn: !!int 0x4,", at: "bn: !!int", want: []string{`bn "!!int 0x4"`, "unsupported YAML tag"}},
+		{name: "str tag on a list", old: "shape: [8, 16]}", new: "shape: !!str [8, 16]}", at: "!!str [8, 16]", want: []string{`shape "!!str 8 16 "`, "unsupported YAML tag"}},
 		{name: "min with one argument", old: `value: "l + 1"`, new: `value: "min(l)"`, at: `"min(l)"`, want: []string{`"min(l)"`, "two arguments"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -426,5 +442,31 @@ func TestBlockSlotLimit(t *testing.T) {
 	var baked *config.BakedScalarError
 	if errs := m.GraphChecks(); len(errs) == 0 || !errors.As(errs[0], &baked) {
 		t.Fatalf("control: %v, want the baked scalar found", errs)
+	}
+}
+
+// TestStandardTags: an explicit standard tag that agrees with how the
+// loader reads the text is taken, the model the same as without it.
+func TestStandardTags(t *testing.T) {
+	for _, tc := range []struct{ name, old, new string }{
+		{"str", "model: tiny", "model: !!str tiny"},
+		{"str on a number", "{var: e, to: 2}", "{var: e, to: !!str 2}"},
+		{"int", "bn: 4,", "bn: !!int 4,"},
+		{"map", "  eager: {}", "  eager: !!map {}"},
+		{"seq", "shape: [8, 16]}", "shape: !!seq [8, 16]}"},
+		{"long form", "model: tiny", "model: !<tag:yaml.org,2002:str> tiny"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !strings.Contains(tinyModel, tc.old) {
+				t.Fatalf("test case does not apply: %q not in the model", tc.old)
+			}
+			m, err := config.Parse("tiny.yaml", []byte(strings.Replace(tinyModel, tc.old, tc.new, 1)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := config.Validate(m); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

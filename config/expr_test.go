@@ -231,12 +231,12 @@ func TestNoAliases(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := doc.Content[0]
-	err := noAliases("f.yaml", root, "model config")
+	err := plainTree("f.yaml", root, "model config")
 	if err == nil || !strings.Contains(err.Error(), `f.yaml:1: a "&x": YAML anchors are not supported`) {
 		t.Fatalf("anchor: %v", err)
 	}
 	root.Content[1].Anchor = ""
-	err = noAliases("f.yaml", root, "model config")
+	err = plainTree("f.yaml", root, "model config")
 	if err == nil || !strings.Contains(err.Error(), `f.yaml:2: b "*x": YAML aliases are not supported`) {
 		t.Fatalf("alias: %v", err)
 	}
