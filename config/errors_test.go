@@ -97,7 +97,7 @@ func TestConfigErrors(t *testing.T) {
 		{name: "bad expression", old: "{var: e, to: 2}", new: "{var: e, to: 2 *}", at: "to: 2 *", want: []string{`loop.to "2 *"`, "expression ends early"}},
 		{name: "division by zero", old: "{var: e, to: 2}", new: "{var: e, to: 2 / (N - 4)}", at: "to: 2 /", want: []string{`loop.to "2 / (N - 4)"`, "division by zero"}},
 		{name: "division by zero at run time", old: "{var: e, to: 2}", new: "{var: e, to: 2 / (l - 1)}", at: "to: 2 /", atRunTime: true, want: []string{"division by zero", "2 / (l - 1)"}},
-		{name: "duplicate block", old: "program:", new: "  layer:\n    boundary: []\n    body: []\nprogram:", at: "  layer:\n    boundary: []", want: []string{`blocks "layer"`, "duplicate block name"}},
+		{name: "duplicate block", old: "program:", new: "  layer:\n    boundary: []\n    body: []\nprogram:", at: "  layer:\n    boundary: []", want: []string{`blocks "layer"`, "duplicate block name (also at line 11)"}},
 		{name: "race class of an unknown kernel", old: "blocks:\n", new: "races:\n  - {kernels: [mm, gelu], why: tiles picked by a scalar}\nblocks:\n", at: "kernels: [mm, gelu]", want: []string{`races.kernels "gelu"`, "no kernel of this name or code"}},
 		{name: "race class without a reason", old: "blocks:\n", new: "races:\n  - {kernels: [mm, act]}\nblocks:\n", at: "- {kernels: [mm, act]}", want: []string{"want kernels", "why"}},
 		{name: "kernel in two race classes", old: "blocks:\n", new: "races:\n  - {kernels: [mm, act], why: a}\n  - {kernels: [act], why: b}\nblocks:\n", at: "kernels: [act], why: b", want: []string{`races.kernels "act"`, "earlier race class"}},
@@ -171,6 +171,19 @@ func TestConfigErrors(t *testing.T) {
 		{name: "binary tag", old: "model: tiny", new: "model: !!binary dGlueQ==", at: "model:", want: []string{`model "!!binary dGlueQ=="`, "unsupported YAML tag"}},
 		{name: "int tag on a non-integer", old: "bn: 4,", new: "bn: !!int 0x4,", at: "bn: !!int", want: []string{`bn "!!int 0x4"`, "unsupported YAML tag"}},
 		{name: "str tag on a list", old: "shape: [8, 16]}", new: "shape: !!str [8, 16]}", at: "!!str [8, 16]", want: []string{`shape "!!str 8 16 "`, "unsupported YAML tag"}},
+		// A name is either a duplicate, naming the earlier line, or not an
+		// identifier, saying what one is: "duplicate or not an identifier"
+		// left the reader to guess which (the outside tester's F4).
+		{name: "entry tensor not an identifier", old: "{name: x, dtype", new: "{name: ä, dtype", at: "name: ä", want: []string{`entry tensor name "ä": not an identifier: an ASCII letter or _`}},
+		{name: "duplicate entry tensor", old: "{name: x, dtype", new: "{name: w, dtype", at: "{name: w, dtype: fp32, shape: [16]}", want: []string{`entry tensor name "w": duplicate entry tensor (also at line 5)`}},
+		{name: "entry scalar not an identifier", old: "kernels:\n", new: "  scalars: [{name: 1n, value: 1}]\nkernels:\n", at: "name: 1n", want: []string{`entry scalar name "1n": not an identifier: an ASCII letter or _`}},
+		{name: "entry scalar named like a constant", old: "kernels:\n", new: "  scalars: [{name: N, value: 1}]\nkernels:\n", at: "name: N, value: 1", want: []string{`entry scalar name "N": duplicate name: a constant or entry scalar at line 2 has it`}},
+		{name: "program param not an identifier", old: "params: {p: 0}", new: "params: {p: 0, é: 1}", at: "params: {p: 0, é", want: []string{`program.params "é": not an identifier: an ASCII letter or _`}},
+		{name: "duplicate program param", old: "params: {p: 0}", new: "params: {p: 0,\n    p: 1}", at: "    p: 1}", want: []string{`program.params "p": duplicate param (also at line 28)`}},
+		{name: "constant not an identifier", old: "constants: {N: 4}", new: "constants: {N: 4, N-1: 3}", at: "constants:", want: []string{`constants "N-1": a constant name must be an identifier: an ASCII letter or _`}},
+		{name: "duplicate constant", old: "constants: {N: 4}", new: "constants: {N: 4,\n  N: 3}", at: "  N: 3}", want: []string{`constants "N": duplicate constant (also at line 2)`}},
+		{name: "duplicate form", old: "  graph:\n", new: "  eager:\n    params: {}\n  graph:\n", at: "  eager:\n    params: {}", want: []string{`forms "eager": duplicate form name (also at line 36)`}},
+		{name: "loop var not an identifier", old: "{var: e, to: 2}", new: "{var: é, to: 2}", at: "var: é", want: []string{`loop.var "é": want an identifier: an ASCII letter or _`}},
 		{name: "min with one argument", old: `value: "l + 1"`, new: `value: "min(l)"`, at: `"min(l)"`, want: []string{`"min(l)"`, "two arguments"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

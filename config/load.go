@@ -52,7 +52,7 @@ func Parse(name string, data []byte) (*Model, error) {
 		return nil, err
 	}
 	sum := sha256.Sum256(data)
-	l := &loader{file: name, m: &Model{file: name, contentHash: hex.EncodeToString(sum[:8]), consts: map[string]int64{}, kernelIdx: map[string]stages.KernelID{}, blockIdx: map[string]*block{}, formIdx: map[string]*form{}}}
+	l := &loader{file: name, constLine: map[string]int{}, m: &Model{file: name, contentHash: hex.EncodeToString(sum[:8]), consts: map[string]int64{}, kernelIdx: map[string]stages.KernelID{}, blockIdx: map[string]*block{}, formIdx: map[string]*form{}}}
 	if err := l.model(doc.Content[0]); err != nil {
 		return nil, err
 	}
@@ -145,6 +145,8 @@ type loader struct {
 	file  string
 	m     *Model
 	calls []callSite
+	// constLine is the line that defined each constant or entry scalar.
+	constLine map[string]int
 	// touchAt is the first op that declared each hinted kernel's touch.
 	touchAt map[stages.KernelID]*touchSite
 }
@@ -216,11 +218,11 @@ func (l *loader) model(n *yaml.Node) error {
 		}
 		for _, kv := range blocks {
 			k := kv.key
-			if _, dup := l.m.blockIdx[k.Value]; dup {
-				return l.errf(k, "blocks", k.Value, "duplicate block name")
+			if o, dup := l.m.blockIdx[k.Value]; dup {
+				return l.errf(k, "blocks", k.Value, "duplicate block name (also at line %d)", o.line)
 			}
 			if !isIdent(k.Value) {
-				return l.errf(k, "blocks", k.Value, "a block name must be an identifier")
+				return l.errf(k, "blocks", k.Value, "a block name must be an identifier: %s", identRule)
 			}
 			b := &block{idx: len(l.m.blocks), name: k.Value, line: k.Line, variantSlot: -1}
 			l.m.blocks = append(l.m.blocks, b)

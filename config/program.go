@@ -40,11 +40,16 @@ func (l *loader) programHeader(n *yaml.Node) (*yaml.Node, error) {
 		if err != nil {
 			return nil, err
 		}
+		seen := map[string]int{}
 		for _, kv := range params {
 			k := kv.key
-			if slices.Contains(p.params, k.Value) || !isIdent(k.Value) {
-				return nil, l.errf(k, "program.params", k.Value, "duplicate or not an identifier")
+			if !isIdent(k.Value) {
+				return nil, l.errf(k, "program.params", k.Value, "not an identifier: %s", identRule)
 			}
+			if line, dup := seen[k.Value]; dup {
+				return nil, l.errf(k, "program.params", k.Value, "duplicate param (also at line %d)", line)
+			}
+			seen[k.Value] = k.Line
 			v, err := l.constInt(kv.value, "program.params."+k.Value)
 			if err != nil {
 				return nil, err
@@ -73,8 +78,8 @@ func (l *loader) formsSection(n *yaml.Node) error {
 	}
 	for _, kv := range forms {
 		k, v := kv.key, kv.value
-		if _, dup := l.m.formIdx[k.Value]; dup {
-			return l.errf(k, "forms", k.Value, "duplicate form name")
+		if o, dup := l.m.formIdx[k.Value]; dup {
+			return l.errf(k, "forms", k.Value, "duplicate form name (also at line %d)", o.line)
 		}
 		fm := &form{name: k.Value, line: k.Line, params: append([]int64(nil), l.m.progDef...), graphs: make([]*graphSpec, len(l.m.blocks))}
 		var ff formDoc
@@ -113,8 +118,8 @@ func (l *loader) formsSection(n *yaml.Node) error {
 				if b == nil {
 					return l.errf(bk, "forms."+fm.name+".graphs", bk.Value, "unknown block (want one of %s)", strings.Join(l.m.Blocks(), ", "))
 				}
-				if fm.graphs[b.idx] != nil {
-					return l.errf(bk, "forms."+fm.name+".graphs", bk.Value, "duplicate block")
+				if o := fm.graphs[b.idx]; o != nil {
+					return l.errf(bk, "forms."+fm.name+".graphs", bk.Value, "duplicate block (also at line %d)", o.line)
 				}
 				g, err := l.graphSpec(b, gkv.value)
 				if err != nil {
