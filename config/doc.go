@@ -213,7 +213,12 @@
 // only where a task passes it as a scalar as it is), and a task that writes
 // a boundary slot tagged in (*InputWrittenError), besides the shared keys
 // above. Model.GraphChecks returns them typed, so the runtime can make them errors
-// or warnings. In a block with boundary: auto, a let must view a tensor the
+// or warnings. A boundary slot whose layout (a row count or a reshape; not
+// a row start or offset, which a call may move) depends on a param outside
+// the key is a warning of Validate and ValidateForm (Summary.Warnings), not
+// an error: calls with another value of it mismatch the recorded
+// Definition and run on the ordinary path, correctly but slowly. In a
+// block with boundary: auto, a let must view a tensor the
 // block allocates (the boundary is computed from the calls before any let
 // runs).
 //
@@ -230,7 +235,7 @@
 //	blocks.go    block headers (params, variants, tensor and task params) and bodies
 //	boundary.go  boundary slots and scalars, boundary: auto
 //	program.go   the program, forms and their Graph keys
-//	checks.go    the static Graph checks (structure, baked scalars, shared keys)
+//	checks.go    the static Graph checks (structure, baked scalars, shared keys) and layout warnings
 //	keys.go      which key texts a key template makes, and whether two can meet
 //	scope.go     the names a block's ops see while it compiles
 //	ops.go       the op dispatch, scope and loop ops
