@@ -483,3 +483,14 @@ func TestStandardTags(t *testing.T) {
 		})
 	}
 }
+
+// TestEmptyDocument: a file with no content, or a document that is only a
+// null, is an empty document, not a null of some key.
+func TestEmptyDocument(t *testing.T) {
+	for _, src := range []string{"", "\n", "---\n", "---\n...\n", "~\n", "# a comment\n"} {
+		_, err := config.Parse("e.yaml", []byte(src))
+		if err == nil || !strings.Contains(err.Error(), "e.yaml:1: empty document") {
+			t.Errorf("%q: %v, want an empty document at line 1", src, err)
+		}
+	}
+}

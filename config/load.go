@@ -34,7 +34,9 @@ func Parse(name string, data []byte) (*Model, error) {
 	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
 		return nil, &Error{File: name, Line: yamlErrLine(err), Msg: "malformed YAML: " + strings.TrimPrefix(err.Error(), "yaml: "), Err: err}
 	}
-	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 {
+	// A document of only "---" (or ~) is a null root: empty too, which
+	// says more than plainTree's null would.
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind == yaml.ScalarNode && doc.Content[0].Tag == "!!null" {
 		return nil, &Error{File: name, Line: 1, Msg: "empty document (want a mapping with model, entry, kernels, blocks, program, forms)"}
 	}
 	// A second document would be silently ignored: a model is one document.
