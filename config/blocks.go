@@ -30,7 +30,7 @@ func (l *loader) blockHeader(b *block, n *yaml.Node) (*yaml.Node, error) {
 	names := map[string]int{}
 	dup := func(nd *yaml.Node, s string) error {
 		if !isIdent(s) {
-			return l.errf(nd, "blocks."+b.name, s, "a name must be an identifier")
+			return l.errf(nd, "blocks."+b.name, s, "a name must be an identifier: %s", identRule)
 		}
 		if line, ok := names[s]; ok {
 			return l.errf(nd, "blocks."+b.name, s, "duplicate name (also defined at line %d)", line)

@@ -111,7 +111,7 @@ func (l *loader) blockBoundary(b *block, d *blockDoc, n *yaml.Node) error {
 			}
 		}
 		if !isIdent(s.name) {
-			return l.errf(sf.Name, "boundary slot", s.name, "a slot name must be an identifier")
+			return l.errf(sf.Name, "boundary slot", s.name, "a slot name must be an identifier: %s", identRule)
 		}
 		if s.tag, err = stages.ParseTag(sf.Tag.Value); err != nil || s.tag == stages.TagOutput {
 			return l.errf(sf.Tag, "tag", sf.Tag.Value, "unknown boundary tag (want in, inout, out_existing or no_dep)")

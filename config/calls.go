@@ -24,7 +24,7 @@ func (sc *scope) call(o *op, cn, wn *yaml.Node) error {
 		return l.errf(cn, "call", cn.Value, "only the program and blocks with boundary: auto may call blocks")
 	}
 	if sc.b.auto && callee.auto {
-		return l.errf(cn, "call", cn.Value, "a block with boundary: auto cannot call another such block")
+		return l.errf(cn, "call", cn.Value, "a block with boundary: auto calls only blocks with an explicit boundary, and %s has boundary: auto (give it a list of slots)", callee.name)
 	}
 	c := &callOp{callee: callee, line: cn.Line, params: make([]*expr, len(callee.params)), paramTerms: make([]term, len(callee.params)), tensorArgs: make([]*viewExpr, len(callee.tensors)), variant: -1}
 	var with map[string]*yaml.Node

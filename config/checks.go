@@ -148,3 +148,53 @@ func (m *Model) idleGraphs(f *form, c *counter) []string {
 	}
 	return out
 }
+
+// layoutWarnings says which boundary slots of form f's Graph blocks have a
+// layout (shape, strides and dtype: what a call's boundary must match in
+// the recorded Definition, the offset aside) that depends on a param
+// outside the key. Calls with another value of it mismatch the Definition
+// and run on the ordinary path: correct, so a warning, not an error, but
+// slow, and the runtime's own warning names no file or line. A block with
+// boundary: auto has its calls' slots, each reading the params its call
+// passes.
+func (m *Model) layoutWarnings(f *form) []string {
+	var out []string
+	for _, g := range f.graphs {
+		if g == nil {
+			continue
+		}
+		b := g.block
+		warn := func(s *boundSlot, owner string, deps uint64, via string) {
+			for p := range b.params {
+				if deps&(1<<uint(p)) == 0 || g.inKey&(1<<uint(p)) != 0 {
+					continue
+				}
+				out = append(out, fmt.Sprintf("%s:%d: form %s: boundary slot %s of %s%s: its layout depends on %s, not in the key of %s: calls with another %s mismatch the Definition and run on the ordinary path (add %s to the form's config for %s)",
+					m.file, s.view.line, f.name, s.name, owner, via, b.params[p], b.name, b.params[p], b.params[p], b.name))
+			}
+		}
+		if !b.auto {
+			for _, s := range b.boundary {
+				warn(s, b.name, s.view.layoutDeps(), "")
+			}
+			continue
+		}
+		for _, c := range b.calls {
+			for _, s := range c.callee.boundary {
+				var deps uint64
+				for q := range c.callee.params {
+					if s.view.layoutDeps()&(1<<uint(q)) != 0 && c.params[q] != nil {
+						deps |= c.params[q].deps
+					}
+				}
+				if s.view.kind == baseTArg {
+					if a := c.tensorArgs[s.view.base]; a != nil {
+						deps |= a.layoutDeps()
+					}
+				}
+				warn(s, c.callee.name, deps, fmt.Sprintf(" (called by %s at line %d)", b.name, c.line))
+			}
+		}
+	}
+	return out
+}

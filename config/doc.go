@@ -2,7 +2,10 @@
 // interprets it as an orchestration: a new model is a new YAML file, no Go
 // code. See models/dsv4_flash_decode.yaml and models/qwen3_14b_decode.yaml
 // for complete examples. A file is one YAML document, without anchors or
-// aliases (repetition is said with blocks, loops and let).
+// aliases (repetition is said with blocks, loops and let), nulls (~, null
+// or an empty value: write the value, or {} or []) or tags but the
+// standard ones that agree with the text (!!str; !!int on a decimal
+// integer; !!bool on true or false; !!map; !!seq).
 //
 // # Schema
 //
@@ -158,7 +161,10 @@
 //
 // What the language does not say, each refused with its line:
 //   - Only the program and blocks with boundary: auto call blocks; a block
-//     with an explicit boundary is a leaf.
+//     with an explicit boundary is a leaf, and a block with boundary: auto
+//     calls only such leaves, not another boundary: auto block (its
+//     boundary is the union of its callees' declared slots, and an auto
+//     block declares none). Give the inner block an explicit boundary.
 //   - A block with boundary: auto calls only at the top of its body, not in
 //     a loop or under an if, and a let in it views only what it allocates:
 //     its boundary is the union of its calls', computed before its body
@@ -175,6 +181,12 @@
 //   - A Graph inside another Graph's body runs inline: a Definition holds no
 //     nested Graph (a warning of Validate, see Summary.Warnings).
 //   - A block has at most 64 params, variant and boundary scalars together.
+//   - A Graph key is not empty (leave key: out for the block's name), is
+//     at most 256 bytes with at most 8 {param}s ({variant} included), and
+//     its automaton is at most 512 states (a character is one, a {param}
+//     four, a {variant} about as many as its block's variant names have
+//     characters): whether two keys can meet is decided on the product of
+//     their automata, which grows with both.
 //
 // # Graphs
 //
@@ -201,7 +213,12 @@
 // only where a task passes it as a scalar as it is), and a task that writes
 // a boundary slot tagged in (*InputWrittenError), besides the shared keys
 // above. Model.GraphChecks returns them typed, so the runtime can make them errors
-// or warnings. In a block with boundary: auto, a let must view a tensor the
+// or warnings. A boundary slot whose layout (a row count or a reshape; not
+// a row start or offset, which a call may move) depends on a param outside
+// the key is a warning of Validate and ValidateForm (Summary.Warnings), not
+// an error: calls with another value of it mismatch the recorded
+// Definition and run on the ordinary path, correctly but slowly. In a
+// block with boundary: auto, a let must view a tensor the
 // block allocates (the boundary is computed from the calls before any let
 // runs).
 //
@@ -218,7 +235,7 @@
 //	blocks.go    block headers (params, variants, tensor and task params) and bodies
 //	boundary.go  boundary slots and scalars, boundary: auto
 //	program.go   the program, forms and their Graph keys
-//	checks.go    the static Graph checks (structure, baked scalars, shared keys)
+//	checks.go    the static Graph checks (structure, baked scalars, shared keys) and layout warnings
 //	keys.go      which key texts a key template makes, and whether two can meet
 //	scope.go     the names a block's ops see while it compiles
 //	ops.go       the op dispatch, scope and loop ops

@@ -18,11 +18,12 @@ func (l *loader) constants(n *yaml.Node) error {
 	for _, kv := range consts {
 		k, v := kv.key, kv.value
 		if !isIdent(k.Value) {
-			return l.errf(k, "constants", k.Value, "a constant name must be an identifier")
+			return l.errf(k, "constants", k.Value, "a constant name must be an identifier: %s", identRule)
 		}
-		if _, dup := l.m.consts[k.Value]; dup {
-			return l.errf(k, "constants", k.Value, "duplicate constant")
+		if line, dup := l.constLine[k.Value]; dup {
+			return l.errf(k, "constants", k.Value, "duplicate constant (also at line %d)", line)
 		}
+		l.constLine[k.Value] = k.Line
 		x, err := l.constInt(v, "constants."+k.Value)
 		if err != nil {
 			return err
@@ -87,7 +88,7 @@ func (l *loader) entry(n *yaml.Node) error {
 	if d.Tensors == nil {
 		return l.errf(n, "entry.tensors", "", "missing")
 	}
-	seen := map[string]bool{}
+	seen := map[string]int{} // name -> its line
 	for ti, err := range decodeEach[entryTensorDoc](l, d.Tensors, "entry.tensors", "entry tensor", "") {
 		if err != nil {
 			return err
@@ -100,10 +101,13 @@ func (l *loader) entry(n *yaml.Node) error {
 		if e.name, err = l.str(td.Name, "name"); err != nil {
 			return err
 		}
-		if seen[e.name] || !isIdent(e.name) {
-			return l.errf(td.Name, "entry tensor name", e.name, "duplicate or not an identifier")
+		if !isIdent(e.name) {
+			return l.errf(td.Name, "entry tensor name", e.name, "not an identifier: %s", identRule)
 		}
-		seen[e.name] = true
+		if line, dup := seen[e.name]; dup {
+			return l.errf(td.Name, "entry tensor name", e.name, "duplicate entry tensor (also at line %d)", line)
+		}
+		seen[e.name] = td.Name.Line
 		if e.dtype, err = stages.ParseDType(td.DType.Value); err != nil {
 			return l.wrap(td.DType, "dtype", td.DType.Value, err)
 		}
@@ -141,9 +145,13 @@ func (l *loader) entry(n *yaml.Node) error {
 			}
 			sd := &si.doc
 			nm := sd.Name.Value
-			if _, dup := l.m.consts[nm]; dup || !isIdent(nm) {
-				return l.errf(sd.Name, "entry scalar name", nm, "duplicate (a constant or entry scalar has this name) or not an identifier")
+			if !isIdent(nm) {
+				return l.errf(sd.Name, "entry scalar name", nm, "not an identifier: %s", identRule)
 			}
+			if line, dup := l.constLine[nm]; dup {
+				return l.errf(sd.Name, "entry scalar name", nm, "duplicate name: a constant or entry scalar at line %d has it", line)
+			}
+			l.constLine[nm] = sd.Name.Line
 			v, err := l.constInt(sd.Value, "value")
 			if err != nil {
 				return err

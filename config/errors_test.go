@@ -97,7 +97,7 @@ func TestConfigErrors(t *testing.T) {
 		{name: "bad expression", old: "{var: e, to: 2}", new: "{var: e, to: 2 *}", at: "to: 2 *", want: []string{`loop.to "2 *"`, "expression ends early"}},
 		{name: "division by zero", old: "{var: e, to: 2}", new: "{var: e, to: 2 / (N - 4)}", at: "to: 2 /", want: []string{`loop.to "2 / (N - 4)"`, "division by zero"}},
 		{name: "division by zero at run time", old: "{var: e, to: 2}", new: "{var: e, to: 2 / (l - 1)}", at: "to: 2 /", atRunTime: true, want: []string{"division by zero", "2 / (l - 1)"}},
-		{name: "duplicate block", old: "program:", new: "  layer:\n    boundary: []\n    body: []\nprogram:", at: "  layer:\n    boundary: []", want: []string{`blocks "layer"`, "duplicate block name"}},
+		{name: "duplicate block", old: "program:", new: "  layer:\n    boundary: []\n    body: []\nprogram:", at: "  layer:\n    boundary: []", want: []string{`blocks "layer"`, "duplicate block name (also at line 11)"}},
 		{name: "race class of an unknown kernel", old: "blocks:\n", new: "races:\n  - {kernels: [mm, gelu], why: tiles picked by a scalar}\nblocks:\n", at: "kernels: [mm, gelu]", want: []string{`races.kernels "gelu"`, "no kernel of this name or code"}},
 		{name: "race class without a reason", old: "blocks:\n", new: "races:\n  - {kernels: [mm, act]}\nblocks:\n", at: "- {kernels: [mm, act]}", want: []string{"want kernels", "why"}},
 		{name: "kernel in two race classes", old: "blocks:\n", new: "races:\n  - {kernels: [mm, act], why: a}\n  - {kernels: [act], why: b}\nblocks:\n", at: "kernels: [act], why: b", want: []string{`races.kernels "act"`, "earlier race class"}},
@@ -145,6 +145,45 @@ func TestConfigErrors(t *testing.T) {
 		// Found by FuzzParse: reading past the end of an empty item panicked.
 		{name: "empty alloc item", old: `["tmp fp32[2, 16]"]`, new: `["tmp fp32[2, 16]", ""]`, at: `["tmp fp32[2, 16]", ""]`, want: []string{`alloc: want "NAME DTYPE[d0, d1, ...] [manual_dep]"`}},
 		{name: "non-ASCII character", old: `"tmp fp32[2, 16]"`, new: `"tmp fp3é2[2, 16]"`, at: "tmp fp3é2", want: []string{`alloc "tmp fp3é2[2, 16]": unexpected character 'é' at column 8`}},
+		// Graph keys: an empty one named at its line, not as a structure
+		// error of every param (the outside tester's F11); bounds on a key,
+		// whose automaton sharedKeys multiplies with every other key's (F1:
+		// a 3 KB key of {param}s took minutes and gigabytes).
+		{name: "empty key", old: "layer: {key: layer}", new: `layer: {key: ""}`, at: `{key: ""}`, want: []string{"key of layer: empty key", "leave key out"}},
+		{name: "key too long", old: "layer: {key: layer}", new: `layer: {key: "` + strings.Repeat("x", 300) + `"}`, at: "layer: {key: \"xxx", want: []string{"key of layer", " … ", "300 bytes long (at most 256)"}},
+		{name: "key with too many params", old: "layer: {key: layer}", new: `layer: {key: "` + strings.Repeat("{l}", 9) + `"}`, at: "layer: {key: \"{l}", want: []string{"key of layer", "more than 8 {param}s"}},
+		// A boundary: auto block calling another is refused, saying what
+		// it takes (the outside tester's F2: doc.go's Limits did not say).
+		{name: "auto block calls an auto block", old: "program:", new: "  outer:\n    boundary: auto\n    body:\n      - call: inner\n  inner:\n    boundary: auto\n    body: []\nprogram:", at: "call: inner", want: []string{`call "inner"`, "calls only blocks with an explicit boundary", "inner has boundary: auto"}},
+		// The loader reads a scalar's text: a null was the text "~" (model:
+		// ~ named the model "~") and a tag was dropped unread (the outside
+		// tester's F3). Every key, not only model.
+		{name: "null model name", old: "model: tiny", new: "model: ~", at: "model: ~", want: []string{`model "~"`, "YAML null"}},
+		{name: "empty model name", old: "model: tiny", new: "model:", at: "model:", want: []string{"model: a YAML null"}},
+		{name: "null loop bound", old: "{var: e, to: 2}", new: "{var: e, to: null}", at: "to: null", want: []string{`to "null"`, "YAML null"}},
+		{name: "null in a shape", old: "shape: [8, 16]}", new: "shape: [8, ~]}", at: "shape: [8, ~]", want: []string{`shape "~"`, "YAML null"}},
+		{name: "null block_num", old: "bn: 4,", new: "bn: ~,", at: "bn: ~", want: []string{`bn "~"`, "YAML null"}},
+		{name: "null key", old: "layer: {key: layer}", new: "layer: {key: ~}", at: "{key: ~}", want: []string{`key "~"`, "YAML null"}},
+		{name: "null form", old: "  eager: {}", new: "  eager:", at: "  eager:", want: []string{"eager: a YAML null", "{} or []"}},
+		{name: "null as a mapping key", old: "constants: {N: 4}", new: "constants: {N: 4, ~: 3}", at: "constants:", want: []string{`constants "~"`, "YAML null"}},
+		{name: "local tag", old: "{var: e, to: 2}", new: "{var: e, to: !custom 2}", at: "!custom", want: []string{`to "!custom 2"`, "unsupported YAML tag"}},
+		{name: "local tag on a mapping", old: "  eager: {}", new: "  eager: !form {}", at: "!form", want: []string{`eager "!form "`, "unsupported YAML tag"}},
+		{name: "binary tag", old: "model: tiny", new: "model: !!binary dGlueQ==", at: "model:", want: []string{`model "!!binary dGlueQ=="`, "unsupported YAML tag"}},
+		{name: "int tag on a non-integer", old: "bn: 4,", new: "bn: !!int 0x4,", at: "bn: !!int", want: []string{`bn "!!int 0x4"`, "unsupported YAML tag"}},
+		{name: "str tag on a list", old: "shape: [8, 16]}", new: "shape: !!str [8, 16]}", at: "!!str [8, 16]", want: []string{`shape "!!str 8 16 "`, "unsupported YAML tag"}},
+		// A name is either a duplicate, naming the earlier line, or not an
+		// identifier, saying what one is: "duplicate or not an identifier"
+		// left the reader to guess which (the outside tester's F4).
+		{name: "entry tensor not an identifier", old: "{name: x, dtype", new: "{name: ä, dtype", at: "name: ä", want: []string{`entry tensor name "ä": not an identifier: an ASCII letter or _`}},
+		{name: "duplicate entry tensor", old: "{name: x, dtype", new: "{name: w, dtype", at: "{name: w, dtype: fp32, shape: [16]}", want: []string{`entry tensor name "w": duplicate entry tensor (also at line 5)`}},
+		{name: "entry scalar not an identifier", old: "kernels:\n", new: "  scalars: [{name: 1n, value: 1}]\nkernels:\n", at: "name: 1n", want: []string{`entry scalar name "1n": not an identifier: an ASCII letter or _`}},
+		{name: "entry scalar named like a constant", old: "kernels:\n", new: "  scalars: [{name: N, value: 1}]\nkernels:\n", at: "name: N, value: 1", want: []string{`entry scalar name "N": duplicate name: a constant or entry scalar at line 2 has it`}},
+		{name: "program param not an identifier", old: "params: {p: 0}", new: "params: {p: 0, é: 1}", at: "params: {p: 0, é", want: []string{`program.params "é": not an identifier: an ASCII letter or _`}},
+		{name: "duplicate program param", old: "params: {p: 0}", new: "params: {p: 0,\n    p: 1}", at: "    p: 1}", want: []string{`program.params "p": duplicate param (also at line 28)`}},
+		{name: "constant not an identifier", old: "constants: {N: 4}", new: "constants: {N: 4, N-1: 3}", at: "constants:", want: []string{`constants "N-1": a constant name must be an identifier: an ASCII letter or _`}},
+		{name: "duplicate constant", old: "constants: {N: 4}", new: "constants: {N: 4,\n  N: 3}", at: "  N: 3}", want: []string{`constants "N": duplicate constant (also at line 2)`}},
+		{name: "duplicate form", old: "  graph:\n", new: "  eager:\n    params: {}\n  graph:\n", at: "  eager:\n    params: {}", want: []string{`forms "eager": duplicate form name (also at line 36)`}},
+		{name: "loop var not an identifier", old: "{var: e, to: 2}", new: "{var: é, to: 2}", at: "var: é", want: []string{`loop.var "é": want an identifier: an ASCII letter or _`}},
 		{name: "min with one argument", old: `value: "l + 1"`, new: `value: "min(l)"`, at: `"min(l)"`, want: []string{`"min(l)"`, "two arguments"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -416,5 +455,42 @@ func TestBlockSlotLimit(t *testing.T) {
 	var baked *config.BakedScalarError
 	if errs := m.GraphChecks(); len(errs) == 0 || !errors.As(errs[0], &baked) {
 		t.Fatalf("control: %v, want the baked scalar found", errs)
+	}
+}
+
+// TestStandardTags: an explicit standard tag that agrees with how the
+// loader reads the text is taken, the model the same as without it.
+func TestStandardTags(t *testing.T) {
+	for _, tc := range []struct{ name, old, new string }{
+		{"str", "model: tiny", "model: !!str tiny"},
+		{"str on a number", "{var: e, to: 2}", "{var: e, to: !!str 2}"},
+		{"int", "bn: 4,", "bn: !!int 4,"},
+		{"map", "  eager: {}", "  eager: !!map {}"},
+		{"seq", "shape: [8, 16]}", "shape: !!seq [8, 16]}"},
+		{"long form", "model: tiny", "model: !<tag:yaml.org,2002:str> tiny"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !strings.Contains(tinyModel, tc.old) {
+				t.Fatalf("test case does not apply: %q not in the model", tc.old)
+			}
+			m, err := config.Parse("tiny.yaml", []byte(strings.Replace(tinyModel, tc.old, tc.new, 1)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := config.Validate(m); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestEmptyDocument: a file with no content, or a document that is only a
+// null, is an empty document, not a null of some key.
+func TestEmptyDocument(t *testing.T) {
+	for _, src := range []string{"", "\n", "---\n", "---\n...\n", "~\n", "# a comment\n"} {
+		_, err := config.Parse("e.yaml", []byte(src))
+		if err == nil || !strings.Contains(err.Error(), "e.yaml:1: empty document") {
+			t.Errorf("%q: %v, want an empty document at line 1", src, err)
+		}
 	}
 }

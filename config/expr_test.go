@@ -231,12 +231,12 @@ func TestNoAliases(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := doc.Content[0]
-	err := noAliases("f.yaml", root, "model config")
+	err := plainTree("f.yaml", root, "model config")
 	if err == nil || !strings.Contains(err.Error(), `f.yaml:1: a "&x": YAML anchors are not supported`) {
 		t.Fatalf("anchor: %v", err)
 	}
 	root.Content[1].Anchor = ""
-	err = noAliases("f.yaml", root, "model config")
+	err = plainTree("f.yaml", root, "model config")
 	if err == nil || !strings.Contains(err.Error(), `f.yaml:2: b "*x": YAML aliases are not supported`) {
 		t.Fatalf("alias: %v", err)
 	}
@@ -388,5 +388,32 @@ func TestFastBoundary(t *testing.T) {
 	}
 	if kinds[slotRow] == 0 || kinds[slotConst] == 0 || kinds[slotTArg] == 0 {
 		t.Fatalf("slot kinds %v: want some of each fast kind", kinds)
+	}
+}
+
+// TestLongExprLinear: compiling an expression costs about its length. Each
+// node's affine form used to be recomputed from its whole subtree, so a
+// chain of n terms (the outside tester's "i+i+...+i", 8000 terms: 25 s)
+// allocated about n²/2 forms. Allocations count the work without a clock.
+func TestLongExprLinear(t *testing.T) {
+	const n = 2000
+	for _, tc := range []struct{ name, term, op string }{
+		{"sum", "a", "+"},
+		{"difference", "a", "-"},
+		{"scaled terms", "2*b", "+"},
+		{"negated terms", "-c", "+"},
+		{"not affine", "a%3", "+"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := strings.Repeat(tc.term+tc.op, n-1) + tc.term
+			var err error
+			allocs := testing.AllocsPerRun(1, func() { _, err = parseExpr(src, testRes) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if allocs > 20*n {
+				t.Errorf("%d terms: %.0f allocations, want at most %d (linear in the length)", n, allocs, 20*n)
+			}
+		})
 	}
 }

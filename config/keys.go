@@ -47,10 +47,23 @@ func (g *graphSpec) nfa() *keyNFA {
 		case p.slot < 0:
 			cur = lit(cur, p.lit)
 		case p.slot == g.block.variantSlot:
+			// The names as a trie, not one chain each: names sharing a
+			// prefix share its states, so the product with another key
+			// follows one path per text, not one per pair of names.
 			end := state()
+			next := map[[2]int]int{} // (state, byte) -> the trie's next state
 			for _, v := range g.block.variants {
-				last := lit(cur, v)
-				n.eps[last] = append(n.eps[last], end)
+				at := cur
+				for i := 0; i < len(v); i++ {
+					to, ok := next[[2]int{at, int(v[i])}]
+					if !ok {
+						to = state()
+						next[[2]int{at, int(v[i])}] = to
+						edge(at, v[i], v[i], to)
+					}
+					at = to
+				}
+				n.eps[at] = append(n.eps[at], end)
 			}
 			cur = end
 		default:
@@ -68,22 +81,26 @@ func (g *graphSpec) nfa() *keyNFA {
 	return n
 }
 
-// keyOverlap returns a text both a and b make, if there is one.
+// keyOverlap returns a text both a and b make, if there is one: a
+// breadth-first search of the product automaton, whose states are pairs
+// (x, y), numbered x·|b|+y in a dense table (the keys' bounds keep it
+// small; a map was most of the search's time).
 func keyOverlap(a, b *keyNFA) (string, bool) {
-	type pair struct{ x, y int }
+	nb := len(b.edges)
 	type step struct {
-		from pair
-		c    int // the byte read, or -1 for an ε move
+		from int32 // the pair this one was reached from, +1 (0: unseen)
+		c    int16 // the byte read, or -1 for an ε move
 	}
-	start := pair{}
-	seen := map[pair]step{start: {from: start, c: -1}}
-	queue := []pair{start}
+	seen := make([]step, len(a.edges)*nb)
+	seen[0] = step{from: 1, c: -1}
+	queue := []int32{0}
 	for len(queue) > 0 {
 		p := queue[0]
 		queue = queue[1:]
-		if p.x == a.final && p.y == b.final {
+		x, y := int(p)/nb, int(p)%nb
+		if x == a.final && y == b.final {
 			var text []byte
-			for q := p; q != start; q = seen[q].from {
+			for q := p; q != 0; q = seen[q].from - 1 {
 				if c := seen[q].c; c >= 0 {
 					text = append(text, byte(c))
 				}
@@ -91,22 +108,23 @@ func keyOverlap(a, b *keyNFA) (string, bool) {
 			slices.Reverse(text)
 			return string(text), true
 		}
-		visit := func(q pair, c int) {
-			if _, ok := seen[q]; !ok {
-				seen[q] = step{from: p, c: c}
+		visit := func(x, y, c int) {
+			q := int32(x*nb + y)
+			if seen[q].from == 0 {
+				seen[q] = step{from: p + 1, c: int16(c)}
 				queue = append(queue, q)
 			}
 		}
-		for _, t := range a.eps[p.x] {
-			visit(pair{t, p.y}, -1)
+		for _, t := range a.eps[x] {
+			visit(t, y, -1)
 		}
-		for _, t := range b.eps[p.y] {
-			visit(pair{p.x, t}, -1)
+		for _, t := range b.eps[y] {
+			visit(x, t, -1)
 		}
-		for _, ea := range a.edges[p.x] {
-			for _, eb := range b.edges[p.y] {
+		for _, ea := range a.edges[x] {
+			for _, eb := range b.edges[y] {
 				if lo, hi := max(ea.lo, eb.lo), min(ea.hi, eb.hi); lo <= hi {
-					visit(pair{ea.to, eb.to}, int(lo))
+					visit(ea.to, eb.to, int(lo))
 				}
 			}
 		}

@@ -53,6 +53,8 @@ func TestSharedKeys(t *testing.T) {
 	// blk_b with variants, for keys that interpolate one.
 	variants := strings.Replace(base, "  blk_b:\n    params: [layer]\n", "  blk_b:\n    params: [layer]\n    variants: [p, q]\n", 1)
 	variants = strings.Replace(variants, "with: {layer: 1, x: x2}", "with: {layer: 1, x: x2, variant: q}", 1)
+	prefixVariants := strings.Replace(variants, "variants: [p, q]", "variants: [ab, abc, b]", 1)
+	prefixVariants = strings.Replace(prefixVariants, "variant: q}", "variant: abc}", 1)
 	for _, tc := range []struct {
 		name      string
 		src       string
@@ -72,6 +74,12 @@ func TestSharedKeys(t *testing.T) {
 		{name: "a leading zero", a: `{key: "x{layer}"}`, b: `{key: "x0{layer}"}`},
 		{name: "a digit against a letter", a: `{key: "x{layer}"}`, b: `{key: "xa"}`},
 		{name: "variant names apart", src: variants, a: "{key: m_z}", b: `{key: "m_{variant}"}`},
+		// Variant names are a trie in the key's automaton: one that is a
+		// prefix of another ends inside it.
+		{name: "a variant name inside another", src: prefixVariants, a: "{key: m_ab}", b: `{key: "m_{variant}"}`, text: "m_ab"},
+		{name: "the longer variant name", src: prefixVariants, a: "{key: m_abc}", b: `{key: "m_{variant}"}`, text: "m_abc"},
+		{name: "a variant name's prefix only", src: prefixVariants, a: "{key: m_a}", b: `{key: "m_{variant}"}`},
+		{name: "past the longest variant name", src: prefixVariants, a: "{key: m_abcd}", b: `{key: "m_{variant}"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := tc.src
@@ -188,5 +196,43 @@ func TestInterpolatedKeyValues(t *testing.T) {
 		if g, ok := got[key]; !ok || !slices.Equal(g, cfg) {
 			t.Errorf("DSv4 full %s: config %v, want %v", key, g, cfg)
 		}
+	}
+}
+
+// TestKeyAutomatonBound: a key whose automaton would be too large to
+// compare with other keys (sharedKeys' product search grows with both) is
+// refused at its line; a {variant} counts its block's names. The outside
+// tester's F1 class: unbounded, a few kilobytes of key took minutes.
+func TestKeyAutomatonBound(t *testing.T) {
+	const path = "testdata/keys/shared_key.yaml"
+	base := readFile(t, path)
+	for _, tc := range []struct {
+		name     string
+		variants int
+		key      string
+		wantErr  bool
+	}{
+		{name: "100 variant names", variants: 100, key: "m_{variant}"},
+		{name: "1000 variant names", variants: 1000, key: "m_{variant}", wantErr: true},
+		{name: "200 names, four times", variants: 200, key: "{variant}{variant}{variant}{variant}", wantErr: true},
+		{name: "1000 names, not in the key", variants: 1000, key: "m_{layer}"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			names := make([]string, tc.variants)
+			for i := range names {
+				names[i] = fmt.Sprintf("v%d", i)
+			}
+			src := strings.Replace(base, "  blk_b:\n    params: [layer]\n", "  blk_b:\n    params: [layer]\n    variants: ["+strings.Join(names, ", ")+"]\n", 1)
+			src = strings.Replace(src, "with: {layer: 1, x: x2}", "with: {layer: 1, x: x2, variant: v1}", 1)
+			src = strings.Replace(src, "      blk_b: {key: shared}\n", fmt.Sprintf("      blk_b: {key: %q, config: [variant]}\n", tc.key), 1)
+			_, err := config.Parse(path, []byte(src))
+			if !tc.wantErr {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			wantConfigError(t, err, path, lineOf(src, "      blk_b: {key:"), []string{"key of blk_b", "too large to compare", "at most 512", fmt.Sprintf("%d variant names", tc.variants)})
+		})
 	}
 }

@@ -542,3 +542,130 @@ forms:
 		}
 	}
 }
+
+// TestLayoutWarnings: a Graph block's boundary slot whose layout (a row
+// count, a reshape) depends on a param outside the key is a warning of
+// Validate and ValidateForm at the slot's line: calls with another value
+// mismatch the recorded Definition and run on the ordinary path, correctly
+// but slowly, and the runtime's warning named no line (the outside
+// tester's F10). What moves a slot (a row start or index, an @ offset) is
+// not layout; a param in the key or config is not outside it. A block with
+// boundary: auto has its calls' slots, through the params and tensors its
+// calls pass.
+func TestLayoutWarnings(t *testing.T) {
+	const leaf = `blocks:
+  b:
+    params: [i, j]
+    boundary:
+      - {name: w, tag: in, view: "VIEW"}
+      - {name: x, tag: inout}
+    body:
+      - {k: mm, args: ["in w", "in x", "inout x"]}
+program:
+  body:
+    - loop: {var: i, to: 4}
+      body:
+        - call: b
+          with: {i: i, j: 0}
+forms:
+  g: {graphs: {b: GRAPH}}
+`
+	const auto = `blocks:
+  inner:
+    params: [n]
+    tensors: [t]
+    boundary:
+      - {name: t, tag: in, view: "INNER"}
+      - {name: x, tag: inout}
+    body:
+      - {k: mm, args: ["in t", "in x", "inout x"]}
+  outer:
+    params: [i]
+    tensors: [src]
+    boundary: auto
+    body:
+      - call: inner
+        with: {n: "N_ARG", t: "T_ARG"}
+program:
+  body:
+    - loop: {var: i, to: 4}
+      body:
+        - call: outer
+          with: {i: i, src: w}
+forms:
+  g: {graphs: {outer: GRAPH}}
+`
+	for _, tc := range []struct {
+		name, src, graph string
+		sub              map[string]string
+		at               string // the warned slot's line; "" for no warning
+		want             string
+	}{
+		{name: "row count", src: leaf, graph: "{key: b}", sub: map[string]string{"VIEW": "w[0:+i % 3 + 1]"}, at: "name: w, tag: in",
+			want: "form g: boundary slot w of b: its layout depends on i, not in the key of b: calls with another i mismatch the Definition and run on the ordinary path (add i to the form's config for b)"},
+		{name: "reshape", src: leaf, graph: "{key: b}", sub: map[string]string{"VIEW": "w @ 0 as [i + 1, 2]"}, at: "name: w, tag: in", want: "its layout depends on i, not in the key of b"},
+		{name: "row count in the key", src: leaf, graph: `{key: "b{i}"}`, sub: map[string]string{"VIEW": "w[0:+i % 3 + 1]"}},
+		{name: "row count in config", src: leaf, graph: "{key: b, config: [i]}", sub: map[string]string{"VIEW": "w[0:+i % 3 + 1]"}},
+		{name: "row start moves the slot", src: leaf, graph: "{key: b}", sub: map[string]string{"VIEW": "w[i:+2]"}},
+		{name: "row index moves the slot", src: leaf, graph: "{key: b}", sub: map[string]string{"VIEW": "w[i] as [4, 4]"}},
+		{name: "offset moves the slot", src: leaf, graph: "{key: b}", sub: map[string]string{"VIEW": "w @ 16 * i as [2, 8]"}},
+		{name: "a param that is constant here", src: leaf, graph: `{key: "b{i}"}`, sub: map[string]string{"VIEW": "w[0:+j + 1]"}, at: "name: w, tag: in", want: "its layout depends on j, not in the key of b"},
+		{name: "auto: a callee's row count by a param", src: auto, graph: "{key: outer}", sub: map[string]string{"INNER": "t[0:+n]", "N_ARG": "i % 2 + 1", "T_ARG": "src"}, at: "name: t, tag: in",
+			want: "form g: boundary slot t of inner (called by outer at line 26): its layout depends on i, not in the key of outer"},
+		{name: "auto: a tensor arg's row count", src: auto, graph: "{key: outer}", sub: map[string]string{"INNER": "t", "N_ARG": "1", "T_ARG": "src[0:+i % 2 + 1]"}, at: "name: t, tag: in", want: "boundary slot t of inner (called by outer at line 26): its layout depends on i"},
+		{name: "auto: in the key", src: auto, graph: `{key: "outer{i}"}`, sub: map[string]string{"INNER": "t[0:+n]", "N_ARG": "i % 2 + 1", "T_ARG": "src"}},
+		{name: "auto: the callee's param constant", src: auto, graph: "{key: outer}", sub: map[string]string{"INNER": "t[0:+n]", "N_ARG": "2", "T_ARG": "src[i:+4]"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := langHeader + strings.Replace(tc.src, "GRAPH", tc.graph, 1)
+			for k, v := range tc.sub {
+				src = strings.Replace(src, k, v, 1)
+			}
+			m, err := config.Parse("layout.yaml", []byte(src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum, err := config.Validate(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			form, err := config.ValidateForm(m, "g")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.at == "" {
+				if len(sum.Warnings) != 0 || len(form) != 0 {
+					t.Fatalf("warnings %q, %q; want none", sum.Warnings, form)
+				}
+				return
+			}
+			prefix := fmt.Sprintf("layout.yaml:%d: ", lineOf(src, tc.at))
+			for _, ws := range [][]string{sum.Warnings, form} {
+				if len(ws) != 1 || !strings.HasPrefix(ws[0], prefix) || !strings.Contains(ws[0], tc.want) {
+					t.Errorf("warnings %q, want one starting %q containing %q", ws, prefix, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// TestModelsHaveNoLayoutWarnings: the shipped models' Graph boundaries keep
+// their layout across calls (no slot's layout reads a param outside its
+// key), so no form of them warns.
+func TestModelsHaveNoLayoutWarnings(t *testing.T) {
+	for _, path := range []string{"models/dsv4_flash_decode.yaml", "models/qwen3_14b_decode.yaml"} {
+		m, err := config.Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum, err := config.Validate(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range sum.Warnings {
+			if strings.Contains(w, "layout") {
+				t.Errorf("%s: %s", path, w)
+			}
+		}
+	}
+}

@@ -26,7 +26,7 @@ func (sc *scope) let(o *op, n *yaml.Node) error {
 	for _, kv := range lets {
 		name, kn, vn := kv.key.Value, kv.key, kv.value
 		if !isIdent(name) {
-			return l.errf(kn, "let", name, "a name must be an identifier")
+			return l.errf(kn, "let", name, "a name must be an identifier: %s", identRule)
 		}
 		if _, ok := sc.vals[name]; ok {
 			return l.errf(kn, "let", name, "duplicate name: a param, scalar or loop var has this name")

@@ -34,7 +34,9 @@ func Parse(name string, data []byte) (*Model, error) {
 	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
 		return nil, &Error{File: name, Line: yamlErrLine(err), Msg: "malformed YAML: " + strings.TrimPrefix(err.Error(), "yaml: "), Err: err}
 	}
-	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 {
+	// A document of only "---" (or ~) is a null root: empty too, which
+	// says more than plainTree's null would.
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind == yaml.ScalarNode && doc.Content[0].Tag == "!!null" {
 		return nil, &Error{File: name, Line: 1, Msg: "empty document (want a mapping with model, entry, kernels, blocks, program, forms)"}
 	}
 	// A second document would be silently ignored: a model is one document.
@@ -48,11 +50,11 @@ func Parse(name string, data []byte) (*Model, error) {
 	} else if !errors.Is(err, io.EOF) {
 		return nil, &Error{File: name, Line: yamlErrLine(err), Msg: "malformed YAML: " + strings.TrimPrefix(err.Error(), "yaml: "), Err: err}
 	}
-	if err := noAliases(name, doc.Content[0], "model config"); err != nil {
+	if err := plainTree(name, doc.Content[0], "model config"); err != nil {
 		return nil, err
 	}
 	sum := sha256.Sum256(data)
-	l := &loader{file: name, m: &Model{file: name, contentHash: hex.EncodeToString(sum[:8]), consts: map[string]int64{}, kernelIdx: map[string]stages.KernelID{}, blockIdx: map[string]*block{}, formIdx: map[string]*form{}}}
+	l := &loader{file: name, constLine: map[string]int{}, m: &Model{file: name, contentHash: hex.EncodeToString(sum[:8]), consts: map[string]int64{}, kernelIdx: map[string]stages.KernelID{}, blockIdx: map[string]*block{}, formIdx: map[string]*form{}}}
 	if err := l.model(doc.Content[0]); err != nil {
 		return nil, err
 	}
@@ -60,27 +62,69 @@ func Parse(name string, data []byte) (*Model, error) {
 	return l.m, nil
 }
 
-// noAliases rejects YAML anchors and aliases: the loader reads the node
+// plainTree rejects YAML anchors and aliases: the loader reads the node
 // tree, where an alias is a reference the schema does not expect (it used to
 // surface as "want a list"), and a model's repetition is said with loops,
-// blocks and let, which the checks understand.
-func noAliases(file string, n *yaml.Node, key string) error {
+// blocks and let, which the checks understand. It also rejects nulls and
+// tags the loader would misread (plainNodes).
+func plainTree(file string, n *yaml.Node, key string) error {
 	if n.Kind == yaml.AliasNode {
 		return &Error{File: file, Line: n.Line, Key: key, Value: "*" + n.Value, Msg: "YAML aliases are not supported (write the value out, or use a block, a loop or let)"}
 	}
 	if n.Anchor != "" {
 		return &Error{File: file, Line: n.Line, Key: key, Value: "&" + n.Anchor, Msg: "YAML anchors are not supported (write the value out, or use a block, a loop or let)"}
 	}
+	if err := plainNode(file, n, key); err != nil {
+		return err
+	}
 	for i, c := range n.Content {
 		k := key
 		if n.Kind == yaml.MappingNode && i%2 == 1 {
 			k = n.Content[i-1].Value
 		}
-		if err := noAliases(file, c, k); err != nil {
+		if err := plainTree(file, c, k); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// plainNode rejects a node whose text the loader would take for something
+// it is not. The loader reads a scalar's text (n.Value) and ignores its
+// tag: a null (~, null, or nothing after the colon) read as the text "~"
+// or "" (model: ~ named the model "~"), and a tag was dropped unread
+// (to: !custom 3 was 3). So a null is an error wherever it stands, and an
+// explicit tag is one unless it is a standard tag that agrees with how the
+// loader reads the text: !!str, !!int on a decimal integer, !!bool on true
+// or false, !!map on a mapping and !!seq on a list.
+func plainNode(file string, n *yaml.Node, key string) error {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return &Error{File: file, Line: n.Line, Key: key, Value: n.Value, Msg: "a YAML null where a value is expected (write the value; {} or [] for an empty mapping or list)"}
+	}
+	if n.Style&yaml.TaggedStyle == 0 {
+		return nil
+	}
+	ok := false
+	switch n.Kind {
+	case yaml.ScalarNode:
+		switch n.Tag {
+		case "!!str":
+			ok = true
+		case "!!int":
+			_, err := strconv.ParseInt(n.Value, 10, 64)
+			ok = err == nil
+		case "!!bool":
+			ok = n.Value == "true" || n.Value == "false"
+		}
+	case yaml.MappingNode:
+		ok = n.Tag == "!!map"
+	case yaml.SequenceNode:
+		ok = n.Tag == "!!seq"
+	}
+	if ok {
+		return nil
+	}
+	return &Error{File: file, Line: n.Line, Key: key, Value: n.Tag + " " + shorten(nodeText(n)), Msg: "unsupported YAML tag (the loader reads untagged text; the standard tags !!str, !!int on a decimal integer, !!bool on true or false, !!map and !!seq are taken where they agree with it)"}
 }
 
 // yamlErrLine digs the line out of a yaml.v3 error ("yaml: line 3: ...").
@@ -103,6 +147,8 @@ type loader struct {
 	file  string
 	m     *Model
 	calls []callSite
+	// constLine is the line that defined each constant or entry scalar.
+	constLine map[string]int
 	// touchAt is the first op that declared each hinted kernel's touch.
 	touchAt map[stages.KernelID]*touchSite
 }
@@ -174,11 +220,11 @@ func (l *loader) model(n *yaml.Node) error {
 		}
 		for _, kv := range blocks {
 			k := kv.key
-			if _, dup := l.m.blockIdx[k.Value]; dup {
-				return l.errf(k, "blocks", k.Value, "duplicate block name")
+			if o, dup := l.m.blockIdx[k.Value]; dup {
+				return l.errf(k, "blocks", k.Value, "duplicate block name (also at line %d)", o.line)
 			}
 			if !isIdent(k.Value) {
-				return l.errf(k, "blocks", k.Value, "a block name must be an identifier")
+				return l.errf(k, "blocks", k.Value, "a block name must be an identifier: %s", identRule)
 			}
 			b := &block{idx: len(l.m.blocks), name: k.Value, line: k.Line, variantSlot: -1}
 			l.m.blocks = append(l.m.blocks, b)

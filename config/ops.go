@@ -166,7 +166,7 @@ func (sc *scope) loop(o *op, ln, body, n *yaml.Node) error {
 	}
 	v := lf.Var.Value
 	if !isIdent(v) {
-		return l.errf(lf.Var, "loop.var", v, "want an identifier")
+		return l.errf(lf.Var, "loop.var", v, "want an identifier: %s", identRule)
 	}
 	if _, clash := sc.vals[v]; clash {
 		return l.errf(lf.Var, "loop.var", v, "duplicate name: already a param, scalar or enclosing loop var")

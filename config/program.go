@@ -40,11 +40,16 @@ func (l *loader) programHeader(n *yaml.Node) (*yaml.Node, error) {
 		if err != nil {
 			return nil, err
 		}
+		seen := map[string]int{}
 		for _, kv := range params {
 			k := kv.key
-			if slices.Contains(p.params, k.Value) || !isIdent(k.Value) {
-				return nil, l.errf(k, "program.params", k.Value, "duplicate or not an identifier")
+			if !isIdent(k.Value) {
+				return nil, l.errf(k, "program.params", k.Value, "not an identifier: %s", identRule)
 			}
+			if line, dup := seen[k.Value]; dup {
+				return nil, l.errf(k, "program.params", k.Value, "duplicate param (also at line %d)", line)
+			}
+			seen[k.Value] = k.Line
 			v, err := l.constInt(kv.value, "program.params."+k.Value)
 			if err != nil {
 				return nil, err
@@ -73,8 +78,8 @@ func (l *loader) formsSection(n *yaml.Node) error {
 	}
 	for _, kv := range forms {
 		k, v := kv.key, kv.value
-		if _, dup := l.m.formIdx[k.Value]; dup {
-			return l.errf(k, "forms", k.Value, "duplicate form name")
+		if o, dup := l.m.formIdx[k.Value]; dup {
+			return l.errf(k, "forms", k.Value, "duplicate form name (also at line %d)", o.line)
 		}
 		fm := &form{name: k.Value, line: k.Line, params: append([]int64(nil), l.m.progDef...), graphs: make([]*graphSpec, len(l.m.blocks))}
 		var ff formDoc
@@ -113,8 +118,8 @@ func (l *loader) formsSection(n *yaml.Node) error {
 				if b == nil {
 					return l.errf(bk, "forms."+fm.name+".graphs", bk.Value, "unknown block (want one of %s)", strings.Join(l.m.Blocks(), ", "))
 				}
-				if fm.graphs[b.idx] != nil {
-					return l.errf(bk, "forms."+fm.name+".graphs", bk.Value, "duplicate block")
+				if o := fm.graphs[b.idx]; o != nil {
+					return l.errf(bk, "forms."+fm.name+".graphs", bk.Value, "duplicate block (also at line %d)", o.line)
 				}
 				g, err := l.graphSpec(b, gkv.value)
 				if err != nil {
@@ -131,6 +136,20 @@ func (l *loader) formsSection(n *yaml.Node) error {
 	}
 	return nil
 }
+
+// A key template is bounded: whether two blocks' keys can make one text
+// (sharedKeys) is decided on the product of their automata, whose size is
+// the product of the templates' and grows with each {param}'s digit loop;
+// unbounded, a few-kilobyte key of {param}s took minutes and gigabytes. A
+// real key is a short name with a {param} or two. maxKeyStates bounds the
+// automaton itself, which a {variant} makes as large as the block's variant
+// names together: about the key's length with each {variant} spelled out as
+// every name.
+const (
+	maxKeyLen    = 256
+	maxKeyParams = 8
+	maxKeyStates = 512
+)
 
 // graphSpec compiles a form's Graph of block b: its key text, with
 // {param}s, and the params hashed into full_key.
@@ -156,8 +175,14 @@ func (l *loader) graphSpec(b *block, n *yaml.Node) (*graphSpec, error) {
 		return 0, l.errf(nd, "key of "+b.name, name, "undefined parameter (want one of %s)", strings.Join(want, ", "))
 	}
 	if k := f.Key; k != nil {
+		if k.Value == "" {
+			return nil, l.errf(k, "key of "+b.name, k.Value, "empty key (want a text such as %q, or leave key out for the block's name)", b.name+"{param}")
+		}
+		if len(k.Value) > maxKeyLen {
+			return nil, l.errf(k, "key of "+b.name, shorten(k.Value), "key is %d bytes long (at most %d)", len(k.Value), maxKeyLen)
+		}
 		g.key = k.Value
-		s := k.Value
+		s, nParams := k.Value, 0
 		for s != "" {
 			i := strings.IndexByte(s, '{')
 			if i < 0 {
@@ -175,9 +200,16 @@ func (l *loader) graphSpec(b *block, n *yaml.Node) (*graphSpec, error) {
 			if err != nil {
 				return nil, err
 			}
+			if nParams++; nParams > maxKeyParams {
+				return nil, l.errf(k, "key of "+b.name, shorten(k.Value), "more than %d {param}s in a key", maxKeyParams)
+			}
 			g.parts = append(g.parts, keyPart{slot: slot})
 			g.inKey |= 1 << uint(slot)
 			s = s[i+j+1:]
+		}
+		if n := len(g.nfa().edges); n > maxKeyStates {
+			return nil, l.errf(k, "key of "+b.name, shorten(k.Value), "key too large to compare with other keys: its automaton has %d states (at most %d: a character is one, a {param} four, a {variant} about as many as its %d variant names have characters): use fewer {variant}s or shorter variant names",
+				n, maxKeyStates, len(b.variants))
 		}
 	} else {
 		g.parts = []keyPart{{lit: b.name, slot: -1}}

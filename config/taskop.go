@@ -43,7 +43,7 @@ func (sc *scope) task(o *op, f map[string]*yaml.Node, n *yaml.Node) error {
 		}
 	} else if id != nil {
 		if !isIdent(id.Value) {
-			return l.errf(id, "id", id.Value, "want an identifier (or LIST[i] to store the task into a task list)")
+			return l.errf(id, "id", id.Value, "want an identifier (%s), or LIST[i] to store the task into a task list", identRule)
 		}
 		if k, _, ok := sc.taskName(id.Value); ok && k != refLabel {
 			return l.errf(id, "id", id.Value, "duplicate name: a task list or task param of %s has this name", sc.b.name)

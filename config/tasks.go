@@ -242,7 +242,7 @@ func (sc *scope) tasksOp(o *op, n *yaml.Node) error {
 	for _, kv := range lists {
 		name, kn, vn := kv.key.Value, kv.key, kv.value
 		if !isIdent(name) {
-			return l.errf(kn, "tasks", name, "a task list name must be an identifier")
+			return l.errf(kn, "tasks", name, "a task list name must be an identifier: %s", identRule)
 		}
 		if _, _, ok := sc.taskName(name); ok || sc.allIDs[name] {
 			return l.errf(kn, "tasks", name, "duplicate name: an op id, task list or task param of %s has this name", sc.b.name)

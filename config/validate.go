@@ -10,7 +10,8 @@ import (
 type Summary struct {
 	Forms []FormSummary
 	// Warnings are what runs but cannot be what was meant: a form's Graph
-	// entry that no call made a Graph.
+	// entry that no call made a Graph, a Graph's boundary slot whose layout
+	// depends on a param outside its key.
 	Warnings []string
 }
 
@@ -42,6 +43,7 @@ func Validate(m *Model) (*Summary, error) {
 		}
 		s.Forms = append(s.Forms, FormSummary{Name: f.name, Tasks: c.tasks, HostSubmits: c.ordinary + c.graphs, GraphCalls: c.graphs})
 		s.Warnings = append(s.Warnings, m.idleGraphs(f, c)...)
+		s.Warnings = append(s.Warnings, m.layoutWarnings(f)...)
 	}
 	errs = append(errs, m.GraphChecks()...)
 	return s, errors.Join(errs...)
@@ -57,7 +59,8 @@ func ValidateForm(m *Model, form string) ([]string, error) {
 	if err := m.Run(c, form); err != nil {
 		return nil, err
 	}
-	return m.idleGraphs(m.formIdx[form], c), nil
+	f := m.formIdx[form]
+	return append(m.idleGraphs(f, c), m.layoutWarnings(f)...), nil
 }
 
 // counter counts a run's submissions on top of the ordinary path.

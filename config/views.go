@@ -32,6 +32,21 @@ type viewExpr struct {
 	line         int
 }
 
+// layoutDeps is the env slots the view's layout reads: its row count and
+// reshape dims. Its row start or index and @ offset move it, which a
+// Graph's boundary may do from call to call; a layout that changes does
+// not match the recorded Definition (Model.layoutWarnings).
+func (v *viewExpr) layoutDeps() uint64 {
+	var d uint64
+	if v.count != nil {
+		d |= v.count.deps
+	}
+	for _, e := range v.as {
+		d |= e.deps
+	}
+	return d
+}
+
 // plain reports whether the view is its base as it is.
 func (v *viewExpr) plain() bool {
 	return v.list == nil && v.index == nil && v.start == nil && v.at == nil && v.as == nil

@@ -114,6 +114,10 @@ func (l *loader) constRes(name string) (int64, int, int, bool) {
 	return v, -1, -1, ok
 }
 
+// identRule says what isIdent takes, for messages: a name that is not one
+// (ä, 1x) is told what it must be.
+const identRule = "an ASCII letter or _, then ASCII letters, digits or _"
+
 func isIdent(s string) bool {
 	if s == "" {
 		return false
