@@ -110,6 +110,10 @@ func (sc *scope) taskVariant(f map[string]*yaml.Node, n *yaml.Node, v int, per b
 	var sig string
 	switch {
 	case f["dummy"] != nil:
+		// Presence made the task a dummy, so `dummy: false` made one too.
+		if d := f["dummy"]; d.Kind != yaml.ScalarNode || d.Value != "true" {
+			return nil, l.errf(d, "dummy", nodeText(d), "want true (a task with no kernel that only orders others); leave dummy out for a kernel task")
+		}
 		t.kind = stages.KindDummy
 		t.name = "dummy"
 	case f["mix"] != nil:
