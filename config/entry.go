@@ -121,11 +121,12 @@ func (l *loader) entry(n *yaml.Node) error {
 			e.role = r.Value
 		}
 		if o := td.Out; o != nil {
-			var b bool
-			if err := o.Decode(&b); err != nil {
-				return l.errf(o, "out", o.Value, "want true or false")
+			// YAML 1.1's yes, on and their kin decode as booleans too; the
+			// language says true or false (doc.go), and reads them alone.
+			if o.Kind != yaml.ScalarNode || o.Value != "true" && o.Value != "false" {
+				return l.errf(o, "out", nodeText(o), "want true or false")
 			}
-			if b {
+			if o.Value == "true" {
 				e.kind = stages.RootEntryOutput
 			}
 		}

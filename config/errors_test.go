@@ -106,6 +106,7 @@ func TestConfigErrors(t *testing.T) {
 		{name: "duplicate op id", old: "{id: second,", new: "{id: first,", at: "{id: first, k: act", want: []string{`id "first"`, "duplicate op id"}},
 		{name: "cycle in explicit deps", old: "{id: first, k: mm, bn: 4,", new: "{id: first, k: mm, bn: 4, deps: [second],", at: "deps: [second]", want: []string{`deps "second"`, "cycle"}},
 		{name: "self dependency", old: "deps: [first]}", new: "deps: [second]}", at: "deps: [second]}", want: []string{`deps "second"`, "cycle"}},
+		{name: "out yes", old: "{name: x, dtype: fp32, shape: [16]}", new: "{name: x, dtype: fp32, shape: [16], out: yes}", at: "out: yes", want: []string{`out "yes"`, "want true or false"}},
 		{name: "dummy false", old: `deps: [first]}`, new: "deps: [first]}\n              - {dummy: false, deps: [second]}", at: "{dummy: false", want: []string{`dummy "false"`, "want true"}},
 		{name: "unknown key", old: "{id: second, k: act,", new: "{id: second, kernel: act,", at: "kernel: act", want: []string{`"kernel"`, "unknown key"}},
 		{name: "signature mismatch", old: `"inout tmp"], scalars`, new: `"in tmp"], scalars`, at: `"in tmp"], scalars`, want: []string{"tagged in", "declares x"}},
