@@ -185,6 +185,7 @@ func TestRunBadInput(t *testing.T) {
 		{[]string{"compare", dsv4, "--recorders", "-1"}, "--recorders -1: want at least 1"},
 		{[]string{"compare", dsv4, "--block", "-1"}, "--block -1: want 0 (all the rounds) or more"},
 		{[]string{"run", dsv4, "--ranks", "100000"}, "--ranks 100000: want 1 to 4096"},
+		{[]string{"run", dsv4, "--nodes", "127.0.0.1:17101,127.0.0.1:17101"}, "--nodes: 127.0.0.1:17101 is named twice"},
 		{[]string{"run", dsv4, "--recorders", "1000000"}, "--recorders 1000000: want at most 4096"},
 		{[]string{"validate", dsv4, "--max-tasks", "-1"}, `invalid argument "-1" for "--max-tasks" flag: want 0 (the model's max_tasks) or more tasks`},
 		{[]string{"run", dsv4, "--max-tasks", "100"}, "(a pass is bounded by max_tasks: 100; raise it"},
@@ -550,16 +551,21 @@ func TestOTLPExport(t *testing.T) {
 }
 
 // TestInterrupt: SIGINT or SIGTERM in the middle of a run stops it, reports
-// the passes that ended, writes the trace with its root span, and exits 130.
+// the passes that ended with their golden check, writes the trace with its
+// root span, and exits 130.
 func TestInterrupt(t *testing.T) {
 	for _, sig := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
-		t.Run(sig.String(), func(t *testing.T) { interruptRun(t, sig) })
+		t.Run(sig.String(), func(t *testing.T) { interruptRun(t, sig, sig == syscall.SIGTERM) })
 	}
 }
 
-func interruptRun(t *testing.T, sig os.Signal) {
+func interruptRun(t *testing.T, sig os.Signal, device bool) {
 	path := filepath.Join(t.TempDir(), "run.json")
-	cmd := exec.Command(hbgrun(t), "run", dsv4, "--rounds", "1000000", "--skip-device", "--json", "-v", "--trace-out", path)
+	args := []string{"run", dsv4, "--rounds", "1000000", "--json", "-v", "--trace-out", path}
+	if !device {
+		args = append(args, "--skip-device")
+	}
+	cmd := exec.Command(hbgrun(t), args...)
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	stderr, err := cmd.StderrPipe()
@@ -609,6 +615,9 @@ func interruptRun(t *testing.T, sig os.Signal) {
 	}
 	if len(rep.Passes) == 0 || len(rep.Warnings) == 0 || !strings.HasPrefix(rep.Warnings[len(rep.Warnings)-1], "interrupted: ") {
 		t.Errorf("%d passes, warnings %q", len(rep.Passes), rep.Warnings)
+	}
+	if device && (rep.Golden == nil || !rep.Golden.Match) {
+		t.Errorf("the passes that ended: golden %+v, want their match", rep.Golden)
 	}
 	doc := readChromeTrace(t, path)
 	roots := 0

@@ -567,7 +567,7 @@ func (r *Report) writeGolden(b *strings.Builder) {
 		if r.Device == "skipped" {
 			fmt.Fprintf(b, "golden: not checked (device skipped)\n")
 		} else {
-			fmt.Fprintf(b, "golden: not checked (no pass ran to the end on the device)\n")
+			fmt.Fprintf(b, "golden: not checked (no pass that ended has a device result to check)\n")
 		}
 		return
 	}

@@ -322,13 +322,21 @@ type countingExporter struct {
 	mu       sync.Mutex
 	exported int64
 	failed   int64
-	err      error
+	// pending is spans handed to an export that has not returned: a
+	// collector that takes the connection and never answers holds them past
+	// the run's flush deadline, and they are lost as surely as refused ones.
+	pending int64
+	err     error
 }
 
 func (c *countingExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	c.mu.Lock()
+	c.pending += int64(len(spans))
+	c.mu.Unlock()
 	err := c.SpanExporter.ExportSpans(ctx, spans)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.pending -= int64(len(spans))
 	if err != nil {
 		c.failed += int64(len(spans))
 		c.err = err
@@ -341,5 +349,5 @@ func (c *countingExporter) ExportSpans(ctx context.Context, spans []sdktrace.Rea
 func (c *countingExporter) stats() ExportStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return ExportStats{Exported: c.exported, Failed: c.failed, Err: c.err}
+	return ExportStats{Exported: c.exported, Failed: c.failed + c.pending, Err: c.err}
 }

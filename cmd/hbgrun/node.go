@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -130,9 +131,14 @@ func (f *remoteFlags) register(fl *pflag.FlagSet) {
 }
 
 func (f *remoteFlags) check() error {
-	for _, n := range f.nodes {
+	for i, n := range f.nodes {
 		if err := checkHostPort("--nodes", n, 1, true); err != nil {
 			return err
+		}
+		// A node serves one run's ranks at a time: named twice, its second
+		// placement was refused with protoactor's bare "status 3".
+		if slices.Contains(f.nodes[:i], n) {
+			return usageError{fmt.Errorf("--nodes: %s is named twice (a node serves a run's ranks once; --ranks spreads them over the nodes)", n)}
 		}
 	}
 	if f.nodeTimeout < 0 || (len(f.nodes) > 0 && f.nodeTimeout == 0) {
