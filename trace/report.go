@@ -551,7 +551,9 @@ func (p *Pass) UnmarshalJSON(b []byte) error {
 // exportedTo says where spans went, for the report's trace line.
 func exportedTo(exporter string) string {
 	if exporter == "" {
-		return "not exported: no OTLP endpoint"
+		// Also when an endpoint was given and no span reached it: stderr
+		// then says where and why.
+		return "not exported (no OTLP endpoint, or no span reached it)"
 	}
 	return "exported to " + exporter
 }

@@ -69,9 +69,7 @@ func (s *session) finish() (string, error) {
 	case st.Failed == 0 && ferr == nil:
 		return dest, nil
 	case st.Exported == 0:
-		// The report names the destination and what reached it, as it
-		// does a partial loss; it said "no OTLP endpoint" before.
-		return fmt.Sprintf("%s (0 of %d spans)", dest, st.Failed), fmt.Errorf("no span could be exported to %s (%d lost): %w", dest, st.Failed, cause)
+		return "", fmt.Errorf("no span could be exported to %s (%d lost): %w", dest, st.Failed, cause)
 	}
 	fmt.Fprintf(s.stderr, "hbgrun: %d of %d spans could not be exported to %s: %v\n", st.Failed, st.Failed+st.Exported, dest, cause)
 	return fmt.Sprintf("%s (%d of %d spans)", dest, st.Exported, st.Failed+st.Exported), nil
