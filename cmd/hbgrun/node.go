@@ -96,13 +96,25 @@ func nodeCmd(ctx context.Context, stderr io.Writer, f *nodeFlags) error {
 }
 
 // flusher pushes the spans ended so far out of the process (a run's spans
-// reach the collector before its driver reports).
+// reach the collector before its driver reports). Spans the exporter lost
+// meanwhile are an error, which the driver reports as the node's warning:
+// the SDK hands an export's failure to its log, not to ForceFlush.
 func flusher(p *trace.Provider) func(context.Context) error {
 	fl, ok := p.TracerProvider.(interface{ ForceFlush(context.Context) error })
 	if !ok {
 		return nil
 	}
-	return fl.ForceFlush
+	return func(ctx context.Context) error {
+		before := p.Exported().Failed
+		err := fl.ForceFlush(ctx)
+		if st := p.Exported(); st.Failed > before {
+			if st.Err != nil {
+				err = st.Err
+			}
+			return fmt.Errorf("%d spans could not be exported to %s: %w", st.Failed-before, p.Destination(), err)
+		}
+		return err
+	}
 }
 
 // instance names this process among the run's processes, as the resource's

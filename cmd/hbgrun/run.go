@@ -340,8 +340,12 @@ func runForm(ctx context.Context, s *session, f *runFlags, orch *actors.Orchestr
 	rep := buildReport(info, r.passes)
 	rep.Preload = pre
 	if far != nil {
-		// The nodes' store warnings come as their runs are released.
-		st.stop()
+		// The nodes' warnings (store writes, spans they could not export)
+		// come as their runs are released, which a node's flush to a slow
+		// collector may hold up to its own bound (10 s): wait past it.
+		if err := st.stopWithin(flushTimeout); err != nil {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%v: the nodes' own warnings are not known", err))
+		}
 		rep.Warnings = append(rep.Warnings, far.Warnings()...)
 		return rep, r.passes, nil
 	}

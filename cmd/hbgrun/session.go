@@ -82,12 +82,17 @@ type stopper struct {
 	once sync.Once
 }
 
-func (s *stopper) stop() {
+func (s *stopper) stop() { _ = s.stopWithin(stopGrace) }
+
+// stopWithin stops the runtime, waiting at most d, and returns Stop's
+// error; a later call does nothing and returns nil.
+func (s *stopper) stopWithin(d time.Duration) (err error) {
 	s.once.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), stopGrace)
+		ctx, cancel := context.WithTimeout(context.Background(), d)
 		defer cancel()
-		_ = s.rt.Stop(ctx)
+		err = s.rt.Stop(ctx)
 	})
+	return err
 }
 
 // output is a file named by a flag, created before any work so that a bad
