@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -31,7 +30,7 @@ section or index out of place) prints what it can and exits 1. An image
 whose only fault is its content hash is described in full first.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			b, err := os.ReadFile(args[0])
+			b, err := readInput(args[0], "an image", maxImageBytes)
 			if err != nil {
 				return usageError{err}
 			}

@@ -27,9 +27,9 @@ their arguments the boundary slot they come from. A FILE ending in .gz is
 gzip-compressed; without --out the trace goes to standard output.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m, err := config.Load(args[0])
+			m, err := loadModel(args[0])
 			if err != nil {
-				return usageError{err}
+				return err
 			}
 			if form == "" {
 				return usageError{fmt.Errorf("--form is required (want one of %s)", strings.Join(m.Forms(), ", "))}

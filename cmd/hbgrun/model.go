@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"math"
 	"os"
 
 	"github.com/hbg-dev/hbg/actors"
@@ -19,7 +21,7 @@ func loadModel(path string) (*config.Model, error) {
 	name, data := models.DefaultName, models.Default
 	if path != "" {
 		var err error
-		if data, err = os.ReadFile(path); err != nil {
+		if data, err = readInput(path, "a model", maxModelBytes); err != nil {
 			return nil, usageError{fmt.Errorf("config: %w", err)}
 		}
 		name = path
@@ -67,4 +69,51 @@ func orchestrationFor(m *config.Model, form string, defectsWarn bool, stderr io.
 		}
 	}
 	return o, nil
+}
+
+// Bounds on the files a user names: a model is text the size of the
+// problem (DSv4's is 30 KB), and an image says its length in 32 bits.
+const (
+	maxModelBytes = 64 << 20
+	maxImageBytes = math.MaxUint32
+)
+
+// readInput reads a file a user names for what: a regular file of at most
+// max bytes. A device (/dev/zero) was read until the process ran out of
+// memory, and a FIFO blocked the command past its signals.
+func readInput(path, what string, max int64) ([]byte, error) {
+	st, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return nil, err
+	case !st.Mode().IsRegular():
+		return nil, fmt.Errorf("%s is a %s, not a file (want %s file)", path, fileKind(st.Mode()), what)
+	case st.Size() > max:
+		return nil, fmt.Errorf("%s is %d bytes, more than %s file can be (%d)", path, st.Size(), what, max)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	// It may have grown since the stat.
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err == nil && int64(len(b)) > max {
+		err = fmt.Errorf("%s is more than %s file can be (%d bytes)", path, what, max)
+	}
+	return b, err
+}
+
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	}
+	return "special file (" + m.Type().String() + ")"
 }

@@ -204,7 +204,7 @@ func startRanks(s *session, f *runFlags, orch *actors.Orchestration) (local *act
 	}
 	name, data := models.DefaultName, models.Default
 	if f.model != "" {
-		if data, err = os.ReadFile(f.model); err != nil {
+		if data, err = readInput(f.model, "a model", maxModelBytes); err != nil {
 			return nil, nil, usageError{fmt.Errorf("config: %w", err)}
 		}
 		name = f.model

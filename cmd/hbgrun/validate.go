@@ -21,9 +21,9 @@ scalar, and two blocks whose Graph keys in one form can be the same text.
 It prints a one-line summary; any error exits with status 2.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m, err := config.Load(args[0])
+			m, err := loadModel(args[0])
 			if err != nil {
-				return usageError{err}
+				return err
 			}
 			sum, err := config.Validate(m)
 			if err != nil {
