@@ -175,7 +175,12 @@ func checkListen(listenFlag, listen, advertiseFlag, advertise string) error {
 			return err
 		}
 	}
-	return checkHostPort(listenFlag, listen, 0, advertise != "")
+	err := checkHostPort(listenFlag, listen, 0, advertise != "")
+	if err != nil && checkHostPort(listenFlag, listen, 0, true) == nil {
+		// Only the wildcard is wrong: say how to listen on one.
+		return usageError{fmt.Errorf("%w (to listen on every interface, give the address peers reach with %s)", err, advertiseFlag)}
+	}
+	return err
 }
 
 // checkHostPort checks the HOST:PORT of a flag: a port from lowPort, and a
