@@ -302,6 +302,24 @@ func TestValidateAndExpand(t *testing.T) {
 	if n := bytes.Count(b, []byte(`{"ev":"task"`)); n != 15971 {
 		t.Fatalf("expand wrote %d task events, want 15971", n)
 	}
+	// A Graph call's line lists its scalars even when there are none, as
+	// the reference trace does ("scalars": []).
+	out, stderr, code = runCLI(t, "expand", dsv4, "--form", "full")
+	if code != 0 {
+		t.Fatalf("expand full: exit %d: %s", code, stderr)
+	}
+	begins, listed := 0, 0
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, `{"ev":"graph_begin"`) {
+			begins++
+			if strings.Contains(l, `"scalars":[`) {
+				listed++
+			}
+		}
+	}
+	if begins != 86 || listed != begins {
+		t.Fatalf("expand full: %d graph_begin lines, %d listing scalars; want 86 and 86", begins, listed)
+	}
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	if err := os.WriteFile(bad, []byte("model: x\nkernels:\n  - {name: a, core: aiq}\n"), 0o644); err != nil {
 		t.Fatal(err)

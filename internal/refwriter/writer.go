@@ -105,6 +105,17 @@ type taskJSON struct {
 	Pred     *PredEvent `json:"pred,omitempty"`
 }
 
+// graphBeginJSON is a graph_begin line: its scalars are always present, as
+// the reference writes them ("scalars": [] for a call with none).
+type graphBeginJSON struct {
+	Ev       string     `json:"ev"`
+	Def      string     `json:"def"`
+	Key      string     `json:"key"`
+	Inst     int        `json:"inst"`
+	Boundary []ArgEvent `json:"boundary"`
+	Scalars  []uint64   `json:"scalars"`
+}
+
 // GraphRef is the reference format's type (internal/reftrace).
 type GraphRef = reftrace.GraphRef
 
@@ -130,9 +141,12 @@ func (t *Writer) emit(e *Event) {
 		return
 	}
 	var v any = e
-	if e.Ev == "task" {
+	switch e.Ev {
+	case "task":
 		v = &taskJSON{Ev: e.Ev, ID: *e.ID, Kind: e.Kind, K: e.K, Name: e.Name, Depth: *e.Depth, Manual: *e.Manual, Graph: e.Graph,
 			Args: e.Args, Scalars: e.Scalars, BlockNum: *e.BlockNum, Deps: e.Deps, Fanin: e.Fanin, Pred: e.Pred}
+	case "graph_begin":
+		v = &graphBeginJSON{Ev: e.Ev, Def: e.Def, Key: e.Key, Inst: *e.Inst, Boundary: e.Boundary, Scalars: e.Scalars}
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
