@@ -37,6 +37,8 @@ type session struct {
 	shutdown func(context.Context) error
 	tracer   *trace.Tracer
 	stderr   io.Writer
+	// ctx is the command's: ended by SIGINT or SIGTERM.
+	ctx context.Context
 }
 
 func newSession(ctx context.Context, f *runFlags, stderr io.Writer) (*session, error) {
@@ -44,21 +46,34 @@ func newSession(ctx context.Context, f *runFlags, stderr io.Writer) (*session, e
 	if err != nil {
 		return nil, usageError{fmt.Errorf("tracing: %w", err)}
 	}
-	return &session{sys: actors.NewActorSystem(nil), provider: p, shutdown: shutdown, tracer: p.Tracer(), stderr: stderr}, nil
+	return &session{sys: actors.NewActorSystem(nil), provider: p, shutdown: shutdown, tracer: p.Tracer(), stderr: stderr, ctx: ctx}, nil
 }
 
 // finish stops the actor system and flushes the spans. It returns where the
 // spans went, for the report ("" when nowhere, or when none got there), and
 // an error when spans were to be exported and none could be. Spans partly
 // lost are reported on stderr with their count.
-func (s *session) finish() (string, error) {
+func (s *session) finish() (_ string, err error) {
 	s.sys.Shutdown()
+	interrupted := s.ctx.Err() != nil
+	if interrupted && s.provider.Exporting() {
+		// An interrupted command's only other line is "interrupted": say
+		// what it waits for, and how not to.
+		fmt.Fprintf(s.stderr, "hbgrun: flushing spans to %s (at most %v; Ctrl-C again to skip)\n", s.provider.Destination(), flushTimeout)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 	defer cancel()
 	ferr := s.shutdown(ctx)
 	if !s.provider.Exporting() {
 		return "", ferr
 	}
+	defer func() {
+		// An interrupted command exits saying only that, so the loss is
+		// said here.
+		if interrupted && err != nil {
+			fmt.Fprintf(s.stderr, "hbgrun: %v\n", err)
+		}
+	}()
 	dest := s.provider.Destination()
 	st := s.provider.Exported()
 	cause := st.Err
