@@ -74,6 +74,11 @@ func exitCode(err error, stderr io.Writer) int {
 		return 0
 	}
 	if errors.Is(err, errInterrupted) {
+		// What else went wrong on the way out (spans that could not be
+		// exported, an output not written) is said before it.
+		for _, e := range besides(err, errInterrupted) {
+			fmt.Fprintln(stderr, "hbgrun:", e)
+		}
 		fmt.Fprintln(stderr, "hbgrun: interrupted")
 		return exitInterrupted
 	}
@@ -87,6 +92,23 @@ func exitCode(err error, stderr io.Writer) int {
 		return exitFailed
 	}
 	return exitUsage
+}
+
+// besides is the errors joined with target in err (errors.Join, at any
+// depth), target's own branches left out.
+func besides(err, target error) []error {
+	if !errors.Is(err, target) {
+		return []error{err}
+	}
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return nil
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, besides(e, target)...)
+	}
+	return out
 }
 
 func newRoot() *cobra.Command {

@@ -53,10 +53,9 @@ func newSession(ctx context.Context, f *runFlags, stderr io.Writer) (*session, e
 // spans went, for the report ("" when nowhere, or when none got there), and
 // an error when spans were to be exported and none could be. Spans partly
 // lost are reported on stderr with their count.
-func (s *session) finish() (_ string, err error) {
+func (s *session) finish() (string, error) {
 	s.sys.Shutdown()
-	interrupted := s.ctx.Err() != nil
-	if interrupted && s.provider.Exporting() {
+	if s.ctx.Err() != nil && s.provider.Exporting() {
 		// An interrupted command's only other line is "interrupted": say
 		// what it waits for, and how not to.
 		fmt.Fprintf(s.stderr, "hbgrun: flushing spans to %s (at most %v; Ctrl-C again to skip)\n", s.provider.Destination(), flushTimeout)
@@ -67,13 +66,6 @@ func (s *session) finish() (_ string, err error) {
 	if !s.provider.Exporting() {
 		return "", ferr
 	}
-	defer func() {
-		// An interrupted command exits saying only that, so the loss is
-		// said here.
-		if interrupted && err != nil {
-			fmt.Fprintf(s.stderr, "hbgrun: %v\n", err)
-		}
-	}()
 	dest := s.provider.Destination()
 	st := s.provider.Exported()
 	cause := st.Err
