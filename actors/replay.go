@@ -21,9 +21,6 @@ type replayActor struct {
 	axis       stages.DeviceAxis
 	runs       map[uint64]*passRun // by stages.Pass.ID, until the device owes them nothing
 	free       [][]byte            // run image buffers the device has read
-	// earlyFetch is, by pass, what the cluster did for Definitions that
-	// arrived before their pass was handed off (as stages.Replay's early).
-	earlyFetch map[uint64]mailbox.PeerFetch
 }
 
 func (r *replayActor) Receive(ctx actor.Context) {
@@ -35,11 +32,9 @@ func (r *replayActor) Receive(ctx actor.Context) {
 		r.submission = m.submission
 	case *handoff:
 		r.runs[m.run.pass.ID] = m.run
-		r.handoffFetch(m.run)
 		r.rp.Handoff(m.run.pass)
 	case *mailbox.DefinitionUploaded:
 		r.rp.Defined(m.Outcome)
-		r.fetched(m)
 	case *deviceReply:
 		r.deviceReplied(m)
 	case *cancelPass:

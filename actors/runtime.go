@@ -154,6 +154,10 @@ type Stats struct {
 	Fetched       atomic.Int64
 	FetchedBytes  atomic.Int64
 	FetchRejected atomic.Int64
+	// DeviceRefused counts Definitions from the store on disk or the
+	// cluster that the device could not read: each is moved aside, counted
+	// in StoreRejected too, and recorded again.
+	DeviceRefused atomic.Int64
 }
 
 // Runtime is hbg running inside an actor system.

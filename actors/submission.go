@@ -42,8 +42,6 @@ type passRun struct {
 	// timeline (stages.DeviceAxis); placed says it was.
 	beginNs, shipNs int64
 	placed          bool
-	// fetch is what asking the cluster did for the pass (reruns included).
-	fetch mailbox.PeerFetch
 	// rerunNs is the reruns' orchestration, which runs inside the open
 	// graph_upload span and is host_orch's: graph_upload's figure leaves it
 	// out, so the control plane counts it once.

@@ -8,7 +8,6 @@ import (
 
 	"github.com/hbg-dev/hbg/diskstore"
 	"github.com/hbg-dev/hbg/mailbox"
-	"github.com/hbg-dev/hbg/stages"
 	"github.com/hbg-dev/hbg/trace"
 )
 
@@ -48,13 +47,7 @@ func (u *uploader) Receive(ctx actor.Context) {
 }
 
 func (u *uploader) ready(ctx actor.Context, m *mailbox.DefinitionReady) {
-	o := stages.Outcome{
-		Pass: m.Pass, StoreKey: m.StoreKey, Verify: m.Verify, Def: m.Def,
-		Err: m.Err, Panicked: m.Panicked, Defects: m.Defects,
-		Recorded: m.Recorded, RecordedNodes: m.RecordedNodes, RecordNs: m.RecordNs, BuildNs: m.BuildNs,
-		Store: m.Store,
-	}
-	up := mailbox.DefinitionUploaded{Outcome: o, Fetch: m.Fetch}
+	up := mailbox.DefinitionUploaded{Outcome: m.Outcome}
 	if m.Verify || m.Err != nil || m.Def == nil {
 		ctx.Send(u.replay, &up)
 		return

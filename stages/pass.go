@@ -80,6 +80,8 @@ type Outcome struct {
 	BuildNs       int64
 	// Store is what the store on disk did for this request.
 	Store StoreLoad
+	// Fetch is what asking the cluster did for this request.
+	Fetch PeerFetch
 	// UploadedBytes is the Definition bytes uploaded for this request.
 	UploadedBytes int64
 	UploadErr     error
@@ -145,8 +147,10 @@ type Pass struct {
 	RecordNs         int64
 	BuiltDefinitions int
 	BuildNs          int64
-	// Store is what the store on disk loaded for the pass, and rejected.
+	// Store is what the store on disk loaded for the pass, and rejected;
+	// Fetch what asking the cluster did for it (reruns included).
 	Store StoreLoad
+	Fetch PeerFetch
 	// UploadedBytes is the Definition bytes uploaded for this pass.
 	UploadedBytes int64
 	// Err is why the pass failed, once it has.

@@ -109,6 +109,7 @@ func (r *Replay) apply(p *Pass, o Outcome) {
 	}
 	p.UploadedBytes += o.UploadedBytes
 	p.Store.Add(o.Store)
+	p.Fetch.Add(o.Fetch)
 	for _, r := range o.Store.Rejected {
 		p.warn("%s; recorded again", r)
 	}
