@@ -99,8 +99,8 @@ type PreloadEntry struct {
 
 // StoreStats are the store's lifetime counts.
 type StoreStats struct {
-	Recorded, RecordedNodes, MaxQueued    int64
-	Loaded, Rejected                      int64
+	Recorded, RecordedNodes, MaxQueued   int64
+	Loaded, Rejected                     int64
 	Fetched, FetchedBytes, FetchRejected int64
 	// Refused counts Definitions the device refused that came from the
 	// disk or the cluster (each forgotten, moved aside and recorded again).
@@ -196,7 +196,9 @@ func (s *Store[J]) drop(k uint64) {
 
 func (s *Store[J]) do(a StoreAction[J]) { s.actions = append(s.actions, a) }
 
-func (s *Store[J]) answer(j J, o Outcome) { s.do(StoreAction[J]{Kind: StoreAnswer, Job: j, Outcome: o}) }
+func (s *Store[J]) answer(j J, o Outcome) {
+	s.do(StoreAction[J]{Kind: StoreAnswer, Job: j, Outcome: o})
+}
 
 func outcomeOf(r *RecordRequest) Outcome {
 	return Outcome{Pass: r.Pass, StoreKey: r.StoreKey, Verify: r.Verify}
