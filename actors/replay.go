@@ -1,9 +1,12 @@
 package actors
 
 import (
+	"errors"
+
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/hbg-dev/hbg/mailbox"
+	"github.com/hbg-dev/hbg/npu"
 	"github.com/hbg-dev/hbg/stages"
 	"github.com/hbg-dev/hbg/trace"
 )
@@ -36,7 +39,7 @@ func (r *replayActor) Receive(ctx actor.Context) {
 	case *mailbox.DefinitionUploaded:
 		r.rp.Defined(m.Outcome)
 	case *deviceReply:
-		r.deviceReplied(m)
+		r.deviceReplied(ctx, m)
 	case *cancelPass:
 		for id, run := range r.runs {
 			if run.req.id == m.id && !run.pass.Done() {
@@ -50,7 +53,8 @@ func (r *replayActor) Receive(ctx actor.Context) {
 // replayWire tells a rank's replay its submission (spawned after it).
 type replayWire struct{ submission *actor.PID }
 
-func (r *replayActor) deviceReplied(m *deviceReply) {
+func (r *replayActor) deviceReplied(ctx actor.Context, m *deviceReply) {
+	r.refused(ctx, m.err)
 	p, launched, over := r.rp.DeviceReplied(m.err)
 	run := r.runs[p.ID]
 	if !p.AtDevice() {
@@ -76,6 +80,24 @@ func (r *replayActor) deviceReplied(m *deviceReply) {
 		res.Pass.Set(trace.PhaseDeviceWall, m.result.SimNs)
 		res.Pass.SimulationNs = m.ns
 		res.Device = m.result
+	}
+}
+
+// refused repairs what a launch refused for one Definition's image (one
+// from the store on disk or the cluster that the device cannot read): the
+// store forgets it, moves its entry aside and counts it, and every rank
+// forgets the key, so its next call records it again (stages.Store.Refused).
+func (r *replayActor) refused(ctx actor.Context, err error) {
+	var de *npu.DefinitionError
+	if err == nil || !errors.As(err, &de) {
+		return
+	}
+	ctx.Send(r.rt.store, &definitionRefused{key: de.FullKey, hash: de.Hash, err: err})
+	forget := []stages.Learned{{StoreKey: de.FullKey, Forget: true}}
+	r.rt.mu.Lock()
+	defer r.rt.mu.Unlock()
+	for _, sub := range r.rt.ranks {
+		ctx.Send(sub, &learned{ls: forget})
 	}
 }
 
