@@ -38,8 +38,10 @@ func (r *replayActor) Receive(ctx actor.Context) {
 		r.rp.Handoff(m.run.pass)
 	case *mailbox.DefinitionUploaded:
 		r.rp.Defined(m.Outcome)
-	case *deviceReply:
-		r.deviceReplied(ctx, m)
+	case *mailbox.RunCopied:
+		r.deviceReplied(ctx, m.Err, nil, m.StartNs, m.Ns)
+	case *mailbox.Launched:
+		r.deviceReplied(ctx, m.Err, m.Result, m.StartNs, m.Ns)
 	case *cancelPass:
 		for id, run := range r.runs {
 			if run.req.id == m.id && !run.pass.Done() {
@@ -53,9 +55,12 @@ func (r *replayActor) Receive(ctx actor.Context) {
 // replayWire tells a rank's replay its submission (spawned after it).
 type replayWire struct{ submission *actor.PID }
 
-func (r *replayActor) deviceReplied(ctx actor.Context, m *deviceReply) {
-	r.refused(ctx, m.err)
-	p, launched, over := r.rp.DeviceReplied(m.err)
+// deviceReplied takes the device's next answer, a copy's or a launch's
+// (the device answers in order): its error, the launch's result, and when
+// the phase began and how long it took.
+func (r *replayActor) deviceReplied(ctx actor.Context, err error, result *npu.Result, startNs, ns int64) {
+	r.refused(ctx, err)
+	p, launched, over := r.rp.DeviceReplied(err)
 	run := r.runs[p.ID]
 	if !p.AtDevice() {
 		r.free = append(r.free, run.image[:0])
@@ -69,17 +74,17 @@ func (r *replayActor) deviceReplied(ctx actor.Context, m *deviceReply) {
 	}
 	res := run.res
 	if !launched {
-		res.Pass.Set(trace.PhaseArenaH2D, m.ns)
+		res.Pass.Set(trace.PhaseArenaH2D, ns)
 		return
 	}
-	res.DeviceStartNs = m.startNs
-	if m.err == nil {
+	res.DeviceStartNs = startNs
+	if err == nil {
 		ready := run.shipNs + res.Pass.Phases[trace.PhaseArenaH2D]
-		res.Pass.DeviceIdleNs = r.axis.Place(run.beginNs, ready, m.result.SimNs)
+		res.Pass.DeviceIdleNs = r.axis.Place(run.beginNs, ready, result.SimNs)
 		run.placed = true
-		res.Pass.Set(trace.PhaseDeviceWall, m.result.SimNs)
-		res.Pass.SimulationNs = m.ns
-		res.Device = m.result
+		res.Pass.Set(trace.PhaseDeviceWall, result.SimNs)
+		res.Pass.SimulationNs = ns
+		res.Device = result
 	}
 }
 
@@ -135,10 +140,10 @@ func (r *replayActor) ship(ctx actor.Context, run *passRun) {
 	run.image = stages.AppendRunImage(buf, img)
 	run.finishPhase() // graph_upload
 	run.shipNs = trace.Now()
-	ph := devicePhase{tracer: r.rt.tracer, run: run.req.run, rank: r.rank, round: run.req.round}
-	sendDevice(ctx, r.device, &deviceCopy{image: run.image, phase: ph})
+	ph := mailbox.DevicePhase{Tracer: r.rt.tracer, Run: run.req.run, Rank: r.rank, Round: run.req.round}
+	sendDevice(ctx, r.device, &mailbox.CopyRun{Bytes: run.image, Phase: ph})
 	if !r.rt.cfg.SkipDevice {
-		sendDevice(ctx, r.device, &deviceLaunch{timeline: r.rt.cfg.Timeline, phase: ph})
+		sendDevice(ctx, r.device, &mailbox.Launch{Timeline: r.rt.cfg.Timeline, Phase: ph})
 	}
 }
 

@@ -164,7 +164,7 @@ func (s *submission) start(req *passReq) {
 	// orchestration; the device keeps them across passes.
 	run.startPhase(s.rt.tracer, trace.PhaseArgs, s.rank)
 	if s.registered != req.orch.Name {
-		sendDevice(s.ctx, s.device, &deviceRegister{roots: req.orch.Entry, kernels: req.orch.Kernels})
+		s.ctx.Send(s.device, &mailbox.RegisterDevice{Entry: req.orch.Entry, Kernels: req.orch.Kernels})
 		s.registered = req.orch.Name
 	}
 	run.finishPhase()

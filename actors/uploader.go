@@ -41,7 +41,7 @@ func (u *uploader) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *mailbox.DefinitionReady:
 		u.ready(ctx, m)
-	case *deviceReply:
+	case *mailbox.Uploaded:
 		u.replied(ctx, m)
 	}
 }
@@ -69,19 +69,19 @@ func (u *uploader) ready(ctx actor.Context, m *mailbox.DefinitionReady) {
 	})
 	u.sent = append(u.sent, sentUpload{def: d, span: span, waiting: []mailbox.DefinitionUploaded{up}})
 	// The device actor owns the queue: uploads are executed in order.
-	sendDevice(ctx, u.device, &deviceUpload{image: d.Image})
+	sendDevice(ctx, u.device, &mailbox.Upload{Bytes: d.Image})
 }
 
-func (u *uploader) replied(ctx actor.Context, m *deviceReply) {
+func (u *uploader) replied(ctx actor.Context, m *mailbox.Uploaded) {
 	s := u.sent[0]
 	u.sent[0] = sentUpload{}
 	u.sent = u.sent[1:]
-	s.span.Finish(m.object, m.err)
-	if m.err == nil {
+	s.span.Finish(uint64(m.Object), m.Err)
+	if m.Err == nil {
 		if u.uploaded == nil {
 			u.uploaded = map[uint64]uint64{}
 		}
-		u.uploaded[s.def.Hash] = m.object
+		u.uploaded[s.def.Hash] = uint64(m.Object)
 	}
 	for i, up := range s.waiting {
 		o := &up.Outcome
@@ -91,11 +91,11 @@ func (u *uploader) replied(ctx actor.Context, m *deviceReply) {
 			// what it loaded already.)
 			u.disk.Unpin(s.def.Def.FullKey)
 		}
-		if i == 0 && m.err == nil {
+		if i == 0 && m.Err == nil {
 			o.UploadedBytes = int64(len(s.def.Image))
 		}
-		if m.err != nil {
-			o.UploadErr = fmt.Errorf("uploading Definition %q: %w", s.def.Def.Key, m.err)
+		if m.Err != nil {
+			o.UploadErr = fmt.Errorf("uploading Definition %q: %w", s.def.Def.Key, m.Err)
 		}
 		ctx.Send(u.replay, &up)
 	}
