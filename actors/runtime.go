@@ -8,7 +8,6 @@ package actors
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
@@ -219,27 +218,23 @@ func (c *Config) Validate() error {
 		{"QueueDepth", c.QueueDepth},
 	} {
 		if f.v < 1 {
-			return &ConfigError{Field: f.name, Value: f.v, Want: "at least 1"}
+			return configError(f.name, f.v, "at least 1")
 		}
 	}
 	if c.Recorders > MaxRecorders {
-		return &ConfigError{Field: "Recorders", Value: c.Recorders, Want: fmt.Sprintf("at most %d", MaxRecorders)}
+		return configError("Recorders", c.Recorders, fmt.Sprintf("at most %d", MaxRecorders))
 	}
 	if c.SpinFor < 0 {
-		return &ConfigError{Field: "SpinFor", Value: c.SpinFor, Want: "0 (no spinning) or a positive duration"}
+		return configError("SpinFor", c.SpinFor, "0 (no spinning) or a positive duration")
 	}
 	if c.PassTimeout <= 0 {
-		return &ConfigError{Field: "PassTimeout", Value: c.PassTimeout, Want: "a positive duration"}
+		return configError("PassTimeout", c.PassTimeout, "a positive duration")
 	}
 	if c.StoreMax < 0 {
-		return &ConfigError{Field: "StoreMax", Value: c.StoreMax, Want: "0 (the default bound) or more bytes"}
+		return configError("StoreMax", c.StoreMax, "0 (the default bound) or more bytes")
 	}
 	if err := c.Device.Validate(); err != nil {
-		var de *npu.ConfigError
-		if !errors.As(err, &de) {
-			panic(fmt.Sprintf("npu.Config.Validate returned %T, not *npu.ConfigError", err))
-		}
-		return &ConfigError{Field: "Device." + de.Field, Value: de.Value, Want: de.Want}
+		return deviceConfigError(err)
 	}
 	return nil
 }
