@@ -105,13 +105,14 @@ func (s *store) fetchDone(m *fetched) {
 	d, err := verifyFetched(job, r)
 	if err != nil {
 		f.span.Finish(r.Peer, "rejected", int64(len(r.Image)), err)
-		note.Rejected = 1
-		note.Warnings = append(note.Warnings, fmt.Sprintf("graph %q: image from peer %s rejected: %v; recorded here", job.Key, r.Peer, err))
+		err = fmt.Errorf("graph %q: image from peer %s rejected: %w", job.Key, r.Peer, err)
+		note.Rejected = append(note.Rejected, err)
+		note.Warnings = append(note.Warnings, err.Error()+"; recorded here")
 		s.st.FetchDone(job, nil, note)
 		return
 	}
 	f.span.Finish(r.Peer, r.Outcome, int64(len(r.Image)), nil)
-	note.Fetched, note.Bytes = 1, int64(len(r.Image))
+	note.Loaded, note.Bytes = 1, int64(len(r.Image))
 	s.st.FetchDone(job, d, note)
 }
 
@@ -135,7 +136,7 @@ func verifyFetched(job *mailbox.RecordJob, r FetchResult) (*mailbox.Definition, 
 // replyFetch puts what the cluster did for the pass into its result.
 func replyFetch(run *passRun, res *PassResult) {
 	f := &run.pass.Fetch
-	res.Pass.FetchedDefinitions, res.Pass.FetchedBytes, res.Pass.FetchRejected = f.Fetched, f.Bytes, f.Rejected
+	res.Pass.FetchedDefinitions, res.Pass.FetchedBytes, res.Pass.FetchRejected = f.Loaded, f.Bytes, len(f.Rejected)
 	run.ops.Add(trace.OpPeerFetch, int64(f.Asked), f.Ns)
 	if len(f.Warnings) > 0 {
 		res.Warnings = append(res.Warnings[:len(res.Warnings):len(res.Warnings)], f.Warnings...)

@@ -386,7 +386,7 @@ func (s *Store[J]) LoadDone(k uint64, d *Published, load StoreLoad, rejected err
 // every request waiting), or nil to record it here. f is what asking did.
 func (s *Store[J]) FetchDone(j J, d *Published, f PeerFetch) {
 	r := j.Request()
-	s.stats.FetchRejected += int64(f.Rejected)
+	s.stats.FetchRejected += int64(len(f.Rejected))
 	if d == nil {
 		s.key(r.StoreKey).fetch = f
 		s.enqueue(j)

@@ -156,11 +156,11 @@ func (e *storeEnv) handle(t *testing.T, d *datadriven.TestData) string {
 		var def *Published
 		switch tag := strArg(t, d, "image"); {
 		case d.HasArg("reject"):
-			f.Rejected = 1
-			f.Warnings = []string{fmt.Sprintf("graph %q: image from peer rejected; recorded here", j.Key)}
+			f.Rejected = []error{fmt.Errorf("graph %q: image from peer rejected", j.Key)}
+			f.Warnings = []string{f.Rejected[0].Error() + "; recorded here"}
 		case tag != "":
 			def = e.image(j.Key, tag)
-			f.Fetched, f.Bytes = 1, int64(len(def.Image))
+			f.Loaded, f.Bytes = 1, int64(len(def.Image))
 		}
 		e.st.FetchDone(j, def, f)
 	case "lost":
@@ -260,7 +260,7 @@ func (e *storeEnv) outcome(o Outcome) string {
 		}
 	}
 	if f := o.Fetch; f.Asked > 0 {
-		b = append(b, fmt.Sprintf("fetch asked %d fetched %d rejected %d", f.Asked, f.Fetched, f.Rejected))
+		b = append(b, fmt.Sprintf("fetch asked %d fetched %d rejected %d", f.Asked, f.Loaded, len(f.Rejected)))
 	}
 	for _, df := range o.Defects {
 		b = append(b, "defect: "+df.Msg)
