@@ -10,6 +10,7 @@
 // # Schema
 //
 //	model: NAME
+//	source: {repo: OWNER/NAME, commit: HEX, path: FILE}   # optional: the upstream program it was written from
 //	max_tasks: N                          # bound on a pass's device tasks (default 4194304)
 //	constants: {NAME: INT, ...}          # usable in every expression
 //	entry:
@@ -27,7 +28,9 @@
 //	    boundary:                         # slot order = Graph boundary order
 //	      - {name, tag, view, dtype, shape}   # view is evaluated in the caller (default: name)
 //	    boundary: auto                    # or: the union of the body's calls' boundaries
-//	    scalars: [{name, value}, NAME]    # boundary scalars (value evaluated in the caller; NAME: the caller's NAME)
+//	    scalars: [{name, value}, NAME]    # boundary scalars (value: an expression of the block's params and
+//	                                      # the constants, evaluated at the call; NAME: the param NAME)
+//	    scalars: {v0: [...], v1: [...]}   # or per variant: each variant passes its own list
 //	    body: [OP, ...]
 //	program:
 //	  params: {NAME: INT}                 # defaults; forms override
@@ -64,7 +67,10 @@
 //	  - read: ENTRY_TENSOR                 # a host read of device data
 //
 // TAG is in, out, inout, out_existing or no_dep ("out NAME DTYPE[dims]"
-// creates a runtime-allocated output). In a block with variants, "a|b" gives
+// creates a runtime-allocated output: a root named NAME, which later ops and
+// predicates name and the trace writes). A predicate "T[i, ...] OP VALUE"
+// reads element [i, ...] of the view T; the trace writes its idx as that
+// element's index into T's root (gate_view[1] over gate @ 4 is [5]). In a block with variants, "a|b" gives
 // the kernel or tag per variant, and a key named after a variant overrides
 // fields for it.
 //
@@ -108,7 +114,9 @@
 //
 // Expressions are integers over constants, params, loop vars and boundary
 // scalars with + - * / %, comparisons, && || !, parentheses, c ? a : b,
-// min(a, b) and max(a, b). Arithmetic is checked: a value that overflows
+// min(a, b), max(a, b) and scalar(i), the i-th entry scalar in the order
+// entry.scalars lists them (upstream's orch_args.scalar(i); an index outside
+// them is an error at its line, at load when it is constant). Arithmetic is checked: a value that overflows
 // int64 is an error, never a wrapped number.
 //
 // # Dependencies
@@ -181,6 +189,11 @@
 //   - A Graph inside another Graph's body runs inline: a Definition holds no
 //     nested Graph (a warning of Validate, see Summary.Warnings).
 //   - A block has at most 64 params, variant and boundary scalars together.
+//   - Per-variant boundary scalars (scalars: {VARIANT: [...]}) give each
+//     variant its own boundary signature, so the variant is structure: a
+//     form's key for the block names {variant} (or its config does), else
+//     *StructureError. A name in two variants' lists has one value, and a
+//     variant's use of a scalar it does not pass is an error at its line.
 //   - A Graph key is not empty (leave key: out for the block's name), is
 //     at most 256 bytes with at most 8 {param}s ({variant} included), and
 //     its automaton is at most 512 states (a character is one, a {param}

@@ -158,6 +158,7 @@ func (l *loader) entry(n *yaml.Node) error {
 				return err
 			}
 			l.m.consts[nm] = v
+			l.m.entryScalars = append(l.m.entryScalars, v)
 		}
 	}
 	return nil

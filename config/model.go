@@ -15,20 +15,22 @@ type Model struct {
 	// form's orchestration identity.
 	contentHash string
 
-	consts     map[string]int64
-	entry      []entryTensor
-	entryViews []stages.View
-	kernels    []stages.Kernel
-	kernelIdx  map[string]stages.KernelID
-	races      []DeclaredRace
-	blocks     []*block
-	blockIdx   map[string]*block
-	program    *block
-	progParam  []string
-	progDef    []int64
-	forms      []*form
-	formIdx    map[string]*form
-	runners    sync.Pool
+	consts map[string]int64
+	// entryScalars are the entry scalars' values in order: scalar(i).
+	entryScalars []int64
+	entry        []entryTensor
+	entryViews   []stages.View
+	kernels      []stages.Kernel
+	kernelIdx    map[string]stages.KernelID
+	races        []DeclaredRace
+	blocks       []*block
+	blockIdx     map[string]*block
+	program      *block
+	progParam    []string
+	progDef      []int64
+	forms        []*form
+	formIdx      map[string]*form
+	runners      sync.Pool
 	// maxTasks is the model's own bound on a pass (max_tasks:), sizes the
 	// forms checked against a bound.
 	maxTasks int64
@@ -64,14 +66,20 @@ type block struct {
 	rowSlots     []int32
 	auto         bool
 	scalars      []*bscalar
-	scalarTerms  []term // each scalar's value as one term, when it is one
-	scalarBase   int    // env slot of the first boundary scalar
-	body         []*op
-	envSize      int       // env slots: params, variant, boundary scalars, loop vars
-	slotNames    []string  // tensor slots: boundary slots (or tensor params of an auto block), then locals
-	fixedSlots   int       // tensor slots filled at entry (boundary slots / tensor params / entry tensors)
-	ids          []string  // op ids (id: NAME), the tasks of each kept in frame.idTasks
-	calls        []*callOp // top-level calls, in order (auto boundary)
+	// variantScalars[v], in a block whose scalars are per variant, is the
+	// boundary scalars variant v passes (indices into scalars, in its
+	// order); nil when every variant passes them all.
+	variantScalars     [][]int
+	variantScalarsLine int
+	allScalars         []int  // 0..len(scalars)-1
+	scalarTerms        []term // each scalar's value as one term, when it is one
+	scalarBase         int    // env slot of the first boundary scalar
+	body               []*op
+	envSize            int       // env slots: params, variant, boundary scalars, loop vars
+	slotNames          []string  // tensor slots: boundary slots (or tensor params of an auto block), then locals
+	fixedSlots         int       // tensor slots filled at entry (boundary slots / tensor params / entry tensors)
+	ids                []string  // op ids (id: NAME), the tasks of each kept in frame.idTasks
+	calls              []*callOp // top-level calls, in order (auto boundary)
 	// structural[slot] is the first line where the body's structure depends
 	// on env slot `slot` (a param or the variant); 0 if it never does.
 	structural []int
@@ -124,7 +132,17 @@ type boundSlot struct {
 type bscalar struct {
 	name  string
 	value *expr
+	src   string
 	line  int
+}
+
+// callScalars is the boundary scalars a call of the block with env passes,
+// as indices into b.scalars: all of them, or its variant's.
+func (b *block) callScalars(env []int64) []int {
+	if b.variantScalars != nil {
+		return b.variantScalars[env[b.variantSlot]]
+	}
+	return b.allScalars
 }
 
 type opKind uint8

@@ -86,6 +86,9 @@ type frame struct {
 	// scalars are the boundary scalars as the Boundary handed them, with
 	// their provenance (Src), passed straight into a task's scalars.
 	scalars []stages.Scalar
+	// absentEnv marks the env slots of boundary scalars the call's variant
+	// does not pass (per-variant scalars): reading one is an error.
+	absentEnv uint64
 	// idTasks[i] are the tasks submitted under op id block.ids[i] in this
 	// call: the latest last ("id"), or every one of the current run of its
 	// loop ("id*").
@@ -183,6 +186,10 @@ func (r *runner) failAt(line int, key, value, format string, a ...any) {
 }
 
 func (r *runner) eval(e *expr, fr *frame, line int) int64 {
+	if e.deps&fr.absentEnv != 0 {
+		r.failAbsent(e, fr, line)
+		return 0
+	}
 	// An affine expression (nearly every view offset: 24*layer, ...) whose
 	// terms fit 32 bits cannot overflow a product: summed here without
 	// mulOK's division. Anything else, or a sum that overflows, takes the
@@ -203,6 +210,18 @@ func (r *runner) eval(e *expr, fr *frame, line int) int64 {
 		r.err = &Error{File: r.model.file, Line: line, Key: "expression", Value: e.src, Msg: r.exprErr.err.Error()}
 	}
 	return v
+}
+
+// failAbsent reports an expression that reads a boundary scalar the call's
+// variant does not pass.
+func (r *runner) failAbsent(e *expr, fr *frame, line int) {
+	cb := fr.block
+	for i, s := range cb.scalars {
+		if e.deps&fr.absentEnv&(1<<uint(cb.scalarBase+i)) != 0 {
+			r.failAt(line, "expression", e.src, "boundary scalar %s is not one variant %s of %s passes (its scalars at line %d)", s.name, cb.variants[fr.env[cb.variantSlot]], cb.name, cb.variantScalarsLine)
+			return
+		}
+	}
 }
 
 func (r *runner) body(o stages.Submitter, fr *frame, ops []*op) {
@@ -316,7 +335,7 @@ func (r *runner) submit(o stages.Submitter, fr *frame, t *taskOp, line int) {
 		}
 		tk.Kernel = t.kernelList[i]
 	}
-	tk.Args, tk.Scalars, tk.Deps = tk.Args[:0], tk.Scalars[:0], tk.Deps[:0]
+	tk.Args, tk.Scalars, tk.Deps, tk.OutNames = tk.Args[:0], tk.Scalars[:0], tk.Deps[:0], tk.OutNames[:0]
 	tk.Pred = stages.Predicate{}
 	for i := range t.args {
 		a := &t.args[i]
@@ -324,12 +343,17 @@ func (r *runner) submit(o stages.Submitter, fr *frame, t *taskOp, line int) {
 		arg := &tk.Args[len(tk.Args)-1]
 		if a.out != nil {
 			arg.View = stages.NewView(0, 0, a.out.dtype, r.shape(fr, a.out, line)...)
+			tk.OutNames = append(tk.OutNames, a.out.name)
 		} else if !r.view(fr, a.view, &arg.View) {
 			return
 		}
 	}
 	for _, e := range t.scalars {
 		if e.boundaryScalar >= 0 {
+			if e.deps&fr.absentEnv != 0 {
+				r.failAbsent(e, fr, line)
+				return
+			}
 			tk.Scalars = append(tk.Scalars, fr.scalars[e.boundaryScalar])
 		} else {
 			tk.Scalars = append(tk.Scalars, stages.Static(uint64(r.eval(e, fr, line))))

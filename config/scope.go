@@ -119,7 +119,7 @@ func (sc *scope) structure(deps uint64, line int) {
 	}
 }
 
-func (sc *scope) expr(s string) (*expr, error) { return parseExpr(s, sc.intRes) }
+func (sc *scope) expr(s string) (*expr, error) { return parseExprT(s, sc.intRes, sc.l.entryTables) }
 
 // parser starts parsing src, the value of key at nd, over the scope's
 // names; a token error is reported there.
@@ -128,5 +128,6 @@ func (sc *scope) parser(nd *yaml.Node, key, src string) (*exprParser, error) {
 	if err != nil {
 		return nil, sc.l.errf(nd, key, src, "%v", err)
 	}
+	p.tables = sc.l.entryTables
 	return p, nil
 }

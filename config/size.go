@@ -276,7 +276,8 @@ func (s *sizer) call(caller *block, env []int64, c *callOp) cost {
 	if cb.variantSlot >= 0 {
 		cenv[cb.variantSlot] = int64(c.variant)
 	}
-	for i, sc := range cb.scalars {
+	for _, i := range cb.callScalars(cenv) {
+		sc := cb.scalars[i]
 		cenv[cb.scalarBase+i] = s.eval(sc.value, cenv, sc.line, "scalars."+sc.name)
 	}
 	if s.err != nil {

@@ -164,6 +164,7 @@ func (sc *scope) touchCols(src string, av *viewExpr) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	p.tables = sc.l.entryTables
 	if _, err := p.parseExpr(0); err != nil {
 		return 0, err
 	}

@@ -58,6 +58,7 @@ func (sc *scope) view(src string, line int) (*viewExpr, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.tables = sc.l.entryTables
 	v, err := sc.viewTokens(p, line)
 	if err != nil {
 		return nil, err

@@ -315,6 +315,10 @@ type Task struct {
 	// Line is the model file line of the op that made the task (0: not
 	// from a model file); host only, never in an image.
 	Line int32
+	// OutNames names the roots the task's TagOutput args make, in argument
+	// order (missing or "": unnamed), so a trace writes the model's name;
+	// host only, never in an image.
+	OutNames []string
 }
 
 func prod(s []int64) int64 {

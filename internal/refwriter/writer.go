@@ -247,13 +247,7 @@ func (t *Writer) taskEvent(id stages.TaskID, kind stages.Kind, k [3]stages.Kerne
 	}
 	if pred != nil && pred.Valid {
 		name, _, _ := t.rootInfo(pred.View.Root)
-		idx := make([]int64, pred.View.NDims)
-		rem := pred.Index
-		for i := 0; i < int(pred.View.NDims); i++ {
-			idx[i] = rem / pred.View.Strides[i]
-			rem %= pred.View.Strides[i]
-		}
-		e.Pred = &PredEvent{Root: name, Idx: idx, Op: int(pred.Op), Target: pred.Target}
+		e.Pred = &PredEvent{Root: name, Idx: t.rootIndex(&pred.View, pred.Index), Op: int(pred.Op), Target: pred.Target}
 	}
 	if g := t.graph; g != nil {
 		e.Graph = &GraphRef{Def: g.def, Key: g.key, Inst: g.inst, First: b2i(g.inst == 0)}
@@ -262,6 +256,20 @@ func (t *Writer) taskEvent(id stages.TaskID, kind stages.Kind, k [3]stages.Kerne
 		t.ordinary++
 	}
 	t.emit(&e)
+}
+
+// rootIndex is the element a predicate reads, as an index into its root:
+// the trace format's idx names an element of the root, while a Predicate's
+// Index counts from its view's offset (gate_view[1] over gate @ 4 is [5]).
+func (t *Writer) rootIndex(v *stages.View, index int64) []int64 {
+	shape := t.o.Root(v.Root).Shape
+	idx := make([]int64, len(shape))
+	rem := v.Offset + index
+	for i := len(shape) - 1; i >= 0; i-- {
+		idx[i] = rem % shape[i]
+		rem /= shape[i]
+	}
+	return idx
 }
 
 func b2i(b bool) int {

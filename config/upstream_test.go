@@ -1,0 +1,334 @@
+package config_test
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/hbg-dev/hbg/config"
+	"github.com/hbg-dev/hbg/internal/reftrace"
+)
+
+// upstreamHeader is the entry and kernel table of the tests of the
+// constructs that say what upstream's orchestration API says (issue 25).
+const upstreamHeader = `model: upstream
+source: {repo: hw-native-sys/simpler, commit: 6ebaf7715, path: src/a2a3/runtime/tensormap_and_ringbuffer/orchestration/pto_orchestration_api.h}
+entry:
+  tensors:
+    - {name: x, dtype: fp32, shape: [16]}
+    - {name: gate, dtype: int32, shape: [2, 8]}
+  scalars: [{name: s0, value: 3}, {name: s1, value: 5}, {name: s2, value: 7}]
+kernels:
+  - {name: act, core: aiv, sig: io}
+  - {name: use, core: aiv, sig: ii}
+  - {name: upd, core: aiv, sig: x}
+`
+
+// TestUpstreamConstructs runs one small model per construct and checks the
+// trace it expands to.
+func TestUpstreamConstructs(t *testing.T) {
+	for _, tc := range []struct {
+		name, src, form string
+		check           func(t *testing.T, evs []refEvent)
+	}{
+		{
+			// A root an out argument makes is named in the trace, where it
+			// is made and where a later op or a predicate names it.
+			name: "named kernel-allocated output",
+			src: `program:
+  body:
+    - {k: act, args: ["in x", "out y fp32[8]"]}
+    - {k: use, args: ["in y", "in x"], pred: "y[3] > 0"}
+forms: {eager: {}}
+`,
+			check: func(t *testing.T, evs []refEvent) {
+				tasks := reftrace.Tasks(evs)
+				if got := tasks[0].Args[1].Root; got != "y" {
+					t.Errorf("out arg's root %q, want y", got)
+				}
+				if got := tasks[1].Args[0].Root; got != "y" {
+					t.Errorf("later use's root %q, want y", got)
+				}
+				if p := tasks[1].Pred; p == nil || p.Root != "y" {
+					t.Errorf("predicate %+v, want on root y", p)
+				}
+			},
+		},
+		{
+			// orch_args.scalar(i) in a loop.
+			name: "entry scalars by index",
+			src: `program:
+  body:
+    - loop: {var: i, to: 3}
+      body:
+        - {k: upd, args: ["inout x[0:+scalar(i) - 2]"], scalars: ["scalar(i)", "scalar(2 - i) * 2"]}
+forms: {eager: {}}
+`,
+			check: func(t *testing.T, evs []refEvent) {
+				var sc [][]uint64
+				var rows []int64
+				for _, tk := range reftrace.Tasks(evs) {
+					sc = append(sc, tk.Scalars)
+					rows = append(rows, tk.Args[0].Shape[0])
+				}
+				if want := [][]uint64{{3, 14}, {5, 10}, {7, 6}}; !reflect.DeepEqual(sc, want) {
+					t.Errorf("scalars %v, want %v", sc, want)
+				}
+				if want := []int64{1, 3, 5}; !reflect.DeepEqual(rows, want) {
+					t.Errorf("rows %v, want %v", rows, want)
+				}
+			},
+		},
+		{
+			// if (variant == 0) add_scalar(a, b, c) else add_scalar(b).
+			name: "per-variant boundary scalars",
+			src: `blocks:
+  b:
+    params: [l]
+    variants: [full, tail]
+    boundary:
+      - {name: x, tag: inout}
+    scalars:
+      full: [{name: a, value: "l + 1"}, {name: bb, value: "l * 2"}, {name: c, value: 9}]
+      tail: [{name: bb, value: "l * 2"}]
+    body:
+      - {k: upd, args: ["inout x"], scalars: [bb]}
+      - {k: upd, args: ["inout x"], scalars: [a, c], tail: {scalars: [bb]}}
+program:
+  body:
+    - loop: {var: i, from: 1, to: 3}
+      body:
+        - call: b
+          with: {l: i, variant: full}
+        - call: b
+          with: {l: i, variant: tail}
+forms:
+  graph: {graphs: {b: {key: "b_{variant}"}}}
+`,
+			form: "graph",
+			check: func(t *testing.T, evs []refEvent) {
+				var keys []string
+				var sc [][]uint64
+				for _, e := range reftrace.Events(evs, "graph_begin") {
+					keys = append(keys, e.Key)
+					sc = append(sc, e.Scalars)
+				}
+				if want := []string{"b_full", "b_tail", "b_full", "b_tail"}; !reflect.DeepEqual(keys, want) {
+					t.Errorf("keys %v, want %v", keys, want)
+				}
+				if want := [][]uint64{{2, 2, 9}, {2}, {3, 4, 9}, {4}}; !reflect.DeepEqual(sc, want) {
+					t.Errorf("boundary scalars %v, want %v", sc, want)
+				}
+				var task [][]uint64
+				for _, tk := range reftrace.Tasks(evs) {
+					task = append(task, tk.Scalars)
+				}
+				if want := [][]uint64{{2}, {2, 9}, {2}, {2}, {4}, {3, 9}, {4}, {4}}; !reflect.DeepEqual(task, want) {
+					t.Errorf("task scalars %v, want %v", task, want)
+				}
+			},
+		},
+		{
+			// The trace's idx is an element of the root, not of the view.
+			name: "predicate idx relative to the root",
+			src: `program:
+  body:
+    - let: {gate_view: "gate @ 4 as [4]", row1: "gate[1]"}
+    - {k: use, args: ["in x", "in x"], pred: "gate_view[1] > 0"}
+    - {k: use, args: ["in x", "in x"], pred: "row1[2] == 1"}
+forms: {eager: {}}
+`,
+			check: func(t *testing.T, evs []refEvent) {
+				tasks := reftrace.Tasks(evs)
+				if got := tasks[0].Pred.Idx; !reflect.DeepEqual(got, []int64{0, 5}) {
+					t.Errorf("idx %v, want [0 5] (gate_view[1] over gate @ 4)", got)
+				}
+				if got := tasks[1].Pred.Idx; !reflect.DeepEqual(got, []int64{1, 2}) {
+					t.Errorf("idx %v, want [1 2] (gate[1][2])", got)
+				}
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := config.Parse("upstream.yaml", []byte(upstreamHeader+tc.src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := config.Validate(m); err != nil {
+				t.Fatal(err)
+			}
+			form := tc.form
+			if form == "" {
+				form = "eager"
+			}
+			tc.check(t, expand(t, m, form))
+		})
+	}
+}
+
+// TestUpstreamConstructErrors: each construct's mistakes are errors at their
+// line, naming the key and the value.
+func TestUpstreamConstructErrors(t *testing.T) {
+	variants := `blocks:
+  b:
+    params: [l]
+    variants: [full, tail]
+    boundary:
+      - {name: x, tag: inout}
+    scalars:
+      full: [{name: a, value: "l + 1"}]
+      SCALARS
+    body:
+      - {k: upd, args: ["inout x"], scalars: [BODY]}
+program:
+  body:
+    - call: b
+      with: {l: 1, variant: tail}
+forms:
+  graph: {graphs: {b: {key: "b_{variant}"}}}
+  FORM
+`
+	rep := func(s string, kv ...string) string {
+		for i := 0; i+1 < len(kv); i += 2 {
+			s = replaceOnce(s, kv[i], kv[i+1])
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name, src, at string
+		want          []string
+		runTime       bool
+	}{
+		{name: "entry scalar index out of range", at: `scalar(3)`, want: []string{`scalar(3): want an index from 0 to 2 (the model has 3)`}, src: `program:
+  body:
+    - {k: upd, args: ["inout x"], scalars: ["scalar(3)"]}
+forms: {eager: {}}
+`},
+		{name: "entry scalar index out of range at run time", runTime: true, at: `scalar(i)`, want: []string{`expression "scalar(i)"`, "scalar(3) in \"scalar(i)\": want an index from 0 to 2"}, src: `program:
+  body:
+    - loop: {var: i, to: 4}
+      body:
+        - {k: upd, args: ["inout x"], scalars: ["scalar(i)"]}
+forms: {eager: {}}
+`},
+		{name: "unknown function", at: `scalr(1)`, want: []string{`undefined function "scalr"`}, src: `program:
+  body:
+    - {k: upd, args: ["inout x"], scalars: ["scalr(1)"]}
+forms: {eager: {}}
+`},
+		{name: "per-variant scalars of an unknown variant", at: "head: [", want: []string{`scalars "head"`, "not a variant of b (want one of full, tail)"},
+			src: rep(variants, "SCALARS", "head: [a]", "BODY", "a", "  FORM\n", "")},
+		{name: "one name, two values", at: `value: "l + 2"`, want: []string{`boundary scalar a "l + 2"`, `another variant's a at line`, `is "l + 1"`},
+			src: rep(variants, "SCALARS", `tail: [{name: a, value: "l + 2"}]`, "BODY", "a", "  FORM\n", "")},
+		{name: "per-variant scalars without variants", at: "full: [{name: a", want: []string{"per-variant boundary scalars", "in a block without variants"},
+			src: rep(variants, "    variants: [full, tail]\n", "", "SCALARS", "", "BODY", "a", "  FORM\n", "", ", variant: tail", "", "b_{variant}", "b")},
+		{name: "a scalar the variant does not pass", runTime: true, at: "scalars: [a]}", want: []string{`expression "a"`, "boundary scalar a is not one variant tail of b passes"},
+			src: rep(variants, "SCALARS", "tail: []", "BODY", "a", "  FORM\n", "")},
+		{name: "a bare boundary scalar that is not a param", at: "scalars: [l, q]", want: []string{`boundary scalar q "q"`, `undefined name "q"`, "not the caller's names: pass the caller's value as a param"}, src: `blocks:
+  b:
+    params: [l]
+    boundary:
+      - {name: x, tag: inout}
+    scalars: [l, q]
+    body:
+      - {k: upd, args: ["inout x"], scalars: [l]}
+program:
+  params: {q: 1}
+  body:
+    - call: b
+      with: {l: 1}
+forms: {eager: {}}
+`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := upstreamHeader + tc.src
+			m, err := config.Parse("upstream.yaml", []byte(src))
+			if tc.runTime {
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = config.Validate(m)
+			}
+			wantConfigError(t, err, "upstream.yaml", lineOf(src, tc.at), tc.want)
+		})
+	}
+}
+
+// TestPerVariantScalarsAreStructure: variants that pass different boundary
+// scalars have different boundary signatures, so a key without the variant
+// is a StructureError at the per-variant scalars.
+func TestPerVariantScalarsAreStructure(t *testing.T) {
+	src := upstreamHeader + `blocks:
+  b:
+    params: [l]
+    variants: [full, tail]
+    boundary:
+      - {name: x, tag: inout}
+    scalars:
+      full: [{name: a, value: "l + 1"}, {name: c, value: 2}]
+      tail: [{name: a, value: "l + 1"}]
+    body:
+      - {k: upd, args: ["inout x"], scalars: [a]}
+program:
+  body:
+    - call: b
+      with: {l: 1, variant: tail}
+forms:
+  bad: {graphs: {b: {key: "b"}}}
+`
+	m, err := config.Parse("upstream.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = config.Validate(m)
+	var se *config.StructureError
+	if !errors.As(err, &se) {
+		t.Fatalf("Validate: %v, want a *config.StructureError", err)
+	}
+	if se.Param != "variant" || se.Block != "b" || se.Line != lineOf(src, "full: [{name: a") {
+		t.Errorf("%+v, want variant of b at line %d", se, lineOf(src, "full: [{name: a"))
+	}
+}
+
+// TestSourceKey: the top-level source key says where a model comes from,
+// and is checked like every other key.
+func TestSourceKey(t *testing.T) {
+	body := `program:
+  body:
+    - {k: upd, args: ["inout x"]}
+forms: {eager: {}}
+`
+	for _, tc := range []struct {
+		name, src string
+		want      []string
+	}{
+		{"missing commit", "source: {repo: hw-native-sys/simpler}", []string{"source.commit", "missing"}},
+		{"not a repo", "source: {repo: simpler, commit: 6ebaf7715}", []string{`source.repo "simpler"`, "want OWNER/NAME"}},
+		{"not a commit", "source: {repo: hw-native-sys/simpler, commit: main}", []string{`source.commit "main"`, "7 to 40 lowercase hex digits"}},
+		{"unknown key", "source: {repo: hw-native-sys/simpler, commit: 6ebaf7715, file: x.cpp}", []string{"file"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := replaceOnce(upstreamHeader, upstreamHeader[len("model: upstream\n"):len("model: upstream\n")+len(firstLine(upstreamHeader[len("model: upstream\n"):]))], tc.src) + body
+			_, err := config.Parse("upstream.yaml", []byte(src))
+			wantConfigError(t, err, "upstream.yaml", 2, tc.want)
+		})
+	}
+}
+
+func firstLine(s string) string {
+	for i := range s {
+		if s[i] == '\n' {
+			return s[:i]
+		}
+	}
+	return s
+}
+
+func replaceOnce(s, old, new string) string {
+	for i := 0; i+len(old) <= len(s); i++ {
+		if s[i:i+len(old)] == old {
+			return s[:i] + new + s[i+len(old):]
+		}
+	}
+	panic("replaceOnce: " + old + " not in the text")
+}
