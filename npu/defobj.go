@@ -48,6 +48,7 @@ type devNode struct {
 	scalars  stages.Span // into defObj.scalars
 	fanin    stages.Span // into defObj.fanin
 	pred     int32       // into defObj.preds; -1: none
+	launch   stages.Launch
 }
 
 // devTensor is one tensor template: where it comes from at replay (src,
@@ -105,7 +106,7 @@ func newDefObj(def *stages.Definition, tensors []devTensor) (*defObj, error) {
 		if nd.Fanin.N == 0 {
 			o.entry = append(o.entry, uint32(i))
 		}
-		o.nodes[i] = devNode{kind: nd.Kind, kernel: nd.Kernel, blockNum: nd.BlockNum, tensors: nd.Tensors, scalars: nd.Scalars, fanin: nd.Fanin, pred: nd.Pred - 1}
+		o.nodes[i] = devNode{kind: nd.Kind, kernel: nd.Kernel, blockNum: nd.BlockNum, tensors: nd.Tensors, scalars: nd.Scalars, fanin: nd.Fanin, pred: nd.Pred - 1, launch: nd.Launch}
 	}
 	o.preds = make([]devPred, len(def.Preds))
 	for i := range def.Preds {

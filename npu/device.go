@@ -218,6 +218,9 @@ func (d *Die) materialize(o *defObj) error {
 	if err == nil {
 		var m *defObj
 		if m, err = newDefObj(def, tensors); err == nil {
+			err = d.checkCohorts(m)
+		}
+		if err == nil {
 			m.id, m.image = o.id, o.image
 			*o = *m
 			o.ready = true
@@ -311,4 +314,16 @@ func (d *Die) Reset() {
 	d.plan = nil
 	entries, eb := d.stats.EntryRoots, d.stats.EntryBytes
 	d.stats = Stats{EntryRoots: entries, EntryBytes: eb}
+}
+
+// checkCohorts refuses a Definition with a sync_start node wider than the
+// die: its blocks, which start together, could never all find a core.
+func (d *Die) checkCohorts(o *defObj) error {
+	for i := range o.nodes {
+		nd := &o.nodes[i]
+		if nd.launch&stages.LaunchSyncStart != 0 && max(nd.blockNum, 1) > syncCapacity(&d.cfg, nd.kind) {
+			return fmt.Errorf("%w: node %d is sync_start with block_num %d: its blocks start together, and the die has %d %s slots", ErrInvalidImage, i, nd.blockNum, syncCapacity(&d.cfg, nd.kind), nd.kind)
+		}
+	}
+	return nil
 }

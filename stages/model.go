@@ -301,6 +301,43 @@ type Predicate struct {
 	Target int64
 }
 
+// Launch is a task's launch flags, upstream's launch spec setters. Neither
+// changes what a task computes or what it waits on; both are carried from
+// submission to the device and written by traces.
+type Launch uint8
+
+const (
+	// LaunchEarly is set_allow_early_resolve(true): the task may be
+	// dispatched speculatively before its producers complete (disabled in
+	// host_build_graph, RUNTIME_LOGIC.md §6, and by this device: carried
+	// and traced only).
+	LaunchEarly Launch = 1 << iota
+	// LaunchSyncStart is launch_spec.set_require_sync_start(true): the
+	// task's block_num blocks start together, as one cohort, once enough
+	// cores are free for all of them (the device models it).
+	LaunchSyncStart
+
+	// launchAll is every defined flag; images carry no other bit.
+	launchAll = LaunchEarly | LaunchSyncStart
+)
+
+// Valid reports whether l has only defined flags.
+func (l Launch) Valid() bool { return l&^launchAll == 0 }
+
+func (l Launch) String() string {
+	switch l {
+	case 0:
+		return ""
+	case LaunchEarly:
+		return "early"
+	case LaunchSyncStart:
+		return "sync_start"
+	case LaunchEarly | LaunchSyncStart:
+		return "early,sync_start"
+	}
+	return fmt.Sprintf("launch(%#x)", uint8(l))
+}
+
 // Task is one submission: a kernel task, a dummy fence or an alloc. The
 // slices belong to the caller and are copied by Submit, so a caller may reuse
 // them across submissions.
@@ -308,6 +345,7 @@ type Task struct {
 	Kind     Kind
 	Kernel   [3]KernelID // AIC, AIV0, AIV1
 	BlockNum int32       // SPMD width; -1 = not set
+	Launch   Launch
 	Args     []Arg
 	Scalars  []Scalar
 	Deps     []TaskID

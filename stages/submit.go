@@ -230,6 +230,7 @@ func (o *OrdinaryPath) Submit(t *Task) TaskID {
 		Kind:     t.Kind,
 		Kernel:   t.Kernel,
 		BlockNum: t.BlockNum,
+		Launch:   t.Launch,
 		Args:     Span{Off: uint32(argOff), N: uint32(len(t.Args))},
 		Scalars:  Span{Off: uint32(scOff), N: uint32(len(t.Scalars))},
 		Fanin:    Span{Off: uint32(fanOff), N: uint32(len(o.fs.Out))},
