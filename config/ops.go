@@ -9,7 +9,7 @@ import (
 	"github.com/hbg-dev/hbg/stages"
 )
 
-var opKeys = []string{"alloc", "scope", "loop", "call", "read", "let", "tasks", "set", "k", "mix", "dummy", "if", "body", "with", "id", "bn", "args", "scalars", "deps", "pred", "touch"}
+var opKeys = []string{"alloc", "scope", "loop", "call", "read", "let", "tasks", "set", "k", "mix", "dummy", "if", "body", "with", "id", "bn", "args", "scalars", "deps", "pred", "touch", "early", "sync_start"}
 
 func (sc *scope) ops(n *yaml.Node, key string) ([]*op, error) {
 	items, err := sc.l.seq(n, key)

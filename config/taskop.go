@@ -69,7 +69,7 @@ func (sc *scope) task(o *op, f map[string]*yaml.Node, n *yaml.Node) error {
 				fv[k] = x
 			}
 			if ov := f[sc.b.variants[v]]; ov != nil {
-				of, err := l.fields(ov, sc.b.variants[v], "k", "mix", "bn", "args", "scalars", "deps", "pred", "touch")
+				of, err := l.fields(ov, sc.b.variants[v], "k", "mix", "bn", "args", "scalars", "deps", "pred", "touch", "early", "sync_start")
 				if err != nil {
 					return err
 				}

@@ -106,7 +106,7 @@ type sim struct {
 	agents []agent
 	nSched int
 
-	ready      [3]fifo
+	ready [3]fifo
 	// syncReady holds ready sync_start tasks per shape (upstream's
 	// ready_sync_queues, served before every other lane); drain is the one
 	// taken from them that waits for cores to free (-1: none).
