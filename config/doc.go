@@ -18,7 +18,8 @@
 //	    - {name, dtype, shape, role, out: bool, value: INT}   # value: what a host read returns
 //	  scalars: [{name, value}]            # entry scalars; constants too
 //	kernels:                              # KernelID = position
-//	  - {name, core: aic|aiv, code, sig: "iox..", intensity}
+//	  - {name, core: aic|aiv, code, sig: "iox..", intensity, early: bool, sync_start: bool}
+//	                                      # early, sync_start: the launch flags of its tasks
 //	blocks:
 //	  NAME:
 //	    params: [p, ...]                  # integer construction values
@@ -50,7 +51,8 @@
 //	  - tasks: {LIST: SIZE}                                # a task list, every element unset
 //	  - set: {"LIST[i]": TASK}                             # store tasks into a task list
 //	  - {k: KERNEL, bn: N, args: ["TAG VIEW", ...], scalars: [EXPR, ...],
-//	     deps: [TASK, ...], pred: "T[i, j] > 0", touch: {ARG: ROWS}, id: ID, if: EXPR}
+//	     deps: [TASK, ...], pred: "T[i, j] > 0", touch: {ARG: ROWS}, id: ID, if: EXPR,
+//	     early: bool, sync_start: bool}    # launch flags; absent: the kernel's
 //	  - {k: "[K0, K1, ...][EXPR]", ...}     # the kernel is chosen by expression
 //	  - {id: "LIST[i]", ...}                # the task is stored into a task list
 //	  - {mix: BASE, ...}                   # MIX task: BASE_aic + BASE_aiv
@@ -73,6 +75,23 @@
 // element's index into T's root (gate_view[1] over gate @ 4 is [5]). In a block with variants, "a|b" gives
 // the kernel or tag per variant, and a key named after a variant overrides
 // fields for it.
+//
+// # Launch flags
+//
+// early is upstream's set_allow_early_resolve(true) and sync_start its
+// launch_spec.set_require_sync_start(true). A task's flags are its op's
+// early and sync_start where it gives them, else its kernel's (the kernel
+// table's keys of the same names; a MIX task's kernel is its _aic one):
+// upstream's programs launch a kernel with the same flags at every site,
+// so the kernel table says them once and an op overrides where a site
+// differs. Both travel with the task through recording, replay, both
+// images and the trace (early, sync_start). On the device, a sync_start
+// task's block_num blocks start together at one instant, once enough cores
+// are free for all of them (the die drains until then: npu); a cohort
+// wider than the die (24 AIC or MIX blocks, 48 AIV on a2a3) is refused at
+// launch. early changes nothing on this device, as in host_build_graph
+// (upstream's RUNTIME_LOGIC.md §6 disables early resolve there). A dummy
+// task takes neither.
 //
 // # Task values
 //

@@ -21,6 +21,10 @@ type Model struct {
 	entry        []entryTensor
 	entryViews   []stages.View
 	kernels      []stages.Kernel
+	// kernelLaunch is each kernel's launch flags (the kernel table's early
+	// and sync_start): the default of every task of it, which an op's own
+	// early or sync_start overrides.
+	kernelLaunch []stages.Launch
 	kernelIdx    map[string]stages.KernelID
 	races        []DeclaredRace
 	blocks       []*block
@@ -211,6 +215,9 @@ type taskOp struct {
 	store       *taskTarget // id: NAME[i] or NAME[i:+n]
 	pred        *predOp
 	hasOutputs  bool
+	// launch is the op's launch flags where launchSet says it gives them
+	// (bit by bit: early, sync_start); the rest come from the kernel.
+	launch, launchSet stages.Launch
 }
 
 type argOp struct {

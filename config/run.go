@@ -8,6 +8,9 @@ import (
 	"github.com/hbg-dev/hbg/stages"
 )
 
+// launchAll is every launch flag an op can give.
+const launchAll = stages.LaunchEarly | stages.LaunchSyncStart
+
 // TensorReader is implemented by a Submitter that wants to see the host's
 // reads of device data (the trace's get_tensor_data events).
 type TensorReader interface {
@@ -334,6 +337,16 @@ func (r *runner) submit(o stages.Submitter, fr *frame, t *taskOp, line int) {
 			return
 		}
 		tk.Kernel = t.kernelList[i]
+	}
+	tk.Launch = t.launch
+	if t.launchSet != launchAll {
+		// The flags the op leaves to its kernel: a MIX task's are its AIC
+		// kernel's (the name a trace gives it).
+		if k := tk.Kernel[0]; k >= 0 {
+			tk.Launch |= r.model.kernelLaunch[k] &^ t.launchSet
+		} else if k := tk.Kernel[1]; k >= 0 {
+			tk.Launch |= r.model.kernelLaunch[k] &^ t.launchSet
+		}
 	}
 	tk.Args, tk.Scalars, tk.Deps, tk.OutNames = tk.Args[:0], tk.Scalars[:0], tk.Deps[:0], tk.OutNames[:0]
 	tk.Pred = stages.Predicate{}

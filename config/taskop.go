@@ -234,6 +234,26 @@ func (sc *scope) taskVariant(f map[string]*yaml.Node, n *yaml.Node, v int, per b
 			return nil, err
 		}
 	}
+	for _, lf := range []struct {
+		key  string
+		flag stages.Launch
+	}{{"early", stages.LaunchEarly}, {"sync_start", stages.LaunchSyncStart}} {
+		nd := f[lf.key]
+		if nd == nil {
+			continue
+		}
+		on, err := l.flag(nd, lf.key)
+		if err != nil {
+			return nil, err
+		}
+		if t.kind == stages.KindDummy {
+			return nil, l.errf(nd, lf.key, nd.Value, "a dummy task is not launched on a core (leave %s out)", lf.key)
+		}
+		t.launchSet |= lf.flag
+		if on {
+			t.launch |= lf.flag
+		}
+	}
 	if tn := f["touch"]; tn != nil {
 		if err := sc.touch(tn, t); err != nil {
 			return nil, err

@@ -332,3 +332,80 @@ func replaceOnce(s, old, new string) string {
 	}
 	panic("replaceOnce: " + old + " not in the text")
 }
+
+// TestLaunchFlags: a task's launch flags are its op's where it gives them,
+// else its kernel's (a MIX task's: its AIC kernel's), and the trace writes
+// them.
+func TestLaunchFlags(t *testing.T) {
+	src := `model: flags
+entry:
+  tensors:
+    - {name: x, dtype: fp32, shape: [16]}
+kernels:
+  - {name: plain, core: aiv, sig: x}
+  - {name: eager, core: aiv, sig: x, early: true}
+  - {name: attn_aic, core: aic, sig: x, early: true, sync_start: true}
+  - {name: attn_aiv, core: aiv, sig: x}
+blocks:
+  b:
+    variants: [one, two]
+    boundary:
+      - {name: x, tag: inout}
+    body:
+      - {k: plain, args: ["inout x"], two: {sync_start: true}}
+program:
+  body:
+    - {k: plain, args: ["inout x"]}
+    - {k: plain, args: ["inout x"], early: true}
+    - {k: eager, args: ["inout x"]}
+    - {k: eager, args: ["inout x"], early: false}
+    - {mix: attn, bn: 24, args: ["inout x"]}
+    - {mix: attn, bn: 24, args: ["inout x"], sync_start: false}
+    - {k: "[plain, eager][1]", args: ["inout x"]}
+    - call: b
+      with: {variant: one}
+    - call: b
+      with: {variant: two}
+forms:
+  eager: {}
+  graph: {graphs: {b: {key: "b_{variant}"}}}
+`
+	m, err := config.Parse("flags.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][2]int{{0, 0}, {1, 0}, {1, 0}, {0, 0}, {1, 1}, {1, 0}, {1, 0}, {0, 0}, {0, 1}}
+	for _, form := range []string{"eager", "graph"} {
+		var got [][2]int
+		for _, tk := range reftrace.Tasks(expand(t, m, form)) {
+			got = append(got, [2]int{tk.Early, tk.Sync})
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: [early sync_start] %v, want %v", form, got, want)
+		}
+	}
+}
+
+// TestLaunchFlagErrors: a flag is true or false, and a dummy takes none.
+func TestLaunchFlagErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, src, at string
+		want          []string
+	}{
+		{"yes is not true", `    - {k: upd, args: ["inout x"], early: yes}`, "early: yes", []string{`early "yes"`, "want true or false"}},
+		{"a dummy is not launched", `    - {dummy: true, sync_start: true}`, "sync_start: true", []string{`sync_start "true"`, "a dummy task is not launched on a core"}},
+		{"a kernel's flag", "", "sync_start: 1", []string{`sync_start "1"`, "want true or false"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hdr := upstreamHeader
+			body := tc.src
+			if body == "" {
+				hdr = replaceOnce(hdr, "{name: upd, core: aiv, sig: x}", "{name: upd, core: aiv, sig: x, sync_start: 1}")
+				body = `    - {k: upd, args: ["inout x"]}`
+			}
+			src := hdr + "program:\n  body:\n" + body + "\nforms: {eager: {}}\n"
+			_, err := config.Parse("upstream.yaml", []byte(src))
+			wantConfigError(t, err, "upstream.yaml", lineOf(src, tc.at), tc.want)
+		})
+	}
+}

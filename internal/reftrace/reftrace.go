@@ -57,6 +57,8 @@ type Line struct {
 	Args     []Arg     `json:"args"`
 	Scalars  []uint64  `json:"scalars"`
 	BlockNum int       `json:"block_num"`
+	Early    int       `json:"early"`
+	Sync     int       `json:"sync_start"`
 	Deps     []int     `json:"deps"`
 	Fanin    []int     `json:"fanin"`
 	Depth    int       `json:"depth"`

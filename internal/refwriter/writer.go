@@ -73,6 +73,8 @@ type Event struct {
 	Args     []ArgEvent `json:"args,omitempty"`
 	Scalars  []uint64   `json:"scalars,omitempty"`
 	BlockNum *int       `json:"block_num,omitempty"`
+	Early    *int       `json:"early,omitempty"`
+	Sync     *int       `json:"sync_start,omitempty"`
 	Deps     []int      `json:"deps,omitempty"`
 	Fanin    []int      `json:"fanin,omitempty"`
 	Pred     *PredEvent `json:"pred,omitempty"`
@@ -100,6 +102,8 @@ type taskJSON struct {
 	Args     []ArgEvent `json:"args"`
 	Scalars  []uint64   `json:"scalars"`
 	BlockNum int        `json:"block_num"`
+	Early    int        `json:"early"`
+	Sync     int        `json:"sync_start"`
 	Deps     []int      `json:"deps"`
 	Fanin    []int      `json:"fanin"`
 	Pred     *PredEvent `json:"pred,omitempty"`
@@ -144,7 +148,7 @@ func (t *Writer) emit(e *Event) {
 	switch e.Ev {
 	case "task":
 		v = &taskJSON{Ev: e.Ev, ID: *e.ID, Kind: e.Kind, K: e.K, Name: e.Name, Depth: *e.Depth, Manual: *e.Manual, Graph: e.Graph,
-			Args: e.Args, Scalars: e.Scalars, BlockNum: *e.BlockNum, Deps: e.Deps, Fanin: e.Fanin, Pred: e.Pred}
+			Args: e.Args, Scalars: e.Scalars, BlockNum: *e.BlockNum, Early: *e.Early, Sync: *e.Sync, Deps: e.Deps, Fanin: e.Fanin, Pred: e.Pred}
 	case "graph_begin":
 		v = &graphBeginJSON{Ev: e.Ev, Def: e.Def, Key: e.Key, Inst: *e.Inst, Boundary: e.Boundary, Scalars: e.Scalars}
 	}
@@ -216,12 +220,13 @@ func (t *Writer) bslot(v *stages.View) int {
 	return -1
 }
 
-func (t *Writer) taskEvent(id stages.TaskID, kind stages.Kind, k [3]stages.KernelID, bn int32, args []stages.Arg, sc []stages.Scalar, deps []stages.TaskID, pred *stages.Predicate) {
+func (t *Writer) taskEvent(id stages.TaskID, kind stages.Kind, k [3]stages.KernelID, bn int32, launch stages.Launch, args []stages.Arg, sc []stages.Scalar, deps []stages.TaskID, pred *stages.Predicate) {
 	fan := t.o.Fanin(id)
 	t.tasks++
 	t.edges += len(fan)
 	e := Event{Ev: "task", ID: ip(int(id)), Kind: kind.String(), K: []int{int(k[0]), int(k[1]), int(k[2])},
 		Depth: ip(t.depth), Manual: ip(b2i(t.manual > 0)), BlockNum: ip(int(bn)),
+		Early: ip(b2i(launch&stages.LaunchEarly != 0)), Sync: ip(b2i(launch&stages.LaunchSyncStart != 0)),
 		Args: []ArgEvent{}, Scalars: []uint64{}, Deps: []int{}, Fanin: []int{}}
 	switch kind {
 	case stages.KindAlloc:
@@ -286,7 +291,7 @@ func (t *Writer) Alloc(specs []stages.RootSpec) (stages.TaskID, stages.RootID) {
 	for i, s := range specs {
 		args[i] = stages.Arg{Tag: stages.TagOutput, View: stages.NewView(first+stages.RootID(i), 0, s.DType, s.Shape...)}
 	}
-	t.taskEvent(id, stages.KindAlloc, [3]stages.KernelID{-1, -1, -1}, -1, args, nil, nil, nil)
+	t.taskEvent(id, stages.KindAlloc, [3]stages.KernelID{-1, -1, -1}, -1, 0, args, nil, nil, nil)
 	return id, first
 }
 
@@ -309,7 +314,7 @@ func (t *Writer) Submit(task *stages.Task) stages.TaskID {
 			n++
 		}
 	}
-	t.taskEvent(id, task.Kind, task.Kernel, task.BlockNum, args, task.Scalars, task.Deps, &task.Pred)
+	t.taskEvent(id, task.Kind, task.Kernel, task.BlockNum, task.Launch, args, task.Scalars, task.Deps, &task.Pred)
 	return id
 }
 
