@@ -15,7 +15,9 @@
 //	constants: {NAME: INT, ...}          # usable in every expression
 //	entry:
 //	  tensors:                            # RootIDs 0..N-1, in this order
-//	    - {name, dtype, shape, role, out: bool, value: INT}   # value: what a host read returns
+//	    - {name, dtype, shape, role, out: bool, value: INT}   # value: what a bare read: NAME returns
+//	    - {name, dtype, shape, data: [v0, v1, ...]}           # contents, row-major (integer dtypes)
+//	    - {name, dtype, shape, data: {seed, min, max}}        # contents drawn from [min, max], seeded
 //	  scalars: [{name, value}]            # entry scalars; constants too
 //	kernels:                              # KernelID = position
 //	  - {name, core: aic|aiv, code, sig: "iox..", intensity, early: bool, sync_start: bool}
@@ -66,7 +68,8 @@
 //	  - call: BLOCK
 //	    with: {param: EXPR, variant: NAME, tensor: VIEW, task: TASK or [TASK, ...]}
 //	                                       # unbound tensors and tasks: same name in the caller
-//	  - read: ENTRY_TENSOR                 # a host read of device data
+//	  - read: ENTRY_TENSOR                 # a host read of device data (its value:)
+//	  - read: {NAME: "TENSOR[i, ...]", ...} # host reads that bind NAMEs (get_tensor_data)
 //
 // TAG is in, out, inout, out_existing or no_dep ("out NAME DTYPE[dims]"
 // creates a runtime-allocated output: a root named NAME, which later ops and
@@ -75,6 +78,28 @@
 // element's index into T's root (gate_view[1] over gate @ 4 is [5]). In a block with variants, "a|b" gives
 // the kernel or tag per variant, and a key named after a variant overrides
 // fields for it.
+//
+// # Host reads
+//
+// An entry tensor of an integer dtype may have contents, data: a list of
+// one value per element (row-major), or {seed, min, max}: each element
+// drawn from [min, max] by a PCG seeded with seed, the same in every run.
+// At most 65536 elements: data is for the small tables a host reads
+// (per-request context lengths, a block table), not for weights. A read op
+// {NAME: "TENSOR[i, j]"} is upstream's get_tensor_data(TENSOR, 2, {i, j}):
+// NAME is bound to that element, an integer usable in every expression
+// from there to the end of the op list the read is in (a later read may
+// bind it again), so a loop count, a view offset, a shape or a scalar can
+// come from data. Each read is traced as a get_tensor_data event with its
+// root, idx and value; validate's task count is the count the data makes.
+// A predicate over an entry tensor with data is evaluated by the device on
+// that data (until a task writes the tensor; then on its digests).
+//
+// A read inside a Graph body would be settled once, when the body is
+// recorded, and replayed with that value: it is an error at its line. Read
+// in the caller and pass the value in: as a param (a loop count or shape
+// in the body is structure, so the param is in the key or a
+// *StructureError) or as a boundary view's offset (a replay patches it).
 //
 // # Launch flags
 //

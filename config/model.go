@@ -50,7 +50,9 @@ type entryTensor struct {
 	kind     stages.RootKind
 	value    int64
 	hasValue bool
-	line     int
+	// data is the tensor's contents (entry tensor data:), or nil.
+	data []int64
+	line int
 }
 
 // block is a compiled block template (the program is one too, with no
@@ -178,9 +180,20 @@ type op struct {
 	task      []*taskOp // per variant; one entry when no variant differs
 	call      *callOp
 	readRoot  int
+	reads     []readItem
 	lets      []letItem
 	taskDecls []taskDecl
 	sets      []setItem
+}
+
+// readItem is one host read of a read op: env slot = element [indices...]
+// of entry tensor root, which has contents (data:).
+type readItem struct {
+	slot    int
+	name    string
+	root    int
+	indices []*expr
+	src     string
 }
 
 // letItem binds a name (or each element of a tensor list) to a view
@@ -300,7 +313,7 @@ func (m *Model) Kernels() []stages.Kernel { return m.kernels }
 func (m *Model) EntryRoots() []stages.Root {
 	out := make([]stages.Root, len(m.entry))
 	for i, e := range m.entry {
-		out[i] = stages.Root{Name: e.name, Kind: e.kind, DType: e.dtype, Shape: e.shape, Elems: prod(e.shape), Creator: stages.NoTask}
+		out[i] = stages.Root{Name: e.name, Kind: e.kind, DType: e.dtype, Shape: e.shape, Elems: prod(e.shape), Creator: stages.NoTask, Data: e.data}
 	}
 	return out
 }

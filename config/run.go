@@ -12,9 +12,10 @@ import (
 const launchAll = stages.LaunchEarly | stages.LaunchSyncStart
 
 // TensorReader is implemented by a Submitter that wants to see the host's
-// reads of device data (the trace's get_tensor_data events).
+// reads of device data (the trace's get_tensor_data events): element idx
+// of root (nil: the entry tensor's value:) read value.
 type TensorReader interface {
-	ReadTensor(root stages.RootID, value int64)
+	ReadTensor(root stages.RootID, idx []int64, value int64)
 }
 
 // rootCounter lets the interpreter learn the RootIDs that Submit gives to a
@@ -279,9 +280,48 @@ func (r *runner) body(o stages.Submitter, fr *frame, ops []*op) {
 		case opSet:
 			r.setTasks(fr, op)
 		case opRead:
-			if tr, ok := o.(TensorReader); ok {
-				tr.ReadTensor(stages.RootID(op.readRoot), r.model.entry[op.readRoot].value)
+			if op.reads != nil {
+				r.read(o, fr, op)
+				continue
 			}
+			if tr, ok := o.(TensorReader); ok {
+				tr.ReadTensor(stages.RootID(op.readRoot), nil, r.model.entry[op.readRoot].value)
+			}
+		}
+	}
+}
+
+// read runs a read op's host reads: each binds its name to an element of
+// an entry tensor's contents, in order, and is traced. A read inside a
+// Graph body would be settled once, when the body is recorded, and every
+// replay would run on that value (upstream's #1939 shape): refused, at its
+// line. Read in the caller, and pass the value as a param (in the key when
+// it shapes the body) or as a boundary view's offset (patched per call).
+func (r *runner) read(o stages.Submitter, fr *frame, op *op) {
+	for i := range op.reads {
+		it := &op.reads[i]
+		if fr.inGraph {
+			r.failAt(op.line, "read."+it.name, it.src, "a host read inside the Graph body of %s: its value would be fixed at record time; read it in the caller and pass it in", fr.block.name)
+			return
+		}
+		e := &r.model.entry[it.root]
+		idx := make([]int64, len(it.indices))
+		flat := int64(0)
+		for d, x := range it.indices {
+			v := r.eval(x, fr, op.line)
+			if r.err != nil {
+				return
+			}
+			if v < 0 || v >= e.shape[d] {
+				r.failAt(op.line, "read."+it.name, it.src, "index %d is %d, outside [0, %d) of %s %v", d, v, e.shape[d], e.name, e.shape)
+				return
+			}
+			idx[d] = v
+			flat = flat*e.shape[d] + v
+		}
+		fr.env[it.slot] = e.data[flat]
+		if tr, ok := o.(TensorReader); ok {
+			tr.ReadTensor(stages.RootID(it.root), idx, e.data[flat])
 		}
 	}
 }

@@ -11,6 +11,10 @@ type scope struct {
 	labelDef map[string]bool
 	allIDs   map[string]bool // every op id of the block, defined or not yet
 	inLoop   []*op
+	// readVars are the names read ops bind (env slots), level the names
+	// each enclosing op list bound, to drop at its end.
+	readVars map[string]int
+	level    [][]string
 }
 
 func (sc *scope) intRes(name string) (int64, int, int, bool) {

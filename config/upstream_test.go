@@ -2,7 +2,9 @@ package config_test
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/hbg-dev/hbg/config"
@@ -406,6 +408,134 @@ func TestLaunchFlagErrors(t *testing.T) {
 			src := hdr + "program:\n  body:\n" + body + "\nforms: {eager: {}}\n"
 			_, err := config.Parse("upstream.yaml", []byte(src))
 			wantConfigError(t, err, "upstream.yaml", lineOf(src, tc.at), tc.want)
+		})
+	}
+}
+
+// dataHeader is a paged-attention-like entry: per-request context lengths
+// and a block table the host reads.
+const dataHeader = `model: data
+constants: {BS: 16}
+entry:
+  tensors:
+    - {name: kc, dtype: bf16, shape: [64, 16]}
+    - {name: context_lens, dtype: int32, shape: [3], data: [7, 16, 100]}
+    - {name: block_table, dtype: int32, shape: [3, 8], data: {seed: 7, min: 0, max: 3}}
+    - {name: out, dtype: fp32, shape: [3, 16], out: true}
+kernels:
+  - {name: qk, core: aic, sig: ix}
+  - {name: up, core: aiv, sig: x}
+`
+
+// TestHostReads: a read op binds names to elements of an entry tensor's
+// contents, traced as get_tensor_data with index and value, so a loop
+// count, a view offset and a scalar come from data; validate counts the
+// tasks the data makes.
+func TestHostReads(t *testing.T) {
+	src := dataHeader + `program:
+  body:
+    - loop: {var: b, to: 3}
+      body:
+        - read: {cur: "context_lens[b]"}
+        - loop: {var: bn, to: "(cur + BS - 1) / BS"}
+          body:
+            - read: {blk: "block_table[b, bn]"}
+            - {k: qk, args: ["in kc[blk * BS:+BS]", "inout out[b]"], scalars: [cur, blk]}
+forms: {eager: {}}
+`
+	m, err := config.Parse("data.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := config.Validate(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ceil(7/16) + ceil(16/16) + ceil(100/16) = 1 + 1 + 7.
+	if got := sum.Forms[0].Tasks; got != 9 {
+		t.Errorf("validate counts %d tasks, want 9 (1, 1 and 7 blocks for 7, 16 and 100 tokens)", got)
+	}
+	evs := expand(t, m, "eager")
+	var reads []string
+	for _, e := range reftrace.Events(evs, "get_tensor_data") {
+		reads = append(reads, fmt.Sprintf("%s%v=%d", e.Root, e.Idx, e.Value))
+	}
+	tasks := reftrace.Tasks(evs)
+	if len(tasks) != 9 || len(reads) != 12 {
+		t.Fatalf("%d tasks and %d reads (%v), want 9 and 12", len(tasks), len(reads), reads)
+	}
+	if want := []string{"context_lens[0]=7", "block_table[0 0]="}; reads[0] != want[0] || !strings.HasPrefix(reads[1], want[1]) {
+		t.Errorf("reads start %v, want %v...", reads[:2], want)
+	}
+	if reads[2] != "context_lens[1]=16" || reads[4] != "context_lens[2]=100" {
+		t.Errorf("reads %v: want context_lens[1]=16 at 2 and [2]=100 at 4", reads)
+	}
+	// Each task's key view starts at block_table's value times BS, and
+	// passes the two reads as its scalars.
+	for i, tk := range tasks {
+		blk := int64(tk.Scalars[1])
+		if tk.Args[0].Off != blk*16*16 {
+			t.Errorf("task %d reads kc at %d, want block %d (offset %d)", i, tk.Args[0].Off, blk, blk*256)
+		}
+	}
+	// The generated table is the same in every load.
+	m2, _ := config.Parse("data.yaml", []byte(src))
+	if a, b := m.EntryRoots()[2].Data, m2.EntryRoots()[2].Data; !reflect.DeepEqual(a, b) || len(a) != 24 {
+		t.Errorf("generated data differs between loads or has %d values", len(a))
+	}
+}
+
+// TestHostReadErrors: data and read mistakes are errors at their line.
+func TestHostReadErrors(t *testing.T) {
+	prog := func(body string) string {
+		return "program:\n  body:\n" + body + "\nforms: {eager: {}}\n"
+	}
+	for _, tc := range []struct {
+		name, hdr, src, at string
+		want               []string
+		runTime            bool
+	}{
+		{name: "data of a float tensor", hdr: `{name: kc, dtype: bf16, shape: [64, 16]}`, src: `{name: kc, dtype: bf16, shape: [2], data: [1, 2]}`, at: "data: [1, 2]", want: []string{"data", "data is for integer tensors"}},
+		{name: "too few values", hdr: `data: [7, 16, 100]`, src: `data: [7, 16]`, at: "data: [7, 16]", want: []string{"2 values for the 3 elements of context_lens [3]"}},
+		{name: "a value past the dtype", hdr: `data: [7, 16, 100]`, src: `data: [7, 16, 3000000000]`, at: "data: [7, 16, 3000000000]", want: []string{`data "3000000000"`, "does not fit int32"}},
+		{name: "a generator without max", hdr: `data: {seed: 7, min: 0, max: 3}`, src: `data: {seed: 7, min: 0}`, at: "data: {seed: 7, min: 0}", want: []string{"data.max", "missing"}},
+		{name: "too large a table", hdr: `{name: kc, dtype: bf16, shape: [64, 16]}`, src: `{name: kc, dtype: int32, shape: [512, 256], data: {seed: 1, min: 0, max: 1}}`, at: "shape: [512, 256]", want: []string{"131072 elements: data takes at most 65536"}},
+		{name: "read of a tensor without data", src: prog(`    - read: {x: "kc[0, 0]"}`), at: `read: {x:`, want: []string{`read.x "kc[0, 0]"`, "has no data: to read"}},
+		{name: "read with too few indices", src: prog(`    - read: {x: "block_table[0]"}`), at: `read: {x:`, want: []string{`read.x "block_table[0]"`, "1 indices for block_table of rank 2"}},
+		{name: "read outside the table", src: prog(`    - read: {x: "context_lens[3]"}`), at: `read: {x:`, want: []string{"index 0 is 3, outside [0, 3)"}},
+		{name: "read outside the table at run time", runTime: true, src: prog(`    - loop: {var: i, to: 4}
+      body:
+        - read: {x: "context_lens[i]"}`), at: `read: {x:`, want: []string{`read.x "context_lens[i]"`, "index 0 is 3, outside [0, 3) of context_lens [3]"}},
+		{name: "a read in a Graph body", runTime: true, src: `blocks:
+  attn:
+    params: [b]
+    boundary:
+      - {name: out, tag: inout}
+    body:
+      - read: {cur: "context_lens[b]"}
+      - {k: up, args: ["inout out"], scalars: [cur]}
+program:
+  body:
+    - call: attn
+      with: {b: 1}
+forms: {graph: {graphs: {attn: {key: "attn{b}"}}}}
+`, at: `read: {cur:`, want: []string{`read.cur "context_lens[b]"`, "a host read inside the Graph body of attn", "read it in the caller"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := dataHeader
+			body := tc.src
+			if tc.hdr != "" {
+				src, body = replaceOnce(src, tc.hdr, tc.src), prog(`    - {k: up, args: ["inout out"]}`)
+			}
+			src += body
+			m, err := config.Parse("data.yaml", []byte(src))
+			if tc.runTime {
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = config.Validate(m)
+			}
+			wantConfigError(t, err, "data.yaml", lineOf(src, tc.at), tc.want)
 		})
 	}
 }

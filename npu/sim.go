@@ -314,6 +314,9 @@ func (s *sim) setup(d *Die, p *plan) {
 	s.objs = resize(s.objs, p.nObjs)
 	for i := 0; i < p.nEntry; i++ {
 		s.objs[i].reset(d.entries[i].Elems, d.entryInit[i])
+		if data := d.entries[i].Data; int64(len(data)) == d.entries[i].Elems {
+			s.objs[i].vals = data
+		}
 	}
 	for i := range p.runRoot {
 		r := &p.runRoot[i]

@@ -194,6 +194,14 @@ func (s *sim) dispatchSync() (cost int64, held bool) {
 	start := s.now + s.cfg.SchedDispatchNs
 	t.state, t.first = stRunning, start
 	s.readInputs(ti)
+	// The cohort's blocks share HBM from their first instant: each one's
+	// duration counts all of them running (startBlock counts the block it
+	// starts, with those already running).
+	per := 1
+	if sh == shapeMIX {
+		per = 3
+	}
+	s.running += per * int(t.bn)
 	dur := s.blockDur(t, sh)
 	cl := 0
 	for b := int32(0); b < t.bn; b++ {
@@ -221,10 +229,8 @@ func (s *sim) dispatchSync() (cost int64, held bool) {
 		switch sh {
 		case shapeAIC:
 			s.claim(c, ti, t.kern[0], b, start, dur)
-			s.running++
 		case shapeAIV:
 			s.claim(c, ti, t.kern[1], b, start, dur)
-			s.running++
 		default:
 			v0, v1 := s.aiv(c)
 			k2 := t.kern[2]
@@ -234,7 +240,6 @@ func (s *sim) dispatchSync() (cost int64, held bool) {
 			s.claim(c, ti, t.kern[0], b, start, dur)
 			s.claim(v0, ti, t.kern[1], b, start, dur)
 			s.claim(v1, ti, k2, b, start, dur)
-			s.running += 3
 		}
 		s.subtasks++
 		s.emit(start+dur, evCoreEnd, int32(c))

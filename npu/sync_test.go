@@ -154,3 +154,23 @@ func TestSyncStartWiderThanTheDie(t *testing.T) {
 		t.Fatalf("launch of a Definition with a 25-block sync_start MIX node: %v, want ErrInvalidImage", err)
 	}
 }
+
+// TestPredicateOnEntryData: a predicate over an entry root with given
+// contents reads those values; once a task writes the root, the digests
+// decide again.
+func TestPredicateOnEntryData(t *testing.T) {
+	entry := synthEntry()
+	entry[eCnt].Data = []int64{0, 5, 0, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9}
+	d := New(DefaultConfig())
+	d.RegisterEntry(entry)
+	d.RegisterKernels(testKernels())
+	b := newBuilder(entry)
+	for e := int64(0); e < 16; e++ {
+		pred := stages.Predicate{Valid: true, Op: stages.PredGT, View: view(eCnt, 0, stages.INT32, 16), Index: e, Target: 2}
+		b.kernel(stages.KindAIV, kAIV(kExpAct), 1, []stages.Arg{in(view(eCnt, 0, stages.INT32, 16)), io(view(eOut, e*16, stages.BF16, 16))}, []uint64{uint64(e)}, nil, pred)
+	}
+	r := launch(t, d, b.bytes())
+	if ran := 16 - r.Skipped; ran != 3 {
+		t.Errorf("%d predicated tasks ran, want 3 (elements 1, 3 and 15 are above 2)", ran)
+	}
+}

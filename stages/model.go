@@ -179,6 +179,11 @@ type Root struct {
 	Creator TaskID
 	// ManualDep opts the root out of TensorMap tracking (upstream manual_dep).
 	ManualDep bool
+	// Data is an entry root's contents where the model gives them (small
+	// integer tables: context lengths, a block table), row-major, one value
+	// per element; nil for every other root. The host reads them
+	// (get_tensor_data) and the device evaluates predicates on them.
+	Data []int64
 }
 
 // Bytes is the root's size.

@@ -72,6 +72,7 @@ type Line struct {
 	Boundary []Arg     `json:"boundary"`
 	NTasks   int       `json:"ntasks"`
 	Root     string    `json:"root"`
+	Idx      []int64   `json:"idx"`
 	Value    int64     `json:"value"`
 	Tasks    int       `json:"tasks"`
 	Edges    int       `json:"edges"`

@@ -85,6 +85,7 @@ type Event struct {
 	Boundary []ArgEvent `json:"boundary,omitempty"`
 	NTasks   *int       `json:"ntasks,omitempty"`
 	Root     string     `json:"root,omitempty"`
+	Idx      []int64    `json:"idx,omitempty"`
 	Value    *int64     `json:"value,omitempty"`
 }
 
@@ -340,10 +341,11 @@ func (t *Writer) ScopeEnd() {
 	t.emit(&Event{Ev: "scope_end", Depth: ip(t.depth)})
 }
 
-// ReadTensor records the host's read of device data.
-func (t *Writer) ReadTensor(root stages.RootID, value int64) {
+// ReadTensor records the host's read of device data: element idx of root
+// (nil: the tensor's one value).
+func (t *Writer) ReadTensor(root stages.RootID, idx []int64, value int64) {
 	name, _, _ := t.rootInfo(root)
-	t.emit(&Event{Ev: "get_tensor_data", Root: name, Value: &value})
+	t.emit(&Event{Ev: "get_tensor_data", Root: name, Idx: idx, Value: &value})
 }
 
 // Graph implements stages.Submitter: the body runs inline and its tasks
