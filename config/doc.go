@@ -146,9 +146,18 @@
 // that kernel, and two ops declaring different hints for one kernel are an
 // error.
 //
-// A VIEW is NAME, NAME[row] (drops dim 0), NAME[start:+rows], NAME @ offset
+// A VIEW is NAME, NAME[row] (drops dim 0), NAME[start:+rows], NAME[s0, s1,
+// ...] (several dims, each ":", an index, which drops the dim, or
+// start:+count; dims past the last given are whole), NAME @ offset
 // (elements), each optionally followed by "as [d0, ...]"; it must stay inside
-// its base. NAME is a tensor, or LIST[i]: element i of a tensor list (an
+// its base. A multi-dim slice keeps its base's strides, so a tile of a wider
+// tensor is a strided view: upstream's sij.view([q_tile, valid_len]) of a
+// [q_tile, block] tensor is "sij[:, 0:+valid_len]", strides [block, 1]. A
+// stride is part of a boundary slot's layout (a replay may not change it);
+// the dependency rule covers the interval a strided view spans (its first
+// element to its last, as upstream's does); the device counts a tile's own
+// elements for its cost, and digests and races over each of its rows. A
+// strided view is not reshaped (reshape the tensor, then slice). NAME is a tensor, or LIST[i]: element i of a tensor list (an
 // alloc's NAME[k] items, or a let with a list value). A let names a view
 // where it runs (loop vars as they are then); the name is then usable
 // wherever a tensor is, and a later let may rebind a name the block
@@ -223,9 +232,8 @@
 //     runs. To make a whole layer one Graph whose parts loop (experts picked
 //     in a loop), the layer's calls are unrolled, or its body writes its
 //     tasks out.
-//   - A VIEW selects rows of dim 0 (NAME[row], NAME[start:+rows]) or
-//     elements (@ offset), then reshapes; a slice of another dim (NAME[:,
-//     a:+b]) is not a view (touch hints take one, as an access hint only).
+//   - A strided view is not reshaped ("as" needs a contiguous view), and
+//     strides are those of slicing: a view never transposes or broadcasts.
 //   - A Graph body passes a boundary scalar to a task only as it is: used in
 //     a view, shape, loop range, condition, kernel choice, predicate, task
 //     index or a computed scalar, its value would be baked into the

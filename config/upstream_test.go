@@ -539,3 +539,68 @@ forms: {graph: {graphs: {attn: {key: "attn{b}"}}}}
 		})
 	}
 }
+
+// TestStridedViews: NAME[s0, s1] slices several dims and keeps the base's
+// strides (upstream's view([rows, valid_len]) of a [rows, block] tensor has
+// strides [block, 1]); an index drops its dim; expand writes the strides of
+// a view that is not contiguous.
+func TestStridedViews(t *testing.T) {
+	src := upstreamHeader + `program:
+  body:
+    - alloc: ["w fp32[4, 16]"]
+    - {k: act, args: ["in x", "out sij fp32[4, 16]"]}
+    - let: {sv: "sij[:, 0:+5]"}
+    - {k: use, args: ["in sv", "in w[1:+2, 3:+4]"]}
+    - {k: use, args: ["in w[2, 3:+4]", "in sv[1:+2]"]}
+    - {k: use, args: ["in w[:, 2]", "in w[1:+2, :]"]}
+forms: {eager: {}}
+`
+	m, err := config.Parse("upstream.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type got struct {
+		off            int64
+		shape, strides []int64
+	}
+	var args []got
+	for _, tk := range reftrace.Tasks(expand(t, m, "eager"))[2:] {
+		for _, a := range tk.Args {
+			args = append(args, got{a.Off, a.Shape, a.Strides})
+		}
+	}
+	want := []got{
+		{0, []int64{4, 5}, []int64{16, 1}},  // sij[:, 0:+5]
+		{19, []int64{2, 4}, []int64{16, 1}}, // w[1:+2, 3:+4]
+		{35, []int64{4}, nil},               // w[2, 3:+4]: contiguous
+		{16, []int64{2, 5}, []int64{16, 1}}, // sv[1:+2] keeps sv's stride
+		{2, []int64{4}, []int64{16}},        // w[:, 2]: a column
+		{16, []int64{2, 16}, nil},           // w[1:+2, :]: whole rows
+	}
+	if !reflect.DeepEqual(args, want) {
+		t.Errorf("views %v, want %v", args, want)
+	}
+}
+
+// TestStridedViewErrors: a slice outside its dim, more dims than the
+// tensor has, and a reshape of a strided view are errors at their line.
+func TestStridedViewErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, view string
+		want       []string
+	}{
+		{"outside its dim", "gate[:, 6:+4]", []string{`view "gate[:, 6:+4]"`, "outside its root: [6, 10) of dim 1, which has 8"}},
+		{"too many dims", "gate[0, 1, 2]", []string{`view "gate[0, 1, 2]"`, "3 dims sliced of a tensor of rank 2"}},
+		{"reshape of a strided view", "gate[:, 0:+4] as [8]", []string{`view "gate[:, 0:+4] as [8]"`, "a reshape of a strided view (strides [8 1])"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := upstreamHeader + "program:\n  body:\n    - {k: use, args: [\"in " + tc.view + "\", \"in x\"]}\nforms: {eager: {}}\n"
+			m, err := config.Parse("upstream.yaml", []byte(src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = config.Validate(m)
+			wantConfigError(t, err, "upstream.yaml", lineOf(src, tc.view), tc.want)
+		})
+	}
+}

@@ -243,9 +243,31 @@ func (v *View) Elems() int64 {
 func (v *View) Bytes() int64 { return v.Elems() * v.DType.Size() }
 
 // End is one past the last element of the view's region. The region is the
-// interval [Offset, Offset+Elems): the dependency rule compares intervals, not
-// strided footprints (reference README, "The dependency rule").
-func (v *View) End() int64 { return v.Offset + v.Elems() }
+// interval [Offset, Offset+Span): the dependency rule compares intervals, not
+// strided footprints (reference README, "The dependency rule"), so a strided
+// view (a tile of a wider tensor) covers the rows it spans whole.
+func (v *View) End() int64 { return v.Offset + v.Span() }
+
+// Span is the number of elements from the view's first to one past its
+// last: Elems for a contiguous view, more for a strided one (a [rows, n]
+// tile of a [rows, block] tensor keeps the row stride block, and spans
+// (rows-1)*block + n). 0 for an empty view. Strides that would span fewer
+// elements than the view has (none a model makes) count as contiguous.
+func (v *View) Span() int64 {
+	span, elems := int64(1), int64(1)
+	for i := 0; i < int(v.NDims) && i < MaxDims; i++ {
+		if v.Shape[i] == 0 {
+			return 0
+		}
+		span += (v.Shape[i] - 1) * v.Strides[i]
+		elems *= v.Shape[i]
+	}
+	return max(span, elems)
+}
+
+// Contiguous reports whether v's strides are the row-major strides of its
+// shape, so that its elements are the interval it spans.
+func (v *View) Contiguous() bool { return contiguous(v) }
 
 // ShapeSlice returns the used part of Shape.
 func (v *View) ShapeSlice() []int64 { return v.Shape[:v.NDims] }

@@ -22,10 +22,13 @@ type Arg struct {
 	RID   int     `json:"rid"`
 	Off   int64   `json:"off"`
 	Shape []int64 `json:"shape"`
-	DType string  `json:"dtype"`
-	Bytes int64   `json:"bytes"`
-	BSlot int     `json:"bslot"`
-	MDep  int     `json:"mdep"`
+	// Strides are written only for a strided view (a tile of a wider
+	// tensor); a contiguous view's are its shape's row-major strides.
+	Strides []int64 `json:"strides,omitempty"`
+	DType   string  `json:"dtype"`
+	Bytes   int64   `json:"bytes"`
+	BSlot   int     `json:"bslot"`
+	MDep    int     `json:"mdep"`
 }
 
 // Pred is a task's predicate: the task runs only if element Idx of Root
