@@ -26,14 +26,14 @@ type viewExpr struct {
 	// dims is a slice of several dims, NAME[s0, s1, ...] (each s is ":",
 	// an index or start:+n): the result keeps the base's strides, so a
 	// tile of a wider tensor is a strided view. nil for the dim-0 forms.
-	dims         []dimSel
-	deps         uint64
-	list         []int // a tensor list's slots: the base is list[listIndex]
-	listIndex    *expr
-	local        bool // the base is a tensor the body allocates itself
-	slotPlain    bool // a tensor slot as it is: the view is a copy of it
-	src          string
-	line         int
+	dims      []dimSel
+	deps      uint64
+	list      []int // a tensor list's slots: the base is list[listIndex]
+	listIndex *expr
+	local     bool // the base is a tensor the body allocates itself
+	slotPlain bool // a tensor slot as it is: the view is a copy of it
+	src       string
+	line      int
 }
 
 // dimSel is one dim of a multi-dim slice: every element (all), one index
