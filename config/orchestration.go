@@ -18,7 +18,7 @@ func (m *Model) Orchestration(form string) (*stages.Orchestration, error) {
 		return nil, fmt.Errorf("%s: no form %q (forms: %s)", m.File(), form, strings.Join(m.Forms(), ", "))
 	}
 	return &stages.Orchestration{
-		Name:    m.Name + "/" + form + "@" + m.contentHash,
+		Name:    m.Name + "/" + form + "@" + m.contentHash + m.formIdx[form].generated,
 		Entry:   m.EntryRoots(),
 		Kernels: m.Kernels(),
 		Run:     func(o stages.Submitter) error { return m.Run(o, form) },
