@@ -59,6 +59,9 @@ func compareCmd(ctx context.Context, out, stderr io.Writer, path string, forms [
 	if len(forms) == 0 {
 		forms = model.Forms()
 	}
+	if err := autoForm(ctx, model, forms, stderr); err != nil {
+		return err
+	}
 	orchs := make([]*actors.Orchestration, len(forms))
 	for i, form := range forms {
 		if orchs[i], err = orchestrationFor(model, form, f.defects == "warn", stderr); err != nil {

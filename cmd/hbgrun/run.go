@@ -189,6 +189,9 @@ func runCmd(ctx context.Context, out, stderr io.Writer, path string, f *runFlags
 	if f.form == "" {
 		f.form = model.DefaultForm()
 	}
+	if err := autoForm(ctx, model, []string{f.form}, stderr); err != nil {
+		return err
+	}
 	orch, err := orchestrationFor(model, f.form, f.defects == "warn", stderr)
 	if err != nil {
 		return err
