@@ -2,6 +2,9 @@ package analyze
 
 import (
 	"fmt"
+	"hash"
+	"hash/fnv"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -67,9 +70,12 @@ type Step struct {
 	Kernels []stages.Kernel
 	// RootNames names every root of the expansion by RootID.
 	RootNames []string
-	Tasks     int // device tasks of the step
-	Allocs    int // of which alloc tasks
-	Calls     []*Call
+	// Code hashes the step's kernel tasks in order, each by its kernels'
+	// code identity: two settings are the same step when it is equal.
+	Code   uint64
+	Tasks  int // device tasks of the step
+	Allocs int // of which alloc tasks
+	Calls  []*Call
 }
 
 // Settings lists the program-param settings of the model's forms, the
@@ -124,11 +130,11 @@ func Expand(m *config.Model, s Setting) (*Step, error) {
 	if err := m.AddForm(eager, []byte("params: "+paramsYAML(st.Params, s)+"\n"), true); err != nil {
 		return nil, err
 	}
-	t := &tree{o: stages.NewOrdinaryPath(m.EntryRoots())}
+	t := &tree{o: stages.NewOrdinaryPath(m.EntryRoots()), kernels: st.Kernels, code: fnv.New64a()}
 	if err := m.Run(t, eager); err != nil {
 		return nil, err
 	}
-	st.Calls, st.Tasks, st.Allocs = t.calls, t.o.NumTasks(), t.allocs
+	st.Calls, st.Tasks, st.Allocs, st.Code = t.calls, t.o.NumTasks(), t.allocs, t.code.Sum64()
 	for i := 0; i < t.o.NumRoots(); i++ {
 		st.RootNames = append(st.RootNames, t.o.Root(stages.RootID(i)).Name)
 	}
@@ -160,10 +166,12 @@ func Expand(m *config.Model, s Setting) (*Step, error) {
 
 // tree is a Submitter on the ordinary path that keeps the block calls.
 type tree struct {
-	o      *stages.OrdinaryPath
-	calls  []*Call
-	open   []int
-	allocs int
+	o       *stages.OrdinaryPath
+	kernels []stages.Kernel
+	code    hash.Hash64
+	calls   []*Call
+	open    []int
+	allocs  int
 }
 
 func (t *tree) NumRoots() int { return t.o.NumRoots() }
@@ -175,7 +183,17 @@ func (t *tree) Alloc(specs []stages.RootSpec) (stages.TaskID, stages.RootID) {
 	}
 	return t.o.Alloc(specs)
 }
-func (t *tree) Submit(tk *stages.Task) stages.TaskID    { return t.o.Submit(tk) }
+func (t *tree) Submit(tk *stages.Task) stages.TaskID {
+	if tk.Kind != stages.KindDummy {
+		for _, k := range tk.Kernel {
+			if k >= 0 {
+				io.WriteString(t.code, t.kernels[k].Code)
+			}
+			t.code.Write([]byte{0})
+		}
+	}
+	return t.o.Submit(tk)
+}
 func (t *tree) ScopeBegin(mode stages.ScopeMode)        { t.o.ScopeBegin(mode) }
 func (t *tree) ScopeEnd()                               { t.o.ScopeEnd() }
 func (t *tree) Graph(c *stages.GraphCall) stages.TaskID { return t.o.Graph(c) }

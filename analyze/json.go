@@ -88,6 +88,7 @@ type jsonAlt struct {
 	Graphs      []string         `json:"graphs"`
 	Host        int              `json:"host_submissions"`
 	PredictedNs float64          `json:"predicted_warm_control_plane_ns"`
+	Excluded    string           `json:"excluded,omitempty"`
 }
 
 func paramMap(names []string, s Setting) map[string]int64 {
@@ -140,7 +141,7 @@ func (r *Report) JSON() any {
 			jp.Rejected = append(jp.Rejected, jsonRejection(rj))
 		}
 		for _, a := range p.Alternatives {
-			jp.Alternatives = append(jp.Alternatives, jsonAlt{paramMap(st.Params, a.Setting), a.Setting.Forms, nonNil(a.Graphs), a.Shape.HostSubmissions(), a.PredictedNs})
+			jp.Alternatives = append(jp.Alternatives, jsonAlt{paramMap(st.Params, a.Setting), a.Setting.Forms, nonNil(a.Graphs), a.Shape.HostSubmissions(), a.PredictedNs, a.Excluded})
 		}
 		out.Proposal = jp
 	}

@@ -52,6 +52,8 @@ type Alternative struct {
 	Graphs      []string
 	Shape       Shape
 	PredictedNs float64
+	// Excluded says why the setting was not considered ("" when it was).
+	Excluded string
 }
 
 // value is one candidate block's figures under a map.
@@ -99,8 +101,8 @@ func (m *Map) values(c *Costs, horizon int) ([]*value, []Rejection) {
 			why := fmt.Sprintf("break-even not reached: %d occurrences in %d Definitions save %.1f us a warm pass; recording them costs %.1f us once",
 				v.calls, len(bm.Definitions), v.saving/1e3, v.cold/1e3)
 			if v.saving <= 0 {
-				why = fmt.Sprintf("break-even not reached: a replay (%.2f us) costs at least what its %d occurrences' %d tasks cost submitted (%.2f us a pass)",
-					c.replay()/1e3, v.calls, v.tasks, (v.saving+float64(v.calls)*c.replay())/1e3)
+				why = fmt.Sprintf("break-even not reached: its %d replays (%.2f us each) cost at least what its %d tasks cost submitted (%.2f us a pass)",
+					v.calls, c.replay()/1e3, v.tasks, (v.saving+float64(v.calls)*c.replay())/1e3)
 			} else {
 				why += fmt.Sprintf(", paid back after %.1f passes (the horizon is %d)", v.breakEven, horizon)
 			}
@@ -165,6 +167,10 @@ func Propose(maps []*Map, c Costs, horizon int) *Proposal {
 	var best *Proposal
 	var alts []Alternative
 	for _, m := range maps {
+		if m.Step.Code != maps[0].Step.Code {
+			alts = append(alts, Alternative{Setting: m.Step.Setting, Excluded: fmt.Sprintf("not the same step: its kernel sequence (by code) differs from that of forms %s", strings.Join(maps[0].Step.Setting.Forms, ", "))})
+			continue
+		}
 		vs, rej := m.values(&c, horizon)
 		set := choose(vs)
 		p := &Proposal{Map: m, Setting: m.Step.Setting, Horizon: horizon}

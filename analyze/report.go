@@ -171,6 +171,9 @@ func (b *BlockMap) canShare() string {
 	for i, k := range b.Classes {
 		sizes[i] = fmt.Sprint(len(k.Calls))
 	}
+	if len(sizes) > 6 {
+		sizes = append(sizes[:5], "...")
+	}
 	return fmt.Sprintf("no: %d classes (%s), told apart by %s", len(b.Classes), strings.Join(sizes, "+"), orNone(b.Separating))
 }
 
@@ -258,6 +261,10 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(w, "  no Graph %s: %s\n", rj.Block, rj.Why)
 		}
 		for _, a := range p.Alternatives {
+			if a.Excluded != "" {
+				fmt.Fprintf(w, "  under params %s (forms %s): %s\n", a.Setting.Text(st.Params), strings.Join(a.Setting.Forms, ", "), a.Excluded)
+				continue
+			}
 			fmt.Fprintf(w, "  under params %s (forms %s): Graphs [%s], %d host submissions, %.3f ms predicted\n",
 				a.Setting.Text(st.Params), strings.Join(a.Setting.Forms, ", "), strings.Join(a.Graphs, ", "), a.Shape.HostSubmissions(), a.PredictedNs/1e6)
 		}
