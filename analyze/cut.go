@@ -3,6 +3,7 @@ package analyze
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -26,7 +27,9 @@ type CutClass struct {
 	Segments []int // the segments' first task indices
 	Tasks    int
 	Head     string // the first kernels
-	// Differs is what differs from the first class, position by position.
+	// Differs is what differs from class Against (1-based; 0: no earlier
+	// class has its length), position by position.
+	Against int
 	Differs []string
 }
 
@@ -65,7 +68,7 @@ func (t *taskLog) Graph(c *stages.GraphCall) stages.TaskID { return t.o.Graph(c)
 // (or has that code).
 func Cut(st *Step, kernel string) (*CutMap, error) {
 	hit := func(k stages.KernelID) bool {
-		return k >= 0 && int(k) < len(st.Kernels) && (st.Kernels[k].Name == kernel || st.Kernels[k].Code == kernel)
+		return k >= 0 && int(k) < len(st.Kernels) && (copyOf(st.Kernels[k].Name, kernel) || copyOf(st.Kernels[k].Code, kernel))
 	}
 	known := false
 	for i := range st.Kernels {
@@ -94,7 +97,7 @@ func Cut(st *Step, kernel string) (*CutMap, error) {
 	}
 	cm.Prefix = cuts[0]
 	nEntry := len(st.Model.EntryRoots())
-	var reps [][]string
+	var reps [][][]string
 	for j, from := range cuts {
 		to := len(log.tasks)
 		if j+1 < len(cuts) {
@@ -103,7 +106,7 @@ func Cut(st *Step, kernel string) (*CutMap, error) {
 		fp := segmentPrint(st, log.tasks[from:to], nEntry)
 		placed := false
 		for ci, rep := range reps {
-			if strings.Join(rep, "\n") == strings.Join(fp, "\n") {
+			if samePrint(rep, fp) {
 				cm.Classes[ci].Segments = append(cm.Classes[ci].Segments, from)
 				placed = true
 				break
@@ -118,13 +121,36 @@ func Cut(st *Step, kernel string) (*CutMap, error) {
 			head = append(head, st.kernelName(firstKernel(t.kernels)))
 		}
 		k.Head = strings.Join(head, ", ")
-		if len(reps) > 0 {
-			k.Differs = firstDiffs(reps[0], fp, maxDiffs)
+		// Compared with the first earlier class of its length: a segment
+		// of another length is another operation sequence altogether.
+		for ci, rep := range reps {
+			if len(rep) == len(fp) {
+				k.Against, k.Differs = ci+1, firstDiffs(rep, fp, maxDiffs)
+				break
+			}
 		}
 		reps = append(reps, fp)
 		cm.Classes = append(cm.Classes, k)
 	}
 	return cm, nil
+}
+
+// copyOf: name is kernel or one of upstream's numbered copies of it
+// (hc_pre_rms_3 of hc_pre_rms).
+func copyOf(name, kernel string) bool {
+	if name == kernel {
+		return true
+	}
+	rest, ok := strings.CutPrefix(name, kernel+"_")
+	if !ok || rest == "" {
+		return false
+	}
+	for _, r := range rest {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func firstKernel(k [3]stages.KernelID) stages.KernelID {
@@ -140,21 +166,23 @@ func firstKernel(k [3]stages.KernelID) stages.KernelID {
 // argument's tag, root (an entry tensor by name, an allocation of the
 // segment by its order, or "outer" for one made before the segment) and
 // layout, then the scalar count.
-func segmentPrint(st *Step, tasks []cutTask, nEntry int) []string {
+func segmentPrint(st *Step, tasks []cutTask, nEntry int) [][]string {
 	local := map[stages.RootID]int{}
-	out := make([]string, len(tasks))
+	out := make([][]string, len(tasks))
 	for i, t := range tasks {
-		var b strings.Builder
+		var parts []string
 		if t.kind == stages.KindAlloc {
-			b.WriteString("alloc")
+			parts = append(parts, "alloc")
 		} else {
+			var ks []string
 			for _, k := range t.kernels {
 				if k >= 0 {
-					b.WriteString(st.kernelIdentity(k) + " ")
+					ks = append(ks, st.kernelIdentity(k))
 				}
 			}
+			parts = append(parts, "kernel "+strings.Join(ks, "+"))
 		}
-		for _, a := range t.args {
+		for j, a := range t.args {
 			root := "outer"
 			switch r := a.View.Root; {
 			case int(r) < nEntry:
@@ -167,25 +195,52 @@ func segmentPrint(st *Step, tasks []cutTask, nEntry int) []string {
 			if a.Tag == stages.TagOutput {
 				root = "new"
 			}
-			fmt.Fprintf(&b, "(%s %s %s)", a.Tag, root, layoutText(a.View))
+			parts = append(parts, fmt.Sprintf("arg %d %s %s %s", j, a.Tag, root, layoutText(a.View)))
 		}
-		fmt.Fprintf(&b, " scalars %d", t.scalars)
+		parts = append(parts, fmt.Sprintf("%d scalars", t.scalars))
 		for r := 0; r < t.nroots; r++ {
 			local[t.root0+stages.RootID(r)] = len(local)
 		}
-		out[i] = b.String()
+		out[i] = parts
 	}
 	return out
 }
 
-func firstDiffs(a, b []string, limit int) []string {
+func samePrint(a, b [][]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !slices.Equal(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// firstDiffs names the first positions where two segments differ: the
+// task (by its place in the segment) and the part of it.
+func firstDiffs(a, b [][]string, limit int) []string {
 	var out []string
 	if len(a) != len(b) {
-		out = append(out, fmt.Sprintf("%d tasks vs %d", len(a), len(b)))
+		out = append(out, fmt.Sprintf("its length: %d tasks vs %d", len(a), len(b)))
 	}
 	for i := range min(len(a), len(b)) {
-		if a[i] != b[i] && len(out) < limit {
-			out = append(out, fmt.Sprintf("task %d: %s vs %s", i, a[i], b[i]))
+		if len(out) >= limit {
+			break
+		}
+		if slices.Equal(a[i], b[i]) {
+			continue
+		}
+		if a[i][0] != b[i][0] || len(a[i]) != len(b[i]) {
+			out = append(out, fmt.Sprintf("task %d: %s vs %s", i, a[i][0], b[i][0]))
+			continue
+		}
+		for j := range a[i] {
+			if a[i][j] != b[i][j] {
+				out = append(out, fmt.Sprintf("task %d (%s): %s vs %s", i, a[i][0], a[i][j], b[i][j]))
+				break
+			}
 		}
 	}
 	return out
@@ -208,7 +263,7 @@ func (cm *CutMap) WriteText(w io.Writer) error {
 	tw.Flush()
 	for i, k := range cm.Classes {
 		for _, d := range k.Differs {
-			fmt.Fprintf(w, "class %d differs from class 1 at %s\n", i+1, d)
+			fmt.Fprintf(w, "class %d differs from class %d at %s\n", i+1, k.Against, d)
 		}
 	}
 	fmt.Fprintln(w, "(a cut segment is no block call: no form is proposed; without --cut the map is by block call)")
@@ -222,6 +277,7 @@ func (cm *CutMap) JSON() any {
 		Tasks       int      `json:"tasks"`
 		Head        string   `json:"first_kernels"`
 		Segments    []int    `json:"first_tasks"`
+		Against     int      `json:"compared_with_class,omitempty"`
 		Differs     []string `json:"differs,omitempty"`
 	}
 	out := struct {
@@ -232,7 +288,7 @@ func (cm *CutMap) JSON() any {
 		Classes []class `json:"classes"`
 	}{Model: cm.Step.Model.Name, Cut: cm.Kernel, Tasks: cm.Step.Tasks, Prefix: cm.Prefix, Classes: []class{}}
 	for _, k := range cm.Classes {
-		out.Classes = append(out.Classes, class{len(k.Segments), k.Tasks, k.Head, k.Segments, k.Differs})
+		out.Classes = append(out.Classes, class{len(k.Segments), k.Tasks, k.Head, k.Segments, k.Against, k.Differs})
 	}
 	return out
 }
