@@ -3,6 +3,8 @@ package analyze
 import (
 	"fmt"
 	"slices"
+
+	"github.com/hbg-dev/hbg/stages"
 )
 
 // OpFigure is one operation's count and summed cost, as the runtime's
@@ -158,15 +160,27 @@ func Calibrate(eager Measured, graph, recording *Measured) (Costs, error) {
 			c.BuildNs = bv
 			recSrc = fmt.Sprintf("medians of the per-pass means over the %d passes of %s without kept Definitions (each records)", n, recording.Form)
 		}
-		if v, n := medianOver(recording, func(p PassFigure) (float64, bool) {
-			return float64(p.GraphUploadNs) / float64(max(p.UploadedBytes, 1)), p.UploadedBytes > 0
-		}); n > 0 {
-			c.UploadByteNs = v
-			upSrc = fmt.Sprintf("the median over those %d passes of graph_upload over the Definition bytes each uploaded (an upper bound: the phase also waits for the recordings)", n)
+		// What recording adds to a pass's control plane, measured: the
+		// recording run's warm median over the kept run's. The per-byte
+		// upload is what that leaves once the nodes and builds are paid,
+		// so that the three together make the measured excess (graph_upload
+		// itself waits for the recordings, so its own figure counts them
+		// twice).
+		var bytes, nodes, defs float64
+		for _, p := range recording.Passes {
+			bytes = max(bytes, float64(p.UploadedBytes))
+			nodes = max(nodes, float64(p.Ops["record_node"].Count))
+			defs = max(defs, float64(p.Ops["build_definition"].Count))
+		}
+		excess := float64(recording.ControlPlane - graph.ControlPlane)
+		if bytes > 0 {
+			c.UploadByteNs = max(0, excess-nodes*c.RecordNodeNs-defs*c.BuildNs) / bytes
+			upSrc = fmt.Sprintf("what recording adds to a pass (%s's warm control-plane median less the kept run's: %.3f ms) less its %.0f nodes and %.0f builds, over the %.0f Definition bytes each pass uploads",
+				recording.Form, excess/1e6, nodes, defs, bytes)
 		}
 	}
 	restG := float64(graph.ControlPlane) - graph.opsPerPass()
-	if d := float64(eager.HostSubmissions - graph.OrdinaryTasks); d > 0 {
+	if d := float64(eager.HostSubmissions - graph.HostSubmissions); d > 0 {
 		if t := (restE - restG) / d; t >= 0 && restG-t*float64(graph.HostSubmissions) >= 0 {
 			c.TaskWalkNs, c.PassNs = t, restG-t*float64(graph.HostSubmissions)
 		}
@@ -210,4 +224,46 @@ func (s Shape) HostSubmissions() int { return s.OrdinaryTasks + s.GraphCalls }
 // that shape.
 func (c *Costs) Predict(s Shape) float64 {
 	return c.PassNs + c.ordinary(s.OrdinaryTasks, s.Allocs) + float64(s.GraphCalls)*c.replay()
+}
+
+// FormShape is what one pass of a model's form submits on the host: its
+// ordinary tasks (those outside any Graph call) and its Graph calls.
+func FormShape(m interface {
+	Run(o stages.Submitter, form string) error
+	EntryRoots() []stages.Root
+}, form string) (Shape, error) {
+	c := &shapeCounter{o: stages.NewOrdinaryPath(m.EntryRoots())}
+	err := m.Run(c, form)
+	return c.s, err
+}
+
+type shapeCounter struct {
+	o     *stages.OrdinaryPath
+	s     Shape
+	depth int
+}
+
+func (c *shapeCounter) NumRoots() int { return c.o.NumRoots() }
+func (c *shapeCounter) Alloc(specs []stages.RootSpec) (stages.TaskID, stages.RootID) {
+	if c.depth == 0 {
+		c.s.OrdinaryTasks++
+		c.s.Allocs++
+	}
+	return c.o.Alloc(specs)
+}
+func (c *shapeCounter) Submit(t *stages.Task) stages.TaskID {
+	if c.depth == 0 {
+		c.s.OrdinaryTasks++
+	}
+	return c.o.Submit(t)
+}
+func (c *shapeCounter) ScopeBegin(mode stages.ScopeMode) { c.o.ScopeBegin(mode) }
+func (c *shapeCounter) ScopeEnd()                        { c.o.ScopeEnd() }
+func (c *shapeCounter) Graph(g *stages.GraphCall) stages.TaskID {
+	if c.depth == 0 {
+		c.s.GraphCalls++
+	}
+	c.depth++
+	defer func() { c.depth-- }()
+	return c.o.Graph(g)
 }

@@ -13,6 +13,7 @@ type jsonReport struct {
 	Blocks      []jsonBlock      `json:"blocks"`
 	Costs       *Costs           `json:"costs,omitempty"`
 	Proposal    *jsonProposal    `json:"proposal,omitempty"`
+	Forms       []FormPrediction `json:"forms,omitempty"`
 }
 
 type jsonBlock struct {
@@ -103,7 +104,7 @@ func paramMap(names []string, s Setting) map[string]int64 {
 func (r *Report) JSON() any {
 	st := r.Map.Step
 	out := jsonReport{Model: st.Model.Name, Params: paramMap(st.Params, st.Setting), ParamsForms: st.Setting.Forms,
-		Tasks: st.Tasks, Allocs: st.Allocs, Calls: len(st.Calls), Costs: r.Costs, Blocks: []jsonBlock{}}
+		Tasks: st.Tasks, Allocs: st.Allocs, Calls: len(st.Calls), Costs: r.Costs, Forms: r.Forms, Blocks: []jsonBlock{}}
 	for _, b := range r.Map.Blocks {
 		jb := jsonBlock{Block: b.Info.Name, Line: b.Info.Line, Occurrences: len(b.Calls), StaticSites: b.Sites, Shareable: b.Shareable(),
 			Verdict: b.canShare(), NameOnly: b.NameOnly, DirectionOnly: b.DirectionOnly, Construction: nonNil(b.Construction),

@@ -88,6 +88,30 @@ type Report struct {
 	Map      *Map
 	Costs    *Costs
 	Proposal *Proposal
+	// Forms is the model's own forms, each with its predicted warm
+	// control plane (Predict); set with the cost model.
+	Forms []FormPrediction
+}
+
+// FormPrediction is one form's shape and predicted warm control plane.
+type FormPrediction struct {
+	Form        string  `json:"form"`
+	Shape       Shape   `json:"shape"`
+	Host        int     `json:"host_submissions"`
+	PredictedNs float64 `json:"predicted_warm_control_plane_ns"`
+}
+
+// PredictForms predicts the warm control plane of each named form of m.
+func PredictForms(m *config.Model, forms []string, c Costs) ([]FormPrediction, error) {
+	var out []FormPrediction
+	for _, f := range forms {
+		s, err := FormShape(m, f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, FormPrediction{Form: f, Shape: s, Host: s.HostSubmissions(), PredictedNs: c.Predict(s)})
+	}
+	return out, nil
 }
 
 // occurrences describes calls' params compactly ("layer=0; layer=1",
@@ -249,6 +273,12 @@ func (r *Report) WriteText(w io.Writer) error {
 			c.SubmitNs, c.AllocNs, c.ReplayNs, c.RecordNodeNs, c.BuildNs, c.UploadByteNs, c.TaskWalkNs, c.PassNs)
 		for _, s := range c.Source {
 			fmt.Fprintf(w, "  %s\n", s)
+		}
+	}
+	if len(r.Forms) > 0 {
+		fmt.Fprintf(w, "\npredicted warm control plane of the model's forms (the cost model above):\n")
+		for _, f := range r.Forms {
+			fmt.Fprintf(w, "  %-10s %.3f ms  (%d host submissions: %d ordinary, %d Graph calls)\n", f.Form, f.PredictedNs/1e6, f.Host, f.Shape.OrdinaryTasks, f.Shape.GraphCalls)
 		}
 	}
 	if p := r.Proposal; p != nil {

@@ -115,6 +115,9 @@ func analyzeCmd(ctx context.Context, out, stderr io.Writer, m *config.Model, af 
 		}
 		rep.Costs = &costs
 		rep.Proposal = analyze.Propose(maps, costs, af.horizon)
+		if rep.Forms, err = analyze.PredictForms(m, m.Forms(), costs); err != nil {
+			return usageError{err}
+		}
 	}
 	switch {
 	case af.emit != "":
