@@ -12,9 +12,14 @@ import (
 // AutoForm is the name under which commands run the proposed form.
 const AutoForm = "auto"
 
-// DefaultHorizon is the passes a recording is amortised over by default:
-// hbgrun run's default --rounds.
-const DefaultHorizon = 5
+// DefaultHorizon is the passes a recording is amortised over by default.
+// A run's passes are the least a Definition serves (hbgrun run: 5; the
+// store on disk keeps it for later runs): a recording that pays for itself
+// within two such runs is worth it. It also sets how far apart the two
+// kinds of block are on a loaded box: a large block called once pays back
+// in under one pass here (recording runs off the submitting thread, at
+// about a submit's cost a node), a one-task block never or after dozens.
+const DefaultHorizon = 10
 
 // MapAll expands and maps the step under each setting.
 func MapAll(m *config.Model, settings []Setting) ([]*Map, error) {
@@ -29,10 +34,11 @@ func MapAll(m *config.Model, settings []Setting) ([]*Map, error) {
 	return out, nil
 }
 
-// unitCosts price a task, a replay and a recorded node alike: the
-// calibration form they choose makes a Graph of whatever repeats, so that
-// the calibration measures replays, recordings and uploads.
-var unitCosts = Costs{SubmitNs: 1, AllocNs: 1, ReplayNs: 1, RecordNodeNs: 1}
+// unitCosts make a replay free and a task cost one: the calibration form
+// they choose makes a Graph of every block that can be one (the most
+// tasks, no block in another), so that the calibration measures replays,
+// recordings and uploads wherever there are any.
+var unitCosts = Costs{SubmitNs: 1, AllocNs: 1}
 
 // CalibrationForms names the two forms a calibration runs, adding them to
 // m (hidden) where the model has none: its eager form (the first without

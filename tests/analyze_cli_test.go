@@ -136,8 +136,11 @@ func TestAnalyzeCLI(t *testing.T) {
 		t.Errorf("the emitted form fails the static checks: %v", errs)
 	}
 
-	out, _, code = runCLI(t, "analyze", "../analyze/testdata/once.yaml")
-	if code != 0 || !strings.Contains(out, "proposed form (recordings amortised over 5 passes): no Graph") || strings.Count(out, "break-even not reached") < 3 {
+	// With measured costs a one-task block's saving is noise around zero
+	// (TestNothingRepeats decides on fixed ones): amortised over one pass,
+	// no recording pays on any machine.
+	out, _, code = runCLI(t, "analyze", "../analyze/testdata/once.yaml", "--horizon", "1")
+	if code != 0 || !strings.Contains(out, "proposed form (recordings amortised over 1 passes): no Graph") || strings.Count(out, "break-even not reached") < 3 {
 		t.Errorf("exit %d; a step where nothing repeats:\n%s", code, out)
 	}
 

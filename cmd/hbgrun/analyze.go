@@ -69,7 +69,7 @@ segment is no block call, so it proposes no form.`,
 	fl.BoolVar(&af.json, "json", false, "write the map, the cost model and the proposal as JSON")
 	fl.StringVar(&af.emit, "emit-form", "", "print only the proposed form, as a forms: entry named NAME")
 	fl.IntVar(&af.horizon, "horizon", analyze.DefaultHorizon, "passes a Definition's recording is amortised over")
-	fl.IntVar(&af.rounds, "calibrate-rounds", 4, "passes of each calibration run (the first is cold)")
+	fl.IntVar(&af.rounds, "calibrate-rounds", calibrateRounds, "passes of each calibration run (the first is cold)")
 	fl.StringVar(&af.setting, "setting", "", "map the step under this form's program params (default: the model's first form's)")
 	fl.BoolVar(&af.noCalib, "no-calibrate", false, "print the structural map only: no calibration run, no cost model, no proposal")
 	addMaxTasks(cmd)
@@ -210,6 +210,10 @@ func measured(form string, rep *trace.Report) analyze.Measured {
 	return ms
 }
 
+// calibrateRounds is each calibration run's passes: medians over five
+// warm or recording passes, about a tenth of a second for DSv4's eager form.
+const calibrateRounds = 6
+
 // autoForm adds the model's form auto, the one analyze proposes, when a
 // command asks for it and the model has none of its own: the calibration
 // and the analysis run first, and stderr says what was chosen.
@@ -228,7 +232,7 @@ func autoForm(ctx context.Context, m *config.Model, forms []string, stderr io.Wr
 	if err != nil {
 		return usageError{err}
 	}
-	costs, err := calibrate(ctx, m, maps, 4)
+	costs, err := calibrate(ctx, m, maps, calibrateRounds)
 	if err != nil {
 		return err
 	}
