@@ -243,3 +243,16 @@ func autoForm(ctx context.Context, m *config.Model, forms []string, stderr io.Wr
 	}
 	return nil
 }
+
+// autoWarnings says, in a report of form auto, what the runtime refused
+// that the analysis had called shareable: each is a bug of the analysis,
+// not of the model.
+func autoWarnings(rep *trace.Report) {
+	if rep == nil || rep.Form != analyze.AutoForm {
+		return
+	}
+	c := rep.Counts
+	if c.BoundaryMismatches > 0 || c.Demoted > 0 {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("form auto: %d boundary mismatches and %d demoted Graph calls: the runtime refused a class hbgrun analyze called shareable (a bug of the analysis)", c.BoundaryMismatches, c.Demoted))
+	}
+}

@@ -193,6 +193,7 @@ func compareForms(ctx context.Context, s *session, f *runFlags, model string, fo
 		}
 		reports[i] = buildReport(info, own)
 		reports[i].Preload = pre[i]
+		autoWarnings(reports[i])
 		// Each form is checked against its own reference (its inline
 		// twin) in the library, whichever forms are listed.
 		if err := reportGolden(reports[i], own); err != nil && failed == nil {

@@ -217,6 +217,7 @@ func runCmd(ctx context.Context, out, stderr io.Writer, path string, f *runFlags
 	info := trace.RunInfo{Model: modelName(model), Form: f.form, Rounds: f.rounds, Ranks: f.ranks}
 	cctx, cmdSpan := s.tracer.StartCommand(ctx, info)
 	rep, passes, err := runForm(cctx, s, f, orch, info)
+	autoWarnings(rep)
 	if dump != nil {
 		err = errors.Join(err, dump.finish(f.store.dir, stderr))
 	}
