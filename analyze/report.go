@@ -3,6 +3,7 @@ package analyze
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -272,6 +273,11 @@ func (r *Report) WriteText(w io.Writer) error {
 			}
 		}
 		fmt.Fprintf(w, "  key (construction values): %s; a Graph of it records %d Definitions\n", key, len(b.Definitions))
+		for i, n := range b.Info.Structural {
+			if slices.Contains(b.Separating, n) {
+				fmt.Fprintf(w, "    the body's structure depends on %s at line %d: a choice the host settles when the body is recorded, so it must be in the key\n", n, b.Info.StructuralLines[i])
+			}
+		}
 	}
 	if r.Costs != nil {
 		c := r.Costs

@@ -95,8 +95,10 @@ type BlockInfo struct {
 	Scalars []string
 	// Structural is the params (and "variant") the body's structure
 	// depends on, as the static checks see it: a Graph of the block must
-	// have each in its key.
-	Structural []string
+	// have each in its key. StructuralLines is the first line where each
+	// does (a host-side if, a loop bound, a kernel or variant choice).
+	Structural      []string
+	StructuralLines []int
 }
 
 // SlotInfo is one declared boundary slot: its name, tag, and the params
@@ -126,6 +128,7 @@ func (m *Model) BlockInfos() []BlockInfo {
 		for s, line := range b.structural {
 			if line > 0 && (s < len(b.params) || s == b.variantSlot) {
 				bi.Structural = append(bi.Structural, b.slotName(s))
+				bi.StructuralLines = append(bi.StructuralLines, line)
 			}
 		}
 		out = append(out, bi)
