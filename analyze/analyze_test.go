@@ -1,6 +1,7 @@
 package analyze_test
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -101,6 +102,17 @@ func TestDSv4MatchesSeed(t *testing.T) {
 	}
 	if c := block(t, m, "csa_moe").Classes[0].Calls[0]; c.Params[0] != 2 {
 		t.Errorf("csa_moe's class of one is layer %d, want 2", c.Params[0])
+	}
+	// ... settled by a host-side if on route_by_hash (#1939's hazard): the
+	// map names its line.
+	src, err := os.ReadFile("../config/models/dsv4_flash_decode.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ifLine := 1 + strings.Count(string(src[:strings.Index(string(src), "{if: route_by_hash, k: route_hash_1")]), "\n")
+	info := block(t, m, "csa_moe").Info
+	if i := slices.Index(info.Structural, "route_by_hash"); i < 0 || info.StructuralLines[i] != ifLine {
+		t.Errorf("csa_moe's structure depends on %v at %v; want route_by_hash at line %d", info.Structural, info.StructuralLines, ifLine)
 	}
 }
 
