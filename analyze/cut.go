@@ -292,5 +292,3 @@ func (cm *CutMap) JSON() any {
 	}
 	return out
 }
-
-func fmtInt(i int64) string { return fmt.Sprint(i) }

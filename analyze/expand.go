@@ -109,7 +109,7 @@ func paramsYAML(names []string, s Setting) string {
 	return "{" + strings.Join(parts, ", ") + "}"
 }
 
-// probeSeq numbers the hidden forms Expand adds, so that two expansions of
+// probeName names a hidden form Expand adds, unused so far, so that two expansions of
 // one model never ask for the same name.
 func probeName(m *config.Model, what string) string {
 	for i := 0; ; i++ {

@@ -1,5 +1,7 @@
 package analyze
 
+import "strconv"
+
 // The JSON form of a Report (hbgrun analyze --json): field names are a
 // contract, units in their names.
 
@@ -113,7 +115,7 @@ func (r *Report) JSON() any {
 		for i, k := range b.Classes {
 			jc := jsonClass{Nodes: k.Nodes, Width: k.Width, Scalars: k.Scalars, Uses: nonNil(k.Uses), Patched: []jsonPatched{}}
 			for _, c := range k.Calls {
-				occ := map[string]string{"line": itoa(c.Line)}
+				occ := map[string]string{"line": strconv.Itoa(c.Line)}
 				for j, n := range keyNames(b.Info) {
 					occ[n] = keyValue(b.Info, c, j)
 				}
@@ -154,8 +156,4 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
-}
-
-func itoa(i int) string {
-	return fmtInt(int64(i))
 }
