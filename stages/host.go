@@ -22,6 +22,8 @@ type keyState struct {
 	first       []Arg
 	firstScalar []uint64
 	verifyAsked bool
+	// warnedPass is the pass that last warned this failed key falls back.
+	warnedPass uint64
 }
 
 // Host is one rank's submission side: the ordinary path (OrdinaryPath), what the
@@ -34,11 +36,14 @@ type Host struct {
 	identity string
 	idHash   uint64 // FullKey's hash of identity so far
 	keys     map[uint64]*keyState
-	matcher  Matcher
-	p        *Pass
-	nextID   uint64
-	jobs     []RecordRequest
-	spare    []*RunImage
+	// recording counts keys' recording flags: the submission asks after
+	// every message, which must not walk every key.
+	recording int
+	matcher   Matcher
+	p         *Pass
+	nextID    uint64
+	jobs      []RecordRequest
+	spare     []*RunImage
 }
 
 // NewHost makes a rank's Host.
@@ -57,12 +62,7 @@ func (h *Host) Ordinary() *OrdinaryPath { return h.orch }
 // next pass then waits, so that at most one pass per rank awaits recordings
 // and a key's calls are never shells of two passes.
 func (h *Host) Recording() bool {
-	for _, e := range h.keys {
-		if e.recording {
-			return true
-		}
-	}
-	return false
+	return h.recording > 0
 }
 
 // Begin starts a pass of the orchestration identity over entry. The caller
@@ -73,10 +73,10 @@ func (h *Host) Begin(identity string, entry []Root, nkernels, round int) *Pass {
 		h.orch = NewOrdinaryPath(entry)
 		h.identity = identity
 		h.idHash = fnvString(fnvOffset, identity)
-		clear(h.keys)
+		h.forgetAll()
 	}
 	if h.cfg.NoRetain {
-		clear(h.keys)
+		h.forgetAll()
 	}
 	return h.begin(nkernels, round)
 }
@@ -126,14 +126,15 @@ func (h *Host) Graph(call *GraphCall, o Submitter) TaskID {
 	switch {
 	case e == nil:
 		e = &keyState{nscalars: len(call.Scalars), next: len(call.ExtDeps), sig: Signature(call.Boundary, h.orch), recording: true}
+		h.recording++
 		job := h.job(call, fk, sk, false)
 		// The request's copies are read-only from here on: the key keeps
 		// the first call's values in them.
 		e.first, e.firstScalar = job.Boundary, job.Scalars
 		h.keys[sk] = e
 	case e.failed != nil:
-		if !slices.Contains(p.fellBack, sk) {
-			p.fellBack = append(p.fellBack, sk)
+		if e.warnedPass != p.ID {
+			e.warnedPass = p.ID
 			p.warn("%v; its calls run on the ordinary path", e.failed)
 		}
 		p.Counts.FallbackCalls++
@@ -177,6 +178,7 @@ func (h *Host) job(call *GraphCall, fk, sk uint64, verify bool) *RecordRequest {
 		Verify:   verify,
 	})
 	h.p.pending[sk]++
+	h.p.awaited++
 	return &h.jobs[len(h.jobs)-1]
 }
 
@@ -261,15 +263,24 @@ func (h *Host) Learn(ls []Learned) {
 		if e == nil {
 			continue
 		}
+		if (l.Forget || l.Failed != nil || l.Def != nil) && e.recording {
+			e.recording = false
+			h.recording--
+		}
 		switch {
 		case l.Forget:
 			delete(h.keys, l.StoreKey)
 		case l.Failed != nil:
-			e.failed, e.recording = l.Failed, false
+			e.failed = l.Failed
 		case l.Def != nil:
-			e.def, e.recording = l.Def, false
+			e.def = l.Def
 		}
 	}
+}
+
+func (h *Host) forgetAll() {
+	clear(h.keys)
+	h.recording = 0
 }
 
 // Forget lists the store keys of this Host's keys (NoRetain: the store drops

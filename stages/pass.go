@@ -165,10 +165,18 @@ type Pass struct {
 	defs     map[uint64]*Published
 	learned  []Learned
 	rerun    bool
-	fellBack []uint64
+	// awaited is the sum of pending's counts.
+	awaited int
+	// usedSet and byHash index used once it outgrows usedScan.
+	usedSet map[*Published]struct{}
+	byHash  map[uint64]*Published
 	// atDevice counts this pass's device requests not yet answered.
 	atDevice int
 	replied  bool
+	// walked counts the entries of per-pass collections that the pass's
+	// steps visit (TestWarmWorkPerCall): a step that walks them per Graph
+	// call makes the pass quadratic in its keys.
+	walked int
 }
 
 // Shipping says whether the pass's run image has been sent to the device.
@@ -181,13 +189,42 @@ func (p *Pass) warn(format string, a ...any) {
 	}
 }
 
+// usedScan is how many Definitions a pass finds by scanning p.used before
+// it indexes them: a handful (DSv4 replays 8) is found faster by a scan
+// than through a map, and costs no allocation; past it, an index keeps a
+// pass of many distinct keys linear in its Graph calls.
+const usedScan = 16
+
 func (p *Pass) use(d *Published) {
-	for _, u := range p.used {
-		if u == d {
-			return
+	if p.usedSet == nil {
+		for _, u := range p.used {
+			p.walked++
+			if u == d {
+				return
+			}
 		}
+		p.used = append(p.used, d)
+		if len(p.used) > usedScan {
+			p.usedSet = make(map[*Published]struct{}, 2*len(p.used))
+			p.byHash = make(map[uint64]*Published, 2*len(p.used))
+			for _, u := range p.used {
+				p.index(u)
+			}
+		}
+		return
+	}
+	if _, ok := p.usedSet[d]; ok {
+		return
 	}
 	p.used = append(p.used, d)
+	p.index(d)
+}
+
+func (p *Pass) index(d *Published) {
+	p.usedSet[d] = struct{}{}
+	if _, ok := p.byHash[d.Hash]; !ok { // the first with a hash, as a scan finds it
+		p.byHash[d.Hash] = d
+	}
 }
 
 // Used is the Definitions the pass replays.

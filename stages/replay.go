@@ -100,6 +100,7 @@ func (r *Replay) apply(p *Pass, o Outcome) {
 		panic(fmt.Sprintf("stages: pass %d got an outcome for key %016x it did not ask for", p.ID, o.StoreKey))
 	}
 	p.pending[o.StoreKey]--
+	p.awaited--
 	p.RecordNodeOps += o.RecordedNodes
 	p.RecordNs += o.RecordNs
 	if o.Recorded && o.Err == nil {
@@ -143,14 +144,7 @@ func (r *Replay) apply(p *Pass, o Outcome) {
 	}
 }
 
-func (p *Pass) awaiting() bool {
-	for _, n := range p.pending {
-		if n > 0 {
-			return true
-		}
-	}
-	return false
-}
+func (p *Pass) awaiting() bool { return p.awaited > 0 }
 
 // advance moves a waiting pass on once every outcome is in.
 func (r *Replay) advance(p *Pass) {
@@ -204,7 +198,11 @@ func (p *Pass) count() {
 }
 
 func (p *Pass) def(hash uint64) *Published {
+	if p.byHash != nil {
+		return p.byHash[hash]
+	}
 	for _, d := range p.used {
+		p.walked++
 		if d.Hash == hash {
 			return d
 		}
