@@ -9,7 +9,10 @@ import (
 
 // keyState is what the Host knows about one store key across passes.
 type keyState struct {
-	def    *Published
+	sk  uint64
+	def *Published
+	// gone: the key was forgotten (Learn), and h.seq may still hold it.
+	gone   bool
 	failed error
 	// recording is set from the request to the outcome's Learn.
 	recording bool
@@ -22,8 +25,9 @@ type keyState struct {
 	first       []Arg
 	firstScalar []uint64
 	verifyAsked bool
-	// warnedPass is the pass that last warned this failed key falls back.
-	warnedPass uint64
+	// warnedPass is the pass that last warned this failed key falls back;
+	// usedPass the last that replayed its Definition (Pass.used).
+	warnedPass, usedPass uint64
 }
 
 // Host is one rank's submission side: the ordinary path (OrdinaryPath), what the
@@ -41,9 +45,12 @@ type Host struct {
 	recording int
 	matcher   Matcher
 	p         *Pass
-	nextID    uint64
-	jobs      []RecordRequest
-	spare     []*RunImage
+	// seq is the key of each Graph call of the last pass, in call order;
+	// cur the pass's own, which End makes seq.
+	seq, cur []*keyState
+	nextID   uint64
+	jobs     []RecordRequest
+	spare    []*RunImage
 }
 
 // NewHost makes a rank's Host.
@@ -119,19 +126,31 @@ func (h *Host) storeKey(fk uint64) uint64 {
 // Record requests pile up for TakeJobs.
 func (h *Host) Graph(call *GraphCall, o Submitter) TaskID {
 	p := h.p
+	n := p.Counts.GraphCalls
 	p.Counts.GraphCalls++
 	fk := fullKeyFrom(h.idHash, call.Key, call.Config)
 	sk := h.storeKey(fk)
-	e := h.keys[sk]
+	// A pass makes the calls the last one made, in its order: the key of
+	// the call at this position last pass is found without the map, whose
+	// lookup at 10^5 keys is a cache miss per call.
+	var e *keyState
+	if n < len(h.seq) && h.seq[n].sk == sk && !h.seq[n].gone {
+		e = h.seq[n]
+	} else {
+		e = h.keys[sk]
+	}
 	switch {
 	case e == nil:
-		e = &keyState{nscalars: len(call.Scalars), next: len(call.ExtDeps), sig: Signature(call.Boundary, h.orch), recording: true}
+		e = &keyState{sk: sk, nscalars: len(call.Scalars), next: len(call.ExtDeps), sig: Signature(call.Boundary, h.orch), recording: true}
 		h.recording++
 		job := h.job(call, fk, sk, false)
 		// The request's copies are read-only from here on: the key keeps
 		// the first call's values in them.
 		e.first, e.firstScalar = job.Boundary, job.Scalars
 		h.keys[sk] = e
+	}
+	h.cur = append(h.cur, e)
+	switch {
 	case e.failed != nil:
 		if e.warnedPass != p.ID {
 			e.warnedPass = p.ID
@@ -159,7 +178,13 @@ func (h *Host) Graph(call *GraphCall, o Submitter) TaskID {
 		h.job(call, fk, sk, true)
 	}
 	if e.def != nil {
-		p.use(e.def)
+		// Marked on the key, not looked up in the pass: a Published is one
+		// key's, and the key's state is in the cache already.
+		if e.usedPass != p.ID {
+			e.usedPass = p.ID
+			p.used = append(p.used, e.def)
+		}
+		p.graphNodes += len(e.def.Def.Nodes)
 	} else {
 		p.shells = append(p.shells, shell{task: id, sk: sk})
 	}
@@ -234,6 +259,8 @@ func (h *Host) End(err error) *Pass {
 		spare, h.spare = h.spare[n-1], h.spare[:n-1]
 	}
 	p.Image = h.orch.TakeImage(spare)
+	clear(h.seq)
+	h.seq, h.cur = h.cur, h.seq[:0]
 	c := &p.Counts
 	c.HostSubmissions = len(p.Image.Tasks)
 	c.GraphSubmissions = len(p.Image.Graphs)
@@ -269,6 +296,7 @@ func (h *Host) Learn(ls []Learned) {
 		}
 		switch {
 		case l.Forget:
+			e.gone = true
 			delete(h.keys, l.StoreKey)
 		case l.Failed != nil:
 			e.failed = l.Failed
@@ -281,6 +309,8 @@ func (h *Host) Learn(ls []Learned) {
 func (h *Host) forgetAll() {
 	clear(h.keys)
 	h.recording = 0
+	clear(h.seq)
+	h.seq = h.seq[:0]
 }
 
 // Forget lists the store keys of this Host's keys (NoRetain: the store drops

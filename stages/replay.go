@@ -175,6 +175,7 @@ func (r *Replay) advance(p *Pass) {
 		}
 		p.Image.FinalizeGraph(sh.task, d.Hash, d.Def.HeapBytes)
 		p.use(d)
+		p.graphNodes += len(d.Def.Nodes)
 	}
 	p.count()
 	p.step = stepReady
@@ -185,29 +186,10 @@ func (r *Replay) advance(p *Pass) {
 func (p *Pass) count() {
 	c := &p.Counts
 	c.Definitions = len(p.used)
-	nodes := 0
-	for _, g := range p.Image.Graphs {
-		if d := p.def(g.DefHash); d != nil {
-			nodes += len(d.Def.Nodes)
-		}
-	}
-	c.ExpectedDeviceTasks = c.OrdinaryTasks + nodes
+	c.ExpectedDeviceTasks = c.OrdinaryTasks + p.graphNodes
 	if p.cfg.CountKernels {
 		p.KernelTasks = kernelTasks(p.Image, p.nkernels, p.def)
 	}
-}
-
-func (p *Pass) def(hash uint64) *Published {
-	if p.byHash != nil {
-		return p.byHash[hash]
-	}
-	for _, d := range p.used {
-		p.walked++
-		if d.Hash == hash {
-			return d
-		}
-	}
-	return nil
 }
 
 // kernelTasks counts the device tasks of each kernel in a run image, Graph
