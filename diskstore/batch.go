@@ -62,8 +62,11 @@ func (s *Store) PutBatch(items []Item) (int, error) {
 		over := s.size > s.max
 		s.mu.Unlock()
 		if over {
-			// Whoever holds the lock is evicting already.
-			if _, err := s.evict(s.max, false); err != nil && !errors.Is(err, errBusy) {
+			// Whoever holds the lock is evicting already. An eviction
+			// scans the whole index: evicted to the low-water mark, the
+			// next one is an eighth of the limit away, so a store at its
+			// limit does not scan its 10^5 entries for every put.
+			if _, err := s.evict(lowWater(s.max), false); err != nil && !errors.Is(err, errBusy) {
 				errs = append(errs, err)
 			}
 		}
@@ -222,3 +225,7 @@ func (s *Store) commit(files []*staged, dir string) (added int64) {
 	}
 	return added
 }
+
+// lowWater is what a put that finds the store over its limit max evicts
+// down to.
+func lowWater(max int64) int64 { return max - max/8 }

@@ -73,6 +73,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofrs/flock"
@@ -161,6 +162,8 @@ type Store struct {
 	// Open and by each eviction, plus its own writes since. Other processes'
 	// writes show up at the next eviction's scan.
 	size int64
+	// evictions counts the evictions (each a scan of the whole index).
+	evictions atomic.Int64
 }
 
 type pin struct {
