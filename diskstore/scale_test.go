@@ -13,7 +13,7 @@ import (
 // per unit of work: open (Open's scan of the index, per Definition), load
 // (one entry found, read, verified and decoded, per load), put (a batch of
 // 64 new Definitions, per Definition) and put-full (the same into a store at
-// its size limit, so that every batch evicts as many: an eviction scans the
+// its size limit, so that the puts evict as many: an eviction scans the
 // whole index, which must not make a put's cost grow with the store). The
 // store lives on tmpfs (/dev/shm) where there is one, because filling it on
 // this machine's disk costs about a millisecond a file, minutes for 10^5;
@@ -88,12 +88,19 @@ func BenchmarkScaleStore(b *testing.B) {
 				name = "put-full"
 			}
 			b.Run(fmt.Sprint(name, "/defs=", n), func(b *testing.B) {
-				max := int64(DefaultMax)
+				limit := int64(DefaultMax)
 				if full {
-					max = size // at its limit: each batch evicts as many
+					limit = size // at its limit
 				}
-				s := open(b, dir, max)
-				const batch = 64
+				s := open(b, dir, limit)
+				// At the limit, one batch in every n/8 Definitions evicts
+				// (lowWater): a batch of n/4 (64 at least) puts one such
+				// eviction or more in every iteration, so that a few
+				// iterations measure the amortized cost.
+				batch := 64
+				if full {
+					batch = max(64, n/4)
+				}
 				u := startUnits(b)
 				for b.Loop() {
 					b.StopTimer()
