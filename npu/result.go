@@ -87,4 +87,8 @@ type Slice struct {
 	Block  int32
 	Start  int64 // ns of simulated time
 	Dur    int64
+	// Key is the Graph key of the Definition a node belongs to ("" for an
+	// ordinary task): a timeline is read by which Graph kept which cores
+	// busy, and only the device knows which instance a node came from.
+	Key string
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/hbg-dev/hbg/actors"
 	"github.com/hbg-dev/hbg/npu"
 	"github.com/hbg-dev/hbg/remote"
+	"github.com/hbg-dev/hbg/report"
 	"github.com/hbg-dev/hbg/stages"
 	"github.com/hbg-dev/hbg/trace"
 )
@@ -30,6 +31,7 @@ type runFlags struct {
 	json       bool
 	otlp       string
 	traceOut   string
+	html       string
 	defects    string
 	strict     bool
 	verbose    bool
@@ -61,6 +63,7 @@ func (f *runFlags) register(c *cobra.Command, withForm bool) {
 	fl.BoolVar(&f.json, "json", false, "write the report as JSON")
 	fl.StringVar(&f.otlp, "otlp", "", "export spans over OTLP to ENDPOINT (grpc://host:4317 or http://host:4318); default: the OTEL_EXPORTER_OTLP_* variables, else nowhere")
 	fl.StringVar(&f.traceOut, "trace-out", "", "write a Chrome trace-event file (open it in Perfetto)")
+	fl.StringVar(&f.html, "html", "", "write the report as one self-contained HTML page to FILE (charts inline, nothing loaded: it opens offline)")
 	fl.StringVar(&f.defects, "defects", "error", "what a detected body defect does: error or warn")
 	fl.IntVar(&f.inFlight, "in-flight", 2, "passes of one rank in flight: the host orchestrates the next while the device runs the previous (1: they take turns; 0: the runtime's default)")
 	fl.BoolVar(&f.strict, "strict", false, "fail a pass when a body records something unsupported, instead of running that key on the ordinary path")
@@ -143,7 +146,7 @@ func (f *runFlags) config(tr *trace.Tracer, skipDevice bool) actors.Config {
 		DefectsAsWarnings: f.defects == "warn",
 		StrictRecording:   f.strict,
 		InFlight:          f.inFlight,
-		Timeline:          f.traceOut != "",
+		Timeline:          f.traceOut != "" || f.html != "",
 		Tracer:            tr,
 		StoreDir:          f.store.dir,
 		StoreMax:          f.store.max,
@@ -202,8 +205,13 @@ func runCmd(ctx context.Context, out, stderr io.Writer, path string, f *runFlags
 		defer dump.close()
 		f.tamper = dump.observe(f.tamper)
 	}
+	htmlOut, err := createOutput("--html", f.html)
+	if err != nil {
+		return err
+	}
 	s, traceOut, err := openSession(ctx, f, stderr)
 	if err != nil {
+		htmlOut.discard()
 		return err
 	}
 	info := trace.RunInfo{Model: modelName(model), Form: f.form, Rounds: f.rounds, Ranks: f.ranks}
@@ -231,19 +239,22 @@ func runCmd(ctx context.Context, out, stderr io.Writer, path string, f *runFlags
 		}))
 	} else {
 		traceOut.discard()
+		htmlOut.discard()
 	}
 	dest, ferr := s.finish()
 	if rep == nil {
 		return errors.Join(err, ferr)
 	}
 	rep.Exporter = dest
+	rep.Timeline = timelineOf(passes, 0, orch.Kernels)
 	var werr error
 	if f.json {
 		werr = rep.WriteJSON(out)
 	} else {
-		werr = rep.WriteText(out)
+		werr = rep.WriteTextRows(out, f.verbose)
 	}
-	return errors.Join(err, ferr, werr, failed)
+	herr := htmlOut.write(func(w io.Writer) error { return report.Write(w, report.Run(rep)) })
+	return errors.Join(err, ferr, werr, herr, failed)
 }
 
 // runForm runs one form for f.rounds on f.ranks and builds its report. When
@@ -447,4 +458,45 @@ func deviceSlices(r *actors.PassResult, form string, kernels []stages.Kernel) []
 			Args: map[string]any{"task": s.Task, "node": s.Node, "block": s.Block, "rank": r.Pass.Rank, "round": r.Pass.Round}})
 	}
 	return out
+}
+
+// timelineWidth is the columns a report's device timeline is cut for: the
+// HTML page draws it this wide.
+const timelineWidth = 1000
+
+// timelineOf cuts down the device timeline of the pass a report draws:
+// rank rank0's first warm pass (what a steady step looks like), else its
+// first; nil when no pass kept one.
+func timelineOf(passes []*actors.PassResult, rank0 int, kernels []stages.Kernel) *trace.DeviceTimeline {
+	var pick *actors.PassResult
+	for _, p := range passes {
+		if p == nil || p.Device == nil || len(p.Device.Timeline) == 0 || p.Pass.Rank != rank0 {
+			continue
+		}
+		if pick == nil || pick.Pass.Cold && !p.Pass.Cold {
+			pick = p
+		}
+		if !pick.Pass.Cold {
+			break
+		}
+	}
+	if pick == nil {
+		return nil
+	}
+	d := pick.Device
+	sl := make([]trace.TimelineSlice, len(d.Timeline))
+	for i, s := range d.Timeline {
+		name := ""
+		if int(s.Kernel) >= 0 && int(s.Kernel) < len(kernels) {
+			name = kernels[s.Kernel].Name
+		}
+		sl[i] = trace.TimelineSlice{Core: int(s.Core), StartNs: s.Start, DurNs: s.Dur, Key: s.Key, Kernel: name}
+	}
+	aic := len(d.CoreBusyNs) / 3
+	t := trace.NewDeviceTimeline(sl, d.SimNs, timelineWidth, func(c int) string { return trace.CoreName(c, aic) })
+	t.Rank, t.Round = pick.Pass.Rank-rank0, pick.Pass.Round
+	if pick.Pass.Has(trace.PhaseDeviceWall) {
+		t.IdleNs = pick.Pass.DeviceIdleNs
+	}
+	return t
 }
