@@ -414,7 +414,7 @@ func timelineSVG(t *trace.DeviceTimeline) template.HTML {
 		x := left + (i%4)*int(width/4)
 		y := axisY + 10 + (i/4)*16
 		s.rect(float64(x), float64(y), 10, 10, keyColour(i), keyName(k))
-		s.text(x+14, y+9, "start", fmt.Sprintf("%s %s", keyName(k), msText(keyBusy[i])))
+		s.text(x+14, y+9, "start", fmt.Sprintf("%s: %s of core time", keyName(k), msText(keyBusy[i])))
 	}
 	return s.close()
 }
