@@ -243,7 +243,7 @@ func TestTraceOut(t *testing.T) {
 	}
 	cores, recorders := 0, 0
 	for k := range tracks {
-		if strings.HasPrefix(k, "rank 0 device (simulated) round 0/") {
+		if strings.HasPrefix(k, "rank 0 device (simulated clock) round 0/") {
 			cores++
 		}
 		if strings.HasPrefix(k, "host/recorder-") {
@@ -671,7 +671,7 @@ func TestCompareTraceOut(t *testing.T) {
 			procs[names[e.Pid]+"/"+e.Args["name"].(string)] = true
 		}
 	}
-	for _, want := range []string{"host", "eager rank 0 device (simulated) round 0", "full rank 1 device (simulated) round 0", "host/rank 1"} {
+	for _, want := range []string{"host", "eager rank 0 device (simulated clock) round 0", "full rank 1 device (simulated clock) round 0", "host/rank 1 pass slot 0"} {
 		if !procs[want] {
 			t.Errorf("no process %q in %v", want, procs)
 		}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -255,4 +256,72 @@ func spanSlice(s sdktrace.ReadOnlySpan) Slice {
 		sl.Track = sl.Name
 	}
 	return sl
+}
+
+// SeparatePasses moves every pass's slices on a rank's track (its phases
+// and its golden_reference wait: slices with hbg.round) onto a slot track
+// of that rank, "rank 0 pass slot 1", the lowest slot free when the pass
+// starts. Passes in flight at once (the host orchestrating one while the
+// device runs another) then lie side by side, and a viewer never draws a
+// pass as a child of the one before it; the rank's run stays on the rank's
+// own track. It returns slices, changed in place.
+func SeparatePasses(sl []Slice) []Slice {
+	type pass struct {
+		track      string
+		round      int64
+		start, end int64
+		slot       int
+	}
+	byKey := map[[2]any]*pass{}
+	var passes []*pass
+	for i := range sl {
+		s := &sl[i]
+		r, ok := s.Args[string(KeyRound)].(int64)
+		if s.Process != HostProcess || !ok || !isRankTrack(s.Track) {
+			continue
+		}
+		k := [2]any{s.Track, r}
+		p := byKey[k]
+		if p == nil {
+			p = &pass{track: s.Track, round: r, start: s.StartNs, end: s.StartNs + s.DurNs}
+			byKey[k] = p
+			passes = append(passes, p)
+		}
+		p.start = min(p.start, s.StartNs)
+		p.end = max(p.end, s.StartNs+s.DurNs)
+	}
+	slices.SortFunc(passes, func(a, b *pass) int {
+		return cmp.Or(cmp.Compare(a.track, b.track), cmp.Compare(a.start, b.start), cmp.Compare(a.round, b.round))
+	})
+	ends := map[string][]int64{} // per rank track, each slot's last end
+	for _, p := range passes {
+		e := ends[p.track]
+		p.slot = len(e)
+		for j, end := range e {
+			if end <= p.start {
+				p.slot = j
+				break
+			}
+		}
+		if p.slot == len(e) {
+			e = append(e, 0)
+		}
+		e[p.slot] = p.end
+		ends[p.track] = e
+	}
+	for i := range sl {
+		s := &sl[i]
+		r, ok := s.Args[string(KeyRound)].(int64)
+		if s.Process != HostProcess || !ok || !isRankTrack(s.Track) {
+			continue
+		}
+		s.Track = fmt.Sprintf("%s pass slot %d", s.Track, byKey[[2]any{s.Track, r}].slot)
+	}
+	return sl
+}
+
+// isRankTrack is a rank's host track, "rank 3" (spanSlice).
+func isRankTrack(track string) bool {
+	n, ok := strings.CutPrefix(track, "rank ")
+	return ok && n != "" && digitRun(n) == len(n)
 }

@@ -92,7 +92,7 @@ func compareCmd(ctx context.Context, out, stderr io.Writer, path string, forms [
 	cmdSpan.End()
 	if err == nil {
 		err = traceOut.write(func(w io.Writer) error {
-			return writeChromeTrace(w, s.provider, passes, forms, orchs[0].Kernels)
+			return writeChromeTrace(w, s.provider, passes, forms, orchs[0].Kernels, f.devicePasses)
 		})
 	} else {
 		traceOut.discard()

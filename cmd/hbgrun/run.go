@@ -32,7 +32,10 @@ type runFlags struct {
 	otlp       string
 	traceOut   string
 	html       string
-	defects    string
+	// devicePasses bounds the passes whose device timeline goes into
+	// --trace-out.
+	devicePasses int
+	defects      string
 	strict     bool
 	verbose    bool
 	inFlight   int
@@ -62,7 +65,8 @@ func (f *runFlags) register(c *cobra.Command, withForm bool) {
 	fl.BoolVar(&f.skipDevice, "skip-device", false, "stop each pass after the run image is copied: no simulation, no golden check")
 	fl.BoolVar(&f.json, "json", false, "write the report as JSON")
 	fl.StringVar(&f.otlp, "otlp", "", "export spans over OTLP to ENDPOINT (grpc://host:4317 or http://host:4318); default: the OTEL_EXPORTER_OTLP_* variables, else nowhere")
-	fl.StringVar(&f.traceOut, "trace-out", "", "write a Chrome trace-event file (open it in Perfetto)")
+	fl.StringVar(&f.traceOut, "trace-out", "", "write a Chrome trace-event file (open it in Perfetto); a name ending in .gz is written gzipped")
+	fl.IntVar(&f.devicePasses, "trace-device-passes", 3, "passes (the first, per form) whose simulated device timeline goes into --trace-out, about 5 MB each for DSv4 (0: none; -1: every pass)")
 	fl.StringVar(&f.html, "html", "", "write the report as one self-contained HTML page to FILE (charts inline, nothing loaded: it opens offline)")
 	fl.StringVar(&f.defects, "defects", "error", "what a detected body defect does: error or warn")
 	fl.IntVar(&f.inFlight, "in-flight", 2, "passes of one rank in flight: the host orchestrates the next while the device runs the previous (1: they take turns; 0: the runtime's default)")
@@ -100,6 +104,8 @@ func (f *runFlags) check() error {
 		return usageError{fmt.Errorf("--ranks %d: want 1 to %d", f.ranks, maxRanks)}
 	case f.defects != "error" && f.defects != "warn":
 		return usageError{fmt.Errorf("--defects %q: want error or warn", f.defects)}
+	case f.devicePasses < -1:
+		return usageError{fmt.Errorf("--trace-device-passes %d: want -1 (every pass), 0 (none) or more", f.devicePasses)}
 	}
 	if err := f.remote.check(); err != nil {
 		return err
@@ -235,7 +241,7 @@ func runCmd(ctx context.Context, out, stderr io.Writer, path string, f *runFlags
 	cmdSpan.End()
 	if rep != nil {
 		err = errors.Join(err, traceOut.write(func(w io.Writer) error {
-			return writeChromeTrace(w, s.provider, [][]*actors.PassResult{passes}, []string{""}, orch.Kernels)
+			return writeChromeTrace(w, s.provider, [][]*actors.PassResult{passes}, []string{""}, orch.Kernels, f.devicePasses)
 		}))
 	} else {
 		traceOut.discard()
@@ -421,15 +427,21 @@ func golden(rep *trace.Report, passes []*actors.PassResult) error {
 	return failed
 }
 
-// writeChromeTrace writes the run's spans and every pass's simulated device
-// timeline. forms[i] names passes[i]'s form in the device processes ("" for
-// a run of one form).
-func writeChromeTrace(w io.Writer, p *trace.Provider, passes [][]*actors.PassResult, forms []string, kernels []stages.Kernel) error {
-	all := p.Slices()
+// writeChromeTrace writes the run's spans, each pass's on a slot track of
+// its rank (trace.SeparatePasses), and the simulated device timeline of the
+// first devicePasses passes of each form (-1: all). forms[i] names
+// passes[i]'s form in the device processes ("" for a run of one form).
+func writeChromeTrace(w io.Writer, p *trace.Provider, passes [][]*actors.PassResult, forms []string, kernels []stages.Kernel, devicePasses int) error {
+	all := trace.SeparatePasses(p.Slices())
 	for i, ps := range passes {
+		n := 0
 		for _, r := range ps {
+			if devicePasses >= 0 && n >= devicePasses {
+				break
+			}
 			if r != nil && r.Device != nil {
 				all = append(all, deviceSlices(r, forms[i], kernels)...)
+				n++
 			}
 		}
 	}
@@ -440,10 +452,12 @@ func writeChromeTrace(w io.Writer, p *trace.Provider, passes [][]*actors.PassRes
 // slices: one process per pass (rank and round), one track per core that
 // did work, starting where the pass's device_wall span starts. Simulated
 // time is its own clock and can outlast the real wall of the simulation,
-// so a pass gets a process of its own rather than sharing one with the
-// rank's next pass, which may start before its simulated time ends.
+// so a pass gets a process of its own, named for its clock, rather than
+// sharing one with the rank's next pass, which may start before its
+// simulated time ends. A node's slice is named by its Graph key and
+// kernel.
 func deviceSlices(r *actors.PassResult, form string, kernels []stages.Kernel) []trace.Slice {
-	proc := fmt.Sprintf("rank %d device (simulated) round %d", r.Pass.Rank, r.Pass.Round)
+	proc := fmt.Sprintf("rank %d device (simulated clock) round %d", r.Pass.Rank, r.Pass.Round)
 	if form != "" {
 		proc = form + " " + proc
 	}
@@ -454,8 +468,12 @@ func deviceSlices(r *actors.PassResult, form string, kernels []stages.Kernel) []
 		if int(s.Kernel) >= 0 && int(s.Kernel) < len(kernels) {
 			name = kernels[s.Kernel].Name
 		}
-		out = append(out, trace.Slice{Process: proc, Track: core, Name: name, StartNs: r.DeviceStartNs + s.Start, DurNs: s.Dur,
-			Args: map[string]any{"task": s.Task, "node": s.Node, "block": s.Block, "rank": r.Pass.Rank, "round": r.Pass.Round}})
+		args := map[string]any{"task": s.Task, "node": s.Node, "block": s.Block, "rank": r.Pass.Rank, "round": r.Pass.Round}
+		if s.Key != "" {
+			name = s.Key + ": " + name
+			args["graph_key"] = s.Key
+		}
+		out = append(out, trace.Slice{Process: proc, Track: core, Name: name, StartNs: r.DeviceStartNs + s.Start, DurNs: s.Dur, Args: args})
 	}
 	return out
 }
