@@ -36,12 +36,12 @@ type runFlags struct {
 	// --trace-out.
 	devicePasses int
 	defects      string
-	strict     bool
-	verbose    bool
-	inFlight   int
-	race       bool
-	preload    bool
-	store      storeFlags
+	strict       bool
+	verbose      bool
+	inFlight     int
+	race         bool
+	preload      bool
+	store        storeFlags
 	// remote places the ranks on nodes (run --nodes); model is MODEL's
 	// path, whose bytes the nodes are sent.
 	remote remoteFlags
