@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
@@ -248,7 +249,7 @@ func exporterForEndpoint(ctx context.Context, endpoint string) (sdktrace.SpanExp
 		if u.Path != "" && u.Path != "/" {
 			return nil, "", fmt.Errorf("trace: --otlp %q: an OTLP/gRPC endpoint has no path", endpoint)
 		}
-		opts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(u.Host)}
+		opts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(u.Host), otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: true, InitialInterval: retryInitial, MaxInterval: retryMax, MaxElapsedTime: retryElapsed})}
 		if u.Scheme == "grpc" {
 			opts = append(opts, otlptracegrpc.WithInsecure())
 		}
@@ -262,7 +263,7 @@ func exporterForEndpoint(ctx context.Context, endpoint string) (sdktrace.SpanExp
 		if path == "" || path == "/" {
 			path = "/v1/traces"
 		}
-		opts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(u.Host), otlptracehttp.WithURLPath(path)}
+		opts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(u.Host), otlptracehttp.WithURLPath(path), otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: true, InitialInterval: retryInitial, MaxInterval: retryMax, MaxElapsedTime: retryElapsed})}
 		if u.Scheme == "http" {
 			opts = append(opts, otlptracehttp.WithInsecure())
 		}
@@ -274,6 +275,18 @@ func exporterForEndpoint(ctx context.Context, endpoint string) (sdktrace.SpanExp
 	}
 	return nil, "", fmt.Errorf("trace: --otlp %q: unknown scheme %q (want grpc, grpcs, http or https)", endpoint, u.Scheme)
 }
+
+// retryInitial, retryMax and retryElapsed are the exporters' retry of a failed export: a collector
+// that refuses the connection (none listening) is given up on after 2 s,
+// so the run says so within 3 s, instead of after the SDK's default of a
+// minute cut short by the export's 10 s timeout. A collector that takes
+// the connection and is slow to answer is bounded by that timeout
+// (OTEL_EXPORTER_OTLP_TIMEOUT), not by this.
+const (
+	retryInitial = 200 * time.Millisecond
+	retryMax     = time.Second
+	retryElapsed = 2 * time.Second
+)
 
 func exporterFromEnv(ctx context.Context) (sdktrace.SpanExporter, string, error) {
 	if strings.EqualFold(os.Getenv("OTEL_SDK_DISABLED"), "true") || os.Getenv("OTEL_TRACES_EXPORTER") == "none" {
@@ -291,13 +304,13 @@ func exporterFromEnv(ctx context.Context) (sdktrace.SpanExporter, string, error)
 	// themselves, with the spec's rules for paths and schemes.
 	switch protocol {
 	case "grpc":
-		exp, err := otlptracegrpc.New(ctx)
+		exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: true, InitialInterval: retryInitial, MaxInterval: retryMax, MaxElapsedTime: retryElapsed}))
 		if err != nil {
 			return nil, "", fmt.Errorf("trace: OTLP/gRPC exporter for %s: %w", endpoint, err)
 		}
 		return exp, "otlp/grpc " + endpoint, nil
 	case "http/protobuf", "http/json":
-		exp, err := otlptracehttp.New(ctx)
+		exp, err := otlptracehttp.New(ctx, otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: true, InitialInterval: retryInitial, MaxInterval: retryMax, MaxElapsedTime: retryElapsed}))
 		if err != nil {
 			return nil, "", fmt.Errorf("trace: OTLP/HTTP exporter for %s: %w", endpoint, err)
 		}
