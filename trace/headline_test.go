@@ -48,7 +48,7 @@ func TestTextBrief(t *testing.T) {
 	assert.Contains(t, brief.String(), "submit_task")
 	var plain bytes.Buffer
 	require.NoError(t, r.WriteText(&plain))
-	assert.Equal(t, all.String(), plain.String())
+	assert.Equal(t, r.Headline()+"\n"+plain.String(), all.String())
 }
 
 // TestDeviceTimelineMerges: slices a column wide or more stay as they

@@ -375,15 +375,17 @@ func (r *Report) Table() Table {
 // WriteText renders the report for people with every row: a header, the
 // phase table (as upstream's hbg_bind_phases), the per-operation totals,
 // the counts, the golden check line, then warnings.
-func (r *Report) WriteText(w io.Writer) error { return r.WriteTextRows(w, true) }
+func (r *Report) WriteText(w io.Writer) error { return r.writeText(w, false, true) }
 
-// WriteTextRows is WriteText led by the headline (Headline); without all,
-// rows and count lines that are all zero (an op no pass ran, no Definition
-// loaded or fetched, an empty preload) are left out: `hbgrun run` without
-// -v.
-func (r *Report) WriteTextRows(w io.Writer, all bool) error {
+// WriteTextRows is WriteText led by the headline (Headline), what `hbgrun
+// run` prints; without all (-v), rows and count lines that are all zero
+// (an op no pass ran, no Definition loaded or fetched, an empty preload)
+// are left out.
+func (r *Report) WriteTextRows(w io.Writer, all bool) error { return r.writeText(w, true, all) }
+
+func (r *Report) writeText(w io.Writer, headline, all bool) error {
 	var b strings.Builder
-	if !all {
+	if headline {
 		b.WriteString(r.Headline())
 		b.WriteByte('\n')
 	}
