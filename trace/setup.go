@@ -48,8 +48,10 @@ type Config struct {
 	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT is
 	// set, with the protocol of OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or
 	// OTEL_EXPORTER_OTLP_PROTOCOL ("grpc", "http/protobuf" (the spec's
-	// default) or "http/json"). OTEL_SDK_DISABLED=true or
-	// OTEL_TRACES_EXPORTER=none turn the environment's exporter off.
+	// default); http/json, which OpenTelemetry Go does not serve, is an
+	// error). OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none turn the
+	// environment's exporter off; another OTEL_TRACES_EXPORTER than otlp
+	// is an error.
 	Endpoint string
 
 	// ServiceName defaults to OTEL_SERVICE_NAME, then to "hbgrun".
@@ -292,6 +294,11 @@ func exporterFromEnv(ctx context.Context) (sdktrace.SpanExporter, string, error)
 	if strings.EqualFold(os.Getenv("OTEL_SDK_DISABLED"), "true") || os.Getenv("OTEL_TRACES_EXPORTER") == "none" {
 		return nil, "", nil
 	}
+	if e := os.Getenv("OTEL_TRACES_EXPORTER"); e != "" && e != "otlp" {
+		// Not ignored: a run told to export elsewhere that exported
+		// nowhere would say nothing of it.
+		return nil, "", fmt.Errorf("trace: OTEL_TRACES_EXPORTER %q: want otlp or none", e)
+	}
 	endpoint := firstEnv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 	if endpoint == "" {
 		return nil, "", nil
@@ -309,14 +316,17 @@ func exporterFromEnv(ctx context.Context) (sdktrace.SpanExporter, string, error)
 			return nil, "", fmt.Errorf("trace: OTLP/gRPC exporter for %s: %w", endpoint, err)
 		}
 		return exp, "otlp/grpc " + endpoint, nil
-	case "http/protobuf", "http/json":
+	case "http/protobuf":
 		exp, err := otlptracehttp.New(ctx, otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: true, InitialInterval: retryInitial, MaxInterval: retryMax, MaxElapsedTime: retryElapsed}))
 		if err != nil {
 			return nil, "", fmt.Errorf("trace: OTLP/HTTP exporter for %s: %w", endpoint, err)
 		}
 		return exp, "otlp/" + protocol + " " + endpoint, nil
 	}
-	return nil, "", fmt.Errorf("trace: OTEL_EXPORTER_OTLP_PROTOCOL %q: want grpc, http/protobuf or http/json", protocol)
+	// http/json is the spec's too, but OpenTelemetry Go has no exporter for
+	// it: sending protobuf to a collector that was told JSON is refused
+	// there, so it is refused here, as OpenTelemetry's autoexport does.
+	return nil, "", fmt.Errorf("trace: OTEL_EXPORTER_OTLP_PROTOCOL %q: want grpc or http/protobuf (OpenTelemetry Go has no http/json exporter)", protocol)
 }
 
 func firstEnv(names ...string) string {

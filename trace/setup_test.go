@@ -294,6 +294,21 @@ func TestSetupErrors(t *testing.T) {
 		_, _, err := Setup(context.Background(), Config{})
 		assert.ErrorContains(t, err, `OTEL_EXPORTER_OTLP_PROTOCOL "thrift"`)
 	})
+	// http/json was sent as protobuf, which a collector told JSON refuses.
+	t.Run("http/json", func(t *testing.T) {
+		clearOTELEnv(t)
+		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+		t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+		_, _, err := Setup(context.Background(), Config{})
+		assert.ErrorContains(t, err, `OTEL_EXPORTER_OTLP_PROTOCOL "http/json": want grpc or http/protobuf`)
+	})
+	t.Run("exporter variable", func(t *testing.T) {
+		clearOTELEnv(t)
+		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+		t.Setenv("OTEL_TRACES_EXPORTER", "zipkin")
+		_, _, err := Setup(context.Background(), Config{})
+		assert.ErrorContains(t, err, `OTEL_TRACES_EXPORTER "zipkin": want otlp or none`)
+	})
 }
 
 // An endpoint without a port gets the OTLP default of its protocol, not
