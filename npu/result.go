@@ -35,6 +35,9 @@ type Result struct {
 	CriticalPath   []TaskRef
 	// Timeline is every subtask on its core (when Config.Timeline is set).
 	Timeline []Slice
+	// Flows is every dependency released, producer then consumer, in the
+	// order the producers completed (when Config.Flows is set).
+	Flows []Flow
 	// TaskDigests is every device task's input digest (when
 	// Config.TaskDigests is set), in submission order, GRAPH tasks expanded
 	// into their nodes in place.
@@ -77,6 +80,9 @@ type TaskRef struct {
 	Task stages.TaskID
 	Node int32
 }
+
+// Flow is one dependency: To waited for From.
+type Flow struct{ From, To TaskRef }
 
 // Slice is one subtask on one core, for a Perfetto trace.
 type Slice struct {

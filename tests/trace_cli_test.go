@@ -20,6 +20,7 @@ type gzTraceEvent struct {
 	Pid  int            `json:"pid"`
 	Tid  int            `json:"tid"`
 	Args map[string]any `json:"args"`
+	ID   int            `json:"id"`
 }
 
 // readGzipTrace reads a --trace-out file that must be gzip.
@@ -102,4 +103,35 @@ func TestTraceOverlappedPassesApart(t *testing.T) {
 		}
 	}
 	assert.Len(t, device, 2, "--trace-device-passes 2: %v", device)
+}
+
+// TestTraceFlows: --trace-flows draws an arrow from each device task to
+// every task that waited for it, each head after its tail (a consumer
+// starts after its producer ends); without the flag there are none.
+func TestTraceFlows(t *testing.T) {
+	dir := t.TempDir()
+	with, without := filepath.Join(dir, "flows.json.gz"), filepath.Join(dir, "plain.json.gz")
+	_, stderr, code := runCLI(t, "run", "--rounds", "1", "--trace-out", with, "--trace-flows", "--store", "off")
+	require.Equal(t, 0, code, stderr)
+	_, stderr, code = runCLI(t, "run", "--rounds", "1", "--trace-out", without, "--store", "off")
+	require.Equal(t, 0, code, stderr)
+	tails, heads := map[int]gzTraceEvent{}, map[int]gzTraceEvent{}
+	for _, e := range readGzipTrace(t, with) {
+		switch e.Ph {
+		case "s":
+			tails[e.ID] = e
+		case "f":
+			heads[e.ID] = e
+		}
+	}
+	require.NotEmpty(t, tails, "no fanin arrow")
+	assert.Equal(t, len(tails), len(heads))
+	for id, s := range tails {
+		f, ok := heads[id]
+		require.True(t, ok, "arrow %v has no head", id)
+		assert.GreaterOrEqual(t, f.Ts, s.Ts, "arrow %v points back in time", id)
+	}
+	for _, e := range readGzipTrace(t, without) {
+		assert.NotContains(t, []string{"s", "f"}, e.Ph, "an arrow without --trace-flows")
+	}
 }

@@ -35,13 +35,15 @@ type runFlags struct {
 	// devicePasses bounds the passes whose device timeline goes into
 	// --trace-out.
 	devicePasses int
-	defects      string
-	strict       bool
-	verbose      bool
-	inFlight     int
-	race         bool
-	preload      bool
-	store        storeFlags
+	// traceFlows draws fanin arrows between the device slices of --trace-out.
+	traceFlows bool
+	defects    string
+	strict     bool
+	verbose    bool
+	inFlight   int
+	race       bool
+	preload    bool
+	store      storeFlags
 	// remote places the ranks on nodes (run --nodes); model is MODEL's
 	// path, whose bytes the nodes are sent.
 	remote remoteFlags
@@ -66,6 +68,7 @@ func (f *runFlags) register(c *cobra.Command, withForm bool) {
 	fl.BoolVar(&f.json, "json", false, "write the report as JSON")
 	fl.StringVar(&f.otlp, "otlp", "", "export spans over OTLP to ENDPOINT (grpc://host:4317 or http://host:4318); default: the OTEL_EXPORTER_OTLP_* variables, else nowhere")
 	fl.StringVar(&f.traceOut, "trace-out", "", "write a Chrome trace-event file (open it in Perfetto); a name ending in .gz is written gzipped")
+	fl.BoolVar(&f.traceFlows, "trace-flows", false, "draw an arrow in --trace-out from each device task to every task that waited for it (the fanin; large: tens of thousands per DSv4 pass)")
 	fl.IntVar(&f.devicePasses, "trace-device-passes", 3, "passes (the first, per form) whose simulated device timeline goes into --trace-out, about 5 MB each for DSv4 (0: none; -1: every pass)")
 	fl.StringVar(&f.html, "html", "", "write the report as one self-contained HTML page to FILE (charts inline, nothing loaded: it opens offline)")
 	fl.StringVar(&f.defects, "defects", "error", "what a detected body defect does: error or warn")
@@ -157,7 +160,7 @@ func (f *runFlags) config(tr *trace.Tracer, skipDevice bool) actors.Config {
 		StoreDir:          f.store.dir,
 		StoreMax:          f.store.max,
 		Golden:            !skipDevice,
-		Device:            npu.Config{NoRace: !f.race},
+		Device:            npu.Config{NoRace: !f.race, Flows: f.traceFlows && f.traceOut != ""},
 		TamperImage:       f.tamper,
 	}
 }
@@ -433,6 +436,7 @@ func golden(rep *trace.Report, passes []*actors.PassResult) error {
 // passes[i]'s form in the device processes ("" for a run of one form).
 func writeChromeTrace(w io.Writer, p *trace.Provider, passes [][]*actors.PassResult, forms []string, kernels []stages.Kernel, devicePasses int) error {
 	all := trace.SeparatePasses(p.Slices())
+	var flows []trace.Flow
 	for i, ps := range passes {
 		n := 0
 		for _, r := range ps {
@@ -440,12 +444,56 @@ func writeChromeTrace(w io.Writer, p *trace.Provider, passes [][]*actors.PassRes
 				break
 			}
 			if r != nil && r.Device != nil {
-				all = append(all, deviceSlices(r, forms[i], kernels)...)
+				sl := deviceSlices(r, forms[i], kernels)
+				all = append(all, sl...)
+				flows = append(flows, deviceFlows(r, sl)...)
 				n++
 			}
 		}
 	}
-	return trace.WriteChromeTrace(w, all)
+	return trace.WriteChromeTraceFlows(w, all, flows)
+}
+
+// deviceFlows turns a pass's dependencies (npu.Config.Flows) into arrows
+// from the producer's last block to the consumer's first, sl being the
+// pass's device slices in timeline order. A task that ran on no core (a
+// dummy, an alloc, a task predicated off, an outer GRAPH task) has no
+// slice, and its arrows are left out.
+func deviceFlows(r *actors.PassResult, sl []trace.Slice) []trace.Flow {
+	if len(r.Device.Flows) == 0 {
+		return nil
+	}
+	type ends struct{ first, last int }
+	at := make(map[npu.TaskRef]*ends, len(sl))
+	for i, s := range r.Device.Timeline {
+		ref := npu.TaskRef{Task: s.Task, Node: s.Node}
+		e := at[ref]
+		if e == nil {
+			at[ref] = &ends{i, i}
+			continue
+		}
+		if s.Start < r.Device.Timeline[e.first].Start {
+			e.first = i
+		}
+		if s.Start+s.Dur > r.Device.Timeline[e.last].Start+r.Device.Timeline[e.last].Dur {
+			e.last = i
+		}
+	}
+	out := make([]trace.Flow, 0, len(r.Device.Flows))
+	for _, f := range r.Device.Flows {
+		from, to := at[f.From], at[f.To]
+		if from == nil || to == nil {
+			continue
+		}
+		a, b := sl[from.last], sl[to.first]
+		// The arrow's tail lies inside the producer's slice, its head at the
+		// consumer's start, so each binds to its own slice.
+		out = append(out, trace.Flow{
+			From: trace.FlowEnd{Process: a.Process, Track: a.Track, Ns: a.StartNs + max(a.DurNs-1, 0)},
+			To:   trace.FlowEnd{Process: b.Process, Track: b.Track, Ns: b.StartNs},
+		})
+	}
+	return out
 }
 
 // deviceSlices turns a pass's simulated per-core timeline into trace
