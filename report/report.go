@@ -435,7 +435,7 @@ func (s *svg) open(w, h int, label string) {
 }
 
 func (s *svg) rect(x, y, w, h float64, fill, title string) {
-	fmt.Fprintf(&s.b, `<rect x="%.2f" y="%.1f" width="%.2f" height="%.1f" fill="%s"><title>%s</title></rect>`,
+	fmt.Fprintf(&s.b, `<rect x="%.1f" y="%.0f" width="%.1f" height="%.0f" fill="%s"><title>%s</title></rect>`,
 		x, y, w, h, template.HTMLEscapeString(fill), template.HTMLEscapeString(title))
 }
 

@@ -279,15 +279,15 @@ func exporterForEndpoint(ctx context.Context, endpoint string) (sdktrace.SpanExp
 }
 
 // retryInitial, retryMax and retryElapsed are the exporters' retry of a failed export: a collector
-// that refuses the connection (none listening) is given up on after 2 s,
+// that refuses the connection (none listening) is given up on after 1.5 s,
 // so the run says so within 3 s, instead of after the SDK's default of a
 // minute cut short by the export's 10 s timeout. A collector that takes
 // the connection and is slow to answer is bounded by that timeout
 // (OTEL_EXPORTER_OTLP_TIMEOUT), not by this.
 const (
 	retryInitial = 200 * time.Millisecond
-	retryMax     = time.Second
-	retryElapsed = 2 * time.Second
+	retryMax     = 500 * time.Millisecond
+	retryElapsed = 1500 * time.Millisecond
 )
 
 func exporterFromEnv(ctx context.Context) (sdktrace.SpanExporter, string, error) {
