@@ -19,6 +19,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/hbg-dev/hbg/diskstore"
+	"github.com/hbg-dev/hbg/golden"
 	"github.com/hbg-dev/hbg/mailbox"
 	"github.com/hbg-dev/hbg/npu"
 	"github.com/hbg-dev/hbg/stages"
@@ -58,7 +59,7 @@ type Config struct {
 	CountKernels bool
 	// Device configures each rank's simulated a2a3 die.
 	Device npu.Config
-	// Golden checks every pass against its golden reference (golden.go)
+	// Golden checks every pass against its golden reference (package golden)
 	// and fills PassResult.Golden.
 	Golden bool
 	// TamperImage, if set, changes every run image before it is copied:
@@ -121,7 +122,7 @@ type PassResult struct {
 	// KernelTasks counts device tasks per KernelID (with CountKernels).
 	KernelTasks []int
 	// Golden is the pass's golden check (with Config.Golden).
-	Golden *Golden
+	Golden *golden.Check
 	Err    error
 }
 

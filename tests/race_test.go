@@ -6,6 +6,7 @@ import (
 
 	"github.com/hbg-dev/hbg/actors"
 	"github.com/hbg-dev/hbg/config"
+	"github.com/hbg-dev/hbg/golden"
 	"github.com/hbg-dev/hbg/npu"
 	"github.com/hbg-dev/hbg/stages"
 )
@@ -174,7 +175,7 @@ func TestDSv4Golden(t *testing.T) {
 			if !g.Match || !g.Eager.Match || g.Tasks != g.ReferenceTasks {
 				t.Errorf("digest %016x reference %016x eager %016x, tasks %d reference %d; diff %v", g.Digest, g.ReferenceDigest, g.Eager.Digest, g.Tasks, g.ReferenceTasks, g.Diff)
 			}
-			if g.Verdict != actors.VerdictMatch || g.RaceCount != 0 || g.ReferenceRaceCount != 0 || g.Eager.RaceCount != 0 || g.DeclaredRaces != 43*dsv4RacesPerLayer {
+			if g.Verdict != golden.VerdictMatch || g.RaceCount != 0 || g.ReferenceRaceCount != 0 || g.Eager.RaceCount != 0 || g.DeclaredRaces != 43*dsv4RacesPerLayer {
 				t.Errorf("verdict %s, races %d, reference %d, eager %d, declared %d", g.Verdict, g.RaceCount, g.ReferenceRaceCount, g.Eager.RaceCount, g.DeclaredRaces)
 			}
 		})
