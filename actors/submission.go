@@ -230,6 +230,8 @@ func (s *submission) graph(call *stages.GraphCall) stages.TaskID {
 // calls go through the Host.
 type submitter struct{ s *submission }
 
+var _ stages.RootCounter = submitter{}
+
 func (o submitter) Alloc(specs []stages.RootSpec) (stages.TaskID, stages.RootID) {
 	t0 := trace.Now()
 	id, r := o.s.host.Ordinary().Alloc(specs)

@@ -14,20 +14,33 @@ import (
 // tasks. A model sets its own bound with max_tasks: N.
 const DefaultMaxTasks int64 = 1 << 22
 
-// MaxTasksOverride, when positive, bounds every model's passes whatever its
-// max_tasks says: the command's --max-tasks. Set it before running models.
-var MaxTasksOverride int64
-
-// MaxTasks is the bound that holds for this model: MaxTasksOverride, else
-// the model's max_tasks (or SetMaxTasks), else DefaultMaxTasks.
+// MaxTasks is the bound that holds for this model: LimitTasks's, else the
+// model's max_tasks (or SetMaxTasks), else DefaultMaxTasks.
 func (m *Model) MaxTasks() int64 {
+	m.sizeMu.Lock()
+	defer m.sizeMu.Unlock()
+	return m.maxTasksLocked()
+}
+
+func (m *Model) maxTasksLocked() int64 {
 	switch {
-	case MaxTasksOverride > 0:
-		return MaxTasksOverride
+	case m.taskLimit > 0:
+		return m.taskLimit
 	case m.maxTasks > 0:
 		return m.maxTasks
 	}
 	return DefaultMaxTasks
+}
+
+// LimitTasks bounds the model's passes at n device tasks whatever its
+// max_tasks says: a command's --max-tasks, given to the model it loaded
+// (0: no such bound). It is the model's, not the process's, so two models
+// of one process, or two tests, do not share it.
+func (m *Model) LimitTasks(n int64) {
+	m.sizeMu.Lock()
+	m.taskLimit = max(n, 0)
+	m.sizes = nil
+	m.sizeMu.Unlock()
 }
 
 // SetMaxTasks sets the model's own bound on a pass's device tasks, as
@@ -59,9 +72,9 @@ func (m *Model) Size(form string, limit int64) (int64, error) {
 // checkSize refuses a form whose pass is larger than the model's bound,
 // once per form and bound.
 func (m *Model) checkSize(f *form) error {
-	limit := m.MaxTasks()
 	m.sizeMu.Lock()
 	defer m.sizeMu.Unlock()
+	limit := m.maxTasksLocked()
 	if c, ok := m.sizes[f.name]; ok && c.limit == limit {
 		return c.err
 	}
