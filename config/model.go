@@ -33,8 +33,8 @@ type Model struct {
 	// its user's (LimitTasks), sizes the forms checked against a bound.
 	maxTasks  int64
 	taskLimit int64
-	sizeMu   sync.Mutex
-	sizes    map[string]sizeCheck
+	sizeMu    sync.Mutex
+	sizes     map[string]sizeCheck
 }
 
 type entryTensor struct {
