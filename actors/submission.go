@@ -25,7 +25,9 @@ type passReq struct {
 // passRun is a pass as the actors carry it: the pure stages.Pass and what
 // the shells keep around it (the caller, the result being filled, the open
 // phase span). It travels with the pass: submission -> replay, and back to
-// the submission only to be rerun.
+// the submission to be rerun (a key fell back) and, as the pass ends (just
+// before the caller has its answer), to free its slot and recycle its
+// image (passDone).
 type passRun struct {
 	req   *passReq
 	pass  *stages.Pass
