@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/hbg-dev/hbg/actors"
 	"github.com/hbg-dev/hbg/config"
 	"github.com/hbg-dev/hbg/golden"
 	"github.com/hbg-dev/hbg/npu"
@@ -167,11 +166,10 @@ func BenchmarkDSv4Device(b *testing.B) {
 // task count, and with the eager form's digest; the verdict is racy for
 // undeclared races in none, and the races the model declares counted apart.
 func TestDSv4Golden(t *testing.T) {
-	m := loadDSv4(t)
-	rt := startRuntime(t, actors.Config{Golden: true})
+	m, passes := dsv4FormPasses(t)
 	for _, form := range m.Forms() {
 		t.Run(form, func(t *testing.T) {
-			g := runPasses(t, rt, orchestration(m, form), 1)[0].Golden
+			g := passes[form][0].Golden
 			if !g.Match || !g.Eager.Match || g.Tasks != g.ReferenceTasks {
 				t.Errorf("digest %016x reference %016x eager %016x, tasks %d reference %d; diff %v", g.Digest, g.ReferenceDigest, g.Eager.Digest, g.Tasks, g.ReferenceTasks, g.Diff)
 			}
