@@ -16,6 +16,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/hbg-dev/hbg/diskstore"
+	"github.com/hbg-dev/hbg/golden"
 	"github.com/hbg-dev/hbg/mailbox"
 	"github.com/hbg-dev/hbg/npu"
 	"github.com/hbg-dev/hbg/stages"
@@ -43,7 +44,7 @@ type PassResult struct {
 	// KernelTasks counts device tasks per KernelID (with CountKernels).
 	KernelTasks []int
 	// Golden is the pass's golden check (with Config.Golden).
-	Golden *Golden
+	Golden *golden.Check
 	Err    error
 }
 
