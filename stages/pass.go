@@ -169,6 +169,9 @@ type Pass struct {
 	defs     map[uint64]*Published
 	learned  []Learned
 	rerun    bool
+	// repaired: the pass was given back once for a Definition the device
+	// refused (Replay.Refused).
+	repaired bool
 	fellBack []uint64
 	// atDevice counts this pass's device requests not yet answered.
 	atDevice int
