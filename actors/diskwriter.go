@@ -17,12 +17,19 @@ import (
 // pass's path: a durable write (two fsynced files, two fsynced
 // directories) costs milliseconds, more than recording the Definition did.
 // A failed write loses nothing but the chance to skip a recording in a later
-// process; it is counted and kept for the report.
+// process; it is counted and kept for the report. Puts are written in
+// batches (diskstore.Store.PutBatch: one sync of each kind for the batch):
+// every put already in the mailbox when the first of them arrives goes in
+// with it, which a diskCommit sent to itself marks.
 type diskWriter struct {
 	disk  *diskstore.Store
 	stats *Stats
 	errs  *diskErrors
+	batch []diskstore.Item
 }
+
+// diskCommit writes the puts batched since the last.
+type diskCommit struct{}
 
 // diskPut asks for one Definition to be stored.
 type diskPut struct {
@@ -38,14 +45,29 @@ type diskFlush struct{}
 func (w *diskWriter) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *diskPut:
-		if err := w.disk.Put(m.def, m.image, m.model); err != nil {
-			w.errs.add(err)
-			return
+		if len(w.batch) == 0 {
+			ctx.Send(ctx.Self(), &diskCommit{})
 		}
-		w.stats.StoreWritten.Add(1)
+		w.batch = append(w.batch, diskstore.Item{Def: m.def, Image: m.image, Model: m.model})
+	case *diskCommit:
+		w.commit()
 	case *diskFlush:
+		w.commit()
 		ctx.Respond(true)
 	}
+}
+
+func (w *diskWriter) commit() {
+	if len(w.batch) == 0 {
+		return
+	}
+	n, err := w.disk.PutBatch(w.batch)
+	w.stats.StoreWritten.Add(int64(n))
+	if err != nil {
+		w.errs.add(err)
+	}
+	clear(w.batch)
+	w.batch = w.batch[:0]
 }
 
 // diskErrors keeps the first few write failures for the report.

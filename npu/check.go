@@ -210,6 +210,12 @@ func (d *Die) check(img *stages.RunImage) (*plan, error) {
 		if t.BlockNum > maxBlockNum {
 			return nil, refuse(ErrInvalidImage, "task %d has block_num %d (at most %d)", i, t.BlockNum, maxBlockNum)
 		}
+		if !t.Launch.Valid() {
+			return nil, refuse(ErrInvalidImage, "task %d has launch flags %#x", i, uint8(t.Launch))
+		}
+		if t.Launch&stages.LaunchSyncStart != 0 && max(t.BlockNum, 1) > syncCapacity(&d.cfg, t.Kind) {
+			return nil, refuse(ErrInvalidImage, "task %d is sync_start with block_num %d: its blocks start together, and the die has %d %s slots", i, t.BlockNum, syncCapacity(&d.cfg, t.Kind), t.Kind)
+		}
 		for a := t.Args.Off; a < t.Args.Off+t.Args.N; a++ {
 			if err := checkView(&img.Args[a].View, i, int(a-t.Args.Off)); err != nil {
 				return nil, err
