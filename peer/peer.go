@@ -112,6 +112,10 @@ type Config struct {
 	MaxHeld int64
 	// Tracer makes the peer_serve spans; nil traces nothing.
 	Tracer *trace.Tracer
+	// TrustPeers keeps a fetched image without recording it here to check
+	// it (actors.FetchResult.Trusted): for clusters whose every node the
+	// operator trusts.
+	TrustPeers bool
 
 	// owner replaces Owner in tests that need a key's owner to be a
 	// given node.
