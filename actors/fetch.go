@@ -58,6 +58,12 @@ type FetchResult struct {
 	Outcome string
 	// Warning, when set, goes into the pass's warnings.
 	Warning string
+	// Trusted says the image may be kept as it came: it is this node's
+	// own (from its store on disk), or the operator trusts every peer
+	// (hbgrun node --trust-peers). Otherwise the store records the
+	// Definition here once and keeps the image only if its content hash
+	// is the recording's.
+	Trusted bool
 }
 
 // fetched is a DefinitionSource's answer, back at the store.
@@ -114,6 +120,10 @@ func (s *store) fetchDone(ctx actor.Context, m *fetched) {
 		s.enqueue(ctx, job)
 		return
 	}
+	if !r.Trusted {
+		s.checkPeer(ctx, m, d, note)
+		return
+	}
 	m.span.Finish(r.Peer, r.Outcome, int64(len(r.Image)), nil)
 	s.stats.Fetched.Add(1)
 	s.stats.FetchedBytes.Add(int64(len(r.Image)))
@@ -141,7 +151,7 @@ func verifyFetched(job *mailbox.RecordJob, r FetchResult) (*mailbox.Definition, 
 
 // recordedHere tells the source how a recording it asked for ended.
 func (s *store) recordedHere(job *mailbox.RecordJob, image []byte) {
-	if s.peers == nil || job.Verify || job.StoreKey != job.FullKey {
+	if s.peers == nil || job.Verify || job.StoreKey != job.FullKey || s.checkedPeer(job) {
 		return
 	}
 	s.peers.Recorded(fetchRequest(job, job.Trace), image)

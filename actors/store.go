@@ -37,6 +37,8 @@ type store struct {
 	// with the first request for it.
 	preloading map[uint64]*preloadWait
 	loadNotes  map[uint64]stages.StoreLoad
+	// peerChecks are the recordings that check a peer's image (peercheck.go).
+	peerChecks map[*mailbox.RecordJob]*peerCheck
 }
 
 func newStore(rt *Runtime) *store {
@@ -197,6 +199,9 @@ func (s *store) built(ctx actor.Context, b *mailbox.Built) {
 	s.idle = append(s.idle, b.Recorder)
 	s.dispatch(ctx)
 	job := b.Job
+	if s.peerChecked(ctx, b) {
+		return
+	}
 	ready := &mailbox.DefinitionReady{
 		Pass: job.Pass, Trace: job.Trace, StoreKey: job.StoreKey, Defects: b.Defects, Verify: job.Verify,
 		RecordedNodes: b.Nodes, RecordNs: b.RecordNs, BuildNs: b.BuildNs,

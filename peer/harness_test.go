@@ -20,6 +20,7 @@ import (
 	"github.com/hbg-dev/hbg/actors"
 	"github.com/hbg-dev/hbg/config"
 	"github.com/hbg-dev/hbg/config/models"
+	"github.com/hbg-dev/hbg/remote/authn"
 	"github.com/hbg-dev/hbg/stages"
 	"github.com/hbg-dev/hbg/trace"
 )
@@ -117,9 +118,21 @@ func must[T any](v T, err error) func(testing.TB) T {
 // host is this process's one actor system with protoactor remote.
 var host = sync.OnceValues(func() (*actor.ActorSystem, error) {
 	sys := actors.NewActorSystem(nil)
-	remote.NewRemote(sys, remote.Configure("127.0.0.1", 0)).Start()
+	remote.NewRemote(sys, stamped()).Start()
 	return sys, nil
 })
+
+// stamped is a remote's configuration as a node's: every message it
+// receives stamped with its connection (package authn).
+func stamped() *remote.Config {
+	server, dial, err := authn.Options(authn.Files{}, 16<<20)
+	if err != nil {
+		panic(err)
+	}
+	c := remote.Configure("127.0.0.1", 0, remote.WithServerOptions(server...))
+	c.DialOptions = append(c.DialOptions, dial...)
+	return c
+}
 
 // node is a peer and a runtime using it, on an actor system with remote.
 type node struct {
@@ -232,7 +245,7 @@ type reply struct {
 // commands on in, one reply line each on out.
 func nodeHost(in io.Reader, out io.Writer) int {
 	sys := actors.NewActorSystem(nil)
-	remote.NewRemote(sys, remote.Configure("127.0.0.1", 0)).Start()
+	remote.NewRemote(sys, stamped()).Start()
 	enc := json.NewEncoder(out)
 	if enc.Encode(reply{Addr: sys.Address()}) != nil {
 		return 1

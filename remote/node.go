@@ -71,6 +71,9 @@ type NodeConfig struct {
 	// TrustPeers keeps an image a peer sent (fetched or published) without
 	// recording it here first to check it (peer.Config.TrustPeers).
 	TrustPeers bool
+	// OnPeerRefused, if set, hears every peer message the node refused
+	// (peer.Config.OnRefused).
+	OnPeerRefused func(peer.Refused)
 	// Limits, each refused with its own error (zero: the default).
 	// MaxRanks bounds one placement's ranks (DefaultMaxRanks),
 	// MaxPlacements the runs placed at once (DefaultMaxPlacements),
@@ -159,7 +162,7 @@ func nodeConfig(n *Node, p *wire.Place) actors.Config {
 	// fails only when the store on disk cannot be opened, which fails the
 	// runtime's own start too, and says why.
 	if nodes := p.GetNodes(); len(nodes) > 1 {
-		pc := peer.Config{StoreDir: n.cfg.StoreDir, StoreMax: n.cfg.StoreMax, Tracer: n.cfg.Tracer, TrustPeers: n.cfg.TrustPeers}
+		pc := peer.Config{StoreDir: n.cfg.StoreDir, StoreMax: n.cfg.StoreMax, Tracer: n.cfg.Tracer, TrustPeers: n.cfg.TrustPeers, OnRefused: n.cfg.OnPeerRefused}
 		if src, err := peer.Attach(n.sys, pc, n.addr, nodes); err == nil {
 			cfg.Peers = src
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/hbg-dev/hbg/actors"
 	"github.com/hbg-dev/hbg/config/models"
 	"github.com/hbg-dev/hbg/diskstore"
+	"github.com/hbg-dev/hbg/peer"
 	"github.com/hbg-dev/hbg/remote"
 	"github.com/hbg-dev/hbg/remote/authn"
 	"github.com/hbg-dev/hbg/trace"
@@ -128,6 +129,7 @@ func nodeCmd(ctx context.Context, stderr io.Writer, f *nodeFlags) error {
 		Tracer: p.Tracer(), Flush: flusher(p),
 		Transport: remote.Transport{TLS: f.tls.files, MaxModel: int(maxModel)}, Insecure: f.insecure, TrustPeers: f.trust,
 		MaxRanks: f.maxRanks, MaxPlacements: f.maxPlacements, MaxDrivers: f.maxDrivers,
+		OnPeerRefused: func(r peer.Refused) { fmt.Fprintf(stderr, "hbgrun node: peer: %v\n", r) },
 	})
 	if err != nil {
 		return usageError{fmt.Errorf("node: %w", err)}
