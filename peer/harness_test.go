@@ -150,11 +150,13 @@ type nodeSpec struct {
 	AskTimeout   time.Duration `json:"ask_timeout,omitempty"`
 	ClaimTimeout time.Duration `json:"claim_timeout,omitempty"`
 	StoreDir     string        `json:"store_dir,omitempty"`
+	// onRefused hears a local node's refusals.
+	onRefused func(Refused)
 }
 
 func startNode(sys *actor.ActorSystem, spec nodeSpec) (*node, error) {
 	nd := &node{sys: sys, addr: sys.Address()}
-	pc := Config{AskTimeout: spec.AskTimeout, ClaimTimeout: spec.ClaimTimeout}
+	pc := Config{AskTimeout: spec.AskTimeout, ClaimTimeout: spec.ClaimTimeout, OnRefused: spec.onRefused}
 	if o := spec.Owner; o != "" {
 		pc.owner = func(uint64) string { return o }
 	}
@@ -296,6 +298,22 @@ func nodeHost(in io.Reader, out io.Writer) int {
 			}
 		case "hold":
 			r.Grant, r.Err = hold(sys, c.Owner, c.FullKey)
+		case "publish":
+			ref, err := dsv4Reference()
+			if err != nil {
+				r.Err = err.Error()
+				break
+			}
+			img := chain(ref.images[c.FullKey])
+			pub := &Publish{FullKey: c.FullKey, Image: &Image{Image: img, ContentHash: stages.DefinitionHash(img), FormatVersion: stages.DefinitionVersion}}
+			// From an actor, as a node's Publish is (Request: the owner
+			// sees a sender).
+			pid := sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+				if _, ok := ctx.Message().(*actor.Started); ok {
+					ctx.Request(actor.NewPID(c.Owner, ActorName), pub)
+				}
+			}))
+			_ = pid
 		}
 		if enc.Encode(r) != nil {
 			return 1
@@ -336,8 +354,35 @@ func badImage(ref *reference, mode string, a *Ask) *Answer {
 	case "garbage":
 		img = []byte("not a Definition at all")
 		hash = stages.DefinitionHash(img)
+	case "chain": // a valid Definition, more edges, its own hash: the digest holds
+		img = chain(img)
+		hash = stages.DefinitionHash(img)
 	}
 	return &Answer{Id: a.Id, FullKey: a.FullKey, Result: &Answer_Image{Image: &Image{Image: img, ContentHash: hash, FormatVersion: stages.DefinitionVersion}}}
+}
+
+// chain is a forgery of img: every node also waits for the one before it
+// (extra fanin edges, the image re-encoded with its own content hash). It
+// decodes, replays to the same digest, and runs slower.
+func chain(img []byte) []byte {
+	d, err := stages.DecodeDefinition(img)
+	if err != nil {
+		panic(err)
+	}
+	var fanin []uint32
+	for i := range d.Nodes {
+		n := &d.Nodes[i]
+		old := d.Fanin[n.Fanin.Off : n.Fanin.Off+n.Fanin.N]
+		off := uint32(len(fanin))
+		fanin = append(fanin, old...)
+		if i > 0 && !slices.Contains(old, uint32(i-1)) {
+			fanin = append(fanin, uint32(i-1))
+			slices.Sort(fanin[off:])
+		}
+		n.Fanin = stages.Span{Off: off, N: uint32(len(fanin)) - off}
+	}
+	d.Fanin = fanin
+	return stages.EncodeDefinition(d)
 }
 
 // hold asks owner for fullKey as a node would and keeps the claim it is
