@@ -32,6 +32,7 @@ type nodeProc struct {
 	cmd  *exec.Cmd
 	done chan struct{} // closed when it has exited
 	err  error         // its exit, once done
+	log  nodeLog       // its stderr, line by line
 }
 
 // startNodeProc starts `hbgrun node --listen listen` (127.0.0.1:0: any
@@ -54,6 +55,7 @@ func startNodeBin(t testing.TB, bin string, env []string, listen string, args ..
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
+			n.log.add(sc.Text())
 			if a, ok := strings.CutPrefix(sc.Text(), "hbgrun node: listening on "); ok {
 				ready <- a
 			}
