@@ -61,13 +61,11 @@
 // Images larger than Config.MaxImage are not sent: the asker records them.
 // A limit per image is not a limit per gRPC message, though: protoactor
 // remote sends whatever is queued for one node as one batch, and the
-// receiver refuses a message over gRPC's limit (4 MiB unless its server
-// options say otherwise), which breaks the connection. The images answered
-// or published to one node at once must stay under it: DSv4's 8 are 195 KB
-// in all (34 KB the largest). A model with many large Definitions needs the
-// nodes' limit raised (remote.NodeConfig.Remote,
-// paremote.WithServerOptions(grpc.MaxRecvMsgSize(n))); the peer does not
-// pace its messages.
+// receiver refuses a message over gRPC's limit (a node's: its model limit
+// and 4 MiB, remote.Transport), which breaks the connection. The images
+// answered or published to one node at once must stay under it: DSv4's 8
+// are 195 KB in all (34 KB the largest). The peer does not pace its
+// messages.
 package peer
 
 import (
