@@ -42,10 +42,11 @@ type nodeFlags struct {
 // tlsFlags are mutual TLS's files, with etcd's flag names.
 type tlsFlags struct{ files authn.Files }
 
-func (f *tlsFlags) register(fl *pflag.FlagSet, who string) {
-	fl.StringVar(&f.files.CertFile, "cert-file", "", "mutual TLS: "+who+"'s certificate (PEM); with --key-file and --trusted-ca-file, every connection is TLS and needs a certificate the CA signed")
-	fl.StringVar(&f.files.KeyFile, "key-file", "", "mutual TLS: the key of --cert-file (PEM)")
-	fl.StringVar(&f.files.TrustedCAFile, "trusted-ca-file", "", "mutual TLS: the certificate authority (PEM) that signs every driver's and node's certificate")
+// register adds the flags; pre says when they apply ("" or "with --nodes: ").
+func (f *tlsFlags) register(fl *pflag.FlagSet, pre, who string) {
+	fl.StringVar(&f.files.CertFile, "cert-file", "", pre+"mutual TLS: "+who+" certificate (PEM); with --key-file and --trusted-ca-file, every connection is TLS and needs a certificate the CA signed")
+	fl.StringVar(&f.files.KeyFile, "key-file", "", pre+"mutual TLS: the key of --cert-file (PEM)")
+	fl.StringVar(&f.files.TrustedCAFile, "trusted-ca-file", "", pre+"mutual TLS: the certificate authority (PEM) that signs every driver's and node's certificate")
 }
 
 func (f *tlsFlags) check() error {
@@ -82,7 +83,7 @@ and it exits 0.`,
 	fl.StringVar(&f.advertise, "advertise", "", "the address drivers and other nodes reach this one at, HOST:PORT, when it is not --listen's (a container's or NAT's mapped address); --listen may then be a wildcard")
 	fl.StringVar(&f.otlp, "otlp", "", "export spans over OTLP to ENDPOINT (grpc://host:4317 or http://host:4318); default: the OTEL_EXPORTER_OTLP_* variables, else nowhere")
 	f.store.register(fl)
-	f.tls.register(fl, "this node")
+	f.tls.register(fl, "", "this node's")
 	fl.BoolVar(&f.insecure, "insecure", false, "serve without TLS on an address other machines reach (anyone who reaches it can place runs and write Definitions)")
 	fl.BoolVar(&f.trust, "trust-peers", false, "keep a Definition another node sent without recording it here once to check it")
 	fl.IntVar(&f.maxRanks, "max-ranks", remote.DefaultMaxRanks, "refuse a placement of more ranks than this")
@@ -198,7 +199,7 @@ func (f *remoteFlags) register(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.nodeTimeout, "node-timeout", remote.DefaultNodeTimeout, "with --nodes: a node unreachable or silent this long fails its ranks' passes")
 	fl.StringVar(&f.listen, "driver-listen", "", "with --nodes: the address nodes answer this driver at, HOST:PORT (default: the address this machine reaches the first node from, any port)")
 	fl.StringVar(&f.advertise, "driver-advertise", "", "with --nodes: the address nodes reach this driver at, HOST:PORT, when it is not --driver-listen's; --driver-listen may then be a wildcard")
-	f.tls.register(fl, "with --nodes: this driver")
+	f.tls.register(fl, "with --nodes: ", "this driver's")
 }
 
 func (f *remoteFlags) check() error {
