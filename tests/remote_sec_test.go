@@ -250,7 +250,7 @@ func TestRemoteTLS(t *testing.T) {
 // reach refuses to start unless --insecure; on loopback it starts with a
 // one-line warning.
 func TestNodeInsecureRefused(t *testing.T) {
-	_, stderr, code := runCLI(t, "node", "--listen", "0.0.0.0:0", "--advertise", "127.0.0.1:1")
+	stderr, code := runBounded(t, 30*time.Second, "node", "--listen", "0.0.0.0:0", "--advertise", "127.0.0.1:1")
 	assert.NotEqual(t, 0, code)
 	assert.Contains(t, stderr, "no TLS on a non-loopback address")
 	assert.Contains(t, stderr, "--insecure")
