@@ -1,0 +1,160 @@
+package npu
+
+import "github.com/hbg-dev/hbg/stages"
+
+// Cores: which agent owns a core, dispatching a block onto free cores,
+// and collecting finished subtasks.
+
+func (s *sim) aiv(cl int) (int, int) { c := s.cfg.Clusters + 2*cl; return c, c + 1 }
+
+func (s *sim) owner(c int) int {
+	cl := c
+	if c >= s.cfg.Clusters {
+		cl = (c - s.cfg.Clusters) / 2
+	}
+	return cl % s.nSched
+}
+
+// freeCore finds a's lowest free core of a shape (for MIX: a cluster with
+// all three cores free), or -1.
+func (s *sim) freeCore(a, shape int) int {
+	for cl := a; cl < s.cfg.Clusters; cl += s.nSched {
+		v0, v1 := s.aiv(cl)
+		switch shape {
+		case shapeAIC:
+			if s.cores[cl].task < 0 {
+				return cl
+			}
+		case shapeAIV:
+			if s.cores[v0].task < 0 {
+				return v0
+			}
+			if s.cores[v1].task < 0 {
+				return v1
+			}
+		case shapeMIX:
+			if s.cores[cl].task < 0 && s.cores[v0].task < 0 && s.cores[v1].task < 0 {
+				return cl
+			}
+		}
+	}
+	return -1
+}
+
+func (s *sim) dispatch(a int) int64 {
+	if s.ready[shapeMIX].len() > 0 {
+		if c := s.freeCore(a, shapeMIX); c >= 0 {
+			return s.startBlock(shapeMIX, c)
+		}
+	}
+	best, bc := -1, -1
+	var bseq uint64
+	for _, sh := range [2]int{shapeAIC, shapeAIV} {
+		if s.ready[sh].len() == 0 {
+			continue
+		}
+		c := s.freeCore(a, sh)
+		if c < 0 {
+			continue
+		}
+		hs := s.tasks[s.ready[sh].peek()].order
+		if best < 0 || hs < bseq {
+			best, bc, bseq = sh, c, hs
+		}
+	}
+	if best < 0 {
+		return 0
+	}
+	return s.startBlock(best, bc)
+}
+
+// startBlock dispatches the next block of the head task of queue sh onto
+// core c (a MIX block onto cluster c's three cores).
+func (s *sim) startBlock(sh, c int) int64 {
+	q := &s.ready[sh]
+	ti := q.peek()
+	t := &s.tasks[ti]
+	b := t.next
+	t.next++
+	if t.next == t.bn {
+		q.pop()
+	}
+	start := s.now + s.cfg.SchedDispatchNs
+	if b == 0 {
+		t.state = stRunning
+		t.first = start
+		s.readInputs(ti)
+	}
+	n := 1
+	if sh == shapeMIX {
+		n = 3
+	}
+	s.running += n
+	dur := s.blockDur(t, sh)
+	switch sh {
+	case shapeAIC:
+		s.claim(c, ti, t.kern[0], b, start, dur)
+	case shapeAIV:
+		s.claim(c, ti, t.kern[1], b, start, dur)
+	default:
+		v0, v1 := s.aiv(c)
+		k2 := t.kern[2]
+		if k2 < 0 {
+			k2 = t.kern[1]
+		}
+		s.claim(c, ti, t.kern[0], b, start, dur)
+		s.claim(v0, ti, t.kern[1], b, start, dur)
+		s.claim(v1, ti, k2, b, start, dur)
+	}
+	s.subtasks++
+	s.emit(start+dur, evCoreEnd, int32(c))
+	return s.cfg.SchedDispatchNs
+}
+
+// claim puts block b of task ti on core c.
+func (s *sim) claim(c int, ti int32, k stages.KernelID, b int32, start, dur int64) {
+	s.cores[c] = core{task: ti, block: b, start: start, dur: dur}
+	s.busy[c] += dur
+	if s.cfg.Timeline {
+		t := &s.tasks[ti]
+		s.timeline = append(s.timeline, Slice{Core: int32(c), Task: stages.TaskID(t.src), Node: t.node, Kernel: k, Block: b, Start: start, Dur: dur})
+	}
+}
+
+func (s *sim) coreEnd(c int32) {
+	co := &s.cores[c]
+	co.finished = true
+	t := &s.tasks[co.task]
+	t.ended++
+	t.last = s.now
+	if t.kind == stages.KindMIX {
+		s.running -= 3
+	} else {
+		s.running--
+	}
+	if t.ended == t.bn {
+		s.writeOutputs(co.task)
+	}
+	a := s.owner(int(c))
+	s.agents[a].fin.push(c)
+	s.wake(a, s.now)
+}
+
+// collect frees a finished core (a MIX block's three) and, when it was the
+// task's last block, hands the task to the resolver.
+func (s *sim) collect(c int32) int64 {
+	co := &s.cores[c]
+	ti := co.task
+	t := &s.tasks[ti]
+	co.task, co.finished = -1, false
+	if t.kind == stages.KindMIX {
+		v0, v1 := s.aiv(int(c))
+		s.cores[v0].task, s.cores[v1].task = -1, -1
+	}
+	t.collected++
+	if t.collected == t.bn {
+		s.done.push(ti)
+		s.wake(s.resolver(), s.now+s.cfg.SchedCollectNs)
+	}
+	return s.cfg.SchedCollectNs
+}

@@ -1,0 +1,284 @@
+package stages
+
+import (
+	"fmt"
+	"slices"
+)
+
+// The Host half of the pass state machine (pass.go): the submission actor's.
+
+// keyState is what the Host knows about one store key across passes.
+type keyState struct {
+	def    *Published
+	failed error
+	// recording is set from the request to the outcome's Learn.
+	recording bool
+	// sig and nscalars are the first call's boundary signature; first and
+	// firstScalar its values: a later call that differs is re-recorded once
+	// to verify the Definition (verifyAsked).
+	sig         []BoundarySlot
+	nscalars    int
+	next        int // external dependency slots
+	first       []Arg
+	firstScalar []uint64
+	verifyAsked bool
+}
+
+// Host is one rank's submission side: the ordinary path (OrdinaryPath), what the
+// rank knows of each key, and the pass in host_orch. It is owned by one
+// actor.
+type Host struct {
+	cfg      PassConfig
+	rank     int
+	orch     *OrdinaryPath
+	identity string
+	idHash   uint64 // FullKey's hash of identity so far
+	keys     map[uint64]*keyState
+	matcher  Matcher
+	p        *Pass
+	nextID   uint64
+	jobs     []RecordRequest
+	spare    []*RunImage
+}
+
+// NewHost makes a rank's Host.
+func NewHost(rank int, cfg PassConfig) *Host {
+	return &Host{cfg: cfg, rank: rank, keys: map[uint64]*keyState{}}
+}
+
+// GraphBoundary implements stages.BoundaryWriter for the submitter that
+// routes Graph calls here: n slots the ordinary path lends every Graph call.
+func (h *Host) GraphBoundary(n int) []Arg { return h.orch.lendArgs(n) }
+
+// Ordinary is the ordinary path of the pass in host_orch.
+func (h *Host) Ordinary() *OrdinaryPath { return h.orch }
+
+// Recording reports whether a key this Host asked for is still recording: a
+// next pass then waits, so that at most one pass per rank awaits recordings
+// and a key's calls are never shells of two passes.
+func (h *Host) Recording() bool {
+	for _, e := range h.keys {
+		if e.recording {
+			return true
+		}
+	}
+	return false
+}
+
+// Begin starts a pass of the orchestration identity over entry. The caller
+// then runs the orchestration (ordinary calls on Ordinary(), Graph calls on Graph)
+// and calls End.
+func (h *Host) Begin(identity string, entry []Root, nkernels, round int) *Pass {
+	if h.orch == nil || h.identity != identity {
+		h.orch = NewOrdinaryPath(entry)
+		h.identity = identity
+		h.idHash = fnvString(fnvOffset, identity)
+		clear(h.keys)
+	}
+	if h.cfg.NoRetain {
+		clear(h.keys)
+	}
+	return h.begin(nkernels, round)
+}
+
+func (h *Host) begin(nkernels, round int) *Pass {
+	if h.p != nil {
+		panic("stages: Begin while a pass is in host_orch")
+	}
+	h.nextID++
+	h.p = &Pass{ID: h.nextID, Round: round, cfg: h.cfg, nkernels: nkernels, pending: map[uint64]int{}, defs: map[uint64]*Published{}}
+	h.orch.Reset()
+	return h.p
+}
+
+// Rerun starts p's orchestration again after its Replay gave it back: the
+// keys it learned are in the Host, the failed ones run on the ordinary path.
+func (h *Host) Rerun(p *Pass) *Pass {
+	np := h.begin(p.nkernels, p.Round)
+	np.Warnings = p.Warnings
+	np.Defects = p.Defects
+	np.RecordedNodes, np.RecordNodeOps, np.RecordNs = p.RecordedNodes, p.RecordNodeOps, p.RecordNs
+	np.BuiltDefinitions, np.BuildNs = p.BuiltDefinitions, p.BuildNs
+	np.Store = p.Store
+	np.UploadedBytes = p.UploadedBytes
+	h.Recycle(p.Image)
+	return np
+}
+
+// storeKey is full_key, salted per pass when Definitions are not retained.
+func (h *Host) storeKey(fk uint64) uint64 {
+	if !h.cfg.NoRetain {
+		return fk
+	}
+	return FullKey("", "", []uint64{fk, uint64(h.rank), uint64(h.p.Round)})
+}
+
+// Graph handles one Graph call: replay on a hit, a shell while the key
+// records, a new recording on a miss, the ordinary path (on o, which routes
+// nested calls back here) when the key failed or the boundary mismatches.
+// Record requests pile up for TakeJobs.
+func (h *Host) Graph(call *GraphCall, o Submitter) TaskID {
+	p := h.p
+	p.Counts.GraphCalls++
+	fk := fullKeyFrom(h.idHash, call.Key, call.Config)
+	sk := h.storeKey(fk)
+	e := h.keys[sk]
+	switch {
+	case e == nil:
+		e = &keyState{nscalars: len(call.Scalars), next: len(call.ExtDeps), sig: Signature(call.Boundary, h.orch), recording: true}
+		job := h.job(call, fk, sk, false)
+		// The request's copies are read-only from here on: the key keeps
+		// the first call's values in them.
+		e.first, e.firstScalar = job.Boundary, job.Scalars
+		h.keys[sk] = e
+	case e.failed != nil:
+		if !slices.Contains(p.fellBack, sk) {
+			p.fellBack = append(p.fellBack, sk)
+			p.warn("%v; its calls run on the ordinary path", e.failed)
+		}
+		p.Counts.FallbackCalls++
+		return h.inline(call, o)
+	}
+	// A shell (the key still recording) gets its hash and heap block when
+	// the Definition reaches the Replay.
+	sub := GraphSubmission{FullKey: fk}
+	var heapBytes int64
+	var written []int32
+	if e.def != nil {
+		sub.DefHash, heapBytes, written = e.def.Hash, e.def.Def.HeapBytes, e.def.Written
+	}
+	id, mm := h.orch.ReplayGraph(&h.matcher, e.sig, e.nscalars, e.next, call, sub, heapBytes, written)
+	if mm != nil {
+		p.Counts.BoundaryMismatches++
+		p.warn("boundary mismatch, call runs on the ordinary path: %v", mm)
+		return h.inline(call, o)
+	}
+	if !call.KeyComplete && !e.verifyAsked && differs(e, call) {
+		e.verifyAsked = true
+		h.job(call, fk, sk, true)
+	}
+	if e.def != nil {
+		p.use(e.def)
+	} else {
+		p.shells = append(p.shells, shell{task: id, sk: sk})
+	}
+	p.Counts.GraphSubmissions++
+	return id
+}
+
+func (h *Host) job(call *GraphCall, fk, sk uint64, verify bool) *RecordRequest {
+	h.jobs = append(h.jobs, RecordRequest{
+		Pass: h.p.ID, StoreKey: sk, FullKey: fk, Key: call.Key,
+		Boundary: append([]Arg(nil), call.Boundary...),
+		Roots:    h.orch.BoundaryRoots(call.Boundary),
+		Scalars:  append([]uint64(nil), call.Scalars...),
+		ExtDeps:  append([]TaskID(nil), call.ExtDeps...),
+		Body:     call.KeptBody(),
+		Verify:   verify,
+	})
+	h.p.pending[sk]++
+	return &h.jobs[len(h.jobs)-1]
+}
+
+// differs reports whether a call passes other boundary values than the
+// recorded one: only then can a re-recording reveal a baked value.
+func differs(e *keyState, call *GraphCall) bool {
+	for i := range call.Scalars {
+		if call.Scalars[i] != e.firstScalar[i] {
+			return true
+		}
+	}
+	for i := range call.Boundary {
+		a, b := &call.Boundary[i].View, &e.first[i].View
+		if a.Root != b.Root || a.Offset != b.Offset {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *Host) inline(call *GraphCall, o Submitter) TaskID {
+	if h.orch.lent(call.Boundary) {
+		// A Graph call in the body lends the same slots again: the body
+		// reads a copy.
+		c := *call
+		c.Boundary = slices.Clone(call.Boundary)
+		call = &c
+	}
+	if err := call.Body(o, call.NewBoundary()); err != nil {
+		h.p.errs = append(h.p.errs, fmt.Errorf("graph %q on the ordinary path: %w", call.Key, err))
+	}
+	return TaskID(h.orch.NumTasks() - 1)
+}
+
+// TakeJobs returns the record requests made since the last call, to send
+// now (while the orchestration goes on). The slice is reused.
+func (h *Host) TakeJobs() []RecordRequest {
+	j := h.jobs
+	h.jobs = h.jobs[:0]
+	return j
+}
+
+// End closes host_orch: the orchestration returned (err is its failure).
+// The pass takes the run image with it; the Host goes on with another.
+func (h *Host) End(err error) *Pass {
+	p := h.p
+	h.p = nil
+	if err != nil {
+		p.errs = append(p.errs, err)
+	}
+	var spare *RunImage
+	if n := len(h.spare); n > 0 {
+		spare, h.spare = h.spare[n-1], h.spare[:n-1]
+	}
+	p.Image = h.orch.TakeImage(spare)
+	c := &p.Counts
+	c.HostSubmissions = len(p.Image.Tasks)
+	c.GraphSubmissions = len(p.Image.Graphs)
+	c.OrdinaryTasks = len(p.Image.Tasks) - len(p.Image.Graphs)
+	// Every Graph call became a GraphSubmission, or is accounted for by a
+	// boundary mismatch or a failed recording; anything else ran on the
+	// ordinary path for no reason the pass can name: demoted.
+	c.Demoted = c.GraphCalls - c.GraphSubmissions - c.BoundaryMismatches - c.FallbackCalls
+	if h.cfg.NoRetain {
+		p.StoreKeys = h.Forget()
+	}
+	p.step = stepWait
+	return p
+}
+
+// Recycle takes back a run image the Replay no longer needs.
+func (h *Host) Recycle(img *RunImage) {
+	if img != nil && len(h.spare) < 4 {
+		h.spare = append(h.spare, img)
+	}
+}
+
+// Learn takes what a pass learned about its keys.
+func (h *Host) Learn(ls []Learned) {
+	for _, l := range ls {
+		e := h.keys[l.StoreKey]
+		if e == nil {
+			continue
+		}
+		switch {
+		case l.Forget:
+			delete(h.keys, l.StoreKey)
+		case l.Failed != nil:
+			e.failed, e.recording = l.Failed, false
+		case l.Def != nil:
+			e.def, e.recording = l.Def, false
+		}
+	}
+}
+
+// Forget lists the store keys of this Host's keys (NoRetain: the store drops
+// them after the pass).
+func (h *Host) Forget() []uint64 {
+	out := make([]uint64, 0, len(h.keys))
+	for k := range h.keys {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,346 @@
+package stages
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// The Replay half of the pass state machine (pass.go): the replay actor's.
+
+// ActionKind names what a Replay asks its actor to do.
+type ActionKind uint8
+
+const (
+	// ActLearn: tell the Host what the pass learned (Action.Learned).
+	ActLearn ActionKind = iota + 1
+	// ActShip: encode Pass.Image, copy it to the device and (unless
+	// SkipDevice) launch it, in that order, at once.
+	ActShip
+	// ActRerun: give the pass back to the Host, which runs its
+	// orchestration again with what it learned (Action.Learned).
+	ActRerun
+	// ActReply: the pass is over (Pass.Err says how): answer its caller.
+	ActReply
+)
+
+var actionNames = [...]string{"", "learn", "ship", "rerun", "reply"}
+
+func (k ActionKind) String() string { return actionNames[k] }
+
+// Action is one thing to do.
+type Action struct {
+	Kind    ActionKind
+	Pass    *Pass
+	Learned []Learned
+}
+
+// Replay is one rank's replay side: the passes handed off and not yet
+// answered, in order. It finalizes shells as their Definitions arrive, ships
+// run images in pass order, and matches the device's in-order replies to
+// their passes. It is owned by one actor.
+type Replay struct {
+	passes []*Pass
+	// early holds outcomes that reached the Replay before their pass did
+	// (a recording can finish while its pass is still in host_orch).
+	early map[uint64][]Outcome
+	// device lists, in order, the pass of each request at the device
+	// (copy, then launch), including passes already answered by a cancel.
+	device  []*Pass
+	actions []Action
+}
+
+// NewReplay makes a rank's Replay.
+func NewReplay() *Replay { return &Replay{early: map[uint64][]Outcome{}} }
+
+// InFlight is the number of passes handed off and not yet answered.
+func (r *Replay) InFlight() int { return len(r.passes) }
+
+// Handoff takes a pass at the end of its host_orch.
+func (r *Replay) Handoff(p *Pass) {
+	r.passes = append(r.passes, p)
+	for id, os := range r.early {
+		switch {
+		case id == p.ID:
+			for _, o := range os {
+				r.apply(p, o)
+			}
+			delete(r.early, id)
+		case id < p.ID:
+			delete(r.early, id) // its pass was cancelled before handoff
+		}
+	}
+	r.advance(p)
+}
+
+// Defined takes an outcome from the pipeline.
+func (r *Replay) Defined(o Outcome) {
+	p := r.find(o.Pass)
+	if p == nil {
+		if len(r.passes) == 0 || o.Pass > r.passes[len(r.passes)-1].ID {
+			r.early[o.Pass] = append(r.early[o.Pass], o)
+		}
+		return // else its pass is over (cancelled): nothing waits for it
+	}
+	r.apply(p, o)
+	r.advance(p)
+}
+
+func (r *Replay) find(id uint64) *Pass {
+	for _, p := range r.passes {
+		if p.ID == id {
+			return p
+		}
+	}
+	return nil
+}
+
+func (r *Replay) apply(p *Pass, o Outcome) {
+	if p.pending[o.StoreKey] == 0 {
+		panic(fmt.Sprintf("stages: pass %d got an outcome for key %016x it did not ask for", p.ID, o.StoreKey))
+	}
+	p.pending[o.StoreKey]--
+	p.RecordNodeOps += o.RecordedNodes
+	p.RecordNs += o.RecordNs
+	if o.Recorded && o.Err == nil {
+		p.RecordedNodes += o.RecordedNodes
+		p.BuiltDefinitions++
+		p.BuildNs += o.BuildNs
+	}
+	p.UploadedBytes += o.UploadedBytes
+	p.Store.Add(o.Store)
+	for _, r := range o.Store.Rejected {
+		p.warn("%s; recorded again", r)
+	}
+	for _, d := range o.Defects {
+		if p.cfg.DefectsAsWarnings {
+			p.warn("%v", d)
+		} else {
+			p.errs = append(p.errs, d)
+		}
+		p.Defects = append(p.Defects, d)
+	}
+	if o.Verify {
+		p.Counts.Verified++
+		return
+	}
+	switch {
+	case o.Err == nil && o.UploadErr != nil:
+		p.errs = append(p.errs, fmt.Errorf("graph_upload: %w", o.UploadErr))
+		p.learned = append(p.learned, Learned{StoreKey: o.StoreKey, Forget: true})
+	case o.Err == nil:
+		p.defs[o.StoreKey] = o.Def
+		p.learned = append(p.learned, Learned{StoreKey: o.StoreKey, Def: o.Def})
+	case !errors.Is(o.Err, ErrUnsupported) || p.cfg.StrictRecording:
+		// A panic, a body's own error, or strict: the pass fails.
+		p.errs = append(p.errs, o.Err)
+		p.learned = append(p.learned, Learned{StoreKey: o.StoreKey, Failed: o.Err})
+	default:
+		// Unsupported: the pass is rerun with this key on the ordinary
+		// path (its shells are in the image, and a shell cannot be unwound).
+		p.rerun = true
+		p.learned = append(p.learned, Learned{StoreKey: o.StoreKey, Failed: o.Err})
+	}
+}
+
+func (p *Pass) awaiting() bool {
+	for _, n := range p.pending {
+		if n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// advance moves a waiting pass on once every outcome is in.
+func (r *Replay) advance(p *Pass) {
+	if p.step != stepWait || p.awaiting() {
+		r.ship()
+		return
+	}
+	learned := p.learned
+	p.learned = nil
+	switch {
+	case p.rerun && len(p.errs) == 0:
+		r.remove(p)
+		p.step = stepDone
+		r.actions = append(r.actions, Action{Kind: ActRerun, Pass: p, Learned: learned})
+		r.ship()
+		return
+	case len(learned) > 0:
+		r.actions = append(r.actions, Action{Kind: ActLearn, Pass: p, Learned: learned})
+	}
+	if len(p.errs) > 0 {
+		r.finish(p, errors.Join(p.errs...))
+		return
+	}
+	for _, sh := range p.shells {
+		d := p.defs[sh.sk]
+		if d == nil {
+			panic("stages: shell of a key with neither a Definition nor a failure at commit")
+		}
+		p.Image.FinalizeGraph(sh.task, d.Hash, d.Def.HeapBytes)
+		p.use(d)
+	}
+	p.count()
+	p.step = stepReady
+	r.ship()
+}
+
+// count derives the counts that need the pass's Definitions.
+func (p *Pass) count() {
+	c := &p.Counts
+	c.Definitions = len(p.used)
+	nodes := 0
+	for _, g := range p.Image.Graphs {
+		if d := p.def(g.DefHash); d != nil {
+			nodes += len(d.Def.Nodes)
+		}
+	}
+	c.ExpectedDeviceTasks = c.OrdinaryTasks + nodes
+	if p.cfg.CountKernels {
+		p.KernelTasks = kernelTasks(p.Image, p.nkernels, p.def)
+	}
+}
+
+func (p *Pass) def(hash uint64) *Published {
+	for _, d := range p.used {
+		if d.Hash == hash {
+			return d
+		}
+	}
+	return nil
+}
+
+// kernelTasks counts the device tasks of each kernel in a run image, Graph
+// nodes included (a MIX task counts for its AIC kernel).
+func kernelTasks(img *RunImage, nkernels int, def func(uint64) *Published) []int {
+	counts := make([]int, nkernels)
+	add := func(k Kind, ks [3]KernelID) {
+		id := ks[0]
+		if k == KindAIV {
+			id = ks[1]
+		}
+		if id >= 0 && int(id) < nkernels {
+			counts[id]++
+		}
+	}
+	for _, t := range img.Tasks {
+		if t.Kind == KindGraph {
+			if d := def(img.Graphs[t.Graph].DefHash); d != nil {
+				for _, n := range d.Def.Nodes {
+					add(n.Kind, n.Kernel)
+				}
+			}
+			continue
+		}
+		add(t.Kind, t.Kernel)
+	}
+	return counts
+}
+
+// ship sends ready passes to the device in pass order: a pass never
+// overtakes an earlier one still waiting for its Definitions.
+func (r *Replay) ship() {
+	for _, p := range r.passes {
+		if p.step >= stepShipped {
+			continue
+		}
+		if p.step != stepReady {
+			return
+		}
+		p.step = stepShipped
+		p.atDevice = 2
+		if p.cfg.SkipDevice {
+			p.atDevice = 1
+		}
+		for i := 0; i < p.atDevice; i++ {
+			r.device = append(r.device, p)
+		}
+		r.actions = append(r.actions, Action{Kind: ActShip, Pass: p})
+	}
+}
+
+// DeviceReplied takes the device's next reply (to a copy or a launch, in the
+// order they were shipped) and says whose it was, whether it answered the
+// launch, and whether the pass was already over (a cancelled pass's replies
+// are absorbed).
+func (r *Replay) DeviceReplied(err error) (p *Pass, launched, over bool) {
+	if len(r.device) == 0 {
+		panic("stages: a device reply with no request outstanding")
+	}
+	p = r.device[0]
+	r.device[0] = nil
+	r.device = r.device[1:]
+	p.atDevice--
+	launched = p.atDevice == 0 && !p.cfg.SkipDevice
+	if p.replied {
+		return p, launched, true
+	}
+	switch p.step {
+	case stepShipped:
+		p.step = stepCopied
+		if err != nil {
+			r.finish(p, fmt.Errorf("arena_h2d: %w", err))
+		} else if p.cfg.SkipDevice {
+			r.finish(p, nil)
+		}
+		return p, false, false
+	case stepCopied:
+		if err != nil {
+			err = fmt.Errorf("device: %w", err)
+		}
+		r.finish(p, err)
+		return p, true, false
+	}
+	panic(fmt.Sprintf("stages: device reply for pass %d in step %d", p.ID, p.step))
+}
+
+// Done reports whether the pass has been answered.
+func (p *Pass) Done() bool { return p.replied }
+
+// Cancel ends a pass now with err (its caller gave up, or the runtime
+// stops). Keys it still awaited are forgotten by the Host; device replies
+// still owed to it are absorbed when they come.
+func (r *Replay) Cancel(id uint64, err error) {
+	p := r.find(id)
+	if p == nil {
+		return
+	}
+	if p.step == stepWait {
+		for _, k := range p.Waiting() {
+			p.learned = append(p.learned, Learned{StoreKey: k, Forget: true})
+		}
+		if len(p.learned) > 0 {
+			r.actions = append(r.actions, Action{Kind: ActLearn, Pass: p, Learned: p.learned})
+			p.learned = nil
+		}
+	}
+	r.finish(p, err)
+	r.ship()
+}
+
+func (r *Replay) finish(p *Pass, err error) {
+	p.Err = err
+	p.step = stepDone
+	p.replied = true
+	r.remove(p)
+	r.actions = append(r.actions, Action{Kind: ActReply, Pass: p})
+}
+
+func (r *Replay) remove(p *Pass) {
+	if i := slices.Index(r.passes, p); i >= 0 {
+		r.passes = slices.Delete(r.passes, i, i+1)
+	}
+}
+
+// AtDevice reports whether the device still owes pass p a reply (its image
+// bytes are in use until then).
+func (p *Pass) AtDevice() bool { return p.atDevice > 0 }
+
+// Actions returns what to do, in order, and forgets it. The slice is reused.
+func (r *Replay) Actions() []Action {
+	a := r.actions
+	r.actions = r.actions[:0]
+	return a
+}
