@@ -54,6 +54,12 @@ type host struct {
 	stopErr  error
 }
 
+// unplacedTimeout is how long a host may wait for its placement: the
+// driver's wait for the placement's answer, and a minute more.
+const unplacedTimeout = placeTimeout + time.Minute
+
+type unplaced struct{}
+
 // rankQueue bounds the passes of one rank waiting to be asked for; past
 // it a pass is refused with actors.ErrRankBusy (the runtime's own queue
 // is behind it).
@@ -85,6 +91,15 @@ func (h *host) Receive(ctx actor.Context) {
 		_ = h.shutdown(sctx)
 		cancel()
 		ctx.Stop(ctx.Self())
+	case *actor.Started:
+		// A host spawned and never placed holds no run: it goes, so that
+		// spawning alone piles nothing up on the node.
+		self, root := ctx.Self(), ctx.ActorSystem().Root
+		time.AfterFunc(unplacedTimeout, func() { root.Send(self, unplaced{}) })
+	case unplaced:
+		if h.rt == nil {
+			ctx.Stop(ctx.Self())
+		}
 	case *actor.Stopping:
 		sctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 		_ = h.shutdown(sctx)
