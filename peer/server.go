@@ -51,6 +51,10 @@ type server struct {
 	asks   map[uint64]*ask
 	// refused counts the Publishes, Abandons and Answers refused.
 	refused int
+	// granted is the keys whose claim another node's owner granted this
+	// one: only these are published or abandoned to their owner (a key
+	// recorded after a refusal or a timeout is this node's own).
+	granted map[uint64]bool
 	// watched is the nodes whose peer actor this one watches, by address:
 	// an owner asked, a remote claim holder.
 	watched map[string]bool
@@ -95,7 +99,7 @@ type waiter struct {
 }
 
 func newServer(cfg Config) *server {
-	return &server{cfg: cfg, disk: cfg.Disk, images: newHeldImages(cfg.MaxHeld), claims: map[uint64]*claim{}, asks: map[uint64]*ask{}, watched: map[string]bool{}}
+	return &server{cfg: cfg, disk: cfg.Disk, images: newHeldImages(cfg.MaxHeld), claims: map[uint64]*claim{}, asks: map[uint64]*ask{}, watched: map[string]bool{}, granted: map[uint64]bool{}}
 }
 
 func (s *server) Receive(ctx actor.Context) {
@@ -277,6 +281,7 @@ func (s *server) answered(ctx actor.Context, m *Answer) {
 	case *Answer_Image:
 		a.done(actors.FetchResult{Image: r.Image.GetImage(), Hash: r.Image.GetContentHash(), Peer: a.owner, Outcome: "image", Trusted: s.cfg.TrustPeers})
 	case *Answer_Grant:
+		s.granted[a.req.FullKey] = true
 		a.done(actors.FetchResult{Peer: a.owner, Outcome: "record"})
 	case *Answer_Refusal:
 		a.done(actors.FetchResult{Peer: a.owner, Outcome: "fallback",
@@ -295,8 +300,9 @@ func (s *server) localRecorded(ctx actor.Context, m *localRecorded) {
 	if m.image == nil {
 		if owner == m.v.self {
 			s.abandoned(ctx, fk, "")
-		} else {
-			ctx.Send(actor.NewPID(owner, ActorName), &Abandon{FullKey: fk, Reason: "its recording failed"})
+		} else if s.granted[fk] {
+			delete(s.granted, fk)
+			ctx.Request(actor.NewPID(owner, ActorName), &Abandon{FullKey: fk, Reason: "its recording failed"})
 		}
 		return
 	}
@@ -305,9 +311,12 @@ func (s *server) localRecorded(ctx actor.Context, m *localRecorded) {
 		s.published(ctx, fk, img, nil, m.v.self)
 		return
 	}
-
+	if !s.granted[fk] {
+		return // not the cluster's recording: the owner would refuse it
+	}
+	delete(s.granted, fk)
 	if len(m.image) > s.cfg.MaxImage {
-		ctx.Send(actor.NewPID(owner, ActorName), &Abandon{FullKey: fk, Reason: "its image is over the size limit for one message"})
+		ctx.Request(actor.NewPID(owner, ActorName), &Abandon{FullKey: fk, Reason: "its image is over the size limit for one message"})
 		return
 	}
 	// Request, not Send: the owner sees who published.
