@@ -102,10 +102,27 @@ func TestNodeLimits(t *testing.T) {
 }
 
 // TestNodeDriverLimit: with --max-drivers 4, four drivers hold runs on a
-// node, and a fifth is refused at once, naming the limit.
+// node, and a fifth is refused at once, naming the limit; with
+// --max-placements 2, a third run is.
 func TestNodeDriverLimit(t *testing.T) {
 	n := startNodeProc(t, "127.0.0.1:0", "--max-drivers", "4")
-	for i := range 4 {
+	holdRuns(t, n, 4)
+	stderr, code := runBounded(t, 40*time.Second, "run", dsv4, "--ranks", "1", "--rounds", "1", "--skip-device", "--store", "off", "--nodes", n.addr)
+	assert.Equal(t, 1, code, stderr)
+	assert.Contains(t, stderr, "over a node's limit of concurrent drivers: 4 drivers have runs placed already, the node's limit (--max-drivers 4)")
+
+	p := startNodeProc(t, "127.0.0.1:0", "--max-placements", "2")
+	holdRuns(t, p, 2)
+	stderr, code = runBounded(t, 40*time.Second, "run", dsv4, "--ranks", "1", "--rounds", "1", "--skip-device", "--store", "off", "--nodes", p.addr)
+	assert.Equal(t, 1, code, stderr)
+	assert.Contains(t, stderr, "over a node's limit of placements: 2 runs placed already, the node's limit (--max-placements 2)")
+}
+
+// holdRuns starts k drivers with runs on n that last until the test ends,
+// and returns once each has run a pass.
+func holdRuns(t *testing.T, n *nodeProc, k int) {
+	t.Helper()
+	for i := range k {
 		cmd := exec.Command(hbgrun(t), "run", dsv4, "--ranks", "1", "--rounds", "100000000", "--skip-device", "--store", "off", "-v", "--nodes", n.addr)
 		stderr, err := cmd.StderrPipe()
 		require.NoError(t, err)
@@ -141,7 +158,4 @@ func TestNodeDriverLimit(t *testing.T) {
 			t.Fatalf("driver %d: no pass within a minute", i)
 		}
 	}
-	stderr, code := runBounded(t, 40*time.Second, "run", dsv4, "--ranks", "1", "--rounds", "1", "--skip-device", "--store", "off", "--nodes", n.addr)
-	assert.Equal(t, 1, code, stderr)
-	assert.Contains(t, stderr, "over a node's limit of concurrent drivers: 4 drivers have runs placed already, the node's limit (--max-drivers 4)")
 }
