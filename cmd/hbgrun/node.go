@@ -72,7 +72,13 @@ uploader, device) run in this process beside its Definition store (--store,
 as for run) and recorder pool. The node prints "hbgrun node: listening on
 HOST:PORT" on stderr once it serves, and runs until SIGINT or SIGTERM: then
 its passes in flight fail (their drivers are told), its spans are flushed,
-and it exits 0.`,
+and it exits 0.
+
+With --cert-file, --key-file and --trusted-ca-file every connection (from
+drivers, to and from the other nodes) is mutual TLS, and only a process with
+a certificate the CA signed is served. Without them the node serves on
+loopback only, with a warning (--insecure: on any address). Each --max-*
+limit is refused to the driver at once, by name.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return nodeCmd(c.Context(), c.ErrOrStderr(), &f)
