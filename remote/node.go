@@ -11,6 +11,16 @@
 // the node the driver placed it on for the whole run, so there is nothing
 // for the cluster's membership, partitioning and virtual-actor activation
 // to decide, and remote spawning by name is protoactor's mature part.
+//
+// A node is a network service, so it trusts no message for who sent it.
+// Transport makes every connection mutual TLS (crypto/tls, client
+// certificates required); package authn stamps each message a node receives
+// with the connection it came over, and the node checks a placement against
+// it (Node.authorize: its own name, the driver's host) and takes a run's
+// passes only from its placing driver. Every limit a caller could abuse is
+// a NodeConfig field with a default and its own error (ErrTooManyRanks,
+// ErrTooManyPlacements, ErrTooManyDrivers, ErrModelTooLarge, all
+// ErrLimit), answered to the driver at once.
 package remote
 
 import (
