@@ -25,7 +25,9 @@ type passReq struct {
 // passRun is a pass as the actors carry it: the pure stages.Pass and what
 // the shells keep around it (the caller, the result being filled, the open
 // phase span). It travels with the pass: submission -> replay, and back to
-// the submission only to be rerun.
+// the submission to be rerun (a key fell back) and, as the pass ends (just
+// before the caller has its answer), to free its slot and recycle its
+// image (passDone).
 type passRun struct {
 	req   *passReq
 	pass  *stages.Pass
@@ -236,6 +238,8 @@ func (s *submission) graph(call *stages.GraphCall) stages.TaskID {
 // ordinary calls go straight to stages.OrdinaryPath, timed per operation; Graph
 // calls go through the Host.
 type submitter struct{ s *submission }
+
+var _ stages.RootCounter = submitter{}
 
 func (o submitter) Alloc(specs []stages.RootSpec) (stages.TaskID, stages.RootID) {
 	t0 := trace.Now()
