@@ -49,6 +49,7 @@
 //	body:
 //	  - alloc: ["NAME DTYPE[d0, d1] [manual_dep]", ...]    # one alloc task
 //	  - alloc: ["h[0] fp32[16]", "h[1] fp32[16]"]           # a tensor list h (elements 0..n-1)
+//	  - {alloc: [...], id: ID}                              # the alloc task's id, for deps
 //	  - let: {NAME: VIEW, LIST: [VIEW, ...]}               # named views, a tensor list
 //	  - tasks: {LIST: SIZE}                                # a task list, every element unset
 //	  - set: {"LIST[i]": TASK}                             # store tasks into a task list
@@ -128,7 +129,9 @@
 // array: declared with its size by a tasks op, filled by ops with
 // id: LIST[i] (or LIST[start:+n], which stores the task into each element)
 // and by set; reading an element no op stored is an error. deps keep their
-// order and repeats. A block's task params are bound by each call; when the
+// order and repeats; "TASK if EXPR" adds TASK only where EXPR is not 0
+// (upstream's if (prev.is_valid()) add_dep(prev), if (is_last)
+// add_dep(alloc_task)). An alloc op's id names its alloc task. A block's task params are bound by each call; when the
 // call is a Graph, they are its external dependencies (GraphCall.ExtDeps,
 // in order), which a replay takes from its call site.
 //

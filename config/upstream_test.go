@@ -604,3 +604,49 @@ func TestStridedViewErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestConditionalDepsAndAllocIDs: an alloc op's id names its task
+// (alloc_tensors(...).task_id()), and "TASK if EXPR" in deps adds the task
+// only where EXPR holds (if (is_last) add_dep(alloc_task)).
+func TestConditionalDepsAndAllocIDs(t *testing.T) {
+	src := upstreamHeader + `program:
+  body:
+    - scope: manual
+      body:
+        - alloc: ["acc fp32[16]"]
+          id: a
+        - tasks: {prev: 1}
+        - loop: {var: i, to: 3}
+          body:
+            - {id: "prev[0]", k: upd, args: ["inout acc"], deps: ["prev[0] if i > 0", "a if i == 2"]}
+forms: {eager: {}}
+`
+	m, err := config.Parse("upstream.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deps [][]int
+	for _, tk := range reftrace.Tasks(expand(t, m, "eager"))[1:] {
+		deps = append(deps, tk.Deps)
+	}
+	if want := [][]int{{}, {1}, {2, 0}}; !reflect.DeepEqual(deps, want) {
+		t.Errorf("deps %v, want %v", deps, want)
+	}
+	for _, tc := range []struct{ bad, at, want string }{
+		{`deps: ["prev[0] if i > 0", "a if i == 2"]`, `"a if"`, `unexpected "junk" after the task`},
+		{`          id: a`, `id: "a[0]"`, "an alloc's id is a NAME"},
+	} {
+		var s string
+		if tc.at == `"a if"` {
+			s = replaceOnce(src, tc.bad, `deps: ["a if i == 2 junk"]`)
+		} else {
+			s = replaceOnce(src, tc.bad, `          id: "a[0]"`)
+		}
+		_, err := config.Parse("upstream.yaml", []byte(s))
+		at := "a if i == 2 junk"
+		if tc.at != `"a if"` {
+			at = tc.at
+		}
+		wantConfigError(t, err, "upstream.yaml", lineOf(s, at), []string{tc.want})
+	}
+}
