@@ -131,8 +131,8 @@
 // and by set; reading an element no op stored is an error. deps keep their
 // order and repeats; "TASK if EXPR" adds TASK only where EXPR is not 0
 // (upstream's if (prev.is_valid()) add_dep(prev), if (is_last)
-// add_dep(alloc_task)). An alloc op's id names its alloc task. A block's task params are bound by each call; when the
-// call is a Graph, they are its external dependencies (GraphCall.ExtDeps,
+// add_dep(alloc_task)). An alloc op's id names its alloc task. A block's
+// task params are bound by each call; when the call is a Graph, they are its external dependencies (GraphCall.ExtDeps,
 // in order), which a replay takes from its call site.
 //
 // touch is an access hint, for the device's timing only: the task's argument
@@ -291,6 +291,10 @@
 // runs).
 //
 // # Files
+//
+// CONFORMANCE.md (in this directory) lists every call of upstream's
+// orchestration API, the YAML that says it and the test that checks it, or
+// why the language does not say it and what happens instead.
 //
 // Parse reads the document in load.go; yaml.go holds the YAML helpers: a
 // fixed-schema mapping decodes into a struct of *yaml.Node fields (which

@@ -422,6 +422,7 @@ entry:
     - {name: context_lens, dtype: int32, shape: [3], data: [7, 16, 100]}
     - {name: block_table, dtype: int32, shape: [3, 8], data: {seed: 7, min: 0, max: 3}}
     - {name: out, dtype: fp32, shape: [3, 16], out: true}
+  scalars: [{name: scale, value: 5}]
 kernels:
   - {name: qk, core: aic, sig: ix}
   - {name: up, core: aiv, sig: x}
@@ -648,5 +649,42 @@ forms: {eager: {}}
 			at = tc.at
 		}
 		wantConfigError(t, err, "upstream.yaml", lineOf(s, at), []string{tc.want})
+	}
+}
+
+// TestUnsupportedUpstreamCalls: what upstream's orchestration API can call
+// and the language has no word for (CONFORMANCE.md says why for each) is an
+// error at its line, never a silent difference.
+func TestUnsupportedUpstreamCalls(t *testing.T) {
+	op := func(s string) string { return "program:\n  body:\n    - " + s + "\nforms: {eager: {}}\n" }
+	for _, tc := range []struct {
+		name, hdrOld, hdrNew, src, at string
+		want                          []string
+	}{
+		{name: "make_tensor_external with manual_dep", hdrOld: "{name: x, dtype: fp32, shape: [16]}", hdrNew: "{name: x, dtype: fp32, shape: [16], manual_dep: true}",
+			src: op(`{k: upd, args: ["inout x"]}`), at: "manual_dep: true", want: []string{`entry tensor "manual_dep": unknown key`}},
+		{name: "transpose", src: op(`{k: use, args: ["in gate transpose", "in x"]}`), at: "transpose", want: []string{`unexpected "transpose" after the view`}},
+		{name: "slice with a step", src: op(`{k: use, args: ["in gate[:, 0:+4:2]", "in x"]}`), at: "0:+4:2", want: []string{`expected ',' or ']'`}},
+		{name: "set_task_timing_slot", src: op(`{k: upd, args: ["inout x"], timing_slot: 3}`), at: "timing_slot", want: []string{`op "timing_slot": unknown key`}},
+		{name: "dump", src: op(`{k: upd, args: ["inout x"], dump: true}`), at: "dump: true", want: []string{`op "dump": unknown key`}},
+		{name: "set_dependencies_with_kinds", src: "program:\n  body:\n    - {id: a, k: upd, args: [\"inout x\"]}\n    - {k: upd, args: [\"inout x\"], deps: [\"a wait\"]}\nforms: {eager: {}}\n",
+			at: `"a wait"`, want: []string{`deps "a wait"`, `unexpected "wait" after the task`}},
+		{name: "rt_available_cluster_count", src: op(`{k: upd, args: ["inout x"], scalars: ["rt_available_cluster_count()"]}`), at: "rt_available", want: []string{`undefined function "rt_available_cluster_count"`}},
+		{name: "set_tensor_data", src: op(`{write: "x[0] = 1"}`), at: "write", want: []string{`op "write": unknown key`}},
+		{name: "rt_report_fatal and LOG_*", src: op(`{log: "batch"}`), at: "log", want: []string{`op "log": unknown key`}},
+		{name: "rt_graph_begin", src: op(`{graph_begin: layer}`), at: "graph_begin", want: []string{`op "graph_begin": unknown key`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hdr := upstreamHeader
+			if tc.hdrOld != "" {
+				hdr = replaceOnce(hdr, tc.hdrOld, tc.hdrNew)
+			}
+			src := hdr + tc.src
+			m, err := config.Parse("upstream.yaml", []byte(src))
+			if err == nil {
+				_, err = config.Validate(m)
+			}
+			wantConfigError(t, err, "upstream.yaml", lineOf(src, tc.at), tc.want)
+		})
 	}
 }
