@@ -267,6 +267,10 @@ type form struct {
 	line   int
 	params []int64      // program param values
 	graphs []*graphSpec // by block idx; nil = inline
+	// generated is a tool's form's text hash ("+hex", AddForm), part of its
+	// orchestration identity; hidden ones are not listed by Forms.
+	generated string
+	hidden    bool
 }
 
 type graphSpec struct {
@@ -288,9 +292,11 @@ type keyPart struct {
 
 // Forms lists the model's form names in file order.
 func (m *Model) Forms() []string {
-	out := make([]string, len(m.forms))
-	for i, f := range m.forms {
-		out[i] = f.name
+	out := make([]string, 0, len(m.forms))
+	for _, f := range m.forms {
+		if !f.hidden {
+			out = append(out, f.name)
+		}
 	}
 	return out
 }
@@ -299,12 +305,13 @@ func (m *Model) Forms() []string {
 // full, else the last (a model lists its forms from eager to the most
 // Graphs, as the shipped ones do).
 func (m *Model) DefaultForm() string {
-	for _, f := range m.forms {
-		if f.name == "full" {
-			return f.name
+	forms := m.Forms()
+	for _, f := range forms {
+		if f == "full" {
+			return f
 		}
 	}
-	return m.forms[len(m.forms)-1].name
+	return forms[len(forms)-1]
 }
 
 // Kernels is the kernel table; a KernelID is an index into it.

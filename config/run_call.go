@@ -153,6 +153,9 @@ func (r *runner) call(o stages.Submitter, caller *frame, c *callOp) {
 	}
 	cf := r.frame(cb)
 	r.prepare(caller, cf, c, false)
+	if r.observe(o, caller, cf, c, asGraph) {
+		defer o.(CallObserver).BlockEnd()
+	}
 	var args []stages.Arg
 	var scal []uint64
 	var slotOf, scalarOf [][]int32

@@ -40,6 +40,17 @@ type instPlan struct {
 	objBase int32 // first internal root's memory object
 }
 
+// DefinitionError is a launch refused for one uploaded Definition whose
+// image does not read or breaks the device's rules (it wraps
+// ErrInvalidImage): the host can tell which Definition to stop replaying.
+type DefinitionError struct {
+	Hash, FullKey uint64
+	Err           error
+}
+
+func (e *DefinitionError) Error() string { return e.Err.Error() }
+func (e *DefinitionError) Unwrap() error { return e.Err }
+
 func refuse(err error, format string, args ...any) error {
 	return fmt.Errorf("%w: %s", err, fmt.Sprintf(format, args...))
 }
@@ -230,7 +241,8 @@ func (d *Die) check(img *stages.RunImage) (*plan, error) {
 			return nil, refuse(ErrUnknownDefinition, "GRAPH task %d replays Definition %#016x (full_key %#016x), which was never uploaded", i, g.DefHash, g.FullKey)
 		}
 		if err := d.materialize(o); err != nil {
-			return nil, refuse(ErrInvalidImage, "GRAPH task %d replays Definition %#016x (full_key %#016x), whose image does not read: %v", i, g.DefHash, g.FullKey, err)
+			return nil, &DefinitionError{Hash: g.DefHash, FullKey: g.FullKey,
+				Err: refuse(ErrInvalidImage, "GRAPH task %d replays Definition %#016x (full_key %#016x), whose image does not read: %v", i, g.DefHash, g.FullKey, err)}
 		}
 		if err := checkBoundary(img, g, o, rootElems); err != nil {
 			return nil, refuse(ErrBoundaryMismatch, "GRAPH task %d (%q): %v", i, o.key, err)
