@@ -237,6 +237,10 @@
 //     tasks out.
 //   - A strided view is not reshaped ("as" needs a contiguous view), and
 //     strides are those of slicing: a view never transposes or broadcasts.
+//   - A host read (read: {NAME: ...}) is not in a Graph body: its value
+//     would be fixed when the body is recorded. Entry tensor contents are
+//     integer tables of at most 65536 elements; the host never writes
+//     device data (no set_tensor_data).
 //   - A Graph body passes a boundary scalar to a task only as it is: used in
 //     a view, shape, loop range, condition, kernel choice, predicate, task
 //     index or a computed scalar, its value would be baked into the
