@@ -468,6 +468,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"expand", dsv4, "--form", "eager", "--out", missing}, "--out: open " + missing},
 		{[]string{"run", dsv4, "--otlp", "http://127.0.0.1:0"}, `port "0"`},
 		{[]string{"run", dsv4, "--otlp", "127.0.0.1:4317"}, "want grpc://host:port"},
+		{[]string{"report", missing}, "no such file or directory"},
+		{[]string{"report", dsv4}, "not a report of run --json or compare --json"},
+		{[]string{"run", dsv4, "--html", missing}, "--html: open " + missing},
 	}
 	for _, tc := range cases {
 		out, stderr, code := runCLI(t, tc.args...)
