@@ -457,6 +457,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"runn"}, `unknown command "runn": did you mean run?`},
 		{[]string{"run", "--roundz", "3"}, `unknown flag: --roundz: did you mean --rounds?`},
 		{[]string{"-v"}, `unknown shorthand flag: 'v' in -v`},
+		{[]string{"store", "lss"}, `unknown command "lss" for "hbgrun store": did you mean ls?`},
+		{[]string{"run", "--rounds="}, `--rounds: want an integer, got nothing`},
 		{[]string{"run", dsv4, dsv4}, "accepts at most 1 arg(s), received 2"},
 		{[]string{"validate"}, "accepts 1 arg(s), received 0"},
 		{[]string{"expand"}, "accepts 1 arg(s), received 0"},
