@@ -48,6 +48,9 @@ type Replay struct {
 	// (copy, then launch), including passes already answered by a cancel.
 	device  []*Pass
 	actions []Action
+	// refused is the content hash of the Definition the device's next
+	// reply refused a launch for (Refused), 0 when none.
+	refused uint64
 }
 
 // NewReplay makes a rank's Replay.
@@ -100,6 +103,7 @@ func (r *Replay) apply(p *Pass, o Outcome) {
 		panic(fmt.Sprintf("stages: pass %d got an outcome for key %016x it did not ask for", p.ID, o.StoreKey))
 	}
 	p.pending[o.StoreKey]--
+	p.awaited--
 	p.RecordNodeOps += o.RecordedNodes
 	p.RecordNs += o.RecordNs
 	if o.Recorded && o.Err == nil {
@@ -109,6 +113,7 @@ func (r *Replay) apply(p *Pass, o Outcome) {
 	}
 	p.UploadedBytes += o.UploadedBytes
 	p.Store.Add(o.Store)
+	p.Fetch.Add(o.Fetch)
 	for _, r := range o.Store.Rejected {
 		p.warn("%s; recorded again", r)
 	}
@@ -143,14 +148,7 @@ func (r *Replay) apply(p *Pass, o Outcome) {
 	}
 }
 
-func (p *Pass) awaiting() bool {
-	for _, n := range p.pending {
-		if n > 0 {
-			return true
-		}
-	}
-	return false
-}
+func (p *Pass) awaiting() bool { return p.awaited > 0 }
 
 // advance moves a waiting pass on once every outcome is in.
 func (r *Replay) advance(p *Pass) {
@@ -181,6 +179,7 @@ func (r *Replay) advance(p *Pass) {
 		}
 		p.Image.FinalizeGraph(sh.task, d.Hash, d.Def.HeapBytes)
 		p.use(d)
+		p.graphNodes += len(d.Def.Nodes)
 	}
 	p.count()
 	p.step = stepReady
@@ -191,25 +190,10 @@ func (r *Replay) advance(p *Pass) {
 func (p *Pass) count() {
 	c := &p.Counts
 	c.Definitions = len(p.used)
-	nodes := 0
-	for _, g := range p.Image.Graphs {
-		if d := p.def(g.DefHash); d != nil {
-			nodes += len(d.Def.Nodes)
-		}
-	}
-	c.ExpectedDeviceTasks = c.OrdinaryTasks + nodes
+	c.ExpectedDeviceTasks = c.OrdinaryTasks + p.graphNodes
 	if p.cfg.CountKernels {
 		p.KernelTasks = kernelTasks(p.Image, p.nkernels, p.def)
 	}
-}
-
-func (p *Pass) def(hash uint64) *Published {
-	for _, d := range p.used {
-		if d.Hash == hash {
-			return d
-		}
-	}
-	return nil
 }
 
 // kernelTasks counts the device tasks of each kernel in a run image, Graph
@@ -272,6 +256,8 @@ func (r *Replay) DeviceReplied(err error) (p *Pass, launched, over bool) {
 	p = r.device[0]
 	r.device[0] = nil
 	r.device = r.device[1:]
+	refused := r.refused
+	r.refused = 0
 	p.atDevice--
 	launched = p.atDevice == 0 && !p.cfg.SkipDevice
 	if p.replied {
@@ -287,6 +273,9 @@ func (r *Replay) DeviceReplied(err error) (p *Pass, launched, over bool) {
 		}
 		return p, false, false
 	case stepCopied:
+		if err != nil && r.rerunRefused(p, refused) {
+			return p, true, false
+		}
 		if err != nil {
 			err = fmt.Errorf("device: %w", err)
 		}
@@ -294,6 +283,29 @@ func (r *Replay) DeviceReplied(err error) (p *Pass, launched, over bool) {
 		return p, true, false
 	}
 	panic(fmt.Sprintf("stages: device reply for pass %d in step %d", p.ID, p.step))
+}
+
+// Refused says that the device's next reply refuses a launch because of the
+// Definition with content hash hash: its image does not read on the device
+// (one loaded from the store on disk or fetched from a peer, which the host
+// checked only in part). Then that reply does not fail its pass, if the pass
+// replays that Definition under its full_key and has not been given back
+// for a refusal before: the pass is given back to be rerun (ActRerun) with
+// the key forgotten, so its call asks for the key again, which the store
+// records afresh. Once per pass: a Definition recorded here that the device
+// refuses would be refused again.
+func (r *Replay) Refused(hash uint64) { r.refused = hash }
+
+func (r *Replay) rerunRefused(p *Pass, hash uint64) bool {
+	d := p.def(hash)
+	if hash == 0 || d == nil || p.repaired || p.cfg.NoRetain {
+		return false
+	}
+	p.repaired = true
+	p.step = stepDone
+	r.remove(p)
+	r.actions = append(r.actions, Action{Kind: ActRerun, Pass: p, Learned: []Learned{{StoreKey: d.Def.FullKey, Forget: true}}})
+	return true
 }
 
 // Done reports whether the pass has been answered.

@@ -366,7 +366,11 @@ type UploadInfo struct {
 type UploadSpan struct{ Span }
 
 // StartUpload starts an upload (SpanUpload). ctx should carry the
-// graph_upload phase span of the pass that uploads.
+// host_orch phase span of the Graph call that asked for the Definition
+// (the record request's Carrier, which the Definition comes back with): an
+// upload starts as soon as its Definition is built, while the orchestration
+// may still run, so it is host_orch's child even when it ends in
+// graph_upload.
 func (t *Tracer) StartUpload(ctx context.Context, info UploadInfo) (context.Context, UploadSpan) {
 	ctx, s := t.t.Start(ctx, SpanUpload, oteltrace.WithAttributes(
 		KeyGraphKey.String(info.Key), KeyFullKey.String(hex16(info.FullKey)),

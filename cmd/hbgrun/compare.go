@@ -62,6 +62,9 @@ func compareCmd(ctx context.Context, out, stderr io.Writer, path string, forms [
 	if len(forms) == 0 {
 		forms = model.Forms()
 	}
+	if err := autoForm(ctx, model, forms, stderr); err != nil {
+		return err
+	}
 	orchs := make([]*actors.Orchestration, len(forms))
 	for i, form := range forms {
 		if orchs[i], err = orchestrationFor(model, form, f.defects == "warn", stderr); err != nil {
@@ -203,6 +206,7 @@ func compareForms(ctx context.Context, s *session, f *runFlags, model string, fo
 		}
 		reports[i] = buildReport(info, own)
 		reports[i].Preload = pre[i]
+		autoWarnings(reports[i])
 		if base := reports[0].Phases.Phases[trace.PhaseHostOrch]; base.N > 0 {
 			reports[i].Baseline = &trace.Baseline{Form: forms[0], HostOrchNs: base.MedianNs,
 				Saving: trace.Ratio(base, reports[i].Phases.ControlPlane)}

@@ -16,8 +16,6 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
-
-	"github.com/hbg-dev/hbg/config"
 )
 
 // Exit codes: a failed run exits 1, a user's mistake 2 and a run stopped by
@@ -174,10 +172,14 @@ func markErrors(c *cobra.Command) {
 	}
 }
 
+// maxTasksFlag is the running command's --max-tasks, given to each model
+// it interprets (loadModel, and the nodes' and the driver's remote configs).
+var maxTasksFlag int64
+
 // addMaxTasks gives a command that interprets a model (run, compare, expand,
 // validate, node) the --max-tasks flag; the others would take it and ignore it.
 func addMaxTasks(c *cobra.Command) {
-	c.Flags().Var(maxTasks{&config.MaxTasksOverride}, "max-tasks", "refuse a pass of more device tasks than this (0, the default: the model's max_tasks, else 4194304)")
+	c.Flags().Var(maxTasks{&maxTasksFlag}, "max-tasks", "refuse a pass of more device tasks than this (0, the default: the model's max_tasks, else 4194304)")
 }
 
 // maxTasks is --max-tasks: a count of tasks, or 0 for the model's own
