@@ -195,6 +195,7 @@ Without MODEL it runs the embedded default, config/models/dsv4_flash_decode.yaml
 }
 
 func runCmd(ctx context.Context, out, stderr io.Writer, path string, f *runFlags) error {
+	t0 := time.Now()
 	model, err := loadModel(path)
 	if err != nil {
 		return err
@@ -214,6 +215,7 @@ func runCmd(ctx context.Context, out, stderr io.Writer, path string, f *runFlags
 		return err
 	}
 	f.model = path
+	loaded := time.Now()
 	var dump *imageDump
 	if f.images != "" {
 		if dump, err = newImageDump(f.images, &f.store.dir, f.noRetain); err != nil {
@@ -232,7 +234,8 @@ func runCmd(ctx context.Context, out, stderr io.Writer, path string, f *runFlags
 		return err
 	}
 	info := trace.RunInfo{Model: modelName(model), Form: f.form, Rounds: f.rounds, Ranks: f.ranks}
-	cctx, cmdSpan := s.tracer.StartCommand(ctx, info)
+	cctx, cmdSpan := s.tracer.StartCommandAt(ctx, info, t0)
+	s.tracer.LoadedModel(cctx, info.Model, t0, loaded)
 	rep, passes, err := runForm(cctx, s, f, orch, info)
 	autoWarnings(rep)
 	if dump != nil {
