@@ -1,0 +1,156 @@
+package stages
+
+import "math/bits"
+
+// Transitive reduction of the fanin the host ships.
+//
+// The TensorMap gives a task an edge to every producer whose region it
+// overlaps (upstream's dependency rule), and many of those edges are
+// implied by others: a task that reads a tile and its alloc gets an edge to
+// both, while the tile's writer already waited on the alloc. Upstream's
+// device resolves every edge it is given at completion time; hbg has the
+// whole DAG on the host, so it ships only the edges no other path implies,
+// which keeps reachability (the happens-before every digest and the race
+// detector stand on) and drops the rest.
+//
+// The reduction is one pass in topological order (submission order for the
+// run image, record order for a Definition), a task at a time, so the
+// ordinary path reduces each task as it is submitted: a task's ancestors
+// are its producers' ancestors and the producers themselves, kept as a
+// bitset over the reduceWindow tasks before it (shifted by each producer's
+// distance, as npu/race.go's happens-before); a producer is implied when
+// another producer of the same task has it as an ancestor, and since only
+// a later task can have an earlier one as ancestor, the producers are
+// taken latest first and each is checked against the union of the later
+// ones' ancestors. O(edges × reduceWindow/64) words. A producer farther
+// back than the window is kept, implied or not: its ancestry is outside
+// what the bitsets hold (a Definition, at most GRAPH_MAX_NODES = 1024
+// nodes, always fits, so its reduction is exact).
+
+// reduceWindow is how many tasks back a task's ancestor bitset reaches.
+const (
+	reduceWindow = 1024
+	reduceWords  = reduceWindow / 64
+)
+
+// edgeReducer reduces one DAG's fanin a task at a time, in topological
+// order. Its storage is reused across Reset.
+type edgeReducer struct {
+	anc   [][reduceWords]uint64 // ring: anc[t%reduceWindow] is task t's ancestors at distances 1..reduceWindow
+	next  int                   // the next task's index
+	order []int32               // scratch: a task's producers, latest first
+	keep  []bool
+	acc   [reduceWords]uint64
+}
+
+func (r *edgeReducer) reset() {
+	r.next = 0
+	if r.anc == nil {
+		r.anc = make([][reduceWords]uint64, reduceWindow)
+	}
+}
+
+// add reduces the fanin of the next task (producers are earlier task
+// indices, deduplicated, any order) and appends the producers it keeps to
+// out, in fanin's order.
+func (r *edgeReducer) add(fanin []int32, out []int32) []int32 {
+	if r.anc == nil {
+		r.reset()
+	}
+	t := r.next
+	r.next++
+	r.acc = [reduceWords]uint64{}
+	switch len(fanin) {
+	case 0:
+	case 1:
+		r.absorb(t, int(fanin[0]))
+		out = append(out, fanin[0])
+	default:
+		r.order = append(r.order[:0], fanin...)
+		// Latest first: a short insertion sort (fanins are a few edges).
+		o := r.order
+		for i := 1; i < len(o); i++ {
+			for j := i; j > 0 && o[j] > o[j-1]; j-- {
+				o[j], o[j-1] = o[j-1], o[j]
+			}
+		}
+		// implied[p] for the producers, by position in o.
+		r.keep = r.keep[:0]
+		for _, p := range o {
+			d := t - int(p)
+			if d <= reduceWindow && r.has(d) {
+				r.keep = append(r.keep, false)
+				continue
+			}
+			r.keep = append(r.keep, true)
+			r.absorb(t, int(p))
+		}
+		for _, p := range fanin {
+			// o is sorted descending: find p's position by binary search.
+			lo, hi := 0, len(o)
+			for lo < hi {
+				m := (lo + hi) / 2
+				if o[m] > p {
+					lo = m + 1
+				} else {
+					hi = m
+				}
+			}
+			if r.keep[lo] {
+				out = append(out, p)
+			}
+		}
+	}
+	r.anc[t%reduceWindow] = r.acc
+	return out
+}
+
+// has reports whether the task d back is in acc.
+func (r *edgeReducer) has(d int) bool {
+	d--
+	return r.acc[d>>6]&(1<<(d&63)) != 0
+}
+
+// absorb adds producer p of task t, and p's ancestors, to acc.
+func (r *edgeReducer) absorb(t, p int) {
+	d := t - p
+	if d > reduceWindow || d <= 0 {
+		return
+	}
+	b := d - 1
+	r.acc[b>>6] |= 1 << (b & 63)
+	src := &r.anc[p%reduceWindow]
+	// acc bit (d+e-1) |= src bit (e-1): a shift left by d bits.
+	ws, bs := d>>6, uint(d&63)
+	for i := reduceWords - 1; i >= ws; i-- {
+		v := src[i-ws] << bs
+		if bs != 0 && i-ws-1 >= 0 {
+			v |= src[i-ws-1] >> (64 - bs)
+		}
+		r.acc[i] |= v
+	}
+}
+
+// ancestors counts task t's ancestors the window holds (tests).
+func (r *edgeReducer) ancestors(t int) int {
+	n := 0
+	for _, w := range r.anc[t%reduceWindow] {
+		n += bits.OnesCount64(w)
+	}
+	return n
+}
+
+// ReduceCSR is the transitive reduction of a DAG given as fanin lists in
+// topological order (fanin(i) holds indices < i): the kept producers of
+// every task, in order, as a CSR (off has n+1 entries). A test and the
+// Definition builder use it; the ordinary path reduces incrementally.
+func ReduceCSR(n int, fanin func(i int) []int32) (off []uint32, idx []int32) {
+	var r edgeReducer
+	r.reset()
+	off = make([]uint32, n+1)
+	for i := 0; i < n; i++ {
+		idx = r.add(fanin(i), idx)
+		off[i+1] = uint32(len(idx))
+	}
+	return off, idx
+}
