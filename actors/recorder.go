@@ -66,6 +66,7 @@ func (r *recorder) record(ctx actor.Context, job *mailbox.RecordJob) {
 	if r.hook != nil {
 		r.hook(job)
 	}
+	r.rec.SetFullEdges(job.FullEdges)
 	err := r.rec.RecordBody(job.Key, job.FullKey, job.Boundary, job.Roots, job.Scalars, job.ExtDeps, job.Body)
 	out := &mailbox.Built{Recorder: ctx.Self(), Job: job, Err: err, Nodes: r.rec.Nodes()}
 	out.Defects = append(out.Defects, r.rec.Defects...)

@@ -94,7 +94,7 @@ func (s *sim) complete(ti int32) int64 {
 		in := &s.insts[t.inst]
 		o := ip.def
 		for _, c := range o.foIdx[o.foOff[t.node]:o.foOff[t.node+1]] {
-			cost += s.cfg.WakeNs + s.release(ip.base+int32(c), ti)
+			cost += s.cfg.FaninNs + s.release(ip.base+int32(c), ti)
 		}
 		if t.cp > in.cpAcc || in.cpPred < 0 {
 			in.cpAcc, in.cpPred = t.cp, ti
@@ -106,7 +106,7 @@ func (s *sim) complete(ti int32) int64 {
 		return cost
 	}
 	for _, c := range s.p.foIdx[s.p.foOff[ti]:s.p.foOff[ti+1]] {
-		cost += s.cfg.WakeNs + s.release(c, ti)
+		cost += s.cfg.FaninNs + s.release(c, ti)
 	}
 	return cost
 }

@@ -71,6 +71,7 @@ func (h *Host) Recording() bool {
 func (h *Host) Begin(identity string, entry []Root, nkernels, round int) *Pass {
 	if h.orch == nil || h.identity != identity {
 		h.orch = NewOrdinaryPath(entry)
+		h.orch.SetFullEdges(h.cfg.FullEdges)
 		h.identity = identity
 		h.idHash = fnvString(fnvOffset, identity)
 		clear(h.keys)
@@ -105,8 +106,13 @@ func (h *Host) Rerun(p *Pass) *Pass {
 	return np
 }
 
-// storeKey is full_key, salted per pass when Definitions are not retained.
+// storeKey is full_key, salted per pass when Definitions are not retained,
+// and apart when they ship every edge: a reduced and a full image of one
+// key are different images.
 func (h *Host) storeKey(fk uint64) uint64 {
+	if h.cfg.FullEdges {
+		fk = FullKey("", "full-edges", []uint64{fk})
+	}
 	if !h.cfg.NoRetain {
 		return fk
 	}
@@ -174,7 +180,7 @@ func (h *Host) job(call *GraphCall, fk, sk uint64, verify bool) *RecordRequest {
 		Scalars:  append([]uint64(nil), call.Scalars...),
 		ExtDeps:  append([]TaskID(nil), call.ExtDeps...),
 		Body:     call.KeptBody(),
-		Verify:   verify,
+		Verify:   verify, FullEdges: h.cfg.FullEdges,
 	})
 	h.p.pending[sk]++
 	return &h.jobs[len(h.jobs)-1]

@@ -38,9 +38,12 @@ const (
 type edgeReducer struct {
 	anc   [][reduceWords]uint64 // ring: anc[t%reduceWindow] is task t's ancestors at distances 1..reduceWindow
 	next  int                   // the next task's index
-	order []int32               // scratch: a task's producers, latest first
+	order []TaskID              // scratch: a task's producers, latest first
 	keep  []bool
 	acc   [reduceWords]uint64
+	// in and out are a Definition's node fanin as task indices, and what
+	// the reduction keeps of it (reduceDefinition's scratch).
+	in, out []TaskID
 }
 
 func (r *edgeReducer) reset() {
@@ -53,7 +56,7 @@ func (r *edgeReducer) reset() {
 // add reduces the fanin of the next task (producers are earlier task
 // indices, deduplicated, any order) and appends the producers it keeps to
 // out, in fanin's order.
-func (r *edgeReducer) add(fanin []int32, out []int32) []int32 {
+func (r *edgeReducer) add(fanin []TaskID, out []TaskID) []TaskID {
 	if r.anc == nil {
 		r.reset()
 	}
@@ -144,7 +147,7 @@ func (r *edgeReducer) ancestors(t int) int {
 // topological order (fanin(i) holds indices < i): the kept producers of
 // every task, in order, as a CSR (off has n+1 entries). A test and the
 // Definition builder use it; the ordinary path reduces incrementally.
-func ReduceCSR(n int, fanin func(i int) []int32) (off []uint32, idx []int32) {
+func ReduceCSR(n int, fanin func(i int) []TaskID) (off []uint32, idx []TaskID) {
 	var r edgeReducer
 	r.reset()
 	off = make([]uint32, n+1)
@@ -153,4 +156,55 @@ func ReduceCSR(n int, fanin func(i int) []int32) (off []uint32, idx []int32) {
 		off[i+1] = uint32(len(idx))
 	}
 	return off, idx
+}
+
+// reduceDefinition reduces d's fanin in place, in record order: each
+// node's Fanin span shrinks to the edges no other path implies (kept in
+// their order, so the pool compacts over itself), and Implied counts the
+// rest. r is the caller's, reused. A Definition is reduced once, when it
+// is built: every replay ships the reduced image.
+func reduceDefinition(d *Definition, r *edgeReducer) {
+	r.reset()
+	w := uint32(0)
+	for i := range d.Nodes {
+		nd := &d.Nodes[i]
+		f := d.Fanin[nd.Fanin.Off : nd.Fanin.Off+nd.Fanin.N]
+		r.in = r.in[:0]
+		for _, p := range f {
+			r.in = append(r.in, TaskID(p))
+		}
+		r.out = r.add(r.in, r.out[:0])
+		kept := r.out
+		for k, p := range kept {
+			d.Fanin[w+uint32(k)] = uint32(p)
+		}
+		nd.Implied = nd.Fanin.N - uint32(len(kept)) + nd.Implied
+		nd.Fanin = Span{Off: w, N: uint32(len(kept))}
+		w += uint32(len(kept))
+	}
+	d.Fanin = d.Fanin[:w]
+}
+
+// ReduceDefinition reduces a built Definition's fanin in place, as a
+// Recorder's Publish does unless told to ship every edge; EncodeDefinition
+// then ships the reduced graph.
+func ReduceDefinition(d *Definition) {
+	var r edgeReducer
+	reduceDefinition(d, &r)
+}
+
+// ReduceFanin makes img ship the transitive reduction of its fanin, as the
+// ordinary path's images do unless told to ship every edge: Fanin keeps
+// every edge, the image's encoding ships the rest. For images built by
+// hand or decoded (tests, tools).
+func (img *RunImage) ReduceFanin() {
+	var r edgeReducer
+	r.reset()
+	img.ship, img.shipSpan = img.ship[:0], img.shipSpan[:0]
+	for i := range img.Tasks {
+		s := img.Tasks[i].Fanin
+		off := len(img.ship)
+		img.ship = r.add(img.Fanin[s.Off:s.Off+s.N], img.ship)
+		img.shipSpan = append(img.shipSpan, Span{Off: uint32(off), N: uint32(len(img.ship) - off)})
+	}
 }

@@ -1293,6 +1293,11 @@ type Device struct {
 	// The races themselves travel once, in Golden.races.
 	RaceCount     int64 `protobuf:"varint,12,opt,name=race_count,json=raceCount,proto3" json:"race_count,omitempty"`
 	DeclaredRaces int64 `protobuf:"varint,13,opt,name=declared_races,json=declaredRaces,proto3" json:"declared_races,omitempty"`
+	// Edges the host's TensorMap resolved, and those it shipped (npu.Result).
+	FaninEdges   int64 `protobuf:"varint,14,opt,name=fanin_edges,json=faninEdges,proto3" json:"fanin_edges,omitempty"`
+	ShippedEdges int64 `protobuf:"varint,15,opt,name=shipped_edges,json=shippedEdges,proto3" json:"shipped_edges,omitempty"`
+	// Each AICPU thread's busy time: the schedulers, then the resolver.
+	AicpuBusyNs   []int64 `protobuf:"varint,16,rep,packed,name=aicpu_busy_ns,json=aicpuBusyNs,proto3" json:"aicpu_busy_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1416,6 +1421,27 @@ func (x *Device) GetDeclaredRaces() int64 {
 		return x.DeclaredRaces
 	}
 	return 0
+}
+
+func (x *Device) GetFaninEdges() int64 {
+	if x != nil {
+		return x.FaninEdges
+	}
+	return 0
+}
+
+func (x *Device) GetShippedEdges() int64 {
+	if x != nil {
+		return x.ShippedEdges
+	}
+	return 0
+}
+
+func (x *Device) GetAicpuBusyNs() []int64 {
+	if x != nil {
+		return x.AicpuBusyNs
+	}
+	return nil
 }
 
 // Race mirrors npu.Race.
@@ -2073,7 +2099,7 @@ const file_wire_proto_rawDesc = "" +
 	"\x0efallback_calls\x18\b \x01(\x03R\rfallbackCalls\x12\x1a\n" +
 	"\bverified\x18\t \x01(\x03R\bverified\x122\n" +
 	"\x15expected_device_tasks\x18\n" +
-	" \x01(\x03R\x13expectedDeviceTasks\"\x82\x03\n" +
+	" \x01(\x03R\x13expectedDeviceTasks\"\xec\x03\n" +
 	"\x06Device\x12\x14\n" +
 	"\x05tasks\x18\x01 \x01(\x03R\x05tasks\x12\x18\n" +
 	"\akernels\x18\x02 \x01(\x03R\akernels\x12\x18\n" +
@@ -2091,7 +2117,11 @@ const file_wire_proto_rawDesc = "" +
 	"\x10critical_path_ns\x18\v \x01(\x03R\x0ecriticalPathNs\x12\x1d\n" +
 	"\n" +
 	"race_count\x18\f \x01(\x03R\traceCount\x12%\n" +
-	"\x0edeclared_races\x18\r \x01(\x03R\rdeclaredRaces\"\xc8\x01\n" +
+	"\x0edeclared_races\x18\r \x01(\x03R\rdeclaredRaces\x12\x1f\n" +
+	"\vfanin_edges\x18\x0e \x01(\x03R\n" +
+	"faninEdges\x12#\n" +
+	"\rshipped_edges\x18\x0f \x01(\x03R\fshippedEdges\x12\"\n" +
+	"\raicpu_busy_ns\x18\x10 \x03(\x03R\vaicpuBusyNs\"\xc8\x01\n" +
 	"\x04Race\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\x05R\x04kind\x12\"\n" +
 	"\x01a\x18\x02 \x01(\v2\x14.hbg.wire.RaceAccessR\x01a\x12\"\n" +

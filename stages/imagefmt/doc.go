@@ -100,7 +100,10 @@
 //	nodes       40 B a node (NodeRecordSize), the Node* offsets:
 //	              0 u8 kind (stages.Kind: 1 aic, 2 aiv, 3 mix, 4 dummy,
 //	                5 alloc; never 6 graph: a body does not nest)
-//	              1 u8 0, 2 u16 0 (reserved)
+//	              1 u8 0 (reserved), 2 u16 implied: the node's fanin
+//	                edges the host's transitive reduction dropped as
+//	                implied by its others (counted, never resolved; 0
+//	                in an image shipped with every edge)
 //	              4 i32 block_num
 //	              8 i32 kernel[3] (AIC, AIV0, AIV1; -1 = none)
 //	             20 u32 tensor_off, 24 u32 tensor_n   (into tensors)
@@ -164,12 +167,16 @@
 //
 //	tasks    a task descriptor each, in submission order (task id = index):
 //	           u8 kind (stages.Kind, 1..6: a 6 is an outer GRAPH task)
-//	           u8 flags (TaskPredicated)
+//	           u8 flags (TaskPredicated, TaskImplied)
 //	           varint kernel[3], varint block_num
 //	           uvarint args_off, args_n        (into args)
 //	           uvarint scalars_off, scalars_n  (into scalars)
 //	           uvarint fanin_off, fanin_n      (into fanin; spans disjoint
-//	                                           and in task order)
+//	                                           and in task order; the
+//	                                           edges the host ships)
+//	           with TaskImplied: uvarint implied (>= 1), the edges the
+//	             host's transitive reduction dropped as implied by the
+//	             others (counted, never resolved)
 //	           varint graph                    (into graphs; -1 unless GRAPH)
 //	           with TaskPredicated: u8 op, a view, varint index, varint target
 //	args     an argument each: u8 tag, then

@@ -77,7 +77,8 @@ var DefSectionNames = [DefSecCount]string{
 const (
 	NodeRecordSize = 40
 
-	NodeKindAt      = 0  // u8, then u8 0 and u16 0
+	NodeKindAt      = 0  // u8, then u8 0
+	NodeImpliedAt   = 2  // u16: fanin edges the reduction dropped as implied
 	NodeBlockNumAt  = 4  // i32
 	NodeKernelAt    = 8  // i32[3]
 	NodeTensorOffAt = 20 // u32
@@ -131,6 +132,10 @@ const (
 	CompactArgSize = 13
 	// TaskPredicated, in a run image task's flags, says a predicate follows.
 	TaskPredicated = 1
+	// TaskImplied, in a run image task's flags, says a uvarint follows the
+	// fanin span: the edges the host's transitive reduction dropped from
+	// the task as implied by its other edges (at least 1).
+	TaskImplied = 2
 	// RootManualDep, in a root's flags, marks a root of a manual scope.
 	RootManualDep = 1
 	// ScalarStatic and ScalarBoundary are a Definition scalar's source byte.
