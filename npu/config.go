@@ -37,8 +37,9 @@ import (
 //   - assumed: this simulator's estimate, no measurement behind it (the
 //     upstream repository has no per-kernel timing table, workloads.md §5).
 //     The assumed figures shape the timeline but do not set either wall:
-//     both steps are memory bound, and the walls move by less than 2% when
-//     any one of them is halved or doubled (BENCHMARKS.md).
+//     both steps are memory bound, and halving or doubling any one of them
+//     moves either wall by at most 4.3% (CoreBytesPerSec halved, DSv4),
+//     where the HBM bandwidth moves them by 43-96% (BENCHMARKS.md).
 //
 // A kernel block's time is DispatchNs + max(bytes / bandwidth share, ops /
 // core throughput) (sim_cost.go), its bytes being what the kernel reads of
