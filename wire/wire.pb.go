@@ -253,6 +253,9 @@ type Options struct {
 	Race          bool  `protobuf:"varint,7,opt,name=race,proto3" json:"race,omitempty"`
 	Golden        bool  `protobuf:"varint,8,opt,name=golden,proto3" json:"golden,omitempty"`
 	PassTimeoutNs int64 `protobuf:"varint,9,opt,name=pass_timeout_ns,json=passTimeoutNs,proto3" json:"pass_timeout_ns,omitempty"`
+	// full_edges: ship every fanin edge, not their transitive reduction
+	// (--reduce-edges=false).
+	FullEdges     bool `protobuf:"varint,10,opt,name=full_edges,json=fullEdges,proto3" json:"full_edges,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -348,6 +351,13 @@ func (x *Options) GetPassTimeoutNs() int64 {
 		return x.PassTimeoutNs
 	}
 	return 0
+}
+
+func (x *Options) GetFullEdges() bool {
+	if x != nil {
+		return x.FullEdges
+	}
+	return false
 }
 
 // Placed answers Place: the ranks are ready, or the failure says why not.
@@ -1997,7 +2007,7 @@ const file_wire_proto_rawDesc = "" +
 	"\n" +
 	"TraceEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb1\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd0\x02\n" +
 	"\aOptions\x12\x1c\n" +
 	"\trecorders\x18\x01 \x01(\x05R\trecorders\x12\x1b\n" +
 	"\tno_retain\x18\x02 \x01(\bR\bnoRetain\x12\x1f\n" +
@@ -2008,7 +2018,10 @@ const file_wire_proto_rawDesc = "" +
 	"\tin_flight\x18\x06 \x01(\x05R\binFlight\x12\x12\n" +
 	"\x04race\x18\a \x01(\bR\x04race\x12\x16\n" +
 	"\x06golden\x18\b \x01(\bR\x06golden\x12&\n" +
-	"\x0fpass_timeout_ns\x18\t \x01(\x03R\rpassTimeoutNs\"q\n" +
+	"\x0fpass_timeout_ns\x18\t \x01(\x03R\rpassTimeoutNs\x12\x1d\n" +
+	"\n" +
+	"full_edges\x18\n" +
+	" \x01(\bR\tfullEdges\"q\n" +
 	"\x06Placed\x12\x10\n" +
 	"\x03run\x18\x01 \x01(\tR\x03run\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x14\n" +
