@@ -74,6 +74,11 @@ func (h *Host) Begin(identity string, entry []Root, nkernels, round int) *Pass {
 		h.orch.SetFullEdges(h.cfg.FullEdges)
 		h.identity = identity
 		h.idHash = fnvString(fnvOffset, identity)
+		if h.cfg.FullEdges {
+			// A Definition shipped with every edge is another image than
+			// its reduction: its full_keys are apart, in memory and on disk.
+			h.idHash = fnvString(h.idHash, "\x00full-edges")
+		}
 		clear(h.keys)
 	}
 	if h.cfg.NoRetain {
@@ -106,13 +111,8 @@ func (h *Host) Rerun(p *Pass) *Pass {
 	return np
 }
 
-// storeKey is full_key, salted per pass when Definitions are not retained,
-// and apart when they ship every edge: a reduced and a full image of one
-// key are different images.
+// storeKey is full_key, salted per pass when Definitions are not retained.
 func (h *Host) storeKey(fk uint64) uint64 {
-	if h.cfg.FullEdges {
-		fk = FullKey("", "full-edges", []uint64{fk})
-	}
 	if !h.cfg.NoRetain {
 		return fk
 	}

@@ -17,15 +17,16 @@ import "math/bits"
 // run image, record order for a Definition), a task at a time, so the
 // ordinary path reduces each task as it is submitted: a task's ancestors
 // are its producers' ancestors and the producers themselves, kept as a
-// bitset over the reduceWindow tasks before it (shifted by each producer's
-// distance, as npu/race.go's happens-before); a producer is implied when
-// another producer of the same task has it as an ancestor, and since only
-// a later task can have an earlier one as ancestor, the producers are
-// taken latest first and each is checked against the union of the later
-// ones' ancestors. O(edges × reduceWindow/64) words. A producer farther
-// back than the window is kept, implied or not: its ancestry is outside
-// what the bitsets hold (a Definition, at most GRAPH_MAX_NODES = 1024
-// nodes, always fits, so its reduction is exact).
+// bitset over the reduceWindow-1 tasks before it (shifted by each
+// producer's distance, as npu/race.go's happens-before). A producer is
+// implied exactly when it is an ancestor of another producer of the same
+// task (never its own: the graph is acyclic), so one union of the
+// producers' ancestors decides every edge of the task, in no particular
+// order. O(edges × reduceWindow/64) words, fewer in a short run. A
+// producer as far back as the window or farther is kept, implied or not:
+// its ancestry is outside what the bitsets hold (DSv4 eager: 567 of the
+// 20193 implied edges; a Definition, at most GRAPH_MAX_NODES = 1024 nodes,
+// always fits, so its reduction is exact).
 
 // reduceWindow is how many tasks back a task's ancestor bitset reaches.
 const (
@@ -36,11 +37,17 @@ const (
 // edgeReducer reduces one DAG's fanin a task at a time, in topological
 // order. Its storage is reused across Reset.
 type edgeReducer struct {
-	anc   [][reduceWords]uint64 // ring: anc[t%reduceWindow] is task t's ancestors at distances 1..reduceWindow
-	next  int                   // the next task's index
-	order []TaskID              // scratch: a task's producers, latest first
-	keep  []bool
-	acc   [reduceWords]uint64
+	anc [][reduceWords]uint64 // ring: anc[t%reduceWindow] is task t's ancestors at distances 1..reduceWindow-1
+	// ancN is how many words of each ring slot are in use, the rest being
+	// zero (a store clears what the slot's last task used past its own):
+	// task t's ancestors are at most t back, so a short run (a warm Graph
+	// pass ships 129 tasks) touches a few words a task, not all of them.
+	ancN  []uint8
+	next  int      // the next task's index
+	nw    int      // words of acc in use for the task being added
+	// acc is the ring slot of the task being added, built in place: a
+	// producer is less than reduceWindow back, so never in the same slot.
+	acc *[reduceWords]uint64
 	// in and out are a Definition's node fanin as task indices, and what
 	// the reduction keeps of it (reduceDefinition's scratch).
 	in, out []TaskID
@@ -50,61 +57,43 @@ func (r *edgeReducer) reset() {
 	r.next = 0
 	if r.anc == nil {
 		r.anc = make([][reduceWords]uint64, reduceWindow)
+		r.ancN = make([]uint8, reduceWindow)
 	}
 }
 
 // add reduces the fanin of the next task (producers are earlier task
 // indices, deduplicated, any order) and appends the producers it keeps to
-// out, in fanin's order.
+// out, in fanin's order. A producer is implied exactly when it is an
+// ancestor of another producer (never of itself: the graph is acyclic), so
+// the union of the producers' ancestors, taken in any order, decides every
+// edge at once; then the producers join it.
 func (r *edgeReducer) add(fanin []TaskID, out []TaskID) []TaskID {
 	if r.anc == nil {
 		r.reset()
 	}
 	t := r.next
 	r.next++
-	r.acc = [reduceWords]uint64{}
-	switch len(fanin) {
-	case 0:
-	case 1:
+	r.nw = min(reduceWords, (t+63)/64)
+	slot := t % reduceWindow
+	r.acc = &r.anc[slot]
+	clear(r.acc[:max(r.nw, int(r.ancN[slot]))])
+	r.ancN[slot] = uint8(r.nw)
+	if len(fanin) == 1 {
 		r.absorb(t, int(fanin[0]))
-		out = append(out, fanin[0])
-	default:
-		r.order = append(r.order[:0], fanin...)
-		// Latest first: a short insertion sort (fanins are a few edges).
-		o := r.order
-		for i := 1; i < len(o); i++ {
-			for j := i; j > 0 && o[j] > o[j-1]; j-- {
-				o[j], o[j-1] = o[j-1], o[j]
-			}
-		}
-		// implied[p] for the producers, by position in o.
-		r.keep = r.keep[:0]
-		for _, p := range o {
-			d := t - int(p)
-			if d <= reduceWindow && r.has(d) {
-				r.keep = append(r.keep, false)
-				continue
-			}
-			r.keep = append(r.keep, true)
-			r.absorb(t, int(p))
-		}
-		for _, p := range fanin {
-			// o is sorted descending: find p's position by binary search.
-			lo, hi := 0, len(o)
-			for lo < hi {
-				m := (lo + hi) / 2
-				if o[m] > p {
-					lo = m + 1
-				} else {
-					hi = m
-				}
-			}
-			if r.keep[lo] {
-				out = append(out, p)
-			}
+		r.mark(t, int(fanin[0]))
+		return append(out, fanin[0])
+	}
+	for _, p := range fanin {
+		r.absorb(t, int(p))
+	}
+	for _, p := range fanin {
+		if d := t - int(p); d >= reduceWindow || !r.has(d) {
+			out = append(out, p)
 		}
 	}
-	r.anc[t%reduceWindow] = r.acc
+	for _, p := range fanin {
+		r.mark(t, int(p))
+	}
 	return out
 }
 
@@ -114,23 +103,35 @@ func (r *edgeReducer) has(d int) bool {
 	return r.acc[d>>6]&(1<<(d&63)) != 0
 }
 
-// absorb adds producer p of task t, and p's ancestors, to acc.
+// mark adds producer p of task t to acc.
+func (r *edgeReducer) mark(t, p int) {
+	if d := t - p; d > 0 && d < reduceWindow {
+		b := d - 1
+		r.acc[b>>6] |= 1 << (b & 63)
+	}
+}
+
+// absorb adds producer p's ancestors to task t's, acc.
 func (r *edgeReducer) absorb(t, p int) {
 	d := t - p
-	if d > reduceWindow || d <= 0 {
+	if d >= reduceWindow || d <= 0 {
 		return
 	}
-	b := d - 1
-	r.acc[b>>6] |= 1 << (b & 63)
 	src := &r.anc[p%reduceWindow]
-	// acc bit (d+e-1) |= src bit (e-1): a shift left by d bits.
+	sn := int(r.ancN[p%reduceWindow])
+	// acc bit (d+e-1) |= src bit (e-1): a shift left by d bits, over the
+	// words either holds (src's past sn are zero; a shift by 64 or more
+	// gives 0 in Go, so bs = 0 needs no case of its own).
 	ws, bs := d>>6, uint(d&63)
-	for i := reduceWords - 1; i >= ws; i-- {
-		v := src[i-ws] << bs
-		if bs != 0 && i-ws-1 >= 0 {
-			v |= src[i-ws-1] >> (64 - bs)
-		}
-		r.acc[i] |= v
+	hi := min(r.nw, sn+ws+1)
+	if ws >= hi {
+		return
+	}
+	acc := r.acc
+	acc[ws] |= src[0] << bs
+	for i := ws + 1; i < hi; i++ {
+		j := i - ws
+		acc[i] |= src[j&(reduceWords-1)]<<bs | src[(j-1)&(reduceWords-1)]>>(64-bs)
 	}
 }
 
