@@ -1,7 +1,5 @@
 package stages
 
-import "math/bits"
-
 // Transitive reduction of the fanin the host ships.
 //
 // The TensorMap gives a task an edge to every producer whose region it
@@ -39,12 +37,12 @@ const (
 type edgeReducer struct {
 	anc [][reduceWords]uint64 // ring: anc[t%reduceWindow] is task t's ancestors at distances 1..reduceWindow-1
 	// ancN is how many words of each ring slot are in use, the rest being
-	// zero (a store clears what the slot's last task used past its own):
+	// zero (a task clears what the slot's last task used past its own):
 	// task t's ancestors are at most t back, so a short run (a warm Graph
 	// pass ships 129 tasks) touches a few words a task, not all of them.
-	ancN  []uint8
-	next  int      // the next task's index
-	nw    int      // words of acc in use for the task being added
+	ancN []uint8
+	next int // the next task's index
+	nw   int // words of acc in use for the task being added
 	// acc is the ring slot of the task being added, built in place: a
 	// producer is less than reduceWindow back, so never in the same slot.
 	acc *[reduceWords]uint64
@@ -133,15 +131,6 @@ func (r *edgeReducer) absorb(t, p int) {
 		j := i - ws
 		acc[i] |= src[j&(reduceWords-1)]<<bs | src[(j-1)&(reduceWords-1)]>>(64-bs)
 	}
-}
-
-// ancestors counts task t's ancestors the window holds (tests).
-func (r *edgeReducer) ancestors(t int) int {
-	n := 0
-	for _, w := range r.anc[t%reduceWindow] {
-		n += bits.OnesCount64(w)
-	}
-	return n
 }
 
 // ReduceCSR is the transitive reduction of a DAG given as fanin lists in
