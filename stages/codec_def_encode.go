@@ -238,7 +238,7 @@ func (w *writer) nodeTable(d *Definition) {
 		nd := &d.Nodes[i]
 		rec := b[nodeRecSize*i : nodeRecSize*i+nodeRecSize]
 		rec[imagefmt.NodeKindAt] = uint8(nd.Kind)
-		rec[imagefmt.NodeKindAt+1] = 0
+		rec[imagefmt.NodeLaunchAt] = uint8(nd.Launch)
 		if nd.Implied > math.MaxUint16 {
 			panic(fmt.Sprintf("stages: definition node %d has %d implied edges, more than its record holds", i, nd.Implied))
 		}

@@ -107,7 +107,7 @@ func (w *writer) mark(sec int) {
 // section and whose shipped fanin is fan, implied more edges dropped.
 func (w *writer) runTask(t *TaskDesc, args, fan Span, implied uint32) {
 	w.U8(uint8(t.Kind))
-	var fl uint8
+	fl := uint8(t.Launch) << 1 // TaskEarly, TaskSyncStart
 	if t.Pred.Valid {
 		fl |= imagefmt.TaskPredicated
 	}
@@ -399,9 +399,10 @@ func (c *runCounts) tasks(b []byte, tasks []TaskDesc) error {
 		if r.Err != nil {
 			return r.Err
 		}
-		if fl&^(imagefmt.TaskPredicated|imagefmt.TaskImplied) != 0 {
+		if fl&^(imagefmt.TaskPredicated|imagefmt.TaskEarly|imagefmt.TaskSyncStart|imagefmt.TaskImplied) != 0 {
 			return badf("run image task %d has flags %d", i, fl)
 		}
+		t.Launch = Launch(fl>>1) & (LaunchEarly | LaunchSyncStart)
 		if t.Kind < KindAIC || t.Kind > KindGraph {
 			return badf("run image task %d has kind %d", i, t.Kind)
 		}

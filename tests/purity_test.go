@@ -17,7 +17,7 @@ import (
 // §3): plain functions over plain data, so they can be tested, replayed and
 // reasoned about without an actor system, a clock or a scheduler. Every
 // package under them, present or future, is held to the rule.
-var pureTrees = []string{"stages", "npu"}
+var pureTrees = []string{"stages", "npu", "analyze"}
 
 // impureImports are what a pure stage must not import: actors and telemetry
 // belong to the shells, and time, sync and context mean the stage waits,
