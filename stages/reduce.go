@@ -76,10 +76,13 @@ func (r *edgeReducer) add(fanin []TaskID, out []TaskID) []TaskID {
 	r.acc = &r.anc[slot]
 	clear(r.acc[:max(r.nw, int(r.ancN[slot]))])
 	r.ancN[slot] = uint8(r.nw)
-	if len(fanin) == 1 {
+	switch n := len(fanin); {
+	case n == 1:
 		r.absorb(t, int(fanin[0]))
 		r.mark(t, int(fanin[0]))
 		return append(out, fanin[0])
+	case n <= smallFanin:
+		return r.addSmall(t, fanin, out)
 	}
 	for _, p := range fanin {
 		r.absorb(t, int(p))
@@ -91,6 +94,44 @@ func (r *edgeReducer) add(fanin []TaskID, out []TaskID) []TaskID {
 	}
 	for _, p := range fanin {
 		r.mark(t, int(p))
+	}
+	return out
+}
+
+// smallFanin is the fanin up to which add takes the producers latest
+// first: an implied producer's ancestors are then in acc already, and its
+// shift is skipped (most of a step's tasks have a few producers, and about
+// half of the edges are implied); past it the sort would cost more.
+const smallFanin = 8
+
+// addSmall is add for 2..smallFanin producers: latest first, each
+// checked against the ancestors of the later ones (only a later task can
+// have an earlier one as ancestor), and only the kept ones absorbed.
+func (r *edgeReducer) addSmall(t int, fanin []TaskID, out []TaskID) []TaskID {
+	var o [smallFanin]TaskID
+	n := copy(o[:], fanin)
+	for i := 1; i < n; i++ {
+		for j := i; j > 0 && o[j] > o[j-1]; j-- {
+			o[j], o[j-1] = o[j-1], o[j]
+		}
+	}
+	var implied uint16 // bit i: o[i] is implied
+	for i, p := range o[:n] {
+		if d := t - int(p); d < reduceWindow && r.has(d) {
+			implied |= 1 << i
+			continue
+		}
+		r.absorb(t, int(p))
+		r.mark(t, int(p))
+	}
+	for _, p := range fanin {
+		i := 0
+		for o[i] != p {
+			i++
+		}
+		if implied&(1<<i) == 0 {
+			out = append(out, p)
+		}
 	}
 	return out
 }
