@@ -47,7 +47,7 @@ type Config struct {
 	CountKernels bool
 	// Device configures each rank's simulated a2a3 die.
 	Device npu.Config
-	// Golden checks every pass against its golden reference (golden.go)
+	// Golden checks every pass against its golden reference (package golden)
 	// and fills PassResult.Golden.
 	Golden bool
 	// TamperImage, if set, changes every run image before it is copied:

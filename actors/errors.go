@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/hbg-dev/hbg/npu"
+	"github.com/hbg-dev/hbg/stages"
 )
 
 // ErrStopped is returned by Pass (and Run) once Stop has begun: for passes
@@ -60,12 +61,14 @@ func deviceConfigError(err error) *ConfigError {
 	return &ConfigError{Field: "Device." + de.Field, Value: de.Value, Want: de.Want, Err: chain}
 }
 
-// panicError is a recovered panic's value as an error: the value itself
-// when it is one, so that errors.Is reaches what a body or an
-// orchestration panicked with, as it reaches what one returns.
-func panicError(p any) error {
-	if err, ok := p.(error); ok {
-		return err
-	}
-	return fmt.Errorf("%v", p)
-}
+// ErrBodyPanicked and ErrBodyExited mark a pass failed by a Graph body
+// that never returned while it was recorded: it panicked, or it called
+// runtime.Goexit (as t.Fatal does). The error names the key; the recorder
+// is restarted and serves the next job.
+var (
+	ErrBodyPanicked = errors.New("body panicked")
+	ErrBodyExited   = errors.New("body exited its goroutine (runtime.Goexit) instead of returning")
+)
+
+// panicError is stages.PanicError, for the shells' recovers.
+var panicError = stages.PanicError

@@ -35,11 +35,12 @@ type Model struct {
 	forms        []*form
 	formIdx      map[string]*form
 	runners      sync.Pool
-	// maxTasks is the model's own bound on a pass (max_tasks:), sizes the
-	// forms checked against a bound.
-	maxTasks int64
-	sizeMu   sync.Mutex
-	sizes    map[string]sizeCheck
+	// maxTasks is the model's own bound on a pass (max_tasks:), taskLimit
+	// its user's (LimitTasks), sizes the forms checked against a bound.
+	maxTasks  int64
+	taskLimit int64
+	sizeMu    sync.Mutex
+	sizes     map[string]sizeCheck
 }
 
 type entryTensor struct {

@@ -18,13 +18,6 @@ type TensorReader interface {
 	ReadTensor(root stages.RootID, idx []int64, value int64)
 }
 
-// rootCounter lets the interpreter learn the RootIDs that Submit gives to a
-// task's runtime-allocated outputs (tag out): Submit numbers them
-// consecutively from NumRoots, in argument order.
-type rootCounter interface {
-	NumRoots() int
-}
-
 // Run interprets the model's program as an orchestration on o in the given
 // form: block calls that the form makes Graphs go through o.Graph, all other
 // ops are submitted directly.
@@ -453,7 +446,7 @@ func (r *runner) submit(o stages.Submitter, fr *frame, t *taskOp, line int) {
 				tk.Args[i].View.Root = -1
 			}
 		}
-		if rc, ok := o.(rootCounter); ok {
+		if rc, ok := o.(stages.RootCounter); ok {
 			first = rc.NumRoots()
 		}
 	}

@@ -89,6 +89,8 @@ func (c *counter) graphCall(block int, inGraph bool) {
 	}
 }
 
+var _ stages.RootCounter = (*counter)(nil)
+
 func (c *counter) NumRoots() int { return c.o.NumRoots() }
 
 func (c *counter) count() {

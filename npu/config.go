@@ -134,6 +134,9 @@ type Config struct {
 	// Timeline records every subtask as a (core, task, kernel, start, dur)
 	// slice in Result.Timeline, for a Perfetto trace.
 	Timeline bool
+	// Flows records every dependency a task's completion released, as
+	// (producer, consumer) in Result.Flows: a trace's fanin arrows.
+	Flows bool
 	// TaskDigests records every device task's input digest in
 	// Result.TaskDigests, in submission order with each GRAPH task expanded
 	// in place: two forms of a model line up task for task, so the first

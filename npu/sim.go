@@ -131,6 +131,7 @@ type sim struct {
 	busy     []int64
 	abusy    []int64 // per AICPU thread (schedulers, then the resolver)
 	timeline []Slice
+	flows    []Flow
 	heap     eventHeap
 	out      []event
 
@@ -277,6 +278,7 @@ func (s *sim) setup(d *Die, p *plan) {
 	s.readySeq, s.running = 0, 0
 	s.retired, s.kernels, s.skippedN, s.dummies, s.allocs, s.subtasks = 0, 0, 0, 0, 0, 0
 	s.timeline = s.timeline[:0]
+	s.flows = s.flows[:0]
 	s.heap = s.heap[:0]
 
 	// Kernel table.
@@ -390,6 +392,9 @@ func (s *sim) result(d *Die, p *plan) *Result {
 	}
 	if s.cfg.Timeline {
 		r.Timeline = append([]Slice(nil), s.timeline...)
+	}
+	if s.cfg.Flows {
+		r.Flows = append([]Flow(nil), s.flows...)
 	}
 	if s.cfg.TaskDigests {
 		r.TaskDigests = make([]TaskDigest, 0, p.nTasks-len(p.insts))

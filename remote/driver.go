@@ -56,6 +56,10 @@ type Config struct {
 	ModelName string
 	Model     []byte
 	Form      string
+	// MaxTasks, when positive, bounds the driver's pass of the model
+	// (config.Model.LimitTasks: the driver's --max-tasks); each node has
+	// its own (NodeConfig.MaxTasks).
+	MaxTasks int64
 	// Runtime is the nodes' runtime options: Recorders, NoRetain,
 	// SkipDevice, DefectsAsWarnings, StrictRecording, InFlight, Golden,
 	// Device.NoRace and PassTimeout cross to every node; Tracer makes the
@@ -171,6 +175,7 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
+	model.LimitTasks(cfg.MaxTasks)
 	orch, err := model.Orchestration(cfg.Form)
 	if err != nil {
 		return nil, err

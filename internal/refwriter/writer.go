@@ -56,6 +56,8 @@ func New(w io.Writer, entry []stages.Root, kernels []stages.Kernel) *Writer {
 // Ordinary is the ordinary path underneath.
 func (t *Writer) Ordinary() *stages.OrdinaryPath { return t.o }
 
+var _ stages.RootCounter = (*Writer)(nil)
+
 // NumRoots reports the roots so far, so that an interpreter can name the
 // outputs Submit allocates.
 func (t *Writer) NumRoots() int { return t.o.NumRoots() }
