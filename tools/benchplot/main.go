@@ -269,7 +269,7 @@ func (f *family) plot(path string) error {
 	}
 	for _, p := range []*plot.Plot{top, bottom} {
 		p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
-		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, ticks125{}
 		p.Legend.Top, p.Legend.Left = true, false
 		p.Add(plotter.NewGrid())
 		padY(p)
@@ -305,4 +305,27 @@ func padY(p *plot.Plot) {
 		mid := math.Sqrt(hi * lo)
 		p.Y.Min, p.Y.Max = mid/math.Sqrt(10), mid*math.Sqrt(10)
 	}
+}
+
+// ticks125 labels a log axis at 1, 2 and 5 times each power of ten (the
+// other integers unlabelled), so that a cost is read off the plot, not
+// only its decade.
+type ticks125 struct{}
+
+func (ticks125) Ticks(min, max float64) []plot.Tick {
+	var ts []plot.Tick
+	for e := math.Floor(math.Log10(min)); math.Pow(10, e) <= max; e++ {
+		for m := 1.0; m < 10; m++ {
+			v := m * math.Pow(10, e)
+			if v < min || v > max {
+				continue
+			}
+			t := plot.Tick{Value: v}
+			if m == 1 || m == 2 || m == 5 {
+				t.Label = strconv.FormatFloat(v, 'g', -1, 64)
+			}
+			ts = append(ts, t)
+		}
+	}
+	return ts
 }
