@@ -3,6 +3,9 @@ package actors
 import (
 	"errors"
 	"fmt"
+
+	"github.com/hbg-dev/hbg/npu"
+	"github.com/hbg-dev/hbg/stages"
 )
 
 // ErrStopped is returned by Pass (and Run) once Stop has begun: for passes
@@ -36,26 +39,36 @@ func (e *RankBusyError) Is(target error) bool { return target == ErrRankBusy }
 // ErrInvalidConfig is wrapped by every error Config.Validate returns.
 var ErrInvalidConfig = errors.New("invalid runtime config")
 
-// ConfigError names the Config field that does not validate, so a command
-// can name its own flag for it.
-type ConfigError struct {
-	Field string // the Config field, "Device." first for npu.Config's
-	Value any
-	Want  string
+// ConfigError names the Config field that does not validate ("Device."
+// first for npu.Config's), so a command can name its own flag for it. It
+// is npu's type: one for the runtime's fields and the device's.
+type ConfigError = npu.ConfigError
+
+// configError is a runtime field's ConfigError.
+func configError(field string, value any, want string) *ConfigError {
+	return &ConfigError{Field: field, Value: value, Want: want, Err: ErrInvalidConfig}
 }
 
-func (e *ConfigError) Error() string {
-	return fmt.Sprintf("%s %v: want %s", e.Field, e.Value, e.Want)
-}
-
-func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
-
-// panicError is a recovered panic's value as an error: the value itself
-// when it is one, so that errors.Is reaches what a body or an
-// orchestration panicked with, as it reaches what one returns.
-func panicError(p any) error {
-	if err, ok := p.(error); ok {
-		return err
+// deviceConfigError passes on the device config's error as the runtime's,
+// its field named under Device and both sentinels kept in the chain; a
+// device error of another type passes on whole.
+func deviceConfigError(err error) *ConfigError {
+	chain := errors.Join(ErrInvalidConfig, err)
+	var de *npu.ConfigError
+	if !errors.As(err, &de) {
+		return &ConfigError{Field: "Device", Value: "config", Want: err.Error(), Err: chain}
 	}
-	return fmt.Errorf("%v", p)
+	return &ConfigError{Field: "Device." + de.Field, Value: de.Value, Want: de.Want, Err: chain}
 }
+
+// ErrBodyPanicked and ErrBodyExited mark a pass failed by a Graph body
+// that never returned while it was recorded: it panicked, or it called
+// runtime.Goexit (as t.Fatal does). The error names the key; the recorder
+// is restarted and serves the next job.
+var (
+	ErrBodyPanicked = errors.New("body panicked")
+	ErrBodyExited   = errors.New("body exited its goroutine (runtime.Goexit) instead of returning")
+)
+
+// panicError is stages.PanicError, for the shells' recovers.
+var panicError = stages.PanicError

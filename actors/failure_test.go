@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/hbg-dev/hbg/golden"
 	"github.com/hbg-dev/hbg/mailbox"
 	"github.com/hbg-dev/hbg/stages"
 )
@@ -79,7 +81,7 @@ func TestRecorderNeverLost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), prompt)
 	defer cancel()
 	_, err := rt.Pass(ctx, keysModel{keys: 12, calls: 1, body: panicky}.orchestration("panicky"), 0, 0)
-	if err == nil || !strings.Contains(err.Error(), "body panicked") || errors.Is(err, context.DeadlineExceeded) {
+	if err == nil || !strings.Contains(err.Error(), "body panicked") || !errors.Is(err, ErrBodyPanicked) || errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("want a body panic, got %v", err)
 	}
 	res, err := rt.Pass(ctx, keysModel{keys: 3, calls: 2}.orchestration("clean"), 0, 1)
@@ -90,6 +92,41 @@ func TestRecorderNeverLost(t *testing.T) {
 	// before the clean pass's first recording).
 	if n := rt.Stats.Restarts.Load(); n != 12 {
 		t.Errorf("%d restarts, want 12", n)
+	}
+}
+
+// TestBodyGoexit: a body that calls runtime.Goexit (as t.Fatal does) while
+// it is recorded fails its pass with ErrBodyExited, naming its key, within
+// the test's bound; the recorder is restarted, the next pass (other keys)
+// records on it, and Stop returns. The Goexit once ended the recorder's
+// mailbox goroutine, which nothing restarts: the pass hung until its ctx,
+// and Stop never returned.
+func TestBodyGoexit(t *testing.T) {
+	exiting := func(o stages.Submitter, b *stages.Boundary) error {
+		runtime.Goexit()
+		return nil
+	}
+	sys := NewActorSystem(nil)
+	defer sys.Shutdown()
+	rt, err := start(sys, Config{Recorders: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), prompt)
+	defer cancel()
+	_, err = rt.Pass(ctx, keysModel{keys: 1, calls: 1, body: exiting}.orchestration("goexit"), 0, 0)
+	if !errors.Is(err, ErrBodyExited) || !strings.Contains(err.Error(), `graph "key-0"`) {
+		t.Fatalf("want the body's Goexit naming key-0, got %v", err)
+	}
+	res, err := rt.Pass(ctx, keysModel{keys: 2, calls: 2}.orchestration("clean"), 0, 1)
+	if err != nil || res.Pass.BuiltDefinitions != 2 {
+		t.Fatalf("clean pass after the Goexit: %v", err)
+	}
+	if n := rt.Stats.Restarts.Load(); n != 1 {
+		t.Errorf("%d restarts, want 1", n)
+	}
+	if err := rt.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
 	}
 }
 
@@ -114,7 +151,7 @@ func TestBodyErrorIsAValue(t *testing.T) {
 		t.Errorf("%d restarts for a body that returned an error", n)
 	}
 	// Run inline (the eager twin), the same body fails the pass the same way.
-	_, err = rt.Pass(ctx, Inline(keysModel{keys: 2, calls: 1, body: failing}.orchestration("failing")), 0, 1)
+	_, err = rt.Pass(ctx, golden.Inline(keysModel{keys: 2, calls: 1, body: failing}.orchestration("failing")), 0, 1)
 	if !errors.Is(err, errBad) || !strings.Contains(err.Error(), `graph "key-1"`) {
 		t.Fatalf("inline: want the body's error naming key-1, got %v", err)
 	}
@@ -128,7 +165,7 @@ func TestBodyErrorIsAValue(t *testing.T) {
 	}
 	for round, orch := range []*Orchestration{
 		keysModel{keys: 2, calls: 1, body: panicking}.orchestration("panicking"),
-		Inline(keysModel{keys: 2, calls: 1, body: panicking}.orchestration("panicking")),
+		golden.Inline(keysModel{keys: 2, calls: 1, body: panicking}.orchestration("panicking")),
 	} {
 		if _, err = rt.Pass(ctx, orch, 0, 2+round); !errors.Is(err, errBad) {
 			t.Errorf("%s: want the panic's error, got %v", orch.Name, err)
@@ -186,6 +223,35 @@ func TestGoldenReferenceEnds(t *testing.T) {
 				t.Fatalf("the next pass: %v, golden %+v", err, res)
 			}
 		})
+	}
+}
+
+// TestGoldenReferenceGoexit: an orchestration that calls runtime.Goexit
+// while the golden reference runs it fails the pass with
+// ErrReferenceExited within the test's bound (the reference's goroutine
+// ended without a result, and every wait for it once hung until its
+// bound), and the next orchestration's pass passes its check.
+func TestGoldenReferenceGoexit(t *testing.T) {
+	rt := newRuntime(t, Config{Golden: true}, nil)
+	orch := keysModel{keys: 1, calls: 2}.orchestration("goexit")
+	run, first := orch.Run, true
+	orch.Run = func(o stages.Submitter) error {
+		// The reference runs the orchestration first, before the pass
+		// is sent; the pass itself returns.
+		if first {
+			first = false
+			runtime.Goexit()
+		}
+		return run(o)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), prompt)
+	defer cancel()
+	if _, err := rt.Pass(ctx, orch, 0, 0); !errors.Is(err, ErrReferenceExited) {
+		t.Fatalf("want ErrReferenceExited, got %v", err)
+	}
+	res, err := rt.Pass(ctx, keysModel{keys: 2, calls: 2}.orchestration("clean"), 0, 1)
+	if err != nil || res.Golden == nil || !res.Golden.OK() {
+		t.Fatalf("the next pass: %v, golden %+v", err, res)
 	}
 }
 

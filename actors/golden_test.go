@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hbg-dev/hbg/golden"
 	"github.com/hbg-dev/hbg/npu"
 	"github.com/hbg-dev/hbg/stages"
 )
@@ -48,7 +49,7 @@ func TestGoldenTeeth(t *testing.T) {
 		rt.imageHook = f
 		g := runPass(t, rt, orch, 1).Golden
 		rt.imageHook = nil
-		if g.Verdict != VerdictMismatch || g.Err() == nil || g.Diff == nil {
+		if g.Verdict != golden.VerdictMismatch || g.Err() == nil || g.Diff == nil {
 			t.Fatalf("%s: %+v", name, g)
 		}
 		d := g.Diff
@@ -126,7 +127,7 @@ func TestGoldenEagerRaces(t *testing.T) {
 	} {
 		t.Run(cmp.Or(c.file, "no model file"), func(t *testing.T) {
 			orch := manualCaller(c.file)
-			ref, err := ComputeReference(orch, npu.Config{})
+			ref, err := golden.Compute(orch, npu.Config{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -197,7 +198,7 @@ func TestGoldenRacy(t *testing.T) {
 			}
 			rt := newRuntime(t, Config{Golden: true}, nil)
 			g := runPass(t, rt, orch, 0).Golden
-			if g.Verdict != VerdictRacy || g.RaceCount == 0 || g.ReferenceRaceCount == 0 || g.OK() {
+			if g.Verdict != golden.VerdictRacy || g.RaceCount == 0 || g.ReferenceRaceCount == 0 || g.OK() {
 				t.Fatalf("%+v", g)
 			}
 			if err := g.Err(); err == nil || err.Error() != c.first {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hbg-dev/hbg/golden"
 	"github.com/hbg-dev/hbg/mailbox"
 	"github.com/hbg-dev/hbg/stages"
 )
@@ -113,7 +114,7 @@ func runPass(t *testing.T, rt *Runtime, orch *Orchestration, round int) *PassRes
 func eagerDigest(t *testing.T, orch *Orchestration) (uint64, int) {
 	t.Helper()
 	rt := newRuntime(t, Config{Recorders: 1}, nil)
-	res := runPass(t, rt, Inline(orch), 0)
+	res := runPass(t, rt, golden.Inline(orch), 0)
 	return res.Device.Digest, res.Device.Tasks
 }
 

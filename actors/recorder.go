@@ -52,21 +52,16 @@ func (r *recorder) record(ctx actor.Context, job *mailbox.RecordJob) {
 		Key: job.Key, FullKey: job.FullKey, BoundaryWidth: len(job.Boundary) + len(job.Scalars), Verify: job.Verify, Actor: r.name,
 	})
 	t0 := trace.Now()
-	// A body that panics is reported with its key and cause, then the panic
-	// goes on to the supervisor, which restarts this recorder; its mailbox,
-	// and so every queued job, survives the restart.
-	defer func() {
-		if p := recover(); p != nil {
-			err := fmt.Errorf("graph %q: body panicked while recording: %w", job.Key, panicError(p))
-			span.Finish(r.rec.Nodes(), err)
-			ctx.Send(r.store, &mailbox.Built{Recorder: ctx.Self(), Job: job, Err: err, Panicked: true})
-			panic(p)
-		}
-	}()
-	if r.hook != nil {
-		r.hook(job)
+	err, aborted := r.recordBody(job)
+	if aborted != nil {
+		// The job fails with its key and cause; then the panic goes to the
+		// supervisor, which restarts this recorder (its half-used buffers
+		// go with it); its mailbox, and so every queued job, survives the
+		// restart.
+		span.Finish(r.rec.Nodes(), aborted)
+		ctx.Send(r.store, &mailbox.Built{Recorder: ctx.Self(), Job: job, Err: aborted, Panicked: true})
+		panic(aborted)
 	}
-	err := r.rec.RecordBody(job.Key, job.FullKey, job.Boundary, job.Roots, job.Scalars, job.ExtDeps, job.Body)
 	out := &mailbox.Built{Recorder: ctx.Self(), Job: job, Err: err, Nodes: r.rec.Nodes()}
 	out.Defects = append(out.Defects, r.rec.Defects...)
 	out.RecordNs = trace.Now() - t0
@@ -83,4 +78,35 @@ func (r *recorder) record(ctx actor.Context, job *mailbox.RecordJob) {
 		bspan.Finish(int64(len(out.Def.Image)), nil)
 	}
 	ctx.Send(r.store, out)
+}
+
+// recordBody records job's body on a goroutine of its own and waits for
+// it. The body is the caller's code: one that calls runtime.Goexit (as
+// t.Fatal does) ends the goroutine it runs on, and run on the recorder's
+// own it would end the mailbox's goroutine with it, which nothing restarts:
+// the recorder and every job queued to it would be lost, and Stop would
+// wait for it forever. aborted says why the body did not return (it wraps
+// ErrBodyPanicked or ErrBodyExited), nil when it did.
+func (r *recorder) recordBody(job *mailbox.RecordJob) (err, aborted error) {
+	done := make(chan struct{})
+	go func() {
+		returned := false
+		defer func() {
+			if !returned {
+				if p := recover(); p != nil {
+					aborted = fmt.Errorf("graph %q: %w while recording: %w", job.Key, ErrBodyPanicked, panicError(p))
+				} else {
+					aborted = fmt.Errorf("graph %q: %w while recording", job.Key, ErrBodyExited)
+				}
+			}
+			close(done)
+		}()
+		if r.hook != nil {
+			r.hook(job)
+		}
+		err = r.rec.RecordBody(job.Key, job.FullKey, job.Boundary, job.Roots, job.Scalars, job.ExtDeps, job.Body)
+		returned = true
+	}()
+	<-done
+	return err, aborted
 }

@@ -25,7 +25,9 @@ type passReq struct {
 // passRun is a pass as the actors carry it: the pure stages.Pass and what
 // the shells keep around it (the caller, the result being filled, the open
 // phase span). It travels with the pass: submission -> replay, and back to
-// the submission only to be rerun.
+// the submission to be rerun (a key fell back) and, as the pass ends (just
+// before the caller has its answer), to free its slot and recycle its
+// image (passDone).
 type passRun struct {
 	req   *passReq
 	pass  *stages.Pass
@@ -42,8 +44,12 @@ type passRun struct {
 	// timeline (stages.DeviceAxis); placed says it was.
 	beginNs, shipNs int64
 	placed          bool
-	// fetch is what asking the cluster did for the pass (reruns included).
-	fetch mailbox.PeerFetch
+	// rerunNs is the reruns' orchestration, which runs inside the open
+	// graph_upload span and is host_orch's: graph_upload's figure leaves it
+	// out, so the control plane counts it once. uploadNs is graph_upload's
+	// figure before a rerun that came after the ship (a Definition the
+	// device refused), which opens graph_upload again and adds to it.
+	rerunNs, uploadNs int64
 }
 
 func (r *passRun) startPhase(tr *trace.Tracer, ph trace.Phase, rank int) context.Context {
@@ -55,6 +61,9 @@ func (r *passRun) startPhase(tr *trace.Tracer, ph trace.Phase, rank int) context
 func (r *passRun) finishPhase() int64 {
 	r.open = false
 	ns := r.phase.Finish()
+	if r.ph == trace.PhaseGraphUpload {
+		ns += r.uploadNs - r.rerunNs
+	}
 	r.res.Pass.Set(r.ph, ns)
 	return ns
 }
@@ -159,7 +168,7 @@ func (s *submission) start(req *passReq) {
 	// orchestration; the device keeps them across passes.
 	run.startPhase(s.rt.tracer, trace.PhaseArgs, s.rank)
 	if s.registered != req.orch.Name {
-		sendDevice(s.ctx, s.device, &deviceRegister{roots: req.orch.Entry, kernels: req.orch.Kernels})
+		s.ctx.Send(s.device, &mailbox.RegisterDevice{Entry: req.orch.Entry, Kernels: req.orch.Kernels})
 		s.registered = req.orch.Name
 	}
 	run.finishPhase()
@@ -170,7 +179,7 @@ func (s *submission) start(req *passReq) {
 
 // orchestrate runs the orchestration inside this turn and hands the pass
 // off. A rerun runs inside the pass's open graph_upload span and adds its
-// time to host_orch.
+// time to host_orch (and not to graph_upload's figure: rerunNs).
 func (s *submission) orchestrate(run *passRun, p *stages.Pass) {
 	rerun := run.pass != nil
 	run.pass = p
@@ -180,9 +189,18 @@ func (s *submission) orchestrate(run *passRun, p *stages.Pass) {
 	err := s.runGuarded(run.req.orch)
 	p = s.host.End(err)
 	s.cur = nil
-	if rerun {
+	switch {
+	case rerun && !run.open:
+		// Rerun after the ship: graph_upload was closed; it opens again
+		// after this orchestration, and keeps what it had.
 		run.res.Pass.Phases[trace.PhaseHostOrch] += trace.Now() - t0
-	} else {
+		run.uploadNs, run.rerunNs = run.res.Pass.Phases[trace.PhaseGraphUpload], 0
+		run.startPhase(s.rt.tracer, trace.PhaseGraphUpload, s.rank)
+	case rerun:
+		ns := trace.Now() - t0
+		run.res.Pass.Phases[trace.PhaseHostOrch] += ns
+		run.rerunNs += ns
+	default:
 		run.phase.SetOps(&run.ops)
 		run.finishPhase()
 		run.startPhase(s.rt.tracer, trace.PhaseGraphUpload, s.rank)
@@ -229,6 +247,8 @@ func (s *submission) graph(call *stages.GraphCall) stages.TaskID {
 // ordinary calls go straight to stages.OrdinaryPath, timed per operation; Graph
 // calls go through the Host.
 type submitter struct{ s *submission }
+
+var _ stages.RootCounter = submitter{}
 
 func (o submitter) Alloc(specs []stages.RootSpec) (stages.TaskID, stages.RootID) {
 	t0 := trace.Now()

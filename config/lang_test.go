@@ -408,8 +408,8 @@ func TestSizeMatchesRun(t *testing.T) {
 	}
 }
 
-// TestMaxTasksBound: the model's bound, SetMaxTasks and the process-wide
-// override (the command's --max-tasks) each decide whether a pass runs.
+// TestMaxTasksBound: the model's bound, SetMaxTasks and LimitTasks (the
+// command's --max-tasks) each decide whether a pass runs.
 func TestMaxTasksBound(t *testing.T) {
 	m, err := config.Parse("tiny.yaml", []byte(tinyModel))
 	if err != nil {
@@ -423,13 +423,25 @@ func TestMaxTasksBound(t *testing.T) {
 	if err := run(); err == nil || !strings.Contains(err.Error(), "more than 16 tasks") {
 		t.Fatalf("17 tasks under a bound of 16: %v", err)
 	}
-	config.MaxTasksOverride = 17
-	defer func() { config.MaxTasksOverride = 0 }()
+	m.LimitTasks(17)
 	if err := run(); err != nil {
 		t.Fatalf("the override raises the model's bound: %v", err)
 	}
 	if m.MaxTasks() != 17 {
 		t.Fatalf("MaxTasks %d, want 17", m.MaxTasks())
+	}
+	// The limit is the model's: another model of the process keeps its own
+	// bound.
+	m.LimitTasks(8)
+	other, err := config.Parse("tiny.yaml", []byte(tinyModel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run(); err == nil || !strings.Contains(err.Error(), "more than 8 tasks") {
+		t.Fatalf("17 tasks under a limit of 8: %v", err)
+	}
+	if err := other.Run(&nopOrch{}, "eager"); err != nil || other.MaxTasks() != config.DefaultMaxTasks {
+		t.Fatalf("another model under the first's limit: %v (bound %d)", err, other.MaxTasks())
 	}
 }
 

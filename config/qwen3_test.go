@@ -26,8 +26,7 @@ func loadQwen3(t testing.TB) *config.Model { t.Helper(); return mustLoad(t, qwen
 // passes the boundary tensor itself, not an arena view of it, so bslot is
 // not compared here.)
 func TestQwen3GraphMatchesReference(t *testing.T) {
-	m := loadQwen3(t)
-	gotEv := expand(t, m, "graph")
+	gotEv := expandFile(t, qwen3Path, "graph")
 	wantEv := readTrace(t, filepath.Join(qwen3RefDir, "graph.jsonl.gz"))
 	compareTasks(t, reftrace.Tasks(gotEv), reftrace.Tasks(wantEv), 23563)
 	compareEvents(t, gotEv, wantEv)
@@ -45,8 +44,7 @@ func TestQwen3GraphMatchesReference(t *testing.T) {
 // TestQwen3EagerMatchesReference: the form with no Graph submits the same
 // tasks with the same edges (the inline twin of the graph form).
 func TestQwen3EagerMatchesReference(t *testing.T) {
-	m := loadQwen3(t)
-	gotEv := expand(t, m, "eager")
+	gotEv := expandFile(t, qwen3Path, "eager")
 	wantEv := readTrace(t, filepath.Join(qwen3RefDir, "graph.jsonl.gz"))
 	compareTasks(t, reftrace.Tasks(gotEv), reftrace.Tasks(wantEv), 23563)
 	if n := len(graphCalls(gotEv)); n != 0 {

@@ -1,13 +1,14 @@
 package config_test
 
 import (
-	"compress/gzip"
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/hbg-dev/hbg/config"
@@ -26,13 +27,12 @@ type (
 	refArg   = reftrace.Arg
 )
 
+// readTrace reads a reference trace, once per test binary: several tests
+// compare against one (Qwen3's Graph trace is both forms' reference), and
+// reading one is seconds under -race. The events are only read.
 func readTrace(t testing.TB, path string) []refEvent {
 	t.Helper()
-	evs, err := reftrace.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return evs
+	return sharedEvents(t, "trace "+path, func() ([]refEvent, error) { return reftrace.Load(path) })
 }
 
 // expand runs a form through the trace writer and returns its events in the
@@ -40,25 +40,69 @@ func readTrace(t testing.TB, path string) []refEvent {
 // is what is compared).
 func expand(t testing.TB, m *config.Model, form string) []refEvent {
 	t.Helper()
-	dir := t.TempDir()
-	p := filepath.Join(dir, form+".jsonl.gz")
-	f, err := os.Create(p)
+	evs, err := expansion(m, form)
 	if err != nil {
 		t.Fatal(err)
 	}
-	zw := gzip.NewWriter(f)
-	w := refwriter.New(zw, m.EntryRoots(), m.Kernels())
+	return evs
+}
+
+// expandFile is expand of the model file at path, once per test binary
+// and form: the DSv4 and Qwen3 forms are each compared by more than one
+// test (the full form against the reference and for its published
+// counts), and an expansion is seconds under -race.
+func expandFile(t testing.TB, path, form string) []refEvent {
+	t.Helper()
+	return sharedEvents(t, "expand "+path+" "+form, func() ([]refEvent, error) {
+		m, err := config.Load(path)
+		if err != nil {
+			return nil, err
+		}
+		return expansion(m, form)
+	})
+}
+
+func expansion(m *config.Model, form string) ([]refEvent, error) {
+	var buf bytes.Buffer
+	w := refwriter.New(&buf, m.EntryRoots(), m.Kernels())
 	if err := m.Run(w, form); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if err := w.Close(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
+	return reftrace.Read(&buf)
+}
+
+var shared struct {
+	mu   sync.Mutex
+	vals map[string]*sharedVal
+}
+
+type sharedVal struct {
+	once sync.Once
+	evs  []refEvent
+	err  error
+}
+
+// sharedEvents computes the events named key once per test binary.
+func sharedEvents(t testing.TB, key string, f func() ([]refEvent, error)) []refEvent {
+	t.Helper()
+	shared.mu.Lock()
+	if shared.vals == nil {
+		shared.vals = map[string]*sharedVal{}
 	}
-	f.Close()
-	return readTrace(t, p)
+	v := shared.vals[key]
+	if v == nil {
+		v = &sharedVal{}
+		shared.vals[key] = v
+	}
+	shared.mu.Unlock()
+	v.once.Do(func() { v.evs, v.err = f() })
+	if v.err != nil {
+		t.Fatalf("%s: %v", key, v.err)
+	}
+	return v.evs
 }
 
 func loadModel(t testing.TB) *config.Model { t.Helper(); return mustLoad(t, modelPath) }
@@ -106,8 +150,7 @@ func rootIdentities(tasks []refEvent) func(a refArg) string {
 // reference edges is reproduced by stages.OrdinaryPath's TensorMap, and no other: on
 // this trace the reference and the rule of workloads.md §6 do not disagree.
 func TestEagerMatchesReference(t *testing.T) {
-	m := loadModel(t)
-	gotEv := expand(t, m, "eager")
+	gotEv := expandFile(t, modelPath, "eager")
 	wantEv := readTrace(t, filepath.Join(refDir, "eager.jsonl.gz"))
 	compareTasks(t, reftrace.Tasks(gotEv), reftrace.Tasks(wantEv), 44412)
 	compareEvents(t, gotEv, wantEv)
@@ -151,8 +194,7 @@ func compareEvents(t *testing.T, got, want []refEvent) {
 // allocates its own buffers), the Graph each task belongs to, and every
 // Graph call with its key and boundary.
 func TestFullMatchesReference(t *testing.T) {
-	m := loadModel(t)
-	gotEv := expand(t, m, "full")
+	gotEv := expandFile(t, modelPath, "full")
 	wantEv := readTrace(t, filepath.Join(refDir, "graph.jsonl.gz"))
 	got, want := reftrace.Tasks(gotEv), reftrace.Tasks(wantEv)
 	compareTasks(t, got, want, 44413)
@@ -237,6 +279,9 @@ func compareTasks(t *testing.T, got, want []refEvent, wantEdges int) {
 			report(i, "got %s %s k=%v bn=%d, want %s %s k=%v bn=%d", g.Kind, g.Name, g.K, g.BlockNum, w.Kind, w.Name, w.K, w.BlockNum)
 			continue
 		}
+		if g.Early != w.Early || g.Sync != w.Sync {
+			report(i, "launch flags early=%d sync_start=%d, want early=%d sync_start=%d", g.Early, g.Sync, w.Early, w.Sync)
+		}
 		if g.Depth != w.Depth || g.Manual != w.Manual {
 			report(i, "depth/manual %d/%d, want %d/%d", g.Depth, g.Manual, w.Depth, w.Manual)
 		}
@@ -303,7 +348,6 @@ func sorted(s []int) []int {
 // TestPairAndBlocksForms checks the published figures of the two other Graph
 // forms (reference README, "Figures these traces pin down").
 func TestPairAndBlocksForms(t *testing.T) {
-	m := loadModel(t)
 	for _, tc := range []struct {
 		form                    string
 		calls, hostSubmits      int
@@ -315,7 +359,7 @@ func TestPairAndBlocksForms(t *testing.T) {
 		{form: "full", calls: 86, hostSubmits: 129, tasks: 15972},
 	} {
 		t.Run(tc.form, func(t *testing.T) {
-			evs := expand(t, m, tc.form)
+			evs := expandFile(t, modelPath, tc.form)
 			calls, ordinary, tasks := 0, 0, 0
 			for _, e := range evs {
 				switch e.Ev {

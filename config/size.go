@@ -14,20 +14,33 @@ import (
 // tasks. A model sets its own bound with max_tasks: N.
 const DefaultMaxTasks int64 = 1 << 22
 
-// MaxTasksOverride, when positive, bounds every model's passes whatever its
-// max_tasks says: the command's --max-tasks. Set it before running models.
-var MaxTasksOverride int64
-
-// MaxTasks is the bound that holds for this model: MaxTasksOverride, else
-// the model's max_tasks (or SetMaxTasks), else DefaultMaxTasks.
+// MaxTasks is the bound that holds for this model: LimitTasks's, else the
+// model's max_tasks (or SetMaxTasks), else DefaultMaxTasks.
 func (m *Model) MaxTasks() int64 {
+	m.sizeMu.Lock()
+	defer m.sizeMu.Unlock()
+	return m.maxTasksLocked()
+}
+
+func (m *Model) maxTasksLocked() int64 {
 	switch {
-	case MaxTasksOverride > 0:
-		return MaxTasksOverride
+	case m.taskLimit > 0:
+		return m.taskLimit
 	case m.maxTasks > 0:
 		return m.maxTasks
 	}
 	return DefaultMaxTasks
+}
+
+// LimitTasks bounds the model's passes at n device tasks whatever its
+// max_tasks says: a command's --max-tasks, given to the model it loaded
+// (0: no such bound). It is the model's, not the process's, so two models
+// of one process, or two tests, do not share it.
+func (m *Model) LimitTasks(n int64) {
+	m.sizeMu.Lock()
+	m.taskLimit = max(n, 0)
+	m.sizes = nil
+	m.sizeMu.Unlock()
 }
 
 // SetMaxTasks sets the model's own bound on a pass's device tasks, as
@@ -59,9 +72,9 @@ func (m *Model) Size(form string, limit int64) (int64, error) {
 // checkSize refuses a form whose pass is larger than the model's bound,
 // once per form and bound.
 func (m *Model) checkSize(f *form) error {
-	limit := m.MaxTasks()
 	m.sizeMu.Lock()
 	defer m.sizeMu.Unlock()
+	limit := m.maxTasksLocked()
 	if c, ok := m.sizes[f.name]; ok && c.limit == limit {
 		return c.err
 	}
@@ -104,10 +117,17 @@ type sizer struct {
 const workPerTask = 16
 
 func (s *sizer) eval(e *expr, env []int64, line int, key string) int64 {
+	return s.evalNamed(e, env, line, key, "")
+}
+
+// evalNamed is eval of the expression at key prefix+name, joined only for
+// an error: the sizer walks a call per iteration, up to millions, and
+// building each call's keys took most of its time.
+func (s *sizer) evalNamed(e *expr, env []int64, line int, prefix, name string) int64 {
 	var ee evalErr
 	v := e.eval(env, &ee)
 	if ee.err != nil && s.err == nil {
-		s.err = &Error{File: s.m.file, Line: line, Key: key, Value: e.src, Msg: ee.err.Error()}
+		s.err = &Error{File: s.m.file, Line: line, Key: prefix + name, Value: e.src, Msg: ee.err.Error()}
 	}
 	return v
 }
@@ -120,16 +140,18 @@ func (s *sizer) over(line int, key, value, what string) {
 	}
 }
 
-// count adds tasks and work to the pass's totals.
-func (s *sizer) count(c cost, line int, key, value, what string) {
+// count adds tasks and work to the pass's totals; false when they cross
+// the limit, which the caller then names (over), so that what it says is
+// formatted only for the error.
+func (s *sizer) count(c cost) bool {
 	t, ok1 := addOK(s.total, c.tasks)
 	w, ok2 := addOK(s.work, c.work)
 	if !ok1 || !ok2 || t > s.limit || w > workPerTask*s.limit {
 		s.total = s.limit + 1
-		s.over(line, key, value, what)
-		return
+		return false
 	}
 	s.total, s.work = t, w
+	return true
 }
 
 // cost is what an op list submits (tasks) and how much the interpreter
@@ -172,6 +194,9 @@ func (s *sizer) ops(b *block, env []int64, ops []*op) cost {
 		case opScope, opIf:
 			n.add(s.ops(b, env, o.body))
 			continue
+		case opRead:
+			s.read(env, o)
+			continue
 		case opLoop:
 			n.add(s.loop(b, env, o))
 			continue
@@ -180,7 +205,9 @@ func (s *sizer) ops(b *block, env []int64, ops []*op) cost {
 			continue
 		}
 		n.add(c)
-		s.count(c, o.line, "op", "", "this op")
+		if !s.count(c) {
+			s.over(o.line, "op", "", "this op")
+		}
 	}
 	return n
 }
@@ -201,7 +228,6 @@ func (s *sizer) loop(b *block, env []int64, o *op) cost {
 	if to-from-1 < 0 { // to - from overflowed
 		iters = math.MaxInt64
 	}
-	what := fmt.Sprintf("a loop of %d iterations", iters)
 	if !bodyVaries(o.body, o.loopSlot) {
 		// Every iteration costs what the first does.
 		env[o.loopSlot] = from
@@ -209,7 +235,7 @@ func (s *sizer) loop(b *block, env []int64, o *op) cost {
 		per := s.ops(b, env, o.body)
 		s.total, s.work = t0, w0
 		if s.isOver {
-			s.over(o.line, "loop.to", o.to.src, what)
+			s.over(o.line, "loop.to", o.to.src, loopWhat(iters))
 			return per
 		}
 		per.work++
@@ -221,7 +247,9 @@ func (s *sizer) loop(b *block, env []int64, o *op) cost {
 		if total.work, ok2 = mulOK(per.work, iters); !ok2 {
 			total.work = math.MaxInt64
 		}
-		s.count(total, o.line, "loop.to", o.to.src, fmt.Sprintf("%s of %d tasks", what, per.tasks))
+		if !s.count(total) {
+			s.over(o.line, "loop.to", o.to.src, fmt.Sprintf("%s of %d tasks", loopWhat(iters), per.tasks))
+		}
 		return total
 	}
 	var n cost
@@ -229,17 +257,21 @@ func (s *sizer) loop(b *block, env []int64, o *op) cost {
 		env[o.loopSlot] = v
 		n.add(s.ops(b, env, o.body))
 		n.add(cost{work: 1})
-		s.count(cost{work: 1}, o.line, "loop.to", o.to.src, what)
+		if !s.count(cost{work: 1}) {
+			s.over(o.line, "loop.to", o.to.src, loopWhat(iters))
+		}
 		if v > math.MaxInt64-step {
 			break
 		}
 		v += step
 	}
 	if s.isOver {
-		s.over(o.line, "loop.to", o.to.src, what)
+		s.over(o.line, "loop.to", o.to.src, loopWhat(iters))
 	}
 	return n
 }
+
+func loopWhat(iters int64) string { return fmt.Sprintf("a loop of %d iterations", iters) }
 
 // bodyVaries reports whether an op list's task count may change with env
 // slot: a condition, a loop bound or a call param that reads it.
@@ -252,6 +284,15 @@ func bodyVaries(ops []*op, slot int) bool {
 	for _, o := range ops {
 		if reads(o.cond) || reads(o.from) || reads(o.to) || reads(o.step) {
 			return true
+		}
+		for i := range o.reads {
+			// A value read at an index the slot moves may set any count
+			// after it.
+			for _, x := range o.reads[i].indices {
+				if reads(x) {
+					return true
+				}
+			}
 		}
 		if o.call != nil {
 			for _, e := range o.call.params {
@@ -267,17 +308,37 @@ func bodyVaries(ops []*op, slot int) bool {
 	return false
 }
 
+// read binds a read op's names as the run does (the data decides loop
+// counts); an index outside its tensor is left to the run to report.
+func (s *sizer) read(env []int64, o *op) {
+	for i := range o.reads {
+		it := &o.reads[i]
+		e := &s.m.entry[it.root]
+		flat := int64(0)
+		for d, x := range it.indices {
+			v := s.eval(x, env, o.line, "read."+it.name)
+			if v < 0 || v >= e.shape[d] {
+				env[it.slot] = 0
+				return
+			}
+			flat = flat*e.shape[d] + v
+		}
+		env[it.slot] = e.data[flat]
+	}
+}
+
 func (s *sizer) call(caller *block, env []int64, c *callOp) cost {
 	cb := c.callee
 	cenv := make([]int64, cb.envSize)
 	for i, e := range c.params {
-		cenv[i] = s.eval(e, env, c.line, "with."+cb.params[i])
+		cenv[i] = s.evalNamed(e, env, c.line, "with.", cb.params[i])
 	}
 	if cb.variantSlot >= 0 {
 		cenv[cb.variantSlot] = int64(c.variant)
 	}
-	for i, sc := range cb.scalars {
-		cenv[cb.scalarBase+i] = s.eval(sc.value, cenv, sc.line, "scalars."+sc.name)
+	for _, i := range cb.callScalars(cenv) {
+		sc := cb.scalars[i]
+		cenv[cb.scalarBase+i] = s.evalNamed(sc.value, cenv, sc.line, "scalars.", sc.name)
 	}
 	if s.err != nil {
 		return cost{}

@@ -136,6 +136,13 @@ type Rejected struct {
 	Moved   []string
 }
 
+// ErrRejected matches every *Rejected (errors.Is): an entry found bad and
+// moved aside.
+var ErrRejected = errors.New("definition store: entry rejected")
+
+// Is makes errors.Is(err, ErrRejected) hold.
+func (r *Rejected) Is(target error) bool { return target == ErrRejected }
+
 func (r *Rejected) Error() string {
 	return fmt.Sprintf("definition store: entry %016x rejected: %s (moved aside: %s)", r.FullKey, r.Reason, strings.Join(r.Moved, ", "))
 }
@@ -455,6 +462,24 @@ func (s *Store) reject(fullKey uint64, reason string, paths ...string) *Rejected
 		}
 	}
 	return r
+}
+
+// Quarantine moves fullKey's entry and its image aside, as a load that finds
+// them bad does: for an entry whose image the host's checks took and the
+// device then refused. It returns what it moved (nil when there was no
+// entry).
+func (s *Store) Quarantine(fullKey uint64, reason string) *Rejected {
+	idx := s.indexPath(fullKey)
+	data, err := os.ReadFile(idx)
+	if err != nil {
+		return nil
+	}
+	paths := []string{idx}
+	var e Entry
+	if json.Unmarshal(data, &e) == nil && validHash(e.Hash) {
+		paths = append(paths, s.objectPath(e.Hash))
+	}
+	return s.reject(fullKey, reason, paths...)
 }
 
 // Unpin releases a pin Load took (once the Definition is uploaded).

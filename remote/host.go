@@ -115,6 +115,7 @@ func (h *host) place(ctx actor.Context, m *wire.Place) error {
 	if err != nil {
 		return fmt.Errorf("node %s: %w", h.n.addr, err)
 	}
+	model.LimitTasks(h.n.cfg.MaxTasks)
 	orch, err := model.Orchestration(m.GetForm())
 	if err != nil {
 		return fmt.Errorf("node %s: %w", h.n.addr, err)

@@ -49,6 +49,9 @@ type NodeConfig struct {
 	// (actors.Config.StoreDir, StoreMax): "" keeps Definitions in memory.
 	StoreDir string
 	StoreMax int64
+	// MaxTasks, when positive, bounds a pass of every model placed here
+	// (config.Model.LimitTasks: the node's --max-tasks).
+	MaxTasks int64
 	// Tracer makes the node's spans (nil: none). They are children of the
 	// driver's pass spans, whose context crosses with every pass.
 	Tracer *trace.Tracer

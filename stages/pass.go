@@ -80,6 +80,8 @@ type Outcome struct {
 	BuildNs       int64
 	// Store is what the store on disk did for this request.
 	Store StoreLoad
+	// Fetch is what asking the cluster did for this request.
+	Fetch PeerFetch
 	// UploadedBytes is the Definition bytes uploaded for this request.
 	UploadedBytes int64
 	UploadErr     error
@@ -145,8 +147,10 @@ type Pass struct {
 	RecordNs         int64
 	BuiltDefinitions int
 	BuildNs          int64
-	// Store is what the store on disk loaded for the pass, and rejected.
+	// Store is what the store on disk loaded for the pass, and rejected;
+	// Fetch what asking the cluster did for it (reruns included).
 	Store StoreLoad
+	Fetch PeerFetch
 	// UploadedBytes is the Definition bytes uploaded for this pass.
 	UploadedBytes int64
 	// Err is why the pass failed, once it has.
@@ -165,6 +169,9 @@ type Pass struct {
 	defs     map[uint64]*Published
 	learned  []Learned
 	rerun    bool
+	// repaired: the pass was given back once for a Definition the device
+	// refused (Replay.Refused).
+	repaired bool
 	// awaited is the sum of pending's counts.
 	awaited int
 	// usedSet and byHash index used once it outgrows usedScan.

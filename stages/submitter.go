@@ -1,5 +1,7 @@
 package stages
 
+import "fmt"
+
 // Kernel is one entry of a model's kernel table.
 type Kernel struct {
 	Name string
@@ -69,6 +71,20 @@ type Submitter interface {
 	Graph(call *GraphCall) TaskID
 }
 
+// RootCounter is a Submitter that tells the RootID its next new root
+// gets: Submit numbers a task's runtime-allocated outputs (tag out)
+// consecutively from NumRoots, in argument order, so an interpreter can
+// name them before Submit returns (config asks it). Each Submitter of the
+// repository counts its roots, checked at compile time beside it.
+type RootCounter interface {
+	NumRoots() int
+}
+
+var (
+	_ RootCounter = (*OrdinaryPath)(nil)
+	_ RootCounter = (*Recorder)(nil)
+)
+
 // BoundaryWriter is a Submitter that lends a Graph call's boundary:
 // GraphBoundary lends the caller n argument slots, to evaluate the boundary
 // straight into and pass as the call's Boundary, which then is not copied.
@@ -120,6 +136,16 @@ type GraphCall struct {
 
 // BodyFunc is a Graph body.
 type BodyFunc func(o Submitter, b *Boundary) error
+
+// PanicError is a recovered panic's value as an error: the value itself
+// when it is one, so that errors.Is reaches what a body or an
+// orchestration panicked with, as it reaches what one returns.
+func PanicError(p any) error {
+	if err, ok := p.(error); ok {
+		return err
+	}
+	return fmt.Errorf("%v", p)
+}
 
 // KeptBody is the body to keep past the call: Detach's, or Body.
 func (c *GraphCall) KeptBody() BodyFunc {

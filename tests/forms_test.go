@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/hbg-dev/hbg/actors"
 	"github.com/hbg-dev/hbg/config"
@@ -39,12 +41,11 @@ var formWants = []formWant{
 // the loop's Definition at layer 42 (upstream's peeled layer 42 has kernels
 // of its own names and the same code), so kernels are compared by code.
 func TestDSv4Forms(t *testing.T) {
-	m := loadDSv4(t)
-	rt := startRuntime(t, actors.Config{CountKernels: true})
+	m, passes := dsv4FormPasses(t)
 	var eager *actors.PassResult
 	for _, w := range formWants {
 		t.Run(w.form, func(t *testing.T) {
-			res := runPasses(t, rt, orchestration(m, w.form), 2)
+			res := passes[w.form]
 			p := res[0]
 			c := p.Counts
 			got := formWant{w.form, p.Device.Tasks, c.HostSubmissions, c.GraphSubmissions, c.Definitions}
@@ -72,6 +73,54 @@ func TestDSv4Forms(t *testing.T) {
 			}
 		})
 	}
+}
+
+// dsv4FormPasses runs two rounds of every DSv4 form on one runtime, with
+// kernel counts and the golden check, once per test binary: TestDSv4Forms
+// and TestDSv4Golden read the same passes (each form's passes and golden
+// reference are seconds under -race, and each test ran its own).
+func dsv4FormPasses(t *testing.T) (*config.Model, map[string][]*actors.PassResult) {
+	t.Helper()
+	dsv4Passes.once.Do(func() {
+		m, err := config.Load(dsv4)
+		if err != nil {
+			dsv4Passes.err = err
+			return
+		}
+		sys := actors.NewActorSystem(nil)
+		defer sys.Shutdown()
+		rt, err := actors.Start(sys, actors.Config{CountKernels: true, Golden: true})
+		if err != nil {
+			dsv4Passes.err = err
+			return
+		}
+		defer rt.Stop(context.Background())
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		out := map[string][]*actors.PassResult{}
+		for _, form := range m.Forms() {
+			for r := 0; r < 2; r++ {
+				res, err := rt.Pass(ctx, orchestration(m, form), 0, r)
+				if err != nil {
+					dsv4Passes.err = fmt.Errorf("%s round %d: %w", form, r, err)
+					return
+				}
+				out[form] = append(out[form], res)
+			}
+		}
+		dsv4Passes.m, dsv4Passes.res = m, out
+	})
+	if dsv4Passes.err != nil {
+		t.Fatal(dsv4Passes.err)
+	}
+	return dsv4Passes.m, dsv4Passes.res
+}
+
+var dsv4Passes struct {
+	once sync.Once
+	m    *config.Model
+	res  map[string][]*actors.PassResult
+	err  error
 }
 
 func byCode(m *config.Model, counts []int) map[string]int {

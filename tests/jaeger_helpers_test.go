@@ -229,14 +229,11 @@ func jaegerTail(path string, lines int) string {
 	return strings.Join(all[max(0, len(all)-lines):], "\n")
 }
 
-// jaegerHbgrunBinary builds cmd/hbgrun once per test.
+// jaegerHbgrunBinary is cmd/hbgrun, built once for every test of the
+// package (hbgrun): each of these tests linked a copy of its own.
 func jaegerHbgrunBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "hbgrun")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	jaegerGo(t, ctx, jaegerRepoRoot(t), "build", "-o", bin, "./cmd/hbgrun")
-	return bin
+	return hbgrun(t)
 }
 
 // jaegerHbgrunRun runs hbgrun with args and OTEL_RESOURCE_ATTRIBUTES tagging its

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hbg-dev/hbg/actors"
 	"github.com/hbg-dev/hbg/config"
+	"github.com/hbg-dev/hbg/golden"
 	"github.com/hbg-dev/hbg/npu"
 	"github.com/hbg-dev/hbg/stages"
 )
@@ -60,7 +61,7 @@ func TestQwen3Races(t *testing.T) {
 		t.Fatal(err)
 	}
 	ks := m.Kernels()
-	ref, err := actors.ComputeReference(orchestration(m, "graph"), npu.Config{MaxRaces: 1 << 20})
+	ref, err := golden.Compute(orchestration(m, "graph"), npu.Config{MaxRaces: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +115,7 @@ func TestQwen3GraphMatchesTwin(t *testing.T) {
 	if !g.Match {
 		t.Errorf("digest %016x, twin %016x; tasks %d, twin %d; %v", g.Digest, g.ReferenceDigest, g.Tasks, g.ReferenceTasks, g.Diff)
 	}
-	if g.RaceCount != 0 || g.ReferenceRaceCount != 0 || g.DeclaredRaces == 0 || g.Eager.Match || g.Eager.RaceCount == 0 || g.Verdict != actors.VerdictMatch {
+	if g.RaceCount != 0 || g.ReferenceRaceCount != 0 || g.DeclaredRaces == 0 || g.Eager.Match || g.Eager.RaceCount == 0 || g.Verdict != golden.VerdictMatch {
 		t.Errorf("verdict %s; races %d, twin %d, eager %d; eager digest equal: %v", g.Verdict, g.RaceCount, g.ReferenceRaceCount, g.Eager.RaceCount, g.Eager.Match)
 	}
 	t.Logf("graph form: %d races (twin %d, eager form %d); eager first differs: %v", g.RaceCount, g.ReferenceRaceCount, g.Eager.RaceCount, g.Eager.Diff)

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/hbg-dev/hbg/actors"
 	"github.com/hbg-dev/hbg/config"
+	"github.com/hbg-dev/hbg/golden"
 	"github.com/hbg-dev/hbg/npu"
 	"github.com/hbg-dev/hbg/stages"
 )
@@ -166,15 +166,14 @@ func BenchmarkDSv4Device(b *testing.B) {
 // task count, and with the eager form's digest; the verdict is racy for
 // undeclared races in none, and the races the model declares counted apart.
 func TestDSv4Golden(t *testing.T) {
-	m := loadDSv4(t)
-	rt := startRuntime(t, actors.Config{Golden: true})
+	m, passes := dsv4FormPasses(t)
 	for _, form := range m.Forms() {
 		t.Run(form, func(t *testing.T) {
-			g := runPasses(t, rt, orchestration(m, form), 1)[0].Golden
+			g := passes[form][0].Golden
 			if !g.Match || !g.Eager.Match || g.Tasks != g.ReferenceTasks {
 				t.Errorf("digest %016x reference %016x eager %016x, tasks %d reference %d; diff %v", g.Digest, g.ReferenceDigest, g.Eager.Digest, g.Tasks, g.ReferenceTasks, g.Diff)
 			}
-			if g.Verdict != actors.VerdictMatch || g.RaceCount != 0 || g.ReferenceRaceCount != 0 || g.Eager.RaceCount != 0 || g.DeclaredRaces != 43*dsv4RacesPerLayer {
+			if g.Verdict != golden.VerdictMatch || g.RaceCount != 0 || g.ReferenceRaceCount != 0 || g.Eager.RaceCount != 0 || g.DeclaredRaces != 43*dsv4RacesPerLayer {
 				t.Errorf("verdict %s, races %d, reference %d, eager %d, declared %d", g.Verdict, g.RaceCount, g.ReferenceRaceCount, g.Eager.RaceCount, g.DeclaredRaces)
 			}
 		})

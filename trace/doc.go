@@ -30,14 +30,14 @@
 //	└─ hbg.run  (per rank)      hbg.model hbg.form hbg.rank hbg.rounds     StartRun
 //	   ├─ args                  hbg.rank hbg.round hbg.cold                StartPhase, per pass
 //	   ├─ host_orch             … + hbg.ops.<op>.count / .total_ns         (PhaseSpan.SetOps)
-//	   │  └─ record             hbg.graph.key hbg.graph.full_key           StartRecord, on a recorder
-//	   │     │                  hbg.record.boundary_width hbg.record.nodes
-//	   │     │                  hbg.record.verify [hbg.actor]
-//	   │     └─ build_definition hbg.graph.key hbg.graph.full_key          StartBuild
-//	   │                        hbg.record.nodes hbg.definition.bytes [hbg.actor]
-//	   ├─ graph_upload          hbg.rank hbg.round hbg.cold
+//	   │  ├─ record             hbg.graph.key hbg.graph.full_key           StartRecord, on a recorder
+//	   │  │  │                  hbg.record.boundary_width hbg.record.nodes
+//	   │  │  │                  hbg.record.verify [hbg.actor]
+//	   │  │  └─ build_definition hbg.graph.key hbg.graph.full_key          StartBuild
+//	   │  │                     hbg.record.nodes hbg.definition.bytes [hbg.actor]
 //	   │  └─ upload             hbg.graph.key hbg.graph.full_key           StartUpload, per Definition
 //	   │                        hbg.upload.bytes hbg.device.object_id [hbg.actor]
+//	   ├─ graph_upload          hbg.rank hbg.round hbg.cold
 //	   ├─ arena_h2d             hbg.rank hbg.round hbg.cold
 //	   └─ device_wall           … + hbg.device.sim_ns                      PhaseSpan.FinishDevice
 //
@@ -67,9 +67,10 @@
 //	bs.Finish(bytes, err)
 //
 // A recording is a child of the host_orch span of the pass that asked for
-// it, its build a child of the recording, and an upload a child of the
-// graph_upload span of the pass that uploads. A span may end after its
-// parent (a recording that outlives host_orch is fine).
+// it, its build a child of the recording, and an upload a child of that
+// host_orch span too (the Definition comes back to the uploader with the
+// request's Carrier). A span may end after its parent (a recording or an
+// upload that outlives host_orch is fine).
 //
 // # Per-operation totals
 //

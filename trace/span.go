@@ -37,6 +37,11 @@ const (
 	// on disk before its first pass (Runtime.Preload): its store_load spans
 	// are its children.
 	SpanPreload = "preload"
+	// SpanGoldenReference is a pass's wait for its orchestration's golden
+	// reference (the inline twin and the eager form, run on devices of
+	// their own once per orchestration) before the first pass is sent: a
+	// child of the run, on the rank's track.
+	SpanGoldenReference = "golden_reference"
 )
 
 // Attribute keys. They are a contract: the Jaeger end-to-end test and any
@@ -182,6 +187,16 @@ func (t *Tracer) StartRun(ctx context.Context, info RunInfo, rank int) (context.
 		KeyRank.Int(rank), KeyRounds.Int(info.Rounds),
 	))
 	return ctx, Span{s}
+}
+
+// StartGoldenReference starts the wait of pass (rank, round) for the
+// golden reference of form (SpanGoldenReference) as a child of the span in
+// ctx.
+func (t *Tracer) StartGoldenReference(ctx context.Context, form string, rank, round int) Span {
+	_, s := t.t.Start(ctx, SpanGoldenReference, oteltrace.WithAttributes(
+		KeyForm.String(form), KeyRank.Int(rank), KeyRound.Int(round),
+	))
+	return Span{s}
 }
 
 // PhaseSpan is a running phase. Finish ends it and returns its duration,
@@ -333,7 +348,11 @@ type UploadInfo struct {
 type UploadSpan struct{ Span }
 
 // StartUpload starts an upload (SpanUpload). ctx should carry the
-// graph_upload phase span of the pass that uploads.
+// host_orch phase span of the Graph call that asked for the Definition
+// (the record request's Carrier, which the Definition comes back with): an
+// upload starts as soon as its Definition is built, while the orchestration
+// may still run, so it is host_orch's child even when it ends in
+// graph_upload.
 func (t *Tracer) StartUpload(ctx context.Context, info UploadInfo) (context.Context, UploadSpan) {
 	ctx, s := t.t.Start(ctx, SpanUpload, oteltrace.WithAttributes(
 		KeyGraphKey.String(info.Key), KeyFullKey.String(hex16(info.FullKey)),

@@ -86,9 +86,12 @@ func runShape(t *testing.T, tr *Tracer, ranks, rounds int) []Pass {
 			p.Ops = ops
 			p.Set(PhaseHostOrch, orch.Finish())
 
-			uctx, up := tr.StartPhase(rctx, PhaseGraphUpload, rank, round)
+			// An upload carries the host_orch span of the Graph call that
+			// asked, as the record request did (the uploader gets it with
+			// the Definition), wherever the upload falls in time.
+			_, up := tr.StartPhase(rctx, PhaseGraphUpload, rank, round)
 			for i := range built {
-				_, us := tr.StartUpload(uctx, UploadInfo{Key: "k", FullKey: 0xabc, Bytes: 4096, Actor: "uploader"})
+				_, us := tr.StartUpload(orch.Carrier().Context(context.Background()), UploadInfo{Key: "k", FullKey: 0xabc, Bytes: 4096, Actor: "uploader"})
 				us.Finish(uint64(100+i), nil)
 				p.UploadedDefinitionBytes += 4096
 			}
@@ -181,7 +184,7 @@ func TestSpanTree(t *testing.T) {
 			assert.Equal(t, int64(4096), a[KeyImageBytes])
 			assert.Equal(t, int64(100), a[KeyNodes])
 		case SpanUpload:
-			assert.Equal(t, "graph_upload", parent(s).Name)
+			assert.Equal(t, "host_orch", parent(s).Name)
 			assert.Equal(t, int64(4096), a[KeyUploadBytes])
 			assert.Contains(t, []any{int64(100), int64(101)}, a[KeyObjectID])
 		default:

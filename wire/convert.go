@@ -2,7 +2,7 @@
 // of wire.proto (a driver places ranks on nodes, asks for passes and gets
 // their results over protoactor remote) and plain functions between them
 // and the runtime's structs (actors.PassResult, trace.Pass, npu.Result,
-// actors.Golden).
+// golden.Check).
 //
 // A message from another process is input, not an invariant: every
 // decoder here validates what it reads and returns an error (wrapping
@@ -16,6 +16,7 @@ import (
 	"fmt"
 
 	"github.com/hbg-dev/hbg/actors"
+	"github.com/hbg-dev/hbg/golden"
 	"github.com/hbg-dev/hbg/npu"
 	"github.com/hbg-dev/hbg/stages"
 	"github.com/hbg-dev/hbg/trace"
@@ -334,7 +335,7 @@ func toDevice(m *Device) (*npu.Result, error) {
 	}, nil
 }
 
-func fromGolden(g *actors.Golden) *Golden {
+func fromGolden(g *golden.Check) *Golden {
 	m := &Golden{
 		Reference: g.Reference, Verdict: string(g.Verdict), Match: g.Match,
 		Digest: g.Digest, ReferenceDigest: g.ReferenceDigest,
@@ -348,10 +349,10 @@ func fromGolden(g *actors.Golden) *Golden {
 	return m
 }
 
-func toGolden(m *Golden) (*actors.Golden, error) {
-	v := actors.Verdict(m.GetVerdict())
+func toGolden(m *Golden) (*golden.Check, error) {
+	v := golden.Verdict(m.GetVerdict())
 	switch v {
-	case actors.VerdictMatch, actors.VerdictMismatch, actors.VerdictRacy:
+	case golden.VerdictMatch, golden.VerdictMismatch, golden.VerdictRacy:
 	default:
 		return nil, bad("golden verdict %q, want match, mismatch or racy", m.GetVerdict())
 	}
@@ -360,13 +361,13 @@ func toGolden(m *Golden) (*actors.Golden, error) {
 			return nil, bad("golden count %d out of range", n)
 		}
 	}
-	g := &actors.Golden{
+	g := &golden.Check{
 		Reference: m.GetReference(), Verdict: v, Match: m.GetMatch(),
 		Digest: m.GetDigest(), ReferenceDigest: m.GetReferenceDigest(),
 		Tasks: int(m.GetTasks()), ReferenceTasks: int(m.GetReferenceTasks()),
 		RaceCount: int(m.GetRaceCount()), ReferenceRaceCount: int(m.GetReferenceRaceCount()),
 		DeclaredRaces: int(m.GetDeclaredRaces()),
-		Eager:         actors.EagerCheck{Digest: m.GetEagerDigest(), Match: m.GetEagerMatch(), RaceCount: int(m.GetEagerRaceCount())},
+		Eager:         golden.EagerCheck{Digest: m.GetEagerDigest(), Match: m.GetEagerMatch(), RaceCount: int(m.GetEagerRaceCount())},
 	}
 	var err error
 	if g.Races, err = toRaces(m.GetRaces()); err != nil {
@@ -473,7 +474,7 @@ func toTaskInfo(m *TaskInfo) (npu.TaskInfo, error) {
 	}, nil
 }
 
-func fromDiff(d *actors.Diff) *Diff {
+func fromDiff(d *golden.Diff) *Diff {
 	if d == nil {
 		return nil
 	}
@@ -481,7 +482,7 @@ func fromDiff(d *actors.Diff) *Diff {
 		Writer: fromTaskInfo(&d.Writer), Theirs: fromTaskInfo(&d.Theirs), Against: d.Against}
 }
 
-func toDiff(m *Diff) (*actors.Diff, error) {
+func toDiff(m *Diff) (*golden.Diff, error) {
 	if m == nil {
 		return nil, nil
 	}
@@ -493,6 +494,6 @@ func toDiff(m *Diff) (*actors.Diff, error) {
 	if err != nil {
 		return nil, bad("diff writer in the other run: %v", err)
 	}
-	return &actors.Diff{Root: stages.RootID(m.GetRoot()), Name: m.GetName(), Lo: m.GetLo(), Hi: m.GetHi(),
+	return &golden.Diff{Root: stages.RootID(m.GetRoot()), Name: m.GetName(), Lo: m.GetLo(), Hi: m.GetHi(),
 		Writer: w, Theirs: t, Against: m.GetAgainst()}, nil
 }

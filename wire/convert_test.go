@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hbg-dev/hbg/actors"
+	"github.com/hbg-dev/hbg/golden"
 	"github.com/hbg-dev/hbg/npu"
 	"github.com/hbg-dev/hbg/stages"
 	"github.com/hbg-dev/hbg/trace"
@@ -44,7 +45,7 @@ func fullResult() *actors.PassResult {
 	p.SimulationNs, p.DeviceIdleNs = 55, 66
 	p.FetchedDefinitions, p.FetchedBytes, p.FetchRejected = 8, 4096, 1
 	races := []npu.Race{race(1, 2), race(3, 4)}
-	diff := &actors.Diff{Root: 9, Name: "out", Lo: 1, Hi: 2, Writer: taskInfo(8, -1, ""), Theirs: taskInfo(9, 1, "moe"), Against: "reference"}
+	diff := &golden.Diff{Root: 9, Name: "out", Lo: 1, Hi: 2, Writer: taskInfo(8, -1, ""), Theirs: taskInfo(9, 1, "moe"), Against: "reference"}
 	return &actors.PassResult{
 		Pass: p,
 		Counts: actors.Counts{GraphCalls: 86, HostSubmissions: 129, OrdinaryTasks: 43, GraphSubmissions: 86, Definitions: 8,
@@ -54,11 +55,11 @@ func fullResult() *actors.PassResult {
 			Races: races, RaceCount: 2, DeclaredRaces: 1892},
 		Warnings:      []string{"a warning"},
 		DeviceStartNs: 77,
-		Golden: &actors.Golden{Reference: "inline twin", Verdict: actors.VerdictRacy, Match: false,
+		Golden: &golden.Check{Reference: "inline twin", Verdict: golden.VerdictRacy, Match: false,
 			Digest: 1, ReferenceDigest: 2, Tasks: 3, ReferenceTasks: 4,
 			Races: races, RaceCount: 2, ReferenceRaces: []npu.Race{race(5, 6)}, ReferenceRaceCount: 1,
 			DeclaredRaces: 1892, Diff: diff,
-			Eager: actors.EagerCheck{Digest: 5, Match: true, Races: []npu.Race{race(7, 8)}, RaceCount: 1, Diff: diff}},
+			Eager: golden.EagerCheck{Digest: 5, Match: true, Races: []npu.Race{race(7, 8)}, RaceCount: 1, Diff: diff}},
 	}
 }
 
@@ -92,8 +93,8 @@ func TestResultRoundTrip(t *testing.T) {
 		{"golden match, no races", func() *actors.PassResult {
 			r := fullResult()
 			r.Device.Races, r.Device.RaceCount = nil, 0
-			r.Golden = &actors.Golden{Reference: "inline twin", Verdict: actors.VerdictMatch, Match: true, Digest: 7, ReferenceDigest: 7,
-				Eager: actors.EagerCheck{Digest: 7, Match: true}}
+			r.Golden = &golden.Check{Reference: "inline twin", Verdict: golden.VerdictMatch, Match: true, Digest: 7, ReferenceDigest: 7,
+				Eager: golden.EagerCheck{Digest: 7, Match: true}}
 			return r
 		}},
 	} {
@@ -120,7 +121,7 @@ func TestFullResultSetsEveryField(t *testing.T) {
 		for i := range rv.NumField() {
 			f := rv.Type().Field(i)
 			switch f.Name {
-			case "Outputs", "CriticalPath", "Timeline", "TaskDigests", "Match":
+			case "Outputs", "CriticalPath", "Timeline", "Flows", "TaskDigests", "Match":
 				continue // npu.Result's per-run detail that stays on the node; Golden.Match may be false
 			}
 			assert.False(t, rv.Field(i).IsZero(), "%s.%s is not set in fullResult: does it cross the wire?", rv.Type(), f.Name)

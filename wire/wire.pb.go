@@ -1672,7 +1672,7 @@ func (x *TaskInfo) GetKernelName() string {
 	return ""
 }
 
-// Golden mirrors actors.Golden.
+// Golden mirrors golden.Check.
 type Golden struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
 	Reference          string                 `protobuf:"bytes,1,opt,name=reference,proto3" json:"reference,omitempty"`

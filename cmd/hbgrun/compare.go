@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hbg-dev/hbg/actors"
+	"github.com/hbg-dev/hbg/report"
 	"github.com/hbg-dev/hbg/trace"
 )
 
@@ -59,14 +60,22 @@ func compareCmd(ctx context.Context, out, stderr io.Writer, path string, forms [
 	if len(forms) == 0 {
 		forms = model.Forms()
 	}
+	if err := autoForm(ctx, model, forms, stderr); err != nil {
+		return err
+	}
 	orchs := make([]*actors.Orchestration, len(forms))
 	for i, form := range forms {
 		if orchs[i], err = orchestrationFor(model, form, f.defects == "warn", stderr); err != nil {
 			return err
 		}
 	}
+	htmlOut, err := createOutput("--html", f.html)
+	if err != nil {
+		return err
+	}
 	s, traceOut, err := openSession(ctx, f, stderr)
 	if err != nil {
+		htmlOut.discard()
 		return err
 	}
 	info := trace.RunInfo{Model: modelName(model), Form: strings.Join(forms, ","), Rounds: f.rounds, Ranks: f.ranks}
@@ -86,18 +95,21 @@ func compareCmd(ctx context.Context, out, stderr io.Writer, path string, forms [
 	cmdSpan.End()
 	if err == nil {
 		err = traceOut.write(func(w io.Writer) error {
-			return writeChromeTrace(w, s.provider, passes, forms, orchs[0].Kernels)
+			return writeChromeTrace(w, s.provider, passes, forms, orchs[0].Kernels, f.devicePasses)
 		})
 	} else {
 		traceOut.discard()
+		htmlOut.discard()
 	}
 	dest, ferr := s.finish()
 	if err != nil {
 		return errors.Join(err, ferr)
 	}
-	for _, r := range reports {
+	for i, r := range reports {
 		r.TraceID, r.Exporter = traceID, dest
+		r.Timeline = timelineOf(passes[i], i*f.ranks, orchs[i].Kernels)
 	}
+	ferr = errors.Join(ferr, htmlOut.write(func(w io.Writer) error { return report.Write(w, report.Compare(reports)) }))
 	if f.json {
 		doc := compareJSON{Baseline: forms[0], Block: block, Forms: reports, MedianRatios: make([]trace.PhaseRatios, len(reports))}
 		for i, r := range reports {
@@ -190,6 +202,11 @@ func compareForms(ctx context.Context, s *session, f *runFlags, model string, fo
 		}
 		reports[i] = buildReport(info, own)
 		reports[i].Preload = pre[i]
+		autoWarnings(reports[i])
+		if base := reports[0].Phases.Phases[trace.PhaseHostOrch]; base.N > 0 {
+			reports[i].Baseline = &trace.Baseline{Form: forms[0], HostOrchNs: base.MedianNs,
+				Saving: trace.Ratio(base, reports[i].Phases.ControlPlane)}
+		}
 		// Each form is checked against its own reference (its inline
 		// twin) in the library, whichever forms are listed.
 		if err := reportGolden(reports[i], own); err != nil && failed == nil {

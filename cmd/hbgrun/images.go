@@ -22,10 +22,57 @@ type imageDump struct {
 	// in, removed by finish.
 	tmpStore string
 
-	mu   sync.Mutex
-	runs int
-	defs map[uint64]bool // content hashes the run images replay
-	err  error
+	// create makes a file's temporary (os.CreateTemp; a test's can fail
+	// as a full disk does).
+	create func(dir, pattern string) (outFile, error)
+
+	mu      sync.Mutex
+	runs    int             // run images the devices got
+	written int             // of them, those written
+	defs    map[uint64]bool // content hashes the run images replay
+	err     error
+}
+
+// outFile is what writeFile writes through: an *os.File.
+type outFile interface {
+	io.Writer
+	Chmod(mode os.FileMode) error
+	Sync() error
+	Close() error
+	Name() string
+}
+
+func createTemp(dir, pattern string) (outFile, error) { return os.CreateTemp(dir, pattern) }
+
+// writeFile writes b to dir/name as the whole file or not at all: into a
+// temporary in dir, renamed to name once written and synced. A failure (a
+// full disk) removes the temporary, so dir never holds a partial file
+// under an image's name, nor a stray temporary.
+func (d *imageDump) writeFile(name string, b []byte) error {
+	f, err := d.create(d.dir, "."+name+".*.tmp")
+	if err != nil {
+		return err
+	}
+	// CreateTemp's file is the owner's alone; an image is anyone's to read,
+	// as a file os.WriteFile makes.
+	err = f.Chmod(0o644)
+	if err == nil {
+		_, err = f.Write(b)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), filepath.Join(d.dir, name))
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
 }
 
 // newImageDump makes dir and, when the run has no store (*storeDir ""),
@@ -39,7 +86,7 @@ func newImageDump(dir string, storeDir *string, noRetain bool) (*imageDump, erro
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, usageError{fmt.Errorf("--images: %w", err)}
 	}
-	d := &imageDump{dir: dir, defs: map[uint64]bool{}}
+	d := &imageDump{dir: dir, defs: map[uint64]bool{}, create: createTemp}
 	if *storeDir == "" {
 		tmp, err := os.MkdirTemp("", "hbgrun-images-store")
 		if err != nil {
@@ -65,9 +112,13 @@ func (d *imageDump) observe(next func(*stages.RunImage)) func(*stages.RunImage) 
 		for _, g := range img.Graphs {
 			d.defs[g.DefHash] = true
 		}
+		// After a failure the rest are not tried: the disk is full, or
+		// the directory gone, and one error says so.
 		if d.err == nil {
-			if err := os.WriteFile(filepath.Join(d.dir, fmt.Sprintf("run-%04d.run", d.runs)), b, 0o644); err != nil {
+			if err := d.writeFile(fmt.Sprintf("run-%04d.run", d.runs), b); err != nil {
 				d.err = fmt.Errorf("--images: %w", err)
+			} else {
+				d.written++
 			}
 		}
 	}
@@ -82,7 +133,8 @@ func (d *imageDump) close() {
 
 // finish writes the Definitions the run images replay, once the runtime has
 // stopped: read from the store at storeDir (objects/<hash>.hbgd, package
-// diskstore's layout) and checked. It says on stderr what it wrote.
+// diskstore's layout) and checked. It says on stderr what it wrote, which
+// is every file there is: a file that failed is not there.
 func (d *imageDump) finish(storeDir string, stderr io.Writer) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -103,7 +155,7 @@ func (d *imageDump) finish(storeDir string, stderr io.Writer) error {
 			_, rerr = stages.DecodeDefinition(b)
 		}
 		if rerr == nil {
-			rerr = os.WriteFile(filepath.Join(d.dir, name+".def"), b, 0o644)
+			rerr = d.writeFile(name+".def", b)
 		}
 		if rerr == nil {
 			written++
@@ -111,6 +163,6 @@ func (d *imageDump) finish(storeDir string, stderr io.Writer) error {
 			err = errors.Join(err, fmt.Errorf("--images: Definition %s, which a run image replays: %w", name, rerr))
 		}
 	}
-	fmt.Fprintf(stderr, "hbgrun: wrote %d run images and %d Definitions to %s (hbgrun describe FILE prints one)\n", d.runs, written, d.dir)
+	fmt.Fprintf(stderr, "hbgrun: wrote %d run images and %d Definitions to %s (hbgrun describe FILE prints one)\n", d.written, written, d.dir)
 	return err
 }

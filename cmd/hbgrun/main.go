@@ -16,8 +16,6 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
-
-	"github.com/hbg-dev/hbg/config"
 )
 
 // Exit codes: a failed run exits 1, a user's mistake 2 and a run stopped by
@@ -121,20 +119,26 @@ func newRoot() *cobra.Command {
 		// No MODEL or command: the help. Anything else is not a command.
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return fmt.Errorf("unknown command %q (run hbgrun --help for the commands)", args[0])
+				return unknownCommand(c, args[0])
 			}
 			return nil
 		},
 		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
 	root.SetVersionTemplate("hbgrun {{.Version}}\n")
+	root.SuggestionsMinimumDistance = 2
+	// --version is a long flag only: -v is --verbose wherever a command
+	// has it (cobra gives the root -v for --version unless the flag is
+	// there already).
+	root.Flags().Bool("version", false, "print hbgrun's version")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usageError{fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
+		return usageError{fmt.Errorf("%w (see %s --help)", flagWords(c, err), c.CommandPath())}
 	})
 	for _, c := range commands {
 		markErrors(c)
 		root.AddCommand(c)
 	}
+	conventions(root)
 	return root
 }
 
@@ -165,10 +169,14 @@ func markErrors(c *cobra.Command) {
 	}
 }
 
+// maxTasksFlag is the running command's --max-tasks, given to each model
+// it interprets (loadModel, and the nodes' and the driver's remote configs).
+var maxTasksFlag int64
+
 // addMaxTasks gives a command that interprets a model (run, compare, expand,
 // validate, node) the --max-tasks flag; the others would take it and ignore it.
 func addMaxTasks(c *cobra.Command) {
-	c.Flags().Var(maxTasks{&config.MaxTasksOverride}, "max-tasks", "refuse a pass of more device tasks than this (0, the default: the model's max_tasks, else 4194304)")
+	c.Flags().Var(maxTasks{&maxTasksFlag}, "max-tasks", "refuse a pass of more device tasks than this (0, the default: the model's max_tasks, else 4194304)")
 }
 
 // maxTasks is --max-tasks: a count of tasks, or 0 for the model's own

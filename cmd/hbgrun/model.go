@@ -15,8 +15,9 @@ import (
 
 type modelT = config.Model
 
-// loadModel loads and validates a model config; any problem with it is the
-// user's, so it exits 2. An empty path is the embedded default model.
+// loadModel loads and validates a model config, bounded by --max-tasks; any
+// problem with it is the user's, so it exits 2. An empty path is the
+// embedded default model.
 func loadModel(path string) (*config.Model, error) {
 	name, data := models.DefaultName, models.Default
 	if path != "" {
@@ -30,6 +31,7 @@ func loadModel(path string) (*config.Model, error) {
 	if err != nil {
 		return nil, usageError{err}
 	}
+	m.LimitTasks(maxTasksFlag)
 	return m, nil
 }
 

@@ -74,7 +74,7 @@ func nodeCmd(ctx context.Context, stderr io.Writer, f *nodeFlags) error {
 	sys := actors.NewActorSystem(nil)
 	defer sys.Shutdown()
 	n, err := remote.StartNode(sys, remote.NodeConfig{
-		Listen: f.listen, Advertise: f.advertise, StoreDir: f.store.dir, StoreMax: f.store.max,
+		Listen: f.listen, Advertise: f.advertise, StoreDir: f.store.dir, StoreMax: f.store.max, MaxTasks: maxTasksFlag,
 		Tracer: p.Tracer(), Flush: flusher(p),
 	})
 	if err != nil {
@@ -215,7 +215,7 @@ func startRanks(s *session, f *runFlags, orch *actors.Orchestration) (local *act
 		name = f.model
 	}
 	far, err = remote.Start(s.sys, remote.Config{
-		Nodes: f.remote.nodes, Ranks: f.ranks, ModelName: name, Model: data, Form: f.form,
+		Nodes: f.remote.nodes, Ranks: f.ranks, ModelName: name, Model: data, Form: f.form, MaxTasks: maxTasksFlag,
 		Runtime: cfg, TracerProvider: s.provider.TracerProvider, NodeTimeout: f.remote.nodeTimeout, Listen: f.remote.listen, Advertise: f.remote.advertise,
 		// Said at once: the run goes on with the other nodes' ranks.
 		OnNodeLost: func(e *remote.NodeError) { fmt.Fprintf(s.stderr, "hbgrun: %v\n", e) },

@@ -1,4 +1,4 @@
-package actors
+package golden
 
 import (
 	"fmt"
@@ -19,14 +19,15 @@ type Source struct {
 	Nodes map[string][]int32
 }
 
-// sourceOf runs orch on the host to map its tasks to lines; nil when orch
+// SourceOf runs orch on the host to map its tasks to lines; nil when orch
 // is not a model file or a body does not record (its calls then take the
-// ordinary path, and the numbering is not the pass's).
-func sourceOf(orch *Orchestration) *Source {
+// ordinary path, and the numbering is not the pass's). The runtime makes
+// it the first time a pass races: a clean run never pays for it.
+func SourceOf(orch *stages.Orchestration) *Source {
 	if orch.File == "" {
 		return nil
 	}
-	s := &sourceOrch{linedPath: &linedPath{OrdinaryPath: stages.NewOrdinaryPath(orch.Entry)}, name: orch.Name,
+	s := &sourceOrch{linedPath: newLinedPath(orch), name: orch.Name,
 		defs: map[uint64]*stages.Definition{}, src: &Source{File: orch.File, Nodes: map[string][]int32{}}}
 	if err := runGuarded(orch, s); err != nil || s.failed {
 		return nil
@@ -50,7 +51,7 @@ func (s *sourceOrch) Graph(call *stages.GraphCall) stages.TaskID {
 	if d == nil {
 		var lines []int32
 		body := call.Body
-		rec := func(o stages.Submitter, b *stages.Boundary) error { return body(&nodeLines{o, &lines}, b) }
+		rec := func(o stages.Submitter, b *stages.Boundary) error { return body(newNodeLines(o, &lines), b) }
 		var err error
 		if d, err = s.rec.Record(call.Key, fk, call.Boundary, s.BoundaryRoots(call.Boundary), call.Scalars, call.ExtDeps, rec); err != nil {
 			s.failed = true
@@ -72,6 +73,12 @@ type linedPath struct {
 	*stages.OrdinaryPath
 	lines []int32
 	err   error
+}
+
+var _ stages.RootCounter = (*linedPath)(nil)
+
+func newLinedPath(orch *stages.Orchestration) *linedPath {
+	return &linedPath{OrdinaryPath: stages.NewOrdinaryPath(orch.Entry)}
 }
 
 func (p *linedPath) Submit(t *stages.Task) stages.TaskID {
@@ -100,7 +107,20 @@ func (p *linedPath) Graph(call *stages.GraphCall) stages.TaskID {
 // (a body's allocs and submits are its nodes).
 type nodeLines struct {
 	stages.Submitter
+	roots stages.RootCounter // the recorder, which numbers the body's roots
 	lines *[]int32
+}
+
+var _ stages.RootCounter = (*nodeLines)(nil)
+
+// newNodeLines wraps the recorder's Submitter, which counts its roots
+// (stages.Recorder does): an interpreter's body asks for them through it.
+func newNodeLines(o stages.Submitter, lines *[]int32) *nodeLines {
+	rc, ok := o.(stages.RootCounter)
+	if !ok {
+		panic(fmt.Sprintf("golden: a recorder's Submitter %T does not count its roots", o))
+	}
+	return &nodeLines{Submitter: o, roots: rc, lines: lines}
 }
 
 func (n *nodeLines) Submit(t *stages.Task) stages.TaskID {
@@ -113,14 +133,8 @@ func (n *nodeLines) Alloc(specs []stages.RootSpec) (stages.TaskID, stages.RootID
 	return n.Submitter.Alloc(specs)
 }
 
-// NumRoots forwards to the recorder, which tells (the config interpreter
-// asks).
-func (n *nodeLines) NumRoots() int {
-	if rc, ok := n.Submitter.(interface{ NumRoots() int }); ok {
-		return rc.NumRoots()
-	}
-	return 0
-}
+// NumRoots forwards to the recorder (the config interpreter asks).
+func (n *nodeLines) NumRoots() int { return n.roots.NumRoots() }
 
 func setLine(s []int32, i int, line int32) []int32 {
 	for len(s) <= i {
@@ -147,13 +161,15 @@ func (s *Source) name(t *npu.TaskInfo) {
 	}
 }
 
-// nameRaces names the ops of a pass's races, when the pass ran as the map
-// was made (no call took the ordinary path).
-func (s *Source) nameRaces(res *PassResult) {
-	if s == nil || res.Device == nil || res.Counts.BoundaryMismatches > 0 || res.Counts.FallbackCalls > 0 {
+// NameRaces names the ops of a pass's races. The caller gives only the
+// races of a pass that ran as the map was made (no call took the ordinary
+// path): another pass's task numbering is not the map's. A nil map names
+// nothing.
+func (s *Source) NameRaces(rs []npu.Race) {
+	if s == nil {
 		return
 	}
-	s.nameAll(res.Device.Races)
+	s.nameAll(rs)
 }
 
 func (s *Source) nameAll(rs []npu.Race) {
