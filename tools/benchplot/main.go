@@ -295,7 +295,8 @@ func (f *family) plot(path string) error {
 }
 
 // padY widens a log axis that spans less than a decade to one, so that a
-// flat line is drawn flat, not stretched over the plot's height.
+// flat line is drawn flat, not stretched over the plot's height, and
+// leaves the top of the plot to the legend.
 func padY(p *plot.Plot) {
 	lo, hi := p.Y.Min, p.Y.Max
 	if lo <= 0 || hi <= 0 {
@@ -305,6 +306,8 @@ func padY(p *plot.Plot) {
 		mid := math.Sqrt(hi * lo)
 		p.Y.Min, p.Y.Max = mid/math.Sqrt(10), mid*math.Sqrt(10)
 	}
+	// Room above the highest point for the legend.
+	p.Y.Max *= math.Pow(p.Y.Max/p.Y.Min, 0.3)
 }
 
 // ticks125 labels a log axis at 1, 2 and 5 times each power of ten (the
