@@ -26,6 +26,35 @@ import (
 // validation.
 var ErrBadMessage = errors.New("bad wire message")
 
+// ErrLimit marks a request a node refused because it is over one of the
+// node's limits (hbgrun node's --max-* flags); each limit has its own
+// sentinel, which wraps it.
+var ErrLimit = errors.New("over a node's limit")
+
+// The limits a node enforces, one sentinel each.
+var (
+	ErrTooManyRanks      = fmt.Errorf("%w of ranks per placement", ErrLimit)
+	ErrTooManyPlacements = fmt.Errorf("%w of placements", ErrLimit)
+	ErrTooManyDrivers    = fmt.Errorf("%w of concurrent drivers", ErrLimit)
+	ErrModelTooLarge     = fmt.Errorf("%w of model bytes", ErrLimit)
+)
+
+// ErrUnauthorized marks a message refused because the connection it came
+// over may not send it (not the placing driver, not the claim holder, not
+// the node asked, or an address the connection does not vouch for).
+var ErrUnauthorized = errors.New("unauthorized")
+
+// limitKinds pairs each limit's sentinel with its kind on the wire.
+var limitKinds = []struct {
+	err  error
+	kind Failure_Kind
+}{
+	{ErrTooManyRanks, Failure_LIMIT_RANKS},
+	{ErrTooManyPlacements, Failure_LIMIT_PLACEMENTS},
+	{ErrTooManyDrivers, Failure_LIMIT_DRIVERS},
+	{ErrModelTooLarge, Failure_LIMIT_MODEL},
+}
+
 func bad(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrBadMessage}, args...)...)
 }
@@ -122,6 +151,13 @@ func FailureOf(err error) *Failure {
 		k = Failure_INVALID_PASS
 	case errors.Is(err, ErrBadMessage):
 		k = Failure_BAD_MESSAGE
+	case errors.Is(err, ErrUnauthorized):
+		k = Failure_UNAUTHORIZED
+	}
+	for _, l := range limitKinds {
+		if errors.Is(err, l.err) {
+			k = l.kind
+		}
 	}
 	return &Failure{Kind: k, Text: err.Error()}
 }
@@ -146,9 +182,17 @@ func (e *RemoteError) Error() string { return e.Text }
 
 // Is matches the sentinel of the error's kind: actors.ErrStopped,
 // context.Canceled, context.DeadlineExceeded, actors.ErrRankBusy,
-// actors.ErrInvalidPass or ErrBadMessage.
+// actors.ErrInvalidPass, ErrBadMessage, ErrUnauthorized, or a limit's
+// sentinel and ErrLimit.
 func (e *RemoteError) Is(target error) bool {
+	for _, l := range limitKinds {
+		if e.Kind == l.kind {
+			return target == l.err || target == ErrLimit
+		}
+	}
 	switch e.Kind {
+	case Failure_UNAUTHORIZED:
+		return target == ErrUnauthorized
 	case Failure_STOPPED:
 		return target == actors.ErrStopped
 	case Failure_CANCELED:

@@ -268,3 +268,23 @@ func FuzzPassResult(f *testing.F) {
 		}
 	})
 }
+
+// TestLimitFailures: a node's limit refusals and an unauthorized message
+// cross the wire as their own kinds: errors.Is finds the limit's sentinel
+// and ErrLimit on the driver, and no other.
+func TestLimitFailures(t *testing.T) {
+	for _, sentinel := range []error{ErrTooManyRanks, ErrTooManyPlacements, ErrTooManyDrivers, ErrModelTooLarge, ErrUnauthorized} {
+		err := FailureOf(fmt.Errorf("node x: %w: 9 of 8", sentinel)).Err()
+		if !errors.Is(err, sentinel) {
+			t.Errorf("%v: errors.Is lost its sentinel across the wire", sentinel)
+		}
+		if limit := sentinel != ErrUnauthorized; errors.Is(err, ErrLimit) != limit {
+			t.Errorf("%v: errors.Is(err, ErrLimit) = %v, want %v", sentinel, !limit, limit)
+		}
+		for _, other := range []error{ErrTooManyRanks, ErrTooManyPlacements, ErrTooManyDrivers, ErrModelTooLarge, ErrUnauthorized, ErrBadMessage} {
+			if other != sentinel && errors.Is(err, other) {
+				t.Errorf("%v crossed as %v too", sentinel, other)
+			}
+		}
+	}
+}
