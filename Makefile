@@ -41,7 +41,7 @@ chromium:
 	@command -v chromium >/dev/null 2>&1 || { \
 		echo "installing Debian's chromium for the browser test"; \
 		sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
-		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium >/dev/null; }
+		$$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
 # The protobuf Go code (wire/wire.pb.go, peer/peer.pb.go) is committed, so a
 # build needs no protoc; after editing a .proto, regenerate them (needs protoc, e.g.
