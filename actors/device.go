@@ -50,56 +50,22 @@ func newDeviceProps(rt *Runtime, rank int) *actor.Props {
 	return rt.props(name, 0, producer)
 }
 
-// The runtime's own device protocol (submission and uploader actors): sent
-// with sendDevice as requests, answered with *deviceReply in order.
-// deviceRegister is one-way (no reply), so it never interleaves with the
-// replies a pass waits for.
-type (
-	deviceRegister struct {
-		roots   []stages.Root
-		kernels []stages.Kernel
-	}
-	deviceUpload struct{ image []byte }
-	deviceCopy   struct {
-		image []byte
-		phase devicePhase
-	}
-	deviceLaunch struct {
-		timeline bool
-		phase    devicePhase
-	}
-	deviceReply struct {
-		object uint64
-		result *npu.Result
-		err    error
-		// ns is the phase's duration (arena_h2d, or device_wall's real
-		// wall), startNs when it began on trace.Now's clock.
-		ns, startNs int64
-	}
-)
-
-// devicePhase is the pass a copy or a launch belongs to: the device spans
-// arena_h2d and device_wall itself, so a phase covers its own work and not
-// the wait behind the previous pass's launch in the device's queue.
-type devicePhase struct {
-	tracer      *trace.Tracer
-	run         trace.Carrier
-	rank, round int
-}
-
 // noTracer spans requests that name no pass.
 var noTracer = trace.NewTracer(nil)
 
-func (d devicePhase) start(ph trace.Phase) trace.PhaseSpan {
-	if d.tracer == nil {
-		d.tracer = noTracer
+// startPhase starts a copy's or a launch's phase span: the device spans
+// arena_h2d and device_wall itself, so a phase covers its own work and not
+// the wait behind the previous pass's launch in the device's queue.
+func startPhase(d mailbox.DevicePhase, ph trace.Phase) trace.PhaseSpan {
+	if d.Tracer == nil {
+		d.Tracer = noTracer
 	}
-	_, span := d.tracer.StartPhase(d.run.Context(context.Background()), ph, d.rank, d.round)
+	_, span := d.Tracer.StartPhase(d.Run.Context(context.Background()), ph, d.Rank, d.Round)
 	return span
 }
 
-// sendDevice sends a request to the device actor; the answer comes back to
-// the sender as a message.
+// sendDevice sends a request of mailbox's device protocol to the device
+// actor; the answer comes back to the sender as a message, in order.
 func sendDevice(ctx actor.SenderContext, device *actor.PID, msg any) {
 	ctx.Request(device, msg)
 }
@@ -115,41 +81,27 @@ func (a *Device) Receive(ctx actor.Context) {
 		err := a.safe(func() (err error) { id, err = a.dev.Upload(m.Bytes); return err })
 		reply(ctx, m.ReplyTo, &mailbox.Uploaded{Object: id, Hash: stages.DefinitionHash(m.Bytes), Err: err})
 	case *mailbox.CopyRun:
+		ph := startPhase(m.Phase, trace.PhaseArenaH2D)
 		err := a.safe(func() error { return a.dev.CopyRun(m.Bytes) })
-		reply(ctx, m.ReplyTo, &mailbox.RunCopied{Bytes: len(m.Bytes), Err: err})
+		ph.Fail(err)
+		reply(ctx, m.ReplyTo, &mailbox.RunCopied{Bytes: len(m.Bytes), Err: err, StartNs: ph.StartNs(), Ns: ph.Finish()})
 	case *mailbox.Launch:
+		ph := startPhase(m.Phase, trace.PhaseDeviceWall)
 		var res *npu.Result
 		err := a.safe(func() (err error) { res, err = a.launch(m.Timeline); return err })
-		reply(ctx, m.ReplyTo, &mailbox.Launched{Result: res, Stats: a.dev.Stats(), Err: err})
+		r := &mailbox.Launched{Result: res, Stats: a.dev.Stats(), Err: err, StartNs: ph.StartNs()}
+		if err != nil {
+			ph.Fail(err)
+			r.Ns = ph.Finish()
+		} else {
+			_, r.Ns = ph.FinishDevice(res.SimNs)
+		}
+		reply(ctx, m.ReplyTo, r)
 	case *mailbox.ResetDevice:
 		a.safe(func() error { a.dev.Reset(); return nil })
 		reply(ctx, m.ReplyTo, &mailbox.DeviceReset{})
 	case *mailbox.DeviceStats:
 		reply(ctx, m.ReplyTo, a.dev.Stats())
-
-	case *deviceRegister:
-		a.safe(func() error { a.register(m.roots, m.kernels); return nil })
-	case *deviceUpload:
-		var id npu.ObjectID
-		err := a.safe(func() (err error) { id, err = a.dev.Upload(m.image); return err })
-		reply(ctx, nil, &deviceReply{object: uint64(id), err: err})
-	case *deviceCopy:
-		ph := m.phase.start(trace.PhaseArenaH2D)
-		err := a.safe(func() error { return a.dev.CopyRun(m.image) })
-		ph.Fail(err)
-		reply(ctx, nil, &deviceReply{err: err, startNs: ph.StartNs(), ns: ph.Finish()})
-	case *deviceLaunch:
-		ph := m.phase.start(trace.PhaseDeviceWall)
-		var res *npu.Result
-		err := a.safe(func() (err error) { res, err = a.launch(m.timeline); return err })
-		r := &deviceReply{result: res, err: err, startNs: ph.StartNs()}
-		if err != nil {
-			ph.Fail(err)
-			r.ns = ph.Finish()
-		} else {
-			_, r.ns = ph.FinishDevice(res.SimNs)
-		}
-		reply(ctx, nil, r)
 	}
 }
 

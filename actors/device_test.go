@@ -115,20 +115,22 @@ func TestDeviceActorServesInOrder(t *testing.T) {
 	}
 }
 
-// The runtime's internal protocol: requests answered with deviceReply.
-func TestDeviceActorInternalProtocol(t *testing.T) {
+// The protocol as the runtime speaks it: the registration one-way (no
+// answer to interleave with a pass's), the rest requests answered to their
+// sender in order, a copy and a launch with their phase's timing.
+func TestDeviceActorRuntimeProtocol(t *testing.T) {
 	sys := actor.NewActorSystem()
 	defer sys.Shutdown()
 	pid := sys.Root.Spawn(DeviceProps(npu.Config{}))
-	sys.Root.Send(pid, &deviceRegister{roots: devEntry(), kernels: devKernels()})
-	r := request[*deviceReply](t, sys, pid, &deviceUpload{image: stages.EncodeDefinition(&stages.Definition{Key: "k"})})
-	if r.err != nil || r.object == 0 {
-		t.Fatalf("upload reply %+v", r)
+	sys.Root.Send(pid, &mailbox.RegisterDevice{Entry: devEntry(), Kernels: devKernels()})
+	u := request[*mailbox.Uploaded](t, sys, pid, &mailbox.Upload{Bytes: stages.EncodeDefinition(&stages.Definition{Key: "k"})})
+	if u.Err != nil || u.Object == 0 {
+		t.Fatalf("upload reply %+v", u)
 	}
-	if r = request[*deviceReply](t, sys, pid, &deviceCopy{image: devRun(1)}); r.err != nil {
-		t.Fatal(r.err)
+	if c := request[*mailbox.RunCopied](t, sys, pid, &mailbox.CopyRun{Bytes: devRun(1)}); c.Err != nil || c.StartNs == 0 {
+		t.Fatalf("copy reply %+v", c)
 	}
-	if r = request[*deviceReply](t, sys, pid, &deviceLaunch{}); r.err != nil || r.result.Tasks != 3 || r.result.Timeline != nil {
-		t.Fatalf("launch reply %+v", r)
+	if l := request[*mailbox.Launched](t, sys, pid, &mailbox.Launch{}); l.Err != nil || l.Result.Tasks != 3 || l.Result.Timeline != nil || l.StartNs == 0 {
+		t.Fatalf("launch reply %+v", l)
 	}
 }

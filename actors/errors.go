@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/hbg-dev/hbg/npu"
 	"github.com/hbg-dev/hbg/stages"
 )
 
@@ -38,19 +39,27 @@ func (e *RankBusyError) Is(target error) bool { return target == ErrRankBusy }
 // ErrInvalidConfig is wrapped by every error Config.Validate returns.
 var ErrInvalidConfig = errors.New("invalid runtime config")
 
-// ConfigError names the Config field that does not validate, so a command
-// can name its own flag for it.
-type ConfigError struct {
-	Field string // the Config field, "Device." first for npu.Config's
-	Value any
-	Want  string
+// ConfigError names the Config field that does not validate ("Device."
+// first for npu.Config's), so a command can name its own flag for it. It
+// is npu's type: one for the runtime's fields and the device's.
+type ConfigError = npu.ConfigError
+
+// configError is a runtime field's ConfigError.
+func configError(field string, value any, want string) *ConfigError {
+	return &ConfigError{Field: field, Value: value, Want: want, Err: ErrInvalidConfig}
 }
 
-func (e *ConfigError) Error() string {
-	return fmt.Sprintf("%s %v: want %s", e.Field, e.Value, e.Want)
+// deviceConfigError passes on the device config's error as the runtime's,
+// its field named under Device and both sentinels kept in the chain; a
+// device error of another type passes on whole.
+func deviceConfigError(err error) *ConfigError {
+	chain := errors.Join(ErrInvalidConfig, err)
+	var de *npu.ConfigError
+	if !errors.As(err, &de) {
+		return &ConfigError{Field: "Device", Value: "config", Want: err.Error(), Err: chain}
+	}
+	return &ConfigError{Field: "Device." + de.Field, Value: de.Value, Want: de.Want, Err: chain}
 }
-
-func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
 
 // ErrBodyPanicked and ErrBodyExited mark a pass failed by a Graph body
 // that never returned while it was recorded: it panicked, or it called

@@ -62,64 +62,58 @@ type FetchResult struct {
 
 // fetched is a DefinitionSource's answer, back at the store.
 type fetched struct {
-	job  *mailbox.RecordJob
-	res  FetchResult
+	job *mailbox.RecordJob
+	res FetchResult
+}
+
+// fetchSpan is a request to the cluster under way: its span and start.
+type fetchSpan struct {
 	span trace.PeerFetchSpan
 	t0   int64
 }
 
-// fetch asks Config.Peers for job's Definition, whose key the caller has
-// marked in flight; false when there is nowhere to ask (no peers, or a key
-// salted per pass, which no other process can have).
-func (s *store) fetch(ctx actor.Context, job *mailbox.RecordJob) bool {
-	if s.peers == nil || job.StoreKey != job.FullKey {
-		return false
-	}
-	spanCtx, span := s.disk.tracer.StartPeerFetch(job.Trace.Context(context.Background()),
+// fetch asks Config.Peers for job's Definition (the stage's StoreFetch).
+func (s *store) fetch(ctx actor.Context, job *mailbox.RecordJob) {
+	spanCtx, span := s.tracer.StartPeerFetch(job.Trace.Context(context.Background()),
 		trace.PeerFetchInfo{Key: job.Key, FullKey: job.FullKey, Actor: "store"})
 	self, root := ctx.Self(), ctx.ActorSystem().Root
-	t0 := trace.Now()
+	s.fetching[job] = fetchSpan{span: span, t0: trace.Now()}
 	s.peers.Fetch(fetchRequest(job, trace.Inject(spanCtx)), func(r FetchResult) {
-		root.Send(self, &fetched{job: job, res: r, span: span, t0: t0})
+		root.Send(self, &fetched{job: job, res: r})
 	})
-	return true
 }
 
 func fetchRequest(job *mailbox.RecordJob, tr trace.Carrier) FetchRequest {
 	return FetchRequest{FullKey: job.FullKey, Key: job.Key, Model: job.Model, Trace: tr}
 }
 
-// fetchDone takes the source's answer: a verified image is published like
-// a recording (kept in memory and on disk, sent to every request waiting
-// for the key); anything else records the Definition here.
-func (s *store) fetchDone(ctx actor.Context, m *fetched) {
+// fetchDone takes the source's answer: an image that verifies goes to the
+// stage as the key's Definition; anything else has the stage record it.
+func (s *store) fetchDone(m *fetched) {
 	job, r := m.job, m.res
-	note := mailbox.PeerFetch{Asked: 1, Ns: trace.Now() - m.t0}
+	f := s.fetching[job]
+	delete(s.fetching, job)
+	note := mailbox.PeerFetch{Asked: 1, Ns: trace.Now() - f.t0}
 	if r.Warning != "" {
 		note.Warnings = append(note.Warnings, fmt.Sprintf("graph %q: %s", job.Key, r.Warning))
 	}
 	if r.Image == nil {
-		m.span.Finish(r.Peer, r.Outcome, 0, nil)
-		s.fetchNotes[job.StoreKey] = note
-		s.enqueue(ctx, job)
+		f.span.Finish(r.Peer, r.Outcome, 0, nil)
+		s.st.FetchDone(job, nil, note)
 		return
 	}
 	d, err := verifyFetched(job, r)
 	if err != nil {
-		m.span.Finish(r.Peer, "rejected", int64(len(r.Image)), err)
-		s.stats.FetchRejected.Add(1)
-		note.Rejected = 1
-		note.Warnings = append(note.Warnings, fmt.Sprintf("graph %q: image from peer %s rejected: %v; recorded here", job.Key, r.Peer, err))
-		s.fetchNotes[job.StoreKey] = note
-		s.enqueue(ctx, job)
+		f.span.Finish(r.Peer, "rejected", int64(len(r.Image)), err)
+		err = fmt.Errorf("graph %q: image from peer %s rejected: %w", job.Key, r.Peer, err)
+		note.Rejected = append(note.Rejected, err)
+		note.Warnings = append(note.Warnings, err.Error()+"; recorded here")
+		s.st.FetchDone(job, nil, note)
 		return
 	}
-	m.span.Finish(r.Peer, r.Outcome, int64(len(r.Image)), nil)
-	s.stats.Fetched.Add(1)
-	s.stats.FetchedBytes.Add(int64(len(r.Image)))
-	note.Fetched, note.Bytes = 1, int64(len(r.Image))
-	s.disk.store(ctx, job, d)
-	s.publish(ctx, job.StoreKey, d, func(r *mailbox.DefinitionReady) { r.Fetch = note })
+	f.span.Finish(r.Peer, r.Outcome, int64(len(r.Image)), nil)
+	note.Loaded, note.Bytes = 1, int64(len(r.Image))
+	s.st.FetchDone(job, d, note)
 }
 
 // verifyFetched trusts nothing that came over the wire: the bytes must
@@ -139,58 +133,10 @@ func verifyFetched(job *mailbox.RecordJob, r FetchResult) (*mailbox.Definition, 
 	return &mailbox.Definition{Def: def, Image: r.Image, Hash: def.ContentHash, Written: written}, nil
 }
 
-// recordedHere tells the source how a recording it asked for ended.
-func (s *store) recordedHere(job *mailbox.RecordJob, image []byte) {
-	if s.peers == nil || job.Verify || job.StoreKey != job.FullKey {
-		return
-	}
-	s.peers.Recorded(fetchRequest(job, job.Trace), image)
-}
-
-func (s *store) takeFetchNote(key uint64) mailbox.PeerFetch {
-	n := s.fetchNotes[key]
-	delete(s.fetchNotes, key)
-	return n
-}
-
-// fetched adds what the cluster did for one Definition to its pass, which
-// may not be handed off yet.
-func (r *replayActor) fetched(m *mailbox.DefinitionUploaded) {
-	f := m.Fetch
-	if f.Asked == 0 {
-		return
-	}
-	if run := r.runs[m.Pass]; run != nil {
-		run.fetch.Add(f)
-		return
-	}
-	if r.earlyFetch == nil {
-		r.earlyFetch = map[uint64]mailbox.PeerFetch{}
-	}
-	e := r.earlyFetch[m.Pass]
-	e.Add(f)
-	r.earlyFetch[m.Pass] = e
-}
-
-// handoffFetch gives a pass what arrived for it early, and drops what
-// arrived for passes cancelled before their handoff.
-func (r *replayActor) handoffFetch(run *passRun) {
-	id := run.pass.ID
-	for p, f := range r.earlyFetch {
-		switch {
-		case p == id:
-			run.fetch.Add(f)
-			delete(r.earlyFetch, p)
-		case p < id:
-			delete(r.earlyFetch, p)
-		}
-	}
-}
-
 // replyFetch puts what the cluster did for the pass into its result.
 func replyFetch(run *passRun, res *PassResult) {
-	f := &run.fetch
-	res.Pass.FetchedDefinitions, res.Pass.FetchedBytes, res.Pass.FetchRejected = f.Fetched, f.Bytes, f.Rejected
+	f := &run.pass.Fetch
+	res.Pass.FetchedDefinitions, res.Pass.FetchedBytes, res.Pass.FetchRejected = f.Loaded, f.Bytes, len(f.Rejected)
 	run.ops.Add(trace.OpPeerFetch, int64(f.Asked), f.Ns)
 	if len(f.Warnings) > 0 {
 		res.Warnings = append(res.Warnings[:len(res.Warnings):len(res.Warnings)], f.Warnings...)

@@ -1,9 +1,12 @@
 package actors
 
 import (
+	"errors"
+
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/hbg-dev/hbg/mailbox"
+	"github.com/hbg-dev/hbg/npu"
 	"github.com/hbg-dev/hbg/stages"
 	"github.com/hbg-dev/hbg/trace"
 )
@@ -21,9 +24,6 @@ type replayActor struct {
 	axis       stages.DeviceAxis
 	runs       map[uint64]*passRun // by stages.Pass.ID, until the device owes them nothing
 	free       [][]byte            // run image buffers the device has read
-	// earlyFetch is, by pass, what the cluster did for Definitions that
-	// arrived before their pass was handed off (as stages.Replay's early).
-	earlyFetch map[uint64]mailbox.PeerFetch
 }
 
 func (r *replayActor) Receive(ctx actor.Context) {
@@ -35,13 +35,13 @@ func (r *replayActor) Receive(ctx actor.Context) {
 		r.submission = m.submission
 	case *handoff:
 		r.runs[m.run.pass.ID] = m.run
-		r.handoffFetch(m.run)
 		r.rp.Handoff(m.run.pass)
 	case *mailbox.DefinitionUploaded:
 		r.rp.Defined(m.Outcome)
-		r.fetched(m)
-	case *deviceReply:
-		r.deviceReplied(m)
+	case *mailbox.RunCopied:
+		r.deviceReplied(ctx, m.Err, nil, m.StartNs, m.Ns)
+	case *mailbox.Launched:
+		r.deviceReplied(ctx, m.Err, m.Result, m.StartNs, m.Ns)
 	case *cancelPass:
 		for id, run := range r.runs {
 			if run.req.id == m.id && !run.pass.Done() {
@@ -55,8 +55,12 @@ func (r *replayActor) Receive(ctx actor.Context) {
 // replayWire tells a rank's replay its submission (spawned after it).
 type replayWire struct{ submission *actor.PID }
 
-func (r *replayActor) deviceReplied(m *deviceReply) {
-	p, launched, over := r.rp.DeviceReplied(m.err)
+// deviceReplied takes the device's next answer, a copy's or a launch's
+// (the device answers in order): its error, the launch's result, and when
+// the phase began and how long it took.
+func (r *replayActor) deviceReplied(ctx actor.Context, err error, result *npu.Result, startNs, ns int64) {
+	r.refused(ctx, err)
+	p, launched, over := r.rp.DeviceReplied(err)
 	run := r.runs[p.ID]
 	if !p.AtDevice() {
 		r.free = append(r.free, run.image[:0])
@@ -70,17 +74,35 @@ func (r *replayActor) deviceReplied(m *deviceReply) {
 	}
 	res := run.res
 	if !launched {
-		res.Pass.Set(trace.PhaseArenaH2D, m.ns)
+		res.Pass.Set(trace.PhaseArenaH2D, ns)
 		return
 	}
-	res.DeviceStartNs = m.startNs
-	if m.err == nil {
+	res.DeviceStartNs = startNs
+	if err == nil {
 		ready := run.shipNs + res.Pass.Phases[trace.PhaseArenaH2D]
-		res.Pass.DeviceIdleNs = r.axis.Place(run.beginNs, ready, m.result.SimNs)
+		res.Pass.DeviceIdleNs = r.axis.Place(run.beginNs, ready, result.SimNs)
 		run.placed = true
-		res.Pass.Set(trace.PhaseDeviceWall, m.result.SimNs)
-		res.Pass.SimulationNs = m.ns
-		res.Device = m.result
+		res.Pass.Set(trace.PhaseDeviceWall, result.SimNs)
+		res.Pass.SimulationNs = ns
+		res.Device = result
+	}
+}
+
+// refused repairs what a launch refused for one Definition's image (one
+// from the store on disk or the cluster that the device cannot read): the
+// store forgets it, moves its entry aside and counts it, and every rank
+// forgets the key, so its next call records it again (stages.Store.Refused).
+func (r *replayActor) refused(ctx actor.Context, err error) {
+	var de *npu.DefinitionError
+	if err == nil || !errors.As(err, &de) {
+		return
+	}
+	ctx.Send(r.rt.store, &definitionRefused{key: de.FullKey, hash: de.Hash, err: err})
+	forget := []stages.Learned{{StoreKey: de.FullKey, Forget: true}}
+	r.rt.mu.Lock()
+	defer r.rt.mu.Unlock()
+	for _, sub := range r.rt.ranks {
+		ctx.Send(sub, &learned{ls: forget})
 	}
 }
 
@@ -118,10 +140,10 @@ func (r *replayActor) ship(ctx actor.Context, run *passRun) {
 	run.image = stages.AppendRunImage(buf, img)
 	run.finishPhase() // graph_upload
 	run.shipNs = trace.Now()
-	ph := devicePhase{tracer: r.rt.tracer, run: run.req.run, rank: r.rank, round: run.req.round}
-	sendDevice(ctx, r.device, &deviceCopy{image: run.image, phase: ph})
+	ph := mailbox.DevicePhase{Tracer: r.rt.tracer, Run: run.req.run, Rank: r.rank, Round: run.req.round}
+	sendDevice(ctx, r.device, &mailbox.CopyRun{Bytes: run.image, Phase: ph})
 	if !r.rt.cfg.SkipDevice {
-		sendDevice(ctx, r.device, &deviceLaunch{timeline: r.rt.cfg.Timeline, phase: ph})
+		sendDevice(ctx, r.device, &mailbox.Launch{Timeline: r.rt.cfg.Timeline, Phase: ph})
 	}
 }
 

@@ -8,10 +8,7 @@ package actors
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,81 +22,6 @@ import (
 	"github.com/hbg-dev/hbg/stages"
 	"github.com/hbg-dev/hbg/trace"
 )
-
-// MaxRecorders bounds Config.Recorders: recorders past the processors only
-// time-share them, and each is an actor started with the runtime, so a
-// pool of a million takes gigabytes and outlasts Start's own timeout.
-const MaxRecorders = 4096
-
-// Config configures a runtime.
-type Config struct {
-	// Recorders is the size of the prewarmed recorder pool (default: the
-	// processors Go runs on, GOMAXPROCS, at least 2). It bounds how many
-	// bodies record at once, never which keys record. A recording is CPU
-	// work: recorders beyond the processors only time-share them, and each
-	// touches its own buffers, fresh memory in a cold pass (DSv4 full's
-	// first pass on 2 cores: 2.23 ms with 8 recorders, 1.96 ms with 2).
-	// At most MaxRecorders.
-	Recorders int
-	// NoRetain drops every Definition after each pass, so each pass records,
-	// builds and uploads again (upstream's behaviour, for comparison).
-	NoRetain bool
-	// SkipDevice stops each pass after the run image is copied.
-	SkipDevice bool
-	// DefectsAsWarnings reports the body defects (input written, baked
-	// scalar, structure not in key) as warnings instead of failing the pass.
-	DefectsAsWarnings bool
-	// StrictRecording fails the pass when a body records something
-	// unsupported, instead of running that key's calls on the ordinary path.
-	StrictRecording bool
-	// Timeline asks the device for its per-core timeline.
-	Timeline bool
-	// CountKernels fills PassResult.KernelTasks: how many device tasks each
-	// kernel runs in a pass, Graph nodes included.
-	CountKernels bool
-	// Device configures each rank's simulated a2a3 die.
-	Device npu.Config
-	// Golden checks every pass against its golden reference (package golden)
-	// and fills PassResult.Golden.
-	Golden bool
-	// TamperImage, if set, changes every run image before it is copied:
-	// for tests that the golden check catches a wrong replay.
-	TamperImage func(*stages.RunImage)
-	// Tracer makes the spans; nil traces nothing.
-	Tracer *trace.Tracer
-	// PassTimeout bounds one pass (default 10 minutes).
-	PassTimeout time.Duration
-	// InFlight bounds the passes of one rank handed to its replay and not
-	// yet answered (default 2): the submission orchestrates pass N+1 while
-	// pass N is copied and run. 1 makes host and device take turns.
-	InFlight int
-	// QueueDepth bounds the passes of one rank waiting to start beyond
-	// InFlight (default 1024); a pass past it fails at once with a
-	// *RankBusyError. The queue is first come, first served.
-	QueueDepth int
-	// StoreDir is the Definition store on disk (package diskstore) that
-	// Definitions outlive the process in, shared by every process that
-	// names it; "" or "off" keeps them in memory only. hbgrun's default is
-	// diskstore.DefaultDir().
-	StoreDir string
-	// StoreMax bounds the store on disk in bytes (0: diskstore.DefaultMax).
-	StoreMax int64
-	// SpinFor is how long a worker goroutine that ends an actor's turn
-	// spins for the next one before it parks (0: it parks at once; 250 µs
-	// covers a warm DSv4 full turn). A handoff to a spinning worker wakes
-	// no OS thread: on a 2-core VM it took the warm full control plane
-	// from ~125 to ~70 µs while the other core was free, and made it
-	// worse (and doubled the CPU a pass) while the host shared that core
-	// with other work, so it is off unless asked for. Spinning stops by
-	// itself when the OS preempts a spinner and when runs outnumber
-	// spinners (actors/dispatch.go).
-	SpinFor time.Duration
-	// Peers is where the store looks for a Definition it misses, after the
-	// store on disk and before recording it: the other nodes of a cluster
-	// (package peer), so that a Definition is recorded once per cluster.
-	// nil: nowhere (a single process records what it misses).
-	Peers DefinitionSource
-}
 
 // Orchestration is a program of tasks: a Go function or a model config
 // interpreted as one (config.Model.Orchestration). Name is its identity,
@@ -155,6 +77,10 @@ type Stats struct {
 	Fetched       atomic.Int64
 	FetchedBytes  atomic.Int64
 	FetchRejected atomic.Int64
+	// DeviceRefused counts Definitions from the store on disk or the
+	// cluster that the device could not read: each is moved aside, counted
+	// in StoreRejected too, and recorded again.
+	DeviceRefused atomic.Int64
 }
 
 // Runtime is hbg running inside an actor system.
@@ -184,65 +110,6 @@ type Runtime struct {
 	golden       goldenCache
 }
 
-// EnsureDefaults gives each zero field its default (Recorders GOMAXPROCS,
-// PassTimeout 10 minutes, InFlight 2, QueueDepth 1024, the device's
-// DefaultConfig), leaving a negative value for Validate to refuse.
-func (c *Config) EnsureDefaults() {
-	def := func(p *int, v int) {
-		if *p == 0 {
-			*p = v
-		}
-	}
-	def(&c.Recorders, max(2, runtime.GOMAXPROCS(0)))
-	def(&c.InFlight, 2)
-	def(&c.QueueDepth, 1024)
-	if c.PassTimeout == 0 {
-		c.PassTimeout = 10 * time.Minute
-	}
-	c.Device.EnsureDefaults()
-}
-
-// Validate reports the first field a runtime cannot start with, as a
-// *ConfigError (errors.Is ErrInvalidConfig). Start calls EnsureDefaults
-// first; a caller that validates alone (a command checking its flags)
-// refuses zero where Start would take the default.
-func (c *Config) Validate() error {
-	for _, f := range []struct {
-		name string
-		v    int
-	}{
-		{"Recorders", c.Recorders}, // the pool bounds how many bodies record at once
-		{"InFlight", c.InFlight},
-		{"QueueDepth", c.QueueDepth},
-	} {
-		if f.v < 1 {
-			return &ConfigError{Field: f.name, Value: f.v, Want: "at least 1"}
-		}
-	}
-	if c.Recorders > MaxRecorders {
-		return &ConfigError{Field: "Recorders", Value: c.Recorders, Want: fmt.Sprintf("at most %d", MaxRecorders)}
-	}
-	if c.SpinFor < 0 {
-		return &ConfigError{Field: "SpinFor", Value: c.SpinFor, Want: "0 (no spinning) or a positive duration"}
-	}
-	if c.PassTimeout <= 0 {
-		return &ConfigError{Field: "PassTimeout", Value: c.PassTimeout, Want: "a positive duration"}
-	}
-	if c.StoreMax < 0 {
-		return &ConfigError{Field: "StoreMax", Value: c.StoreMax, Want: "0 (the default bound) or more bytes"}
-	}
-	if err := c.Device.Validate(); err != nil {
-		var de *npu.ConfigError
-		if !errors.As(err, &de) {
-			panic(fmt.Sprintf("npu.Config.Validate returned %T, not *npu.ConfigError", err))
-		}
-		return &ConfigError{Field: "Device." + de.Field, Value: de.Value, Want: de.Want}
-	}
-	return nil
-}
-
-// Start starts the runtime inside an existing actor system: the supervisor,
-// the store and the prewarmed recorder pool. Ranks (submission,
 // uploader, device) start on their first pass.
 func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 	return start(sys, cfg, nil)
@@ -426,91 +293,4 @@ func (rt *Runtime) rankActor(rank int) (*actor.PID, error) {
 	rt.ranks[rank] = pid
 	rt.mu.Unlock()
 	return pid, nil
-}
-
-type spawnCore struct{}
-type spawnRank struct{ rank int }
-
-// supervisor is the parent of every hbg actor: it restarts a crashed child
-// (OneForOne) and spawns the per-rank actors on demand.
-type supervisor struct {
-	rt    *Runtime
-	ranks map[int]*actor.PID
-}
-
-func (s *supervisor) Receive(ctx actor.Context) {
-	rt := s.rt
-	switch m := ctx.Message().(type) {
-	case *spawnCore:
-		rt.spawnDisk(ctx)
-		rt.store = ctx.Spawn(rt.props("store", 0, func() actor.Actor { return newStore(rt) }))
-		recs := make([]*actor.PID, rt.cfg.Recorders)
-		for i := range recs {
-			name := fmt.Sprintf("recorder-%d", i)
-			recs[i] = ctx.Spawn(rt.props(name, 4, func() actor.Actor {
-				return newRecorder(name, rt.store, rt.tracer, &rt.Stats, rt.recorderHook)
-			}))
-		}
-		ctx.Send(rt.store, &storeReady{recorders: recs})
-		ctx.Respond(true)
-	case *spawnRank:
-		if s.ranks == nil {
-			s.ranks = map[int]*actor.PID{}
-		}
-		if pid, ok := s.ranks[m.rank]; ok {
-			ctx.Respond(pid)
-			return
-		}
-		select {
-		case <-rt.stopped:
-			// Stop has begun: a child spawned now would miss the stop of
-			// its siblings, and the supervisor would wait for it forever.
-			ctx.Respond(ErrStopped)
-			return
-		default:
-		}
-		dev := ctx.Spawn(newDeviceProps(rt, m.rank))
-		// The replay runs its turns on the goroutine that posts to it
-		// (protoactor's synchronized dispatcher): a handoff at the end of
-		// host_orch, an upload's answer, the device's. Its turns are short
-		// (finalize shells, encode the run image, send), and each was the
-		// tail of its sender's; on a worker of its own, a handoff readied a
-		// parked goroutine, whose wake-up (a futex call and, on a VM, an
-		// interrupt to the other core) was half of a warm graph_upload.
-		// The mailbox still runs one turn at a time: a message that
-		// arrives during a turn is queued and run by that turn's goroutine.
-		rp := ctx.Spawn(rt.inlineProps(fmt.Sprintf("replay-%d", m.rank), func() actor.Actor {
-			return &replayActor{rt: rt, rank: m.rank, device: dev}
-		}))
-		upName := fmt.Sprintf("uploader-%d", m.rank)
-		up := ctx.Spawn(rt.props(upName, 0, func() actor.Actor {
-			return &uploader{rank: m.rank, name: upName, device: dev, replay: rp, tracer: rt.tracer, noRetain: rt.cfg.NoRetain, disk: rt.disk}
-		}))
-		sub := ctx.Spawn(rt.props(fmt.Sprintf("submission-%d", m.rank), 0, func() actor.Actor {
-			return &submission{rt: rt, rank: m.rank, uploader: up, device: dev, replay: rp}
-		}))
-		// Before any pass can reach the submission, so before any handoff.
-		ctx.Send(rp, &replayWire{submission: sub})
-		s.ranks[m.rank] = sub
-		ctx.Respond(sub)
-	}
-}
-
-// passConfig is the part of the configuration a pass's logic reads.
-func (rt *Runtime) passConfig() stages.PassConfig {
-	return stages.PassConfig{
-		NoRetain: rt.cfg.NoRetain, DefectsAsWarnings: rt.cfg.DefectsAsWarnings,
-		StrictRecording: rt.cfg.StrictRecording, SkipDevice: rt.cfg.SkipDevice, CountKernels: rt.cfg.CountKernels,
-	}
-}
-
-// NewActorSystem is an actor system whose own logging goes to the given
-// logger (nil: discarded). protoactor logs every system start and every
-// supervised restart at INFO on stdout, which would interleave with a run's
-// report; hbg reports restarts and failures itself.
-func NewActorSystem(log *slog.Logger) *actor.ActorSystem {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return log }))
 }

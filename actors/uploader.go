@@ -8,7 +8,6 @@ import (
 
 	"github.com/hbg-dev/hbg/diskstore"
 	"github.com/hbg-dev/hbg/mailbox"
-	"github.com/hbg-dev/hbg/stages"
 	"github.com/hbg-dev/hbg/trace"
 )
 
@@ -42,19 +41,13 @@ func (u *uploader) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *mailbox.DefinitionReady:
 		u.ready(ctx, m)
-	case *deviceReply:
+	case *mailbox.Uploaded:
 		u.replied(ctx, m)
 	}
 }
 
 func (u *uploader) ready(ctx actor.Context, m *mailbox.DefinitionReady) {
-	o := stages.Outcome{
-		Pass: m.Pass, StoreKey: m.StoreKey, Verify: m.Verify, Def: m.Def,
-		Err: m.Err, Panicked: m.Panicked, Defects: m.Defects,
-		Recorded: m.Recorded, RecordedNodes: m.RecordedNodes, RecordNs: m.RecordNs, BuildNs: m.BuildNs,
-		Store: m.Store,
-	}
-	up := mailbox.DefinitionUploaded{Outcome: o, Fetch: m.Fetch}
+	up := mailbox.DefinitionUploaded{Outcome: m.Outcome}
 	if m.Verify || m.Err != nil || m.Def == nil {
 		ctx.Send(u.replay, &up)
 		return
@@ -76,19 +69,19 @@ func (u *uploader) ready(ctx actor.Context, m *mailbox.DefinitionReady) {
 	})
 	u.sent = append(u.sent, sentUpload{def: d, span: span, waiting: []mailbox.DefinitionUploaded{up}})
 	// The device actor owns the queue: uploads are executed in order.
-	sendDevice(ctx, u.device, &deviceUpload{image: d.Image})
+	sendDevice(ctx, u.device, &mailbox.Upload{Bytes: d.Image})
 }
 
-func (u *uploader) replied(ctx actor.Context, m *deviceReply) {
+func (u *uploader) replied(ctx actor.Context, m *mailbox.Uploaded) {
 	s := u.sent[0]
 	u.sent[0] = sentUpload{}
 	u.sent = u.sent[1:]
-	s.span.Finish(m.object, m.err)
-	if m.err == nil {
+	s.span.Finish(uint64(m.Object), m.Err)
+	if m.Err == nil {
 		if u.uploaded == nil {
 			u.uploaded = map[uint64]uint64{}
 		}
-		u.uploaded[s.def.Hash] = m.object
+		u.uploaded[s.def.Hash] = uint64(m.Object)
 	}
 	for i, up := range s.waiting {
 		o := &up.Outcome
@@ -98,11 +91,11 @@ func (u *uploader) replied(ctx actor.Context, m *deviceReply) {
 			// what it loaded already.)
 			u.disk.Unpin(s.def.Def.FullKey)
 		}
-		if i == 0 && m.err == nil {
+		if i == 0 && m.Err == nil {
 			o.UploadedBytes = int64(len(s.def.Image))
 		}
-		if m.err != nil {
-			o.UploadErr = fmt.Errorf("uploading Definition %q: %w", s.def.Def.Key, m.err)
+		if m.Err != nil {
+			o.UploadErr = fmt.Errorf("uploading Definition %q: %w", s.def.Def.Key, m.Err)
 		}
 		ctx.Send(u.replay, &up)
 	}

@@ -99,7 +99,12 @@ func (l *loader) blockHeader(b *block, n *yaml.Node) (*yaml.Node, error) {
 // blockBody compiles block b's body, once every block's header is known.
 func (l *loader) blockBody(b *block, n *yaml.Node) error {
 	b.structural = make([]int, 64)
-	sc := &scope{l: l, b: b, vals: map[string]int{}, labelDef: map[string]bool{}, allIDs: map[string]bool{}}
+	if b.variantScalars != nil {
+		// Variants that pass different boundary scalars have different
+		// boundary signatures: each variant is its own key.
+		b.structural[b.variantSlot] = b.variantScalarsLine
+	}
+	sc := &scope{l: l, b: b, vals: map[string]int{}, labelDef: map[string]bool{}, allIDs: map[string]bool{}, readVars: map[string]int{}}
 	collectIDs(n, sc.allIDs)
 	for i, p := range b.params {
 		sc.vals[p] = i

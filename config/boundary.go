@@ -2,6 +2,7 @@ package config
 
 import (
 	"slices"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -51,37 +52,104 @@ func (l *loader) blockBoundary(b *block, d *blockDoc, n *yaml.Node) error {
 	b.scalarBase = b.envSize
 	bres := l.boundaryRes(b)
 	if s := d.Scalars; s != nil {
-		items, err := l.seq(s, "scalars")
-		if err != nil {
+		if err := l.blockScalars(b, s, bres); err != nil {
 			return err
-		}
-		for _, it := range items {
-			var sf boundaryScalarDoc
-			if it.Kind == yaml.ScalarNode {
-				// A bare name passes the caller's value of that name.
-				sf.Name, sf.Value = it, it
-			} else if err := l.decode(it, "boundary scalar", &sf); err != nil {
-				return err
-			}
-			if sf.Name == nil || sf.Value == nil {
-				return l.errf(it, "boundary scalar", "", "want name and value (or a bare name: the caller's value of that name)")
-			}
-			nm := sf.Name.Value
-			for _, o := range b.scalars {
-				if o.name == nm {
-					return l.errf(sf.Name, "boundary scalar", nm, "duplicate name")
-				}
-			}
-			e, err := parseExpr(sf.Value.Value, bres)
-			if err != nil {
-				return l.errf(sf.Value, "boundary scalar "+nm, sf.Value.Value, "bad expression: %v", err)
-			}
-			b.scalars = append(b.scalars, &bscalar{name: nm, value: e, line: it.Line})
-			t, _ := termOf(e)
-			b.scalarTerms = append(b.scalarTerms, t)
 		}
 	}
 	b.envSize += len(b.scalars)
+	for i := range b.scalars {
+		b.allScalars = append(b.allScalars, i)
+	}
+	return l.blockSlots(b, d, n)
+}
+
+// blockScalars compiles a block's boundary scalars: a list, or in a block
+// with variants a mapping of variant name to list (upstream's Graph
+// function that adds three scalars in one construction variant and one in
+// another). A name in several variants' lists is one env slot with one
+// value; b.variantScalars[v] lists variant v's, in its order.
+func (l *loader) blockScalars(b *block, s *yaml.Node, bres resolver) error {
+	if s.Kind == yaml.MappingNode {
+		if len(b.variants) == 0 {
+			return l.errf(s, "scalars", "", "per-variant boundary scalars (a mapping of variant to list) in a block without variants: want a list")
+		}
+		kvs, err := l.entries(s, "scalars", "")
+		if err != nil {
+			return err
+		}
+		b.variantScalars = make([][]int, len(b.variants))
+		b.variantScalarsLine = s.Line
+		given := make([]bool, len(b.variants))
+		for _, kv := range kvs {
+			v := slices.Index(b.variants, kv.key.Value)
+			if v < 0 {
+				return l.errf(kv.key, "scalars", kv.key.Value, "not a variant of %s (want one of %s)", b.name, strings.Join(b.variants, ", "))
+			}
+			if given[v] {
+				return l.errf(kv.key, "scalars", kv.key.Value, "duplicate variant")
+			}
+			given[v] = true
+			idx, err := l.scalarList(b, kv.value, bres, "scalars."+kv.key.Value)
+			if err != nil {
+				return err
+			}
+			b.variantScalars[v] = idx
+		}
+		return nil
+	}
+	_, err := l.scalarList(b, s, bres, "scalars")
+	return err
+}
+
+// scalarList compiles one list of boundary scalars into b.scalars and
+// returns their indices, in list order. A name already compiled (another
+// variant's) must have the same value text.
+func (l *loader) scalarList(b *block, s *yaml.Node, bres resolver, key string) ([]int, error) {
+	{
+		items, err := l.seq(s, key)
+		if err != nil {
+			return nil, err
+		}
+		var idx []int
+		for _, it := range items {
+			var sf boundaryScalarDoc
+			if it.Kind == yaml.ScalarNode {
+				// A bare name is the value of that name in the block: a
+				// param (bound by the call) or a constant.
+				sf.Name, sf.Value = it, it
+			} else if err := l.decode(it, "boundary scalar", &sf); err != nil {
+				return nil, err
+			}
+			if sf.Name == nil || sf.Value == nil {
+				return nil, l.errf(it, "boundary scalar", "", "want name and value (or a bare name: the block's param or the constant of that name)")
+			}
+			nm := sf.Name.Value
+			j := slices.IndexFunc(b.scalars, func(o *bscalar) bool { return o.name == nm })
+			if j >= 0 && slices.Contains(idx, j) {
+				return nil, l.errf(sf.Name, "boundary scalar", nm, "duplicate name")
+			}
+			if j >= 0 {
+				if o := b.scalars[j]; o.src != sf.Value.Value {
+					return nil, l.errf(sf.Value, "boundary scalar "+nm, sf.Value.Value, "another variant's %s at line %d is %q: one name has one value (give this one another name)", nm, o.line, o.src)
+				}
+				idx = append(idx, j)
+				continue
+			}
+			e, err := parseExprT(sf.Value.Value, bres, l.entryTables)
+			if err != nil {
+				return nil, l.errf(sf.Value, "boundary scalar "+nm, sf.Value.Value, "bad expression: %v (a boundary scalar's value reads the block's params and the constants, not the caller's names: pass the caller's value as a param)", err)
+			}
+			idx = append(idx, len(b.scalars))
+			b.scalars = append(b.scalars, &bscalar{name: nm, value: e, src: sf.Value.Value, line: it.Line})
+			t, _ := termOf(e)
+			b.scalarTerms = append(b.scalarTerms, t)
+		}
+		return idx, nil
+	}
+}
+
+// blockSlots compiles block b's boundary slots (after its scalars).
+func (l *loader) blockSlots(b *block, d *blockDoc, n *yaml.Node) error {
 	if b.envSize > maxBlockSlots {
 		return l.errf(n, "blocks."+b.name, "", "%d params, variant and boundary scalars; at most %d (the static Graph checks follow each in one bit of a 64-bit set)", b.envSize, maxBlockSlots)
 	}

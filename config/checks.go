@@ -41,6 +41,9 @@ func (l *loader) propagate() {
 func (m *Model) GraphChecks() []error {
 	var out []error
 	for _, f := range m.forms {
+		if f.hidden {
+			continue // a tool's probe (AddForm), no form of the model's
+		}
 		out = append(out, m.formChecks(f)...)
 	}
 	return out

@@ -10,14 +10,18 @@
 // # Schema
 //
 //	model: NAME
+//	source: {repo: OWNER/NAME, commit: HEX, path: FILE}   # optional: the upstream program it was written from
 //	max_tasks: N                          # bound on a pass's device tasks (default 4194304)
 //	constants: {NAME: INT, ...}          # usable in every expression
 //	entry:
 //	  tensors:                            # RootIDs 0..N-1, in this order
-//	    - {name, dtype, shape, role, out: bool, value: INT}   # value: what a host read returns
+//	    - {name, dtype, shape, role, out: bool, value: INT}   # value: what a bare read: NAME returns
+//	    - {name, dtype, shape, data: [v0, v1, ...]}           # contents, row-major (integer dtypes)
+//	    - {name, dtype, shape, data: {seed, min, max}}        # contents drawn from [min, max], seeded
 //	  scalars: [{name, value}]            # entry scalars; constants too
 //	kernels:                              # KernelID = position
-//	  - {name, core: aic|aiv, code, sig: "iox..", intensity}
+//	  - {name, core: aic|aiv, code, sig: "iox..", intensity, early: bool, sync_start: bool}
+//	                                      # early, sync_start: the launch flags of its tasks
 //	blocks:
 //	  NAME:
 //	    params: [p, ...]                  # integer construction values
@@ -27,7 +31,9 @@
 //	    boundary:                         # slot order = Graph boundary order
 //	      - {name, tag, view, dtype, shape}   # view is evaluated in the caller (default: name)
 //	    boundary: auto                    # or: the union of the body's calls' boundaries
-//	    scalars: [{name, value}, NAME]    # boundary scalars (value evaluated in the caller; NAME: the caller's NAME)
+//	    scalars: [{name, value}, NAME]    # boundary scalars (value: an expression of the block's params and
+//	                                      # the constants, evaluated at the call; NAME: the param NAME)
+//	    scalars: {v0: [...], v1: [...]}   # or per variant: each variant passes its own list
 //	    body: [OP, ...]
 //	program:
 //	  params: {NAME: INT}                 # defaults; forms override
@@ -47,7 +53,8 @@
 //	  - tasks: {LIST: SIZE}                                # a task list, every element unset
 //	  - set: {"LIST[i]": TASK}                             # store tasks into a task list
 //	  - {k: KERNEL, bn: N, args: ["TAG VIEW", ...], scalars: [EXPR, ...],
-//	     deps: [TASK, ...], pred: "T[i, j] > 0", touch: {ARG: ROWS}, id: ID, if: EXPR}
+//	     deps: [TASK, ...], pred: "T[i, j] > 0", touch: {ARG: ROWS}, id: ID, if: EXPR,
+//	     early: bool, sync_start: bool}    # launch flags; absent: the kernel's
 //	  - {k: "[K0, K1, ...][EXPR]", ...}     # the kernel is chosen by expression
 //	  - {id: "LIST[i]", ...}                # the task is stored into a task list
 //	  - {mix: BASE, ...}                   # MIX task: BASE_aic + BASE_aiv
@@ -61,12 +68,55 @@
 //	  - call: BLOCK
 //	    with: {param: EXPR, variant: NAME, tensor: VIEW, task: TASK or [TASK, ...]}
 //	                                       # unbound tensors and tasks: same name in the caller
-//	  - read: ENTRY_TENSOR                 # a host read of device data
+//	  - read: ENTRY_TENSOR                 # a host read of device data (its value:)
+//	  - read: {NAME: "TENSOR[i, ...]", ...} # host reads that bind NAMEs (get_tensor_data)
 //
 // TAG is in, out, inout, out_existing or no_dep ("out NAME DTYPE[dims]"
-// creates a runtime-allocated output). In a block with variants, "a|b" gives
+// creates a runtime-allocated output: a root named NAME, which later ops and
+// predicates name and the trace writes). A predicate "T[i, ...] OP VALUE"
+// reads element [i, ...] of the view T; the trace writes its idx as that
+// element's index into T's root (gate_view[1] over gate @ 4 is [5]). In a block with variants, "a|b" gives
 // the kernel or tag per variant, and a key named after a variant overrides
 // fields for it.
+//
+// # Host reads
+//
+// An entry tensor of an integer dtype may have contents, data: a list of
+// one value per element (row-major), or {seed, min, max}: each element
+// drawn from [min, max] by a PCG seeded with seed, the same in every run.
+// At most 65536 elements: data is for the small tables a host reads
+// (per-request context lengths, a block table), not for weights. A read op
+// {NAME: "TENSOR[i, j]"} is upstream's get_tensor_data(TENSOR, 2, {i, j}):
+// NAME is bound to that element, an integer usable in every expression
+// from there to the end of the op list the read is in (a later read may
+// bind it again), so a loop count, a view offset, a shape or a scalar can
+// come from data. Each read is traced as a get_tensor_data event with its
+// root, idx and value; validate's task count is the count the data makes.
+// A predicate over an entry tensor with data is evaluated by the device on
+// that data (until a task writes the tensor; then on its digests).
+//
+// A read inside a Graph body would be settled once, when the body is
+// recorded, and replayed with that value: it is an error at its line. Read
+// in the caller and pass the value in: as a param (a loop count or shape
+// in the body is structure, so the param is in the key or a
+// *StructureError) or as a boundary view's offset (a replay patches it).
+//
+// # Launch flags
+//
+// early is upstream's set_allow_early_resolve(true) and sync_start its
+// launch_spec.set_require_sync_start(true). A task's flags are its op's
+// early and sync_start where it gives them, else its kernel's (the kernel
+// table's keys of the same names; a MIX task's kernel is its _aic one):
+// upstream's programs launch a kernel with the same flags at every site,
+// so the kernel table says them once and an op overrides where a site
+// differs. Both travel with the task through recording, replay, both
+// images and the trace (early, sync_start). On the device, a sync_start
+// task's block_num blocks start together at one instant, once enough cores
+// are free for all of them (the die drains until then: npu); a cohort
+// wider than the die (24 AIC or MIX blocks, 48 AIV on a2a3) is refused at
+// launch. early changes nothing on this device, as in host_build_graph
+// (upstream's RUNTIME_LOGIC.md §6 disables early resolve there). A dummy
+// task takes neither.
 //
 // # Task values
 //
@@ -96,9 +146,18 @@
 // that kernel, and two ops declaring different hints for one kernel are an
 // error.
 //
-// A VIEW is NAME, NAME[row] (drops dim 0), NAME[start:+rows], NAME @ offset
+// A VIEW is NAME, NAME[row] (drops dim 0), NAME[start:+rows], NAME[s0, s1,
+// ...] (several dims, each ":", an index, which drops the dim, or
+// start:+count; dims past the last given are whole), NAME @ offset
 // (elements), each optionally followed by "as [d0, ...]"; it must stay inside
-// its base. NAME is a tensor, or LIST[i]: element i of a tensor list (an
+// its base. A multi-dim slice keeps its base's strides, so a tile of a wider
+// tensor is a strided view: upstream's sij.view([q_tile, valid_len]) of a
+// [q_tile, block] tensor is "sij[:, 0:+valid_len]", strides [block, 1]. A
+// stride is part of a boundary slot's layout (a replay may not change it);
+// the dependency rule covers the interval a strided view spans (its first
+// element to its last, as upstream's does); the device counts a tile's own
+// elements for its cost, and digests and races over each of its rows. A
+// strided view is not reshaped (reshape the tensor, then slice). NAME is a tensor, or LIST[i]: element i of a tensor list (an
 // alloc's NAME[k] items, or a let with a list value). A let names a view
 // where it runs (loop vars as they are then); the name is then usable
 // wherever a tensor is, and a later let may rebind a name the block
@@ -108,7 +167,9 @@
 //
 // Expressions are integers over constants, params, loop vars and boundary
 // scalars with + - * / %, comparisons, && || !, parentheses, c ? a : b,
-// min(a, b) and max(a, b). Arithmetic is checked: a value that overflows
+// min(a, b), max(a, b) and scalar(i), the i-th entry scalar in the order
+// entry.scalars lists them (upstream's orch_args.scalar(i); an index outside
+// them is an error at its line, at load when it is constant). Arithmetic is checked: a value that overflows
 // int64 is an error, never a wrapped number.
 //
 // # Dependencies
@@ -171,9 +232,8 @@
 //     runs. To make a whole layer one Graph whose parts loop (experts picked
 //     in a loop), the layer's calls are unrolled, or its body writes its
 //     tasks out.
-//   - A VIEW selects rows of dim 0 (NAME[row], NAME[start:+rows]) or
-//     elements (@ offset), then reshapes; a slice of another dim (NAME[:,
-//     a:+b]) is not a view (touch hints take one, as an access hint only).
+//   - A strided view is not reshaped ("as" needs a contiguous view), and
+//     strides are those of slicing: a view never transposes or broadcasts.
 //   - A Graph body passes a boundary scalar to a task only as it is: used in
 //     a view, shape, loop range, condition, kernel choice, predicate, task
 //     index or a computed scalar, its value would be baked into the
@@ -181,6 +241,11 @@
 //   - A Graph inside another Graph's body runs inline: a Definition holds no
 //     nested Graph (a warning of Validate, see Summary.Warnings).
 //   - A block has at most 64 params, variant and boundary scalars together.
+//   - Per-variant boundary scalars (scalars: {VARIANT: [...]}) give each
+//     variant its own boundary signature, so the variant is structure: a
+//     form's key for the block names {variant} (or its config does), else
+//     *StructureError. A name in two variants' lists has one value, and a
+//     variant's use of a scalar it does not pass is an error at its line.
 //   - A Graph key is not empty (leave key: out for the block's name), is
 //     at most 256 bytes with at most 8 {param}s ({variant} included), and
 //     its automaton is at most 512 states (a character is one, a {param}

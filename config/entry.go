@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"math"
+	"math/rand/v2"
 
 	"go.yaml.in/yaml/v3"
 
@@ -71,6 +73,14 @@ type entryTensorDoc struct {
 	Role  *yaml.Node `yaml:"role"`
 	Out   *yaml.Node `yaml:"out"`
 	Value *yaml.Node `yaml:"value"`
+	Data  *yaml.Node `yaml:"data"`
+}
+
+// entryDataDoc is a generated data: {seed, min, max}.
+type entryDataDoc struct {
+	Seed *yaml.Node `yaml:"seed"`
+	Min  *yaml.Node `yaml:"min"`
+	Max  *yaml.Node `yaml:"max"`
 }
 
 type entryScalarDoc struct {
@@ -136,6 +146,11 @@ func (l *loader) entry(n *yaml.Node) error {
 			}
 			e.hasValue = true
 		}
+		if dn := td.Data; dn != nil {
+			if e.data, err = l.entryData(dn, &e); err != nil {
+				return err
+			}
+		}
 		l.m.entry = append(l.m.entry, e)
 		l.m.entryViews = append(l.m.entryViews, stages.NewView(stages.RootID(len(l.m.entryViews)), 0, e.dtype, e.shape...))
 	}
@@ -158,7 +173,103 @@ func (l *loader) entry(n *yaml.Node) error {
 				return err
 			}
 			l.m.consts[nm] = v
+			l.m.entryScalars = append(l.m.entryScalars, v)
 		}
 	}
 	return nil
+}
+
+// maxEntryData bounds the elements of an entry tensor with contents: data
+// is for the small integer tables a host reads (context lengths, block
+// tables), not for weights.
+const maxEntryData = 1 << 16
+
+// entryData reads an entry tensor's contents: a list of integers, one per
+// element in row-major order, or {seed, min, max}: each element drawn
+// uniformly from [min, max] by a PCG seeded with seed (math/rand/v2), so a
+// model's data is the same in every run.
+func (l *loader) entryData(n *yaml.Node, e *entryTensor) ([]int64, error) {
+	elems := prod(e.shape)
+	lo, hi, ok := dtypeRange(e.dtype)
+	if !ok {
+		return nil, l.errf(n, "data", nodeText(n), "entry tensor %s is %s: data is for integer tensors (int8, int32, int64, uint8, uint32, uint64)", e.name, e.dtype)
+	}
+	if elems > maxEntryData {
+		return nil, l.errf(n, "data", "", "entry tensor %s has %d elements: data takes at most %d", e.name, elems, maxEntryData)
+	}
+	out := make([]int64, elems)
+	check := func(nd *yaml.Node, v int64) error {
+		if v < lo || v > hi {
+			return l.errf(nd, "data", nd.Value, "%d does not fit %s (want %d to %d)", v, e.dtype, lo, hi)
+		}
+		return nil
+	}
+	if n.Kind == yaml.SequenceNode {
+		if int64(len(n.Content)) != elems {
+			return nil, l.errf(n, "data", "", "%d values for the %d elements of %s %v (want one per element, row-major)", len(n.Content), elems, e.name, e.shape)
+		}
+		for i, it := range n.Content {
+			v, err := l.constInt(it, "data")
+			if err != nil {
+				return nil, err
+			}
+			if err := check(it, v); err != nil {
+				return nil, err
+			}
+			out[i] = v
+		}
+		return out, nil
+	}
+	var d entryDataDoc
+	if err := l.decode(n, "data", &d); err != nil {
+		return nil, err
+	}
+	if k := absent(&d, "seed", "min", "max"); k != "" {
+		return nil, l.errf(n, "data."+k, "", "missing (want a list of values, or {seed, min, max})")
+	}
+	seed, err := l.constInt(d.Seed, "data.seed")
+	if err != nil {
+		return nil, err
+	}
+	mn, err := l.constInt(d.Min, "data.min")
+	if err != nil {
+		return nil, err
+	}
+	mx, err := l.constInt(d.Max, "data.max")
+	if err != nil {
+		return nil, err
+	}
+	if err := check(d.Min, mn); err != nil {
+		return nil, err
+	}
+	if err := check(d.Max, mx); err != nil {
+		return nil, err
+	}
+	if span, ok := subOK(mx, mn); mx < mn || !ok || span == math.MaxInt64 {
+		return nil, l.errf(d.Max, "data.max", d.Max.Value, "want max >= min (%d), and a range below 2^63", mn)
+	}
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x68626764617461)) // "hbgdata"
+	for i := range out {
+		out[i] = mn + rng.Int64N(mx-mn+1)
+	}
+	return out, nil
+}
+
+// dtypeRange is the values an integer dtype holds (within int64).
+func dtypeRange(dt stages.DType) (lo, hi int64, ok bool) {
+	switch dt {
+	case stages.INT8:
+		return math.MinInt8, math.MaxInt8, true
+	case stages.INT32:
+		return math.MinInt32, math.MaxInt32, true
+	case stages.INT64:
+		return math.MinInt64, math.MaxInt64, true
+	case stages.UINT8:
+		return 0, math.MaxUint8, true
+	case stages.UINT32:
+		return 0, math.MaxUint32, true
+	case stages.UINT64:
+		return 0, math.MaxInt64, true
+	}
+	return 0, 0, false
 }

@@ -24,6 +24,7 @@ const (
 	exNot
 	exBin
 	exCond
+	exIndex // table[a]: an entry scalar by index
 )
 
 // expr is a compiled expression.
@@ -37,6 +38,10 @@ type expr struct {
 	deps           uint64 // bit i: the expression reads env slot i (slots < 64)
 	boundaryScalar int    // boundary scalar index when the whole expression is one (exVar), else -1
 	src            string // source text, for messages
+	// table is exIndex's values (the entry scalars, in order); name says
+	// what they are, for messages.
+	table []int64
+	name  string
 	// aff is the expression as c0 + Σ coef·env[slot] when it is affine in
 	// its names, as nearly every view offset is (24*layer, 1024*csa_i…):
 	// evaluating it is then a short loop, not a walk over the tree.
@@ -240,6 +245,13 @@ func (e *expr) eval(env []int64, ee *evalErr) int64 {
 			return e.a.eval(env, ee)
 		}
 		return e.b.eval(env, ee)
+	case exIndex:
+		i := e.a.eval(env, ee)
+		if i < 0 || i >= int64(len(e.table)) {
+			ee.set("%s(%d) in %q: want an index from 0 to %d (the model has %d)", e.name, i, shorten(e.src), len(e.table)-1, len(e.table))
+			return 0
+		}
+		return e.table[i]
 	}
 	x := e.a.eval(env, ee)
 	if e.op == "&&" {
@@ -403,6 +415,9 @@ type exprParser struct {
 	toks []token
 	i    int
 	res  resolver
+	// tables gives the values a NAME(i) lookup indexes (scalar(i): the
+	// entry scalars); nil where none is in scope.
+	tables func(name string) ([]int64, bool)
 }
 
 func (p *exprParser) peek() token { return p.toks[p.i] }
@@ -544,6 +559,26 @@ func (p *exprParser) parseUnary(depth int) (*expr, error) {
 			return &expr{kind: exConst, val: binop(t.s, a.val, b.val, nil, t.s), boundaryScalar: -1}, nil
 		}
 		return &expr{kind: exBin, op: t.s, a: a, b: b, deps: a.deps | b.deps, boundaryScalar: -1}, nil
+	case t.kind == tIdent && p.tables != nil && p.peek().kind == tOp && p.peek().s == "(":
+		tab, ok := p.tables(t.s)
+		if !ok {
+			return nil, p.errf(t, "undefined function %q (want min, max or scalar)", t.s)
+		}
+		p.next()
+		a, err := p.parseExpr(depth + 1)
+		if err != nil {
+			return nil, err
+		}
+		if c := p.next(); c.kind != tOp || c.s != ")" {
+			return nil, p.errf(c, "expected ')' closing %s(i)", t.s)
+		}
+		if a.isConst() {
+			if a.val < 0 || a.val >= int64(len(tab)) {
+				return nil, p.errf(t, "%s(%d): want an index from 0 to %d (the model has %d)", t.s, a.val, len(tab)-1, len(tab))
+			}
+			return &expr{kind: exConst, val: tab[a.val], boundaryScalar: -1}, nil
+		}
+		return &expr{kind: exIndex, a: a, table: tab, name: t.s, deps: a.deps, boundaryScalar: -1}, nil
 	case t.kind == tIdent:
 		if p.res == nil {
 			return nil, p.errf(t, "undefined name %q", t.s)
@@ -611,11 +646,15 @@ func newParser(src string, res resolver) (*exprParser, error) {
 }
 
 // parseExpr compiles a whole string as one expression.
-func parseExpr(s string, res resolver) (*expr, error) {
+func parseExpr(s string, res resolver) (*expr, error) { return parseExprT(s, res, nil) }
+
+// parseExprT is parseExpr with NAME(i) lookups into tables.
+func parseExprT(s string, res resolver, tables func(string) ([]int64, bool)) (*expr, error) {
 	p, err := newParser(s, res)
 	if err != nil {
 		return nil, err
 	}
+	p.tables = tables
 	e, err := p.parseExpr(0)
 	if err != nil {
 		return nil, err
@@ -636,4 +675,13 @@ func setSrc(e *expr, s string) {
 	setSrc(e.a, s)
 	setSrc(e.b, s)
 	setSrc(e.c, s)
+}
+
+// entryTables is the loader's NAME(i) lookups: scalar(i), the i-th entry
+// scalar (upstream's orch_args.scalar(i)).
+func (l *loader) entryTables(name string) ([]int64, bool) {
+	if name == "scalar" && l.m != nil {
+		return l.m.entryScalars, true
+	}
+	return nil, false
 }

@@ -17,6 +17,8 @@ type kernelDoc struct {
 	Sig       *yaml.Node `yaml:"sig"`
 	Intensity *yaml.Node `yaml:"intensity"`
 	Folded    *yaml.Node `yaml:"folded"`
+	Early     *yaml.Node `yaml:"early"`
+	SyncStart *yaml.Node `yaml:"sync_start"`
 }
 
 // kernelTable compiles the kernels section; a KernelID is the position.
@@ -72,6 +74,21 @@ func (l *loader) kernelTable(n *yaml.Node) error {
 				k.Folded = append(k.Folded, uint64(v))
 			}
 		}
+		var kl stages.Launch
+		for _, f := range []struct {
+			nd   *yaml.Node
+			key  string
+			flag stages.Launch
+		}{{kf.Early, "early", stages.LaunchEarly}, {kf.SyncStart, "sync_start", stages.LaunchSyncStart}} {
+			on, err := l.flag(f.nd, f.key)
+			if err != nil {
+				return err
+			}
+			if on {
+				kl |= f.flag
+			}
+		}
+		l.m.kernelLaunch = append(l.m.kernelLaunch, kl)
 		if in := kf.Intensity; in != nil {
 			v, err := strconv.ParseFloat(in.Value, 64)
 			if err != nil || v < 0 {
@@ -159,4 +176,16 @@ func (sc *scope) kernelList(t *taskOp, kn *yaml.Node) (string, error) {
 	sc.use(t.kernelIndex.deps, kn.Line, "k", src)
 	t.kernel = t.kernelList[0]
 	return sig, nil
+}
+
+// flag reads a true-or-false key (absent: false). YAML 1.1's yes, on and
+// their kin decode as booleans too; the language says true or false.
+func (l *loader) flag(n *yaml.Node, key string) (bool, error) {
+	if n == nil {
+		return false, nil
+	}
+	if n.Kind != yaml.ScalarNode || n.Value != "true" && n.Value != "false" {
+		return false, l.errf(n, key, nodeText(n), "want true or false")
+	}
+	return n.Value == "true", nil
 }

@@ -188,6 +188,11 @@ func (l *loader) model(n *yaml.Node) error {
 		// The name heads reports, names store entries and spans.
 		return l.errf(d.Model, "model", l.m.Name, "want a name of 1 to %d printable characters (no newline, tab or other control character)", maxNameLen)
 	}
+	if src := d.Source; src != nil {
+		if err := l.source(src); err != nil {
+			return err
+		}
+	}
 	if c := d.Constants; c != nil {
 		if err := l.constants(c); err != nil {
 			return err
@@ -256,11 +261,60 @@ func (l *loader) model(n *yaml.Node) error {
 	return l.formsSection(d.Forms)
 }
 
+// sourceDoc is the source key: the upstream program a model was written
+// from. It is provenance for readers and tools; nothing runs from it.
+type sourceDoc struct {
+	Repo   *yaml.Node `yaml:"repo"`
+	Commit *yaml.Node `yaml:"commit"`
+	Path   *yaml.Node `yaml:"path"`
+}
+
+// maxSourcePath bounds source.path (upstream's deepest example is about 120
+// bytes).
+const maxSourcePath = 512
+
+func (l *loader) source(n *yaml.Node) error {
+	var d sourceDoc
+	if err := l.decode(n, "source", &d); err != nil {
+		return err
+	}
+	if k := absent(&d, "repo", "commit"); k != "" {
+		return l.errf(n, "source."+k, "", "missing (a source names repo: OWNER/NAME and commit: HEX, path: optional)")
+	}
+	repo, err := l.str(d.Repo, "source.repo")
+	if err != nil {
+		return err
+	}
+	if o, nm, ok := strings.Cut(repo, "/"); !ok || o == "" || nm == "" || strings.ContainsAny(nm, "/ \t") || !printableName(repo) {
+		return l.errf(d.Repo, "source.repo", repo, "want OWNER/NAME (a GitHub repository)")
+	}
+	c, err := l.str(d.Commit, "source.commit")
+	if err != nil {
+		return err
+	}
+	if len(c) < 7 || len(c) > 40 || strings.Trim(c, "0123456789abcdef") != "" {
+		return l.errf(d.Commit, "source.commit", c, "want a commit hash: 7 to 40 lowercase hex digits")
+	}
+	if p := d.Path; p != nil {
+		ps, err := l.str(p, "source.path")
+		if err != nil {
+			return err
+		}
+		if !printableUpTo(ps, maxSourcePath) {
+			return l.errf(p, "source.path", ps, "want a path of 1 to %d printable characters", maxSourcePath)
+		}
+	}
+	return nil
+}
+
 // maxNameLen bounds a model's name.
 const maxNameLen = 128
 
-func printableName(s string) bool {
-	if s == "" || len(s) > maxNameLen || !utf8.ValidString(s) {
+func printableName(s string) bool { return printableUpTo(s, maxNameLen) }
+
+// printableUpTo reports whether s is 1 to n bytes of printable UTF-8.
+func printableUpTo(s string, n int) bool {
+	if s == "" || len(s) > n || !utf8.ValidString(s) {
 		return false
 	}
 	for _, r := range s {

@@ -15,20 +15,26 @@ type Model struct {
 	// form's orchestration identity.
 	contentHash string
 
-	consts     map[string]int64
-	entry      []entryTensor
-	entryViews []stages.View
-	kernels    []stages.Kernel
-	kernelIdx  map[string]stages.KernelID
-	races      []DeclaredRace
-	blocks     []*block
-	blockIdx   map[string]*block
-	program    *block
-	progParam  []string
-	progDef    []int64
-	forms      []*form
-	formIdx    map[string]*form
-	runners    sync.Pool
+	consts map[string]int64
+	// entryScalars are the entry scalars' values in order: scalar(i).
+	entryScalars []int64
+	entry        []entryTensor
+	entryViews   []stages.View
+	kernels      []stages.Kernel
+	// kernelLaunch is each kernel's launch flags (the kernel table's early
+	// and sync_start): the default of every task of it, which an op's own
+	// early or sync_start overrides.
+	kernelLaunch []stages.Launch
+	kernelIdx    map[string]stages.KernelID
+	races        []DeclaredRace
+	blocks       []*block
+	blockIdx     map[string]*block
+	program      *block
+	progParam    []string
+	progDef      []int64
+	forms        []*form
+	formIdx      map[string]*form
+	runners      sync.Pool
 	// maxTasks is the model's own bound on a pass (max_tasks:), taskLimit
 	// its user's (LimitTasks), sizes the forms checked against a bound.
 	maxTasks  int64
@@ -45,7 +51,9 @@ type entryTensor struct {
 	kind     stages.RootKind
 	value    int64
 	hasValue bool
-	line     int
+	// data is the tensor's contents (entry tensor data:), or nil.
+	data []int64
+	line int
 }
 
 // block is a compiled block template (the program is one too, with no
@@ -65,14 +73,20 @@ type block struct {
 	rowSlots     []int32
 	auto         bool
 	scalars      []*bscalar
-	scalarTerms  []term // each scalar's value as one term, when it is one
-	scalarBase   int    // env slot of the first boundary scalar
-	body         []*op
-	envSize      int       // env slots: params, variant, boundary scalars, loop vars
-	slotNames    []string  // tensor slots: boundary slots (or tensor params of an auto block), then locals
-	fixedSlots   int       // tensor slots filled at entry (boundary slots / tensor params / entry tensors)
-	ids          []string  // op ids (id: NAME), the tasks of each kept in frame.idTasks
-	calls        []*callOp // top-level calls, in order (auto boundary)
+	// variantScalars[v], in a block whose scalars are per variant, is the
+	// boundary scalars variant v passes (indices into scalars, in its
+	// order); nil when every variant passes them all.
+	variantScalars     [][]int
+	variantScalarsLine int
+	allScalars         []int  // 0..len(scalars)-1
+	scalarTerms        []term // each scalar's value as one term, when it is one
+	scalarBase         int    // env slot of the first boundary scalar
+	body               []*op
+	envSize            int       // env slots: params, variant, boundary scalars, loop vars
+	slotNames          []string  // tensor slots: boundary slots (or tensor params of an auto block), then locals
+	fixedSlots         int       // tensor slots filled at entry (boundary slots / tensor params / entry tensors)
+	ids                []string  // op ids (id: NAME), the tasks of each kept in frame.idTasks
+	calls              []*callOp // top-level calls, in order (auto boundary)
 	// structural[slot] is the first line where the body's structure depends
 	// on env slot `slot` (a param or the variant); 0 if it never does.
 	structural []int
@@ -125,7 +139,17 @@ type boundSlot struct {
 type bscalar struct {
 	name  string
 	value *expr
+	src   string
 	line  int
+}
+
+// callScalars is the boundary scalars a call of the block with env passes,
+// as indices into b.scalars: all of them, or its variant's.
+func (b *block) callScalars(env []int64) []int {
+	if b.variantScalars != nil {
+		return b.variantScalars[env[b.variantSlot]]
+	}
+	return b.allScalars
 }
 
 type opKind uint8
@@ -157,9 +181,20 @@ type op struct {
 	task      []*taskOp // per variant; one entry when no variant differs
 	call      *callOp
 	readRoot  int
+	reads     []readItem
 	lets      []letItem
 	taskDecls []taskDecl
 	sets      []setItem
+}
+
+// readItem is one host read of a read op: env slot = element [indices...]
+// of entry tensor root, which has contents (data:).
+type readItem struct {
+	slot    int
+	name    string
+	root    int
+	indices []*expr
+	src     string
 }
 
 // letItem binds a name (or each element of a tensor list) to a view
@@ -194,6 +229,9 @@ type taskOp struct {
 	store       *taskTarget // id: NAME[i] or NAME[i:+n]
 	pred        *predOp
 	hasOutputs  bool
+	// launch is the op's launch flags where launchSet says it gives them
+	// (bit by bit: early, sync_start); the rest come from the kernel.
+	launch, launchSet stages.Launch
 }
 
 type argOp struct {
@@ -229,6 +267,10 @@ type form struct {
 	line   int
 	params []int64      // program param values
 	graphs []*graphSpec // by block idx; nil = inline
+	// generated is a tool's form's text hash ("+hex", AddForm), part of its
+	// orchestration identity; hidden ones are not listed by Forms.
+	generated string
+	hidden    bool
 }
 
 type graphSpec struct {
@@ -250,9 +292,11 @@ type keyPart struct {
 
 // Forms lists the model's form names in file order.
 func (m *Model) Forms() []string {
-	out := make([]string, len(m.forms))
-	for i, f := range m.forms {
-		out[i] = f.name
+	out := make([]string, 0, len(m.forms))
+	for _, f := range m.forms {
+		if !f.hidden {
+			out = append(out, f.name)
+		}
 	}
 	return out
 }
@@ -261,12 +305,13 @@ func (m *Model) Forms() []string {
 // full, else the last (a model lists its forms from eager to the most
 // Graphs, as the shipped ones do).
 func (m *Model) DefaultForm() string {
-	for _, f := range m.forms {
-		if f.name == "full" {
-			return f.name
+	forms := m.Forms()
+	for _, f := range forms {
+		if f == "full" {
+			return f
 		}
 	}
-	return m.forms[len(m.forms)-1].name
+	return forms[len(forms)-1]
 }
 
 // Kernels is the kernel table; a KernelID is an index into it.
@@ -276,7 +321,7 @@ func (m *Model) Kernels() []stages.Kernel { return m.kernels }
 func (m *Model) EntryRoots() []stages.Root {
 	out := make([]stages.Root, len(m.entry))
 	for i, e := range m.entry {
-		out[i] = stages.Root{Name: e.name, Kind: e.kind, DType: e.dtype, Shape: e.shape, Elems: prod(e.shape), Creator: stages.NoTask}
+		out[i] = stages.Root{Name: e.name, Kind: e.kind, DType: e.dtype, Shape: e.shape, Elems: prod(e.shape), Creator: stages.NoTask, Data: e.data}
 	}
 	return out
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/hbg-dev/hbg/stages"
 )
 
-var opKeys = []string{"alloc", "scope", "loop", "call", "read", "let", "tasks", "set", "k", "mix", "dummy", "if", "body", "with", "id", "bn", "args", "scalars", "deps", "pred", "touch"}
+var opKeys = []string{"alloc", "scope", "loop", "call", "read", "let", "tasks", "set", "k", "mix", "dummy", "if", "body", "with", "id", "bn", "args", "scalars", "deps", "pred", "touch", "early", "sync_start"}
 
 func (sc *scope) ops(n *yaml.Node, key string) ([]*op, error) {
 	items, err := sc.l.seq(n, key)
@@ -17,6 +17,15 @@ func (sc *scope) ops(n *yaml.Node, key string) ([]*op, error) {
 		return nil, err
 	}
 	var out []*op
+	// The names read ops bind in this list go out of scope at its end.
+	sc.level = append(sc.level, nil)
+	defer func() {
+		for _, name := range sc.level[len(sc.level)-1] {
+			delete(sc.vals, name)
+			delete(sc.readVars, name)
+		}
+		sc.level = sc.level[:len(sc.level)-1]
+	}()
 	for _, it := range items {
 		o, err := sc.op(it)
 		if err != nil {
@@ -103,6 +112,9 @@ func (sc *scope) op(n *yaml.Node) (*op, error) {
 		}
 		o.kind = opRead
 		o.readRoot = -1
+		if f["read"].Kind == yaml.MappingNode {
+			return o, sc.readOp(o, f["read"])
+		}
 		for i, e := range l.m.entry {
 			if e.name == f["read"].Value {
 				o.readRoot = i
@@ -209,4 +221,77 @@ func (sc *scope) loop(o *op, ln, body, n *yaml.Node) error {
 		o.loopIDs = append(o.loopIDs, i)
 	}
 	return err
+}
+
+// readOp compiles a read op that binds names: {VAR: "TENSOR[i, ...]", ...},
+// upstream's cur = get_tensor_data(tensor, ndims, idx). Each VAR is an
+// integer from then on, in the rest of the op list it is in (and what that
+// nests); a later read may bind it again. TENSOR is an entry tensor with
+// contents (data:).
+func (sc *scope) readOp(o *op, rn *yaml.Node) error {
+	l := sc.l
+	kvs, err := l.entries(rn, "read", "")
+	if err != nil {
+		return err
+	}
+	for _, kv := range kvs {
+		name, src := kv.key.Value, kv.value.Value
+		if !isIdent(name) {
+			return l.errf(kv.key, "read", name, "want an identifier: %s", identRule)
+		}
+		if _, clash := l.m.consts[name]; clash {
+			return l.errf(kv.key, "read", name, "duplicate name: a constant has this name")
+		}
+		slot, isRead := sc.readVars[name]
+		if _, clash := sc.vals[name]; clash && !isRead {
+			return l.errf(kv.key, "read", name, "duplicate name: already a param, scalar or loop var")
+		}
+		if kv.value.Kind != yaml.ScalarNode {
+			return l.errf(kv.value, "read."+name, "", "want \"TENSOR[i, ...]\" (an element of an entry tensor with data:)")
+		}
+		p, err := sc.parser(kv.value, "read."+name, src)
+		if err != nil {
+			return err
+		}
+		t := p.next()
+		it := readItem{name: name, root: -1, src: src}
+		for i, e := range l.m.entry {
+			if t.kind == tIdent && e.name == t.s {
+				it.root = i
+			}
+		}
+		if it.root < 0 {
+			return l.errf(kv.value, "read."+name, src, "unknown tensor %q (want an entry tensor with data:)", t.s)
+		}
+		e := &l.m.entry[it.root]
+		if e.data == nil {
+			return l.errf(kv.value, "read."+name, src, "entry tensor %s has no data: to read (give it data: [...] or data: {seed, min, max})", e.name)
+		}
+		if it.indices, err = sc.exprList(p); err != nil {
+			return l.errf(kv.value, "read."+name, src, "%v", err)
+		}
+		if t := p.peek(); t.kind != tEOF {
+			return l.errf(kv.value, "read."+name, src, "unexpected %q after the element", t.s)
+		}
+		if len(it.indices) != len(e.shape) {
+			return l.errf(kv.value, "read."+name, src, "%d indices for %s of rank %d (want one per dim)", len(it.indices), e.name, len(e.shape))
+		}
+		for d, x := range it.indices {
+			setSrc(x, src)
+			if x.isConst() && (x.val < 0 || x.val >= e.shape[d]) {
+				return l.errf(kv.value, "read."+name, src, "index %d is %d, outside [0, %d)", d, x.val, e.shape[d])
+			}
+			sc.use(x.deps, kv.value.Line, "read."+name, src)
+		}
+		if !isRead {
+			slot = sc.b.envSize
+			sc.b.envSize++
+			sc.vals[name] = slot
+			sc.readVars[name] = slot
+			sc.level[len(sc.level)-1] = append(sc.level[len(sc.level)-1], name)
+		}
+		it.slot = slot
+		o.reads = append(o.reads, it)
+	}
+	return nil
 }

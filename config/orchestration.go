@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/hbg-dev/hbg/stages"
@@ -14,11 +13,11 @@ import (
 // Definition kept on disk is only ever replayed for the very file it was
 // recorded from.
 func (m *Model) Orchestration(form string) (*stages.Orchestration, error) {
-	if !slices.Contains(m.Forms(), form) {
+	if m.formIdx[form] == nil { // a hidden form (AddForm) runs too
 		return nil, fmt.Errorf("%s: no form %q (forms: %s)", m.File(), form, strings.Join(m.Forms(), ", "))
 	}
 	return &stages.Orchestration{
-		Name:    m.Name + "/" + form + "@" + m.contentHash,
+		Name:    m.Name + "/" + form + "@" + m.contentHash + m.formIdx[form].generated,
 		Entry:   m.EntryRoots(),
 		Kernels: m.Kernels(),
 		Run:     func(o stages.Submitter) error { return m.Run(o, form) },

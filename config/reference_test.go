@@ -279,6 +279,9 @@ func compareTasks(t *testing.T, got, want []refEvent, wantEdges int) {
 			report(i, "got %s %s k=%v bn=%d, want %s %s k=%v bn=%d", g.Kind, g.Name, g.K, g.BlockNum, w.Kind, w.Name, w.K, w.BlockNum)
 			continue
 		}
+		if g.Early != w.Early || g.Sync != w.Sync {
+			report(i, "launch flags early=%d sync_start=%d, want early=%d sync_start=%d", g.Early, g.Sync, w.Early, w.Sync)
+		}
 		if g.Depth != w.Depth || g.Manual != w.Manual {
 			report(i, "depth/manual %d/%d, want %d/%d", g.Depth, g.Manual, w.Depth, w.Manual)
 		}

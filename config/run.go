@@ -8,10 +8,14 @@ import (
 	"github.com/hbg-dev/hbg/stages"
 )
 
+// launchAll is every launch flag an op can give.
+const launchAll = stages.LaunchEarly | stages.LaunchSyncStart
+
 // TensorReader is implemented by a Submitter that wants to see the host's
-// reads of device data (the trace's get_tensor_data events).
+// reads of device data (the trace's get_tensor_data events): element idx
+// of root (nil: the entry tensor's value:) read value.
 type TensorReader interface {
-	ReadTensor(root stages.RootID, value int64)
+	ReadTensor(root stages.RootID, idx []int64, value int64)
 }
 
 // Run interprets the model's program as an orchestration on o in the given
@@ -79,6 +83,9 @@ type frame struct {
 	// scalars are the boundary scalars as the Boundary handed them, with
 	// their provenance (Src), passed straight into a task's scalars.
 	scalars []stages.Scalar
+	// absentEnv marks the env slots of boundary scalars the call's variant
+	// does not pass (per-variant scalars): reading one is an error.
+	absentEnv uint64
 	// idTasks[i] are the tasks submitted under op id block.ids[i] in this
 	// call: the latest last ("id"), or every one of the current run of its
 	// loop ("id*").
@@ -176,6 +183,10 @@ func (r *runner) failAt(line int, key, value, format string, a ...any) {
 }
 
 func (r *runner) eval(e *expr, fr *frame, line int) int64 {
+	if e.deps&fr.absentEnv != 0 {
+		r.failAbsent(e, fr, line)
+		return 0
+	}
 	// An affine expression (nearly every view offset: 24*layer, ...) whose
 	// terms fit 32 bits cannot overflow a product: summed here without
 	// mulOK's division. Anything else, or a sum that overflows, takes the
@@ -196,6 +207,18 @@ func (r *runner) eval(e *expr, fr *frame, line int) int64 {
 		r.err = &Error{File: r.model.file, Line: line, Key: "expression", Value: e.src, Msg: r.exprErr.err.Error()}
 	}
 	return v
+}
+
+// failAbsent reports an expression that reads a boundary scalar the call's
+// variant does not pass.
+func (r *runner) failAbsent(e *expr, fr *frame, line int) {
+	cb := fr.block
+	for i, s := range cb.scalars {
+		if e.deps&fr.absentEnv&(1<<uint(cb.scalarBase+i)) != 0 {
+			r.failAt(line, "expression", e.src, "boundary scalar %s is not one variant %s of %s passes (its scalars at line %d)", s.name, cb.variants[fr.env[cb.variantSlot]], cb.name, cb.variantScalarsLine)
+			return
+		}
+	}
 }
 
 func (r *runner) body(o stages.Submitter, fr *frame, ops []*op) {
@@ -250,9 +273,48 @@ func (r *runner) body(o stages.Submitter, fr *frame, ops []*op) {
 		case opSet:
 			r.setTasks(fr, op)
 		case opRead:
-			if tr, ok := o.(TensorReader); ok {
-				tr.ReadTensor(stages.RootID(op.readRoot), r.model.entry[op.readRoot].value)
+			if op.reads != nil {
+				r.read(o, fr, op)
+				continue
 			}
+			if tr, ok := o.(TensorReader); ok {
+				tr.ReadTensor(stages.RootID(op.readRoot), nil, r.model.entry[op.readRoot].value)
+			}
+		}
+	}
+}
+
+// read runs a read op's host reads: each binds its name to an element of
+// an entry tensor's contents, in order, and is traced. A read inside a
+// Graph body would be settled once, when the body is recorded, and every
+// replay would run on that value (upstream's #1939 shape): refused, at its
+// line. Read in the caller, and pass the value as a param (in the key when
+// it shapes the body) or as a boundary view's offset (patched per call).
+func (r *runner) read(o stages.Submitter, fr *frame, op *op) {
+	for i := range op.reads {
+		it := &op.reads[i]
+		if fr.inGraph {
+			r.failAt(op.line, "read."+it.name, it.src, "a host read inside the Graph body of %s: its value would be fixed at record time; read it in the caller and pass it in", fr.block.name)
+			return
+		}
+		e := &r.model.entry[it.root]
+		idx := make([]int64, len(it.indices))
+		flat := int64(0)
+		for d, x := range it.indices {
+			v := r.eval(x, fr, op.line)
+			if r.err != nil {
+				return
+			}
+			if v < 0 || v >= e.shape[d] {
+				r.failAt(op.line, "read."+it.name, it.src, "index %d is %d, outside [0, %d) of %s %v", d, v, e.shape[d], e.name, e.shape)
+				return
+			}
+			idx[d] = v
+			flat = flat*e.shape[d] + v
+		}
+		fr.env[it.slot] = e.data[flat]
+		if tr, ok := o.(TensorReader); ok {
+			tr.ReadTensor(stages.RootID(it.root), idx, e.data[flat])
 		}
 	}
 }
@@ -309,7 +371,17 @@ func (r *runner) submit(o stages.Submitter, fr *frame, t *taskOp, line int) {
 		}
 		tk.Kernel = t.kernelList[i]
 	}
-	tk.Args, tk.Scalars, tk.Deps = tk.Args[:0], tk.Scalars[:0], tk.Deps[:0]
+	tk.Launch = t.launch
+	if t.launchSet != launchAll {
+		// The flags the op leaves to its kernel: a MIX task's are its AIC
+		// kernel's (the name a trace gives it).
+		if k := tk.Kernel[0]; k >= 0 {
+			tk.Launch |= r.model.kernelLaunch[k] &^ t.launchSet
+		} else if k := tk.Kernel[1]; k >= 0 {
+			tk.Launch |= r.model.kernelLaunch[k] &^ t.launchSet
+		}
+	}
+	tk.Args, tk.Scalars, tk.Deps, tk.OutNames = tk.Args[:0], tk.Scalars[:0], tk.Deps[:0], tk.OutNames[:0]
 	tk.Pred = stages.Predicate{}
 	for i := range t.args {
 		a := &t.args[i]
@@ -317,12 +389,17 @@ func (r *runner) submit(o stages.Submitter, fr *frame, t *taskOp, line int) {
 		arg := &tk.Args[len(tk.Args)-1]
 		if a.out != nil {
 			arg.View = stages.NewView(0, 0, a.out.dtype, r.shape(fr, a.out, line)...)
+			tk.OutNames = append(tk.OutNames, a.out.name)
 		} else if !r.view(fr, a.view, &arg.View) {
 			return
 		}
 	}
 	for _, e := range t.scalars {
 		if e.boundaryScalar >= 0 {
+			if e.deps&fr.absentEnv != 0 {
+				r.failAbsent(e, fr, line)
+				return
+			}
 			tk.Scalars = append(tk.Scalars, fr.scalars[e.boundaryScalar])
 		} else {
 			tk.Scalars = append(tk.Scalars, stages.Static(uint64(r.eval(e, fr, line))))

@@ -52,7 +52,8 @@ func (r *runner) autoBoundary(af *frame) ([]stages.Arg, []uint64, [][]int32, [][
 			}
 			slotOf[ci][s] = idx
 		}
-		for i, s := range c.callee.scalars {
+		for i, si := range c.callee.callScalars(cf.env) {
+			s := c.callee.scalars[si]
 			idx := -1
 			for j := range scal {
 				if sname[j] == s.name && scal[j] == cf.scalarVals[i] {

@@ -35,16 +35,30 @@ func (r *runner) prepare(caller, cf *frame, c *callOp, ahead bool) {
 		}
 		r.view(caller, v, &cf.tensorArgs[i])
 	}
-	for i, s := range cf.block.scalars {
+	cb := cf.block
+	pass := cb.callScalars(cf.env)
+	if cb.variantScalars != nil {
+		// The scalars this variant does not pass: a use of one is an error
+		// (runner.eval), not a silent 0.
+		cf.absentEnv = 0
+		for i := range cb.scalars {
+			cf.absentEnv |= 1 << uint(cb.scalarBase+i)
+			cf.env[cb.scalarBase+i] = 0
+		}
+	}
+	cf.scalarVals = cf.scalarVals[:len(pass)]
+	for j, i := range pass {
+		s := cb.scalars[i]
 		v, ok := int64(0), false
-		if t := &cf.block.scalarTerms[i]; t.used {
+		if t := &cb.scalarTerms[i]; t.used {
 			v, ok = t.eval(cf.env)
 		}
 		if !ok {
 			v = r.eval(s.value, cf, s.line)
 		}
-		cf.env[cf.block.scalarBase+i] = v
-		cf.scalarVals[i] = uint64(v)
+		cf.env[cb.scalarBase+i] = v
+		cf.absentEnv &^= 1 << uint(cb.scalarBase+i)
+		cf.scalarVals[j] = uint64(v)
 	}
 	if ahead {
 		return // the tasks a call waits on do not change a boundary
@@ -139,6 +153,9 @@ func (r *runner) call(o stages.Submitter, caller *frame, c *callOp) {
 	}
 	cf := r.frame(cb)
 	r.prepare(caller, cf, c, false)
+	if r.observe(o, caller, cf, c, asGraph) {
+		defer o.(CallObserver).BlockEnd()
+	}
 	var args []stages.Arg
 	var scal []uint64
 	var slotOf, scalarOf [][]int32
@@ -285,7 +302,20 @@ func (r *runner) runBody(o stages.Submitter, cf *frame, b *stages.Boundary, inGr
 			cf.tensors[s] = b.Tensors[s].View
 		}
 	}
-	copy(cf.scalars, b.Scalars)
+	if cb.variantScalars == nil {
+		copy(cf.scalars, b.Scalars)
+	} else {
+		// A Graph body's frame is new (graphBody), so the variant's
+		// absent scalars are marked here too.
+		cf.absentEnv = 0
+		for i := range cb.scalars {
+			cf.absentEnv |= 1 << uint(cb.scalarBase+i)
+		}
+		for j, i := range cb.callScalars(cf.env) {
+			cf.scalars[i] = b.Scalars[j]
+			cf.absentEnv &^= 1 << uint(cb.scalarBase+i)
+		}
+	}
 	cf.inGraph = inGraph
 	cf.ownBoundary, cf.ownSlotOf, cf.ownScalarOf = nil, nil, nil
 	if cb.auto {

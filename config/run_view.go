@@ -26,8 +26,11 @@ func (r *runner) view(fr *frame, v *viewExpr, out *stages.View) bool {
 		base = &fr.tensorArgs[v.base]
 	}
 	*out = *base
-	if v.index == nil && v.start == nil && v.at == nil && v.as == nil {
+	if v.index == nil && v.start == nil && v.at == nil && v.as == nil && v.dims == nil {
 		return true
+	}
+	if v.dims != nil && !r.sliceDims(fr, v, base, out) {
+		return false
 	}
 	if v.index != nil || v.start != nil {
 		if base.NDims == 0 {
@@ -56,6 +59,10 @@ func (r *runner) view(fr *frame, v *viewExpr, out *stages.View) bool {
 		}
 	}
 	if v.as != nil {
+		if !out.Contiguous() {
+			r.failAt(v.line, "view", v.src, "a reshape of a strided view (strides %v): reshape the tensor it tiles, then slice", out.Strides[:out.NDims])
+			return false
+		}
 		var shape [stages.MaxDims]int64
 		for i, d := range v.as {
 			if shape[i] = r.eval(d, fr, v.line); shape[i] <= 0 {
@@ -71,8 +78,13 @@ func (r *runner) view(fr *frame, v *viewExpr, out *stages.View) bool {
 		*out = stages.NewView(out.Root, out.Offset, out.DType, shape[:len(v.as)]...)
 	}
 	// Each view's elements are counted once: this check runs for every
-	// boundary slot of every Graph call.
-	if end, ok := addOK(out.Offset, out.Elems()); !ok || out.Offset < base.Offset || end > base.Offset+base.Elems() {
+	// boundary slot of every Graph call. A strided view (or base) spans
+	// more than its elements: the bound is the span.
+	span, bspan := out.Elems(), base.Elems()
+	if v.dims != nil || !base.Contiguous() {
+		span, bspan = out.Span(), base.Span()
+	}
+	if end, ok := addOK(out.Offset, span); !ok || out.Offset < base.Offset || end > base.Offset+bspan {
 		r.failAt(v.line, "view", v.src, "outside its root: elements [%d, %d) of a base covering [%d, %d)", out.Offset, out.End(), base.Offset, base.End())
 		return false
 	}
@@ -95,4 +107,50 @@ func takeRows(out, base *stages.View, index bool, count int64) {
 		out.Shape[out.NDims] = 0
 		out.Strides[out.NDims] = 0
 	}
+}
+
+// sliceDims applies a multi-dim slice to out, a copy of base: dim d keeps
+// base's stride, its extent narrowed to count (or dropped, for an index),
+// and the offset moves by start × stride. Dims past the slice stay whole.
+func (r *runner) sliceDims(fr *frame, v *viewExpr, base, out *stages.View) bool {
+	if len(v.dims) > int(base.NDims) {
+		r.failAt(v.line, "view", v.src, "%d dims sliced of a tensor of rank %d", len(v.dims), base.NDims)
+		return false
+	}
+	var shape, strides [stages.MaxDims]int64
+	nd := 0
+	off := base.Offset
+	for d := 0; d < int(base.NDims); d++ {
+		var s dimSel
+		if d < len(v.dims) {
+			s = v.dims[d]
+		} else {
+			s.all = true
+		}
+		start, count := int64(0), base.Shape[d]
+		switch {
+		case s.index != nil:
+			start, count = r.eval(s.index, fr, v.line), 1
+		case s.start != nil:
+			start, count = r.eval(s.start, fr, v.line), r.eval(s.count, fr, v.line)
+		}
+		if r.err != nil {
+			return false
+		}
+		if start < 0 || count <= 0 || start > base.Shape[d] || count > base.Shape[d]-start {
+			r.failAt(v.line, "view", v.src, "outside its root: [%d, %d) of dim %d, which has %d", start, start+count, d, base.Shape[d])
+			return false
+		}
+		off += start * base.Strides[d]
+		if s.index == nil {
+			shape[nd], strides[nd] = count, base.Strides[d]
+			nd++
+		}
+	}
+	if nd == 0 {
+		// Every dim indexed: one element, as NAME[i] of a rank-1 tensor.
+		shape[0], strides[0], nd = 1, 1, 1
+	}
+	*out = stages.View{Root: base.Root, Offset: off, DType: base.DType, NDims: uint8(nd), Shape: shape, Strides: strides}
+	return true
 }

@@ -11,6 +11,10 @@ type scope struct {
 	labelDef map[string]bool
 	allIDs   map[string]bool // every op id of the block, defined or not yet
 	inLoop   []*op
+	// readVars are the names read ops bind (env slots), level the names
+	// each enclosing op list bound, to drop at its end.
+	readVars map[string]int
+	level    [][]string
 }
 
 func (sc *scope) intRes(name string) (int64, int, int, bool) {
@@ -119,7 +123,7 @@ func (sc *scope) structure(deps uint64, line int) {
 	}
 }
 
-func (sc *scope) expr(s string) (*expr, error) { return parseExpr(s, sc.intRes) }
+func (sc *scope) expr(s string) (*expr, error) { return parseExprT(s, sc.intRes, sc.l.entryTables) }
 
 // parser starts parsing src, the value of key at nd, over the scope's
 // names; a token error is reported there.
@@ -128,5 +132,6 @@ func (sc *scope) parser(nd *yaml.Node, key, src string) (*exprParser, error) {
 	if err != nil {
 		return nil, sc.l.errf(nd, key, src, "%v", err)
 	}
+	p.tables = sc.l.entryTables
 	return p, nil
 }

@@ -194,6 +194,9 @@ func (s *sizer) ops(b *block, env []int64, ops []*op) cost {
 		case opScope, opIf:
 			n.add(s.ops(b, env, o.body))
 			continue
+		case opRead:
+			s.read(env, o)
+			continue
 		case opLoop:
 			n.add(s.loop(b, env, o))
 			continue
@@ -282,6 +285,15 @@ func bodyVaries(ops []*op, slot int) bool {
 		if reads(o.cond) || reads(o.from) || reads(o.to) || reads(o.step) {
 			return true
 		}
+		for i := range o.reads {
+			// A value read at an index the slot moves may set any count
+			// after it.
+			for _, x := range o.reads[i].indices {
+				if reads(x) {
+					return true
+				}
+			}
+		}
 		if o.call != nil {
 			for _, e := range o.call.params {
 				if reads(e) {
@@ -296,6 +308,25 @@ func bodyVaries(ops []*op, slot int) bool {
 	return false
 }
 
+// read binds a read op's names as the run does (the data decides loop
+// counts); an index outside its tensor is left to the run to report.
+func (s *sizer) read(env []int64, o *op) {
+	for i := range o.reads {
+		it := &o.reads[i]
+		e := &s.m.entry[it.root]
+		flat := int64(0)
+		for d, x := range it.indices {
+			v := s.eval(x, env, o.line, "read."+it.name)
+			if v < 0 || v >= e.shape[d] {
+				env[it.slot] = 0
+				return
+			}
+			flat = flat*e.shape[d] + v
+		}
+		env[it.slot] = e.data[flat]
+	}
+}
+
 func (s *sizer) call(caller *block, env []int64, c *callOp) cost {
 	cb := c.callee
 	cenv := make([]int64, cb.envSize)
@@ -305,7 +336,8 @@ func (s *sizer) call(caller *block, env []int64, c *callOp) cost {
 	if cb.variantSlot >= 0 {
 		cenv[cb.variantSlot] = int64(c.variant)
 	}
-	for i, sc := range cb.scalars {
+	for _, i := range cb.callScalars(cenv) {
+		sc := cb.scalars[i]
 		cenv[cb.scalarBase+i] = s.evalNamed(sc.value, cenv, sc.line, "scalars.", sc.name)
 	}
 	if s.err != nil {

@@ -69,7 +69,7 @@ func (sc *scope) task(o *op, f map[string]*yaml.Node, n *yaml.Node) error {
 				fv[k] = x
 			}
 			if ov := f[sc.b.variants[v]]; ov != nil {
-				of, err := l.fields(ov, sc.b.variants[v], "k", "mix", "bn", "args", "scalars", "deps", "pred", "touch")
+				of, err := l.fields(ov, sc.b.variants[v], "k", "mix", "bn", "args", "scalars", "deps", "pred", "touch", "early", "sync_start")
 				if err != nil {
 					return err
 				}
@@ -232,6 +232,26 @@ func (sc *scope) taskVariant(f map[string]*yaml.Node, n *yaml.Node, v int, per b
 	if p := f["pred"]; p != nil {
 		if t.pred, err = sc.pred(p); err != nil {
 			return nil, err
+		}
+	}
+	for _, lf := range []struct {
+		key  string
+		flag stages.Launch
+	}{{"early", stages.LaunchEarly}, {"sync_start", stages.LaunchSyncStart}} {
+		nd := f[lf.key]
+		if nd == nil {
+			continue
+		}
+		on, err := l.flag(nd, lf.key)
+		if err != nil {
+			return nil, err
+		}
+		if t.kind == stages.KindDummy {
+			return nil, l.errf(nd, lf.key, nd.Value, "a dummy task is not launched on a core (leave %s out)", lf.key)
+		}
+		t.launchSet |= lf.flag
+		if on {
+			t.launch |= lf.flag
 		}
 	}
 	if tn := f["touch"]; tn != nil {

@@ -82,7 +82,7 @@ func (sc *scope) touch(tn *yaml.Node, t *taskOp) error {
 		vsrc, own := rsrc, strings.HasPrefix(strings.TrimSpace(rsrc), "dim0[")
 		if own {
 			vsrc = k + strings.TrimPrefix(strings.TrimSpace(rsrc), "dim0")
-		} else if av.index != nil || av.as != nil {
+		} else if av.index != nil || av.as != nil || av.dims != nil && av.dims[0].index != nil {
 			return l.errf(vn, key, src, "argument %d (%s) drops or reshapes %s's dim 0: write the rows of the argument's own dim 0 as dim0[start:+ROWS]", arg, av.src, k)
 		}
 		vw, err := sc.view(vsrc, vn.Line)
@@ -164,6 +164,7 @@ func (sc *scope) touchCols(src string, av *viewExpr) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	p.tables = sc.l.entryTables
 	if _, err := p.parseExpr(0); err != nil {
 		return 0, err
 	}

@@ -32,6 +32,9 @@ func Validate(m *Model) (*Summary, error) {
 	seen := map[string]bool{}
 	s := &Summary{}
 	for _, f := range m.forms {
+		if f.hidden {
+			continue
+		}
 		c := newCounter(m)
 		if err := m.Run(c, f.name); err != nil {
 			// A mistake outside any Graph fails every form alike: say it once.

@@ -23,13 +23,25 @@ type viewExpr struct {
 	start, count *expr
 	at           *expr
 	as           []*expr
-	deps         uint64
-	list         []int // a tensor list's slots: the base is list[listIndex]
-	listIndex    *expr
-	local        bool // the base is a tensor the body allocates itself
-	slotPlain    bool // a tensor slot as it is: the view is a copy of it
-	src          string
-	line         int
+	// dims is a slice of several dims, NAME[s0, s1, ...] (each s is ":",
+	// an index or start:+n): the result keeps the base's strides, so a
+	// tile of a wider tensor is a strided view. nil for the dim-0 forms.
+	dims      []dimSel
+	deps      uint64
+	list      []int // a tensor list's slots: the base is list[listIndex]
+	listIndex *expr
+	local     bool // the base is a tensor the body allocates itself
+	slotPlain bool // a tensor slot as it is: the view is a copy of it
+	src       string
+	line      int
+}
+
+// dimSel is one dim of a multi-dim slice: every element (all), one index
+// (the dim is dropped), or count elements from start.
+type dimSel struct {
+	all          bool
+	index        *expr
+	start, count *expr
 }
 
 // layoutDeps is the env slots the view's layout reads: its row count and
@@ -44,12 +56,17 @@ func (v *viewExpr) layoutDeps() uint64 {
 	for _, e := range v.as {
 		d |= e.deps
 	}
+	for _, s := range v.dims {
+		if s.count != nil {
+			d |= s.count.deps
+		}
+	}
 	return d
 }
 
 // plain reports whether the view is its base as it is.
 func (v *viewExpr) plain() bool {
-	return v.list == nil && v.index == nil && v.start == nil && v.at == nil && v.as == nil
+	return v.list == nil && v.index == nil && v.start == nil && v.at == nil && v.as == nil && v.dims == nil
 }
 
 // view parses NAME ( [i] | [start:+count] )? (@ off)? (as [d, ...])?.
@@ -58,6 +75,7 @@ func (sc *scope) view(src string, line int) (*viewExpr, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.tables = sc.l.entryTables
 	v, err := sc.viewTokens(p, line)
 	if err != nil {
 		return nil, err
@@ -68,6 +86,11 @@ func (sc *scope) view(src string, line int) (*viewExpr, error) {
 	v.src = src
 	for _, e := range append([]*expr{v.index, v.start, v.count, v.at, v.listIndex}, v.as...) {
 		setSrc(e, src)
+	}
+	for _, s := range v.dims {
+		setSrc(s.index, src)
+		setSrc(s.start, src)
+		setSrc(s.count, src)
 	}
 	v.slotPlain = v.kind == baseSlot && v.plain()
 	return v, nil
@@ -109,25 +132,16 @@ func (sc *scope) viewTokens(p *exprParser, line int) (*viewExpr, error) {
 	}
 	if t := p.peek(); t.kind == tOp && t.s == "[" {
 		p.next()
-		e, err := p.parseExpr(0)
+		dims, err := sc.dimSels(p, add, v)
 		if err != nil {
 			return nil, err
 		}
-		if t := p.peek(); t.kind == tOp && t.s == ":" {
-			p.next()
-			if t := p.next(); t.kind != tOp || t.s != "+" {
-				return nil, p.errf(t, "want [start:+rows]")
-			}
-			c, err := p.parseExpr(0)
-			if err != nil {
-				return nil, err
-			}
-			v.start, v.count = add(v, e), add(v, c)
+		if len(dims) > 1 || dims[0].all {
+			v.dims = dims
+		} else if dims[0].index != nil {
+			v.index = dims[0].index
 		} else {
-			v.index = add(v, e)
-		}
-		if t := p.next(); t.kind != tOp || t.s != "]" {
-			return nil, p.errf(t, "expected ']'")
+			v.start, v.count = dims[0].start, dims[0].count
 		}
 	}
 	if t := p.peek(); t.kind == tOp && t.s == "@" {
@@ -153,6 +167,48 @@ func (sc *scope) viewTokens(p *exprParser, line int) (*viewExpr, error) {
 		v.as = dims
 	}
 	return v, nil
+}
+
+// dimSels parses the parts of NAME[...] after its '[' to the ']': one or
+// more of ":" (every element), an index, or start:+count, comma-separated.
+func (sc *scope) dimSels(p *exprParser, add func(*viewExpr, *expr) *expr, v *viewExpr) ([]dimSel, error) {
+	var out []dimSel
+	for {
+		var d dimSel
+		if t := p.peek(); t.kind == tOp && t.s == ":" {
+			p.next()
+			d.all = true
+		} else {
+			e, err := p.parseExpr(0)
+			if err != nil {
+				return nil, err
+			}
+			if t := p.peek(); t.kind == tOp && t.s == ":" {
+				p.next()
+				if t := p.next(); t.kind != tOp || t.s != "+" {
+					return nil, p.errf(t, "want [start:+count]")
+				}
+				c, err := p.parseExpr(0)
+				if err != nil {
+					return nil, err
+				}
+				d.start, d.count = add(v, e), add(v, c)
+			} else {
+				d.index = add(v, e)
+			}
+		}
+		out = append(out, d)
+		if len(out) > stages.MaxDims {
+			return nil, p.errf(p.peek(), "a view slices at most %d dims", stages.MaxDims)
+		}
+		t := p.next()
+		if t.kind == tOp && t.s == "]" {
+			return out, nil
+		}
+		if t.kind != tOp || t.s != "," {
+			return nil, p.errf(t, "expected ',' or ']'")
+		}
+	}
 }
 
 // exprList parses "[e, e, ...]".
@@ -250,7 +306,7 @@ func (t *term) eval(env []int64) (int64, bool) {
 // tensor list, an index, start or offset that is not one term, a row
 // count or reshape that is not constant, or one that could never be valid.
 func compileFast(v *viewExpr, base stages.View) (f viewFast, ok bool) {
-	if v.list != nil {
+	if v.list != nil || v.dims != nil {
 		return f, false
 	}
 	f = viewFast{tmpl: base, base: base.Offset}

@@ -102,7 +102,7 @@ func (l *loader) constInt(n *yaml.Node, key string) (int64, error) {
 	if n.Kind != yaml.ScalarNode {
 		return 0, l.errf(n, key, "", "want an integer")
 	}
-	e, err := parseExpr(n.Value, l.constRes)
+	e, err := parseExprT(n.Value, l.constRes, l.entryTables)
 	if err != nil {
 		return 0, l.errf(n, key, n.Value, "bad integer expression: %v", err)
 	}

@@ -22,7 +22,8 @@ func TestMain(m *testing.M) {
 }
 
 // writer stores Definitions forever, from the key HBG_DISKSTORE_FROM on,
-// some new and some already stored by an earlier writer.
+// some new and some already stored by an earlier writer, in batches of
+// HBG_DISKSTORE_BATCH (1: Put, one at a time).
 func writer(dir string) {
 	s, err := Open(dir, 0)
 	if err != nil {
@@ -30,18 +31,33 @@ func writer(dir string) {
 		os.Exit(1)
 	}
 	from, _ := strconv.ParseUint(os.Getenv("HBG_DISKSTORE_FROM"), 10, 64)
+	batch, _ := strconv.Atoi(os.Getenv("HBG_DISKSTORE_BATCH"))
 	fmt.Println("ready")
-	for k := from; ; k++ {
-		d, img := testDef(k%97+1, int(k%61)+5)
-		if err := s.Put(d, img, "m"); err != nil {
+	for k := from; ; k += uint64(max(batch, 1)) {
+		if batch <= 1 {
+			d, img := testDef(k%97+1, int(k%61)+5)
+			if err := s.Put(d, img, "m"); err != nil {
+				fmt.Println("error:", err)
+				os.Exit(1)
+			}
+			continue
+		}
+		items := make([]Item, batch)
+		for i := range items {
+			j := k + uint64(i)
+			d, img := testDef(j%97+1, int(j%61)+5)
+			items[i] = Item{Def: d, Image: img, Model: "m"}
+		}
+		if _, err := s.PutBatch(items); err != nil {
 			fmt.Println("error:", err)
 			os.Exit(1)
 		}
 	}
 }
 
-// TestKilledWriters: writers killed with SIGKILL at random points (seeded)
-// leave a store that verifies clean and serves every entry it lists.
+// TestKilledWriters: writers killed with SIGKILL at random points (seeded),
+// half of them writing batches of seeded sizes (PutBatch), leave a store
+// that verifies clean and serves every entry it lists.
 func TestKilledWriters(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts 40 processes")
@@ -51,7 +67,12 @@ func TestKilledWriters(t *testing.T) {
 	const kills = 40
 	for i := 0; i < kills; i++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "HBG_DISKSTORE_WRITER="+dir, fmt.Sprintf("HBG_DISKSTORE_FROM=%d", rng.IntN(97)))
+		batch := 1
+		if i%2 == 1 {
+			batch = 2 + rng.IntN(40)
+		}
+		cmd.Env = append(os.Environ(), "HBG_DISKSTORE_WRITER="+dir, fmt.Sprintf("HBG_DISKSTORE_FROM=%d", rng.IntN(97)),
+			fmt.Sprintf("HBG_DISKSTORE_BATCH=%d", batch))
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)

@@ -261,6 +261,7 @@ func (s *Store) evict(max int64, wait bool) (*GCReport, error) {
 		}
 	}
 	defer s.lock.Unlock()
+	s.evictions.Add(1)
 	f, err := s.scan()
 	if err != nil {
 		return nil, err

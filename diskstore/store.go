@@ -35,13 +35,15 @@
 // returned as a *Rejected error: the caller records the Definition again
 // and counts and reports the rejection.
 //
-// Writes are atomic: a file is written under tmp/, fsynced, then linked into
+// Writes are atomic: a file is written under tmp/, synced, then linked into
 // place (link(2) never replaces: the first writer of a name wins, and a
 // second writer of the same Definition wrote the same bytes), and the
-// directory is fsynced. The image goes in before its entry, so a process
-// killed at any point leaves either nothing, an orphan image (no entry; gc
-// removes it) or a complete entry; a half-written file only ever lives
-// under tmp/.
+// directory is fsynced. The image goes in before its entry (its link made
+// durable before the entry's file is linked), so a process killed at any
+// point leaves either nothing, an orphan image (no entry; gc removes it) or
+// a complete entry; a half-written file only ever lives under tmp/. A batch
+// (PutBatch) does each step for all its Definitions at once: their files
+// synced together, one fsync of objects/ and one of index/.
 //
 // Concurrency: atomic links, plus github.com/gofrs/flock locks, because
 // links alone do not stop an eviction racing a write (an evictor could
@@ -60,7 +62,6 @@
 package diskstore
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,6 +73,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofrs/flock"
@@ -134,6 +136,13 @@ type Rejected struct {
 	Moved   []string
 }
 
+// ErrRejected matches every *Rejected (errors.Is): an entry found bad and
+// moved aside.
+var ErrRejected = errors.New("definition store: entry rejected")
+
+// Is makes errors.Is(err, ErrRejected) hold.
+func (r *Rejected) Is(target error) bool { return target == ErrRejected }
+
 func (r *Rejected) Error() string {
 	return fmt.Sprintf("definition store: entry %016x rejected: %s (moved aside: %s)", r.FullKey, r.Reason, strings.Join(r.Moved, ", "))
 }
@@ -160,6 +169,8 @@ type Store struct {
 	// Open and by each eviction, plus its own writes since. Other processes'
 	// writes show up at the next eviction's scan.
 	size int64
+	// evictions counts the evictions (each a scan of the whole index).
+	evictions atomic.Int64
 }
 
 type pin struct {
@@ -453,6 +464,24 @@ func (s *Store) reject(fullKey uint64, reason string, paths ...string) *Rejected
 	return r
 }
 
+// Quarantine moves fullKey's entry and its image aside, as a load that finds
+// them bad does: for an entry whose image the host's checks took and the
+// device then refused. It returns what it moved (nil when there was no
+// entry).
+func (s *Store) Quarantine(fullKey uint64, reason string) *Rejected {
+	idx := s.indexPath(fullKey)
+	data, err := os.ReadFile(idx)
+	if err != nil {
+		return nil
+	}
+	paths := []string{idx}
+	var e Entry
+	if json.Unmarshal(data, &e) == nil && validHash(e.Hash) {
+		paths = append(paths, s.objectPath(e.Hash))
+	}
+	return s.reject(fullKey, reason, paths...)
+}
+
 // Unpin releases a pin Load took (once the Definition is uploaded).
 func (s *Store) Unpin(fullKey uint64) {
 	s.mu.Lock()
@@ -472,99 +501,6 @@ func (s *Store) Pinned(fullKey uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.pins[fullKey] != nil
-}
-
-// Put stores a built Definition (its image as stages.EncodeDefinition made
-// it) under its full_key, then evicts least-recently-used entries if the
-// store is over its limit. model is the orchestration identity.
-func (s *Store) Put(def *stages.Definition, img []byte, model string) error {
-	if def.ContentHash == 0 || stages.DefinitionHash(img) != def.ContentHash {
-		panic("diskstore: Put of an image that is not its Definition's")
-	}
-	if err := s.lock.RLock(); err != nil {
-		return fmt.Errorf("definition store: %w", err)
-	}
-	added, err := s.put(def, img, model)
-	_ = s.lock.Unlock()
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	s.size += added
-	over := s.size > s.max
-	s.mu.Unlock()
-	if over {
-		// Whoever holds the lock is evicting already.
-		if _, err := s.evict(s.max, false); err != nil && !errors.Is(err, errBusy) {
-			return err
-		}
-	}
-	return nil
-}
-
-func (s *Store) put(def *stages.Definition, img []byte, model string) (int64, error) {
-	hash := hex16(def.ContentHash)
-	var added int64
-	obj := s.objectPath(hash)
-	have, err := os.ReadFile(obj)
-	switch {
-	case err == nil && !bytes.Equal(have, img):
-		// Damaged on disk, and left here by an entry that lost its index
-		// (a load moves aside only an index it cannot read; a missing one
-		// is a miss). A link never replaces: moved aside, or the entry
-		// written next would point at it and be rejected again.
-		s.reject(def.FullKey, "", obj)
-		fallthrough
-	case errors.Is(err, fs.ErrNotExist):
-		n, err := s.writeFile(obj, img)
-		if err != nil {
-			return 0, err
-		}
-		added += n
-	case err != nil:
-		return 0, fmt.Errorf("definition store: %w", err)
-	}
-	e := Entry{Format: entryFormat, FullKey: hex16(def.FullKey), Hash: hash, Bytes: int64(len(img)),
-		Version: stages.DefinitionVersion, Model: model, Key: def.Key}
-	data, err := json.Marshal(e)
-	if err != nil {
-		panic(err) // an Entry always marshals
-	}
-	n, err := s.writeFile(s.indexPath(def.FullKey), append(data, '\n'))
-	return added + n, err
-}
-
-// writeFile writes data to path atomically and durably: tmp file, fsync,
-// link into place (never replacing), fsync the directory. A path that
-// exists already is left as it is (0 bytes added).
-func (s *Store) writeFile(path string, data []byte) (int64, error) {
-	f, err := os.CreateTemp(filepath.Join(s.dir, "tmp"), filepath.Base(path)+".*")
-	if err != nil {
-		return 0, fmt.Errorf("definition store: %w", err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	_, werr := f.Write(data)
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		return 0, fmt.Errorf("definition store: writing %s: %w", path, werr)
-	}
-	err = os.Link(tmp, path)
-	switch {
-	case errors.Is(err, fs.ErrExist):
-		return 0, nil // another writer put it first
-	case err != nil:
-		return 0, fmt.Errorf("definition store: %w", err)
-	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
-		return 0, err
-	}
-	return int64(len(data)), nil
 }
 
 func syncDir(dir string) error {

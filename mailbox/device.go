@@ -5,6 +5,7 @@ import (
 
 	"github.com/hbg-dev/hbg/npu"
 	"github.com/hbg-dev/hbg/stages"
+	"github.com/hbg-dev/hbg/trace"
 )
 
 // The device actor's protocol. A device actor owns one rank's npu.Die
@@ -19,7 +20,9 @@ import (
 
 // RegisterDevice registers the model with the device once: its entry roots
 // (RootID i = Entry[i]; addresses and sizes only) and its kernel table.
-// Answered with *DeviceRegistered.
+// Answered with *DeviceRegistered when asked (ReplyTo, or a request); the
+// runtime sends it one-way, so it never interleaves with the replies a pass
+// waits for.
 type RegisterDevice struct {
 	Entry   []stages.Root
 	Kernels []stages.Kernel
@@ -49,12 +52,18 @@ type Uploaded struct {
 type CopyRun struct {
 	Bytes   []byte
 	ReplyTo *actor.PID
+	// Phase is the pass the copy belongs to: the device spans arena_h2d
+	// itself, so the phase covers the copy and not the wait behind the
+	// previous pass's launch in the device's queue.
+	Phase DevicePhase
 }
 
-// RunCopied answers CopyRun.
+// RunCopied answers CopyRun: StartNs is when the copy began (trace.Now's
+// clock) and Ns how long it took (arena_h2d).
 type RunCopied struct {
-	Bytes int
-	Err   error
+	Bytes       int
+	Err         error
+	StartNs, Ns int64
 }
 
 // Launch runs the resident run image. Answered with *Launched.
@@ -62,13 +71,25 @@ type Launch struct {
 	// Timeline asks for the per-core timeline in the result.
 	Timeline bool
 	ReplyTo  *actor.PID
+	// Phase is the pass the launch belongs to (device_wall's span).
+	Phase DevicePhase
 }
 
-// Launched answers Launch.
+// Launched answers Launch: StartNs is when device_wall began (trace.Now's
+// clock) and Ns the simulation's real wall.
 type Launched struct {
-	Result *npu.Result
-	Stats  npu.Stats
-	Err    error
+	Result      *npu.Result
+	Stats       npu.Stats
+	Err         error
+	StartNs, Ns int64
+}
+
+// DevicePhase names the pass a copy or a launch belongs to, for its phase
+// span; its zero value spans nothing.
+type DevicePhase struct {
+	Tracer      *trace.Tracer
+	Run         trace.Carrier
+	Rank, Round int
 }
 
 // ResetDevice drops every Definition object and the run image (entry roots

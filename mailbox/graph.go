@@ -22,6 +22,10 @@ type RecordJob struct {
 	Trace trace.Carrier
 }
 
+// Request gives the store stage the job's record request
+// (stages.StoreJob).
+func (j *RecordJob) Request() *stages.RecordRequest { return &j.RecordRequest }
+
 // Built is a recorder's result, sent to the store: the recorded Definition
 // imaged (the recorder builds what it recorded, from its own buffers), or
 // why there is none. It also gives the recorder back to the store for the
@@ -48,58 +52,20 @@ type Built struct {
 type Definition = stages.Published
 
 // DefinitionReady answers a RecordJob, from the store to the rank's
-// uploader: the Definition, or why there is none.
+// uploader: the Definition, or why there is none (stages.Outcome, as the
+// store stage answers it; the uploader fills its upload).
 type DefinitionReady struct {
-	// Pass is the pass that asked (stages.RecordRequest.Pass).
-	Pass     uint64
-	StoreKey uint64
-	Def      *Definition
-	Err      error
-	Panicked bool
-	Defects  []stages.Defect
-	Verify   bool
-	// Recorded says this job's own recording made the Definition (false
-	// when the store already had it, or another request recorded it).
-	Recorded      bool
-	RecordedNodes int
-	RecordNs      int64
-	BuildNs       int64
-	// Store is what the store on disk did for this request.
-	Store stages.StoreLoad
-	// Fetch is what asking the cluster did for this request.
-	Fetch PeerFetch
+	stages.Outcome
 	// Trace is the asking pass's host_orch span: the upload is its child.
 	Trace trace.Carrier
 }
 
-// PeerFetch is what asking the other nodes of a cluster for a Definition
-// did for one request (actors.DefinitionSource): the requests made, the
-// Definition fetched and its bytes, the images rejected, the time it took,
-// and what the pass should warn about.
-type PeerFetch struct {
-	Asked    int
-	Fetched  int
-	Bytes    int64
-	Rejected int
-	Ns       int64
-	Warnings []string
-}
-
-// Add sums another request's PeerFetch into f.
-func (f *PeerFetch) Add(o PeerFetch) {
-	f.Asked += o.Asked
-	f.Fetched += o.Fetched
-	f.Bytes += o.Bytes
-	f.Rejected += o.Rejected
-	f.Ns += o.Ns
-	f.Warnings = append(f.Warnings, o.Warnings...)
-}
+// PeerFetch is what asking the cluster did for one request.
+type PeerFetch = stages.PeerFetch
 
 // DefinitionUploaded is a DefinitionReady once the rank's uploader has made
 // its Definition a device object (or knew it was one), from the uploader to
 // the rank's replay.
 type DefinitionUploaded struct {
 	stages.Outcome
-	// Fetch is DefinitionReady.Fetch, passed on.
-	Fetch PeerFetch
 }

@@ -40,6 +40,17 @@ type instPlan struct {
 	objBase int32 // first internal root's memory object
 }
 
+// DefinitionError is a launch refused for one uploaded Definition whose
+// image does not read or breaks the device's rules (it wraps
+// ErrInvalidImage): the host can tell which Definition to stop replaying.
+type DefinitionError struct {
+	Hash, FullKey uint64
+	Err           error
+}
+
+func (e *DefinitionError) Error() string { return e.Err.Error() }
+func (e *DefinitionError) Unwrap() error { return e.Err }
+
 func refuse(err error, format string, args ...any) error {
 	return fmt.Errorf("%w: %s", err, fmt.Sprintf(format, args...))
 }
@@ -199,6 +210,12 @@ func (d *Die) check(img *stages.RunImage) (*plan, error) {
 		if t.BlockNum > maxBlockNum {
 			return nil, refuse(ErrInvalidImage, "task %d has block_num %d (at most %d)", i, t.BlockNum, maxBlockNum)
 		}
+		if !t.Launch.Valid() {
+			return nil, refuse(ErrInvalidImage, "task %d has launch flags %#x", i, uint8(t.Launch))
+		}
+		if t.Launch&stages.LaunchSyncStart != 0 && max(t.BlockNum, 1) > syncCapacity(&d.cfg, t.Kind) {
+			return nil, refuse(ErrInvalidImage, "task %d is sync_start with block_num %d: its blocks start together, and the die has %d %s slots", i, t.BlockNum, syncCapacity(&d.cfg, t.Kind), t.Kind)
+		}
 		for a := t.Args.Off; a < t.Args.Off+t.Args.N; a++ {
 			if err := checkView(&img.Args[a].View, i, int(a-t.Args.Off)); err != nil {
 				return nil, err
@@ -224,7 +241,8 @@ func (d *Die) check(img *stages.RunImage) (*plan, error) {
 			return nil, refuse(ErrUnknownDefinition, "GRAPH task %d replays Definition %#016x (full_key %#016x), which was never uploaded", i, g.DefHash, g.FullKey)
 		}
 		if err := d.materialize(o); err != nil {
-			return nil, refuse(ErrInvalidImage, "GRAPH task %d replays Definition %#016x (full_key %#016x), whose image does not read: %v", i, g.DefHash, g.FullKey, err)
+			return nil, &DefinitionError{Hash: g.DefHash, FullKey: g.FullKey,
+				Err: refuse(ErrInvalidImage, "GRAPH task %d replays Definition %#016x (full_key %#016x), whose image does not read: %v", i, g.DefHash, g.FullKey, err)}
 		}
 		if err := checkBoundary(img, g, o, rootElems); err != nil {
 			return nil, refuse(ErrBoundaryMismatch, "GRAPH task %d (%q): %v", i, o.key, err)

@@ -143,18 +143,31 @@ func DefaultConfig() Config {
 // ErrInvalidConfig is wrapped by every error Validate returns.
 var ErrInvalidConfig = errors.New("invalid device config")
 
-// ConfigError names the Config field that does not validate.
+// ConfigError names a configuration field that does not validate, its
+// value and what was expected. It is hbg's one such type: npu.Config's
+// Validate returns it, and so does actors.Config's (actors.ConfigError is
+// this type), so a command can name its own flag for any field.
 type ConfigError struct {
 	Field string
 	Value any
 	Want  string
+	// Err is what the error matches with errors.Is: ErrInvalidConfig for a
+	// device field (nil means that too); the runtime's ErrInvalidConfig
+	// for its fields, joined with the device's error for a device field
+	// it passes on, so both sentinels stay in the chain.
+	Err error
 }
 
 func (e *ConfigError) Error() string {
-	return fmt.Sprintf("device config %s %v: want %s", e.Field, e.Value, e.Want)
+	return fmt.Sprintf("%s %v: want %s", e.Field, e.Value, e.Want)
 }
 
-func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
+func (e *ConfigError) Unwrap() error {
+	if e.Err == nil {
+		return ErrInvalidConfig
+	}
+	return e.Err
+}
 
 // EnsureDefaults gives every zero field its DefaultConfig value, so a
 // caller sets only what it changes. It leaves a negative value alone, for

@@ -48,6 +48,7 @@ type devNode struct {
 	scalars  stages.Span // into defObj.scalars
 	fanin    stages.Span // into defObj.fanin
 	pred     int32       // into defObj.preds; -1: none
+	launch   stages.Launch
 }
 
 // devTensor is one tensor template: where it comes from at replay (src,
@@ -59,9 +60,12 @@ type devTensor struct {
 	slot  int32
 	delta int64
 	n     int64 // elements
-	rows  int64 // dim 0's extent (0 for rank 0)
-	cols  int64 // the last dim's extent (0 below rank 2)
-	lh    uint64
+	span  int64 // the interval it covers (rarg.span)
+	// nrun, run, pitch: a tile's rows (rarg)
+	nrun, run, pitch int64
+	rows             int64 // dim 0's extent (0 for rank 0)
+	cols             int64 // the last dim's extent (0 below rank 2)
+	lh               uint64
 }
 
 // devPred is a node's predicate: element index of the tensor compared
@@ -75,8 +79,10 @@ type devPred struct {
 
 func newDevTensor(t *stages.TensorRef) devTensor {
 	v := &t.Layout
-	return devTensor{tag: t.Tag, src: t.Src, esz: uint8(v.DType.Size()), slot: t.Slot, delta: t.Delta,
-		n: v.Elems(), rows: dim0(v), cols: dimLast(v), lh: layoutHash(v)}
+	d := devTensor{tag: t.Tag, src: t.Src, esz: uint8(v.DType.Size()), slot: t.Slot, delta: t.Delta,
+		n: v.Elems(), span: v.Span(), rows: dim0(v), cols: dimLast(v), lh: layoutHash(v)}
+	d.nrun, d.run, d.pitch = rowRuns(v)
+	return d
 }
 
 // newDefObj checks a decoded Definition against the device's own rules and
@@ -105,7 +111,7 @@ func newDefObj(def *stages.Definition, tensors []devTensor) (*defObj, error) {
 		if nd.Fanin.N == 0 {
 			o.entry = append(o.entry, uint32(i))
 		}
-		o.nodes[i] = devNode{kind: nd.Kind, kernel: nd.Kernel, blockNum: nd.BlockNum, tensors: nd.Tensors, scalars: nd.Scalars, fanin: nd.Fanin, pred: nd.Pred - 1}
+		o.nodes[i] = devNode{kind: nd.Kind, kernel: nd.Kernel, blockNum: nd.BlockNum, tensors: nd.Tensors, scalars: nd.Scalars, fanin: nd.Fanin, pred: nd.Pred - 1, launch: nd.Launch}
 	}
 	o.preds = make([]devPred, len(def.Preds))
 	for i := range def.Preds {

@@ -134,7 +134,12 @@ func (d *Die) RegisterEntry(roots []stages.Root) {
 	d.stats.EntryRoots = len(roots)
 	d.stats.EntryBytes = 0
 	for i := range roots {
-		d.entryInit = append(d.entryInit, entryDigest(roots[i].Name))
+		h := entryDigest(roots[i].Name)
+		for _, v := range roots[i].Data {
+			// Given contents are part of what a reader computes from.
+			h = mix(h, uint64(v))
+		}
+		d.entryInit = append(d.entryInit, h)
 		d.stats.EntryBytes += int64(alignUp(uint64(max(roots[i].Bytes(), 0))))
 	}
 	d.plan = nil
@@ -218,6 +223,9 @@ func (d *Die) materialize(o *defObj) error {
 	if err == nil {
 		var m *defObj
 		if m, err = newDefObj(def, tensors); err == nil {
+			err = d.checkCohorts(m)
+		}
+		if err == nil {
 			m.id, m.image = o.id, o.image
 			*o = *m
 			o.ready = true
@@ -311,4 +319,16 @@ func (d *Die) Reset() {
 	d.plan = nil
 	entries, eb := d.stats.EntryRoots, d.stats.EntryBytes
 	d.stats = Stats{EntryRoots: entries, EntryBytes: eb}
+}
+
+// checkCohorts refuses a Definition with a sync_start node wider than the
+// die: its blocks, which start together, could never all find a core.
+func (d *Die) checkCohorts(o *defObj) error {
+	for i := range o.nodes {
+		nd := &o.nodes[i]
+		if nd.launch&stages.LaunchSyncStart != 0 && max(nd.blockNum, 1) > syncCapacity(&d.cfg, nd.kind) {
+			return fmt.Errorf("%w: node %d is sync_start with block_num %d: its blocks start together, and the die has %d %s slots", ErrInvalidImage, i, nd.blockNum, syncCapacity(&d.cfg, nd.kind), nd.kind)
+		}
+	}
+	return nil
 }

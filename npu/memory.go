@@ -111,11 +111,14 @@ type memObj struct {
 	elems   int64
 	segs    []seg
 	written bool
+	// vals is an entry root's contents as the model gave them (Root.Data),
+	// until a task writes the root: predicates read them.
+	vals []int64
 }
 
 // reset gives the object one segment of digest d.
 func (o *memObj) reset(elems int64, d uint64) {
-	o.elems, o.written = elems, false
+	o.elems, o.written, o.vals = elems, false, nil
 	o.segs = o.segs[:0]
 	if elems > 0 {
 		o.segs = append(o.segs, seg{0, elems, d, -1})
@@ -172,7 +175,7 @@ func (o *memObj) write(lo, hi int64, d uint64, w int32) {
 	if hi <= lo {
 		return
 	}
-	o.written = true
+	o.written, o.vals = true, nil
 	i := o.first(lo)
 	j := i
 	for j < len(o.segs) && o.segs[j].lo < hi {
@@ -212,7 +215,7 @@ func (o *memObj) add(lo, hi int64, d uint64, w int32) {
 	if hi <= lo {
 		return
 	}
-	o.written = true
+	o.written, o.vals = true, nil
 	o.split(lo)
 	o.split(hi)
 	for i := o.first(lo); i < len(o.segs) && o.segs[i].lo < hi; i++ {
@@ -232,13 +235,18 @@ func (o *memObj) split(e int64) {
 	o.segs[i].hi = e
 }
 
-// elemValue is the small integer a predicate reads at element e: derived
-// from the digest of the segment holding e and e's position inside that
-// segment, so it is the same in every form. Values are 0 or 1, so a
+// elemValue is the small integer a predicate reads at element e: the
+// model's data where it gave the root contents and no task has written it
+// since, else derived from the digest of the segment holding e and e's
+// position inside that segment, so it is the same in every form. Derived
+// values are 0 or 1, so a
 // "count > 0" predicate runs about half of its tasks.
 func (o *memObj) elemValue(e int64) int64 {
 	if e < 0 || e >= o.elems {
 		return 0
+	}
+	if o.vals != nil {
+		return o.vals[e]
 	}
 	s := &o.segs[o.first(e)]
 	return int64(mix(s.d, uint64(e-s.lo)) >> 63)

@@ -16,7 +16,9 @@ import (
 //
 // What counts as an access: every tensor argument of a kernel task (AIC,
 // AIV, MIX) that ran, over the element interval [offset, offset+elems) the
-// dependency rule uses; and the one element a predicate reads, for every
+// dependency rule uses (a tile of a wider tensor: over each of its rows,
+// element for element; another strided view: over the interval it spans);
+// and the one element a predicate reads, for every
 // predicated task, run or not (the predicate is read either way). Dummy,
 // alloc and predicated-off tasks touch nothing else: they run no code. An
 // input or no_dep argument reads, the other tags write.
@@ -209,7 +211,9 @@ func (s *sim) detectRaces() ([]Race, int, int) {
 			if w {
 				rs.wrote[a.obj] = true
 			}
-			rs.acc = append(rs.acc, access{pos: int32(pos), obj: a.obj, arg: int32(i), tag: a.tag, write: w, lo: a.off, hi: a.off + a.n})
+			a.each(func(lo, hi int64) {
+				rs.acc = append(rs.acc, access{pos: int32(pos), obj: a.obj, arg: int32(i), tag: a.tag, write: w, lo: lo, hi: hi})
+			})
 		}
 	}
 

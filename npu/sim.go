@@ -45,6 +45,7 @@ type dtask struct {
 	state     uint8
 	skipped   bool
 	pred      bool
+	sync      bool // sync_start: its blocks start together (dispatchSync)
 	kern      [3]stages.KernelID
 	bn        int32
 	remaining int32 // unmet producers
@@ -105,7 +106,12 @@ type sim struct {
 	agents []agent
 	nSched int
 
-	ready      [3]fifo
+	ready [3]fifo
+	// syncReady holds ready sync_start tasks per shape (upstream's
+	// ready_sync_queues, served before every other lane); drain is the one
+	// taken from them that waits for cores to free (-1: none).
+	syncReady  [3]fifo
+	drain      int32
 	dummy      fifo
 	done       fifo
 	graphReady fifo
@@ -257,7 +263,9 @@ func (s *sim) setup(d *Die, p *plan) {
 	}
 	for i := range s.ready {
 		s.ready[i].reset()
+		s.syncReady[i].reset()
 	}
+	s.drain = -1
 	s.dummy.reset()
 	s.done.reset()
 	s.graphReady.reset()
@@ -288,7 +296,7 @@ func (s *sim) setup(d *Die, p *plan) {
 	for i := range img.Tasks {
 		it := &img.Tasks[i]
 		s.tasks[i] = dtask{kind: it.Kind, kern: it.Kernel, bn: max(it.BlockNum, 1), remaining: int32(it.Fanin.N),
-			src: int32(i), inst: p.instOf[i], node: -1, pred: it.Pred.Valid, cpPred: -1}
+			src: int32(i), inst: p.instOf[i], node: -1, pred: it.Pred.Valid, sync: it.Launch&stages.LaunchSyncStart != 0, cpPred: -1}
 	}
 	s.insts = resize(s.insts, len(p.insts))
 	for ii := range p.insts {
@@ -298,7 +306,7 @@ func (s *sim) setup(d *Die, p *plan) {
 		for n := range def.nodes {
 			nd := &def.nodes[n]
 			s.tasks[int(ip.base)+n] = dtask{kind: nd.kind, kern: nd.kernel, bn: max(nd.blockNum, 1), remaining: int32(nd.fanin.N),
-				src: ip.shell, inst: int32(ii), node: int32(n), pred: nd.pred >= 0, cpPred: -1}
+				src: ip.shell, inst: int32(ii), node: int32(n), pred: nd.pred >= 0, sync: nd.launch&stages.LaunchSyncStart != 0, cpPred: -1}
 		}
 	}
 
@@ -306,6 +314,9 @@ func (s *sim) setup(d *Die, p *plan) {
 	s.objs = resize(s.objs, p.nObjs)
 	for i := 0; i < p.nEntry; i++ {
 		s.objs[i].reset(d.entries[i].Elems, d.entryInit[i])
+		if data := d.entries[i].Data; int64(len(data)) == d.entries[i].Elems {
+			s.objs[i].vals = data
+		}
 	}
 	for i := range p.runRoot {
 		r := &p.runRoot[i]

@@ -42,6 +42,9 @@ func (s *sim) freeCore(a, shape int) int {
 }
 
 func (s *sim) dispatch(a int) int64 {
+	if cost, held := s.dispatchSync(); held {
+		return cost
+	}
 	if s.ready[shapeMIX].len() > 0 {
 		if c := s.freeCore(a, shapeMIX); c >= 0 {
 			return s.startBlock(shapeMIX, c)
@@ -157,4 +160,124 @@ func (s *sim) collect(c int32) int64 {
 		s.wake(s.resolver(), s.now+s.cfg.SchedCollectNs)
 	}
 	return s.cfg.SchedCollectNs
+}
+
+// dispatchSync serves the sync_start lane first, as upstream's Tier-0: the
+// oldest ready sync_start task starts all of its block_num blocks at one
+// instant, on free cores anywhere on the die, once enough are free for all
+// of them. Until they are, the die drains: no other block is dispatched, so
+// the cores running blocks free one by one and the cohort cannot starve
+// (upstream's global drain; its local fast path, one scheduler's own cores,
+// is the case where the die-wide count already suffices). held says a
+// sync_start task was served or is draining, so the caller dispatches
+// nothing else. The cohort's launch costs one dispatch action.
+func (s *sim) dispatchSync() (cost int64, held bool) {
+	if s.drain < 0 {
+		best := -1
+		for sh := range s.syncReady {
+			if q := &s.syncReady[sh]; q.len() > 0 && (best < 0 || s.tasks[q.peek()].order < s.tasks[s.syncReady[best].peek()].order) {
+				best = sh
+			}
+		}
+		if best < 0 {
+			return 0, false
+		}
+		s.drain = s.syncReady[best].pop()
+	}
+	ti := s.drain
+	t := &s.tasks[ti]
+	sh := shapeOf(t.kind)
+	if s.freeCount(sh) < int(t.bn) {
+		return 0, true
+	}
+	s.drain = -1
+	start := s.now + s.cfg.SchedDispatchNs
+	t.state, t.first = stRunning, start
+	s.readInputs(ti)
+	// The cohort's blocks share HBM from their first instant: each one's
+	// duration counts all of them running (startBlock counts the block it
+	// starts, with those already running).
+	per := 1
+	if sh == shapeMIX {
+		per = 3
+	}
+	s.running += per * int(t.bn)
+	dur := s.blockDur(t, sh)
+	cl := 0
+	for b := int32(0); b < t.bn; b++ {
+		c := -1
+		for ; cl < s.cfg.Clusters && c < 0; cl++ {
+			v0, v1 := s.aiv(cl)
+			switch sh {
+			case shapeAIC:
+				if s.cores[cl].task < 0 {
+					c = cl
+				}
+			case shapeAIV:
+				if s.cores[v0].task < 0 {
+					c = v0
+					cl-- // its twin may take the next block
+				} else if s.cores[v1].task < 0 {
+					c = v1
+				}
+			default:
+				if s.cores[cl].task < 0 && s.cores[v0].task < 0 && s.cores[v1].task < 0 {
+					c = cl
+				}
+			}
+		}
+		switch sh {
+		case shapeAIC:
+			s.claim(c, ti, t.kern[0], b, start, dur)
+		case shapeAIV:
+			s.claim(c, ti, t.kern[1], b, start, dur)
+		default:
+			v0, v1 := s.aiv(c)
+			k2 := t.kern[2]
+			if k2 < 0 {
+				k2 = t.kern[1]
+			}
+			s.claim(c, ti, t.kern[0], b, start, dur)
+			s.claim(v0, ti, t.kern[1], b, start, dur)
+			s.claim(v1, ti, k2, b, start, dur)
+		}
+		s.subtasks++
+		s.emit(start+dur, evCoreEnd, int32(c))
+	}
+	t.next = t.bn
+	return s.cfg.SchedDispatchNs, true
+}
+
+// freeCount is the number of blocks of shape sh the die could start now:
+// free AIC cores, free AIV cores, or clusters with all three cores free.
+func (s *sim) freeCount(sh int) int {
+	n := 0
+	for cl := 0; cl < s.cfg.Clusters; cl++ {
+		v0, v1 := s.aiv(cl)
+		switch sh {
+		case shapeAIC:
+			n += b2n(s.cores[cl].task < 0)
+		case shapeAIV:
+			n += b2n(s.cores[v0].task < 0) + b2n(s.cores[v1].task < 0)
+		default:
+			n += b2n(s.cores[cl].task < 0 && s.cores[v0].task < 0 && s.cores[v1].task < 0)
+		}
+	}
+	return n
+}
+
+func b2n(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// syncCapacity is the most blocks of a kind a sync_start cohort can start
+// at once on a die of cfg: a wider cohort could never start.
+func syncCapacity(cfg *Config, k stages.Kind) int32 {
+	if k == stages.KindAIV {
+		return int32(2 * cfg.Clusters)
+	}
+	return int32(cfg.Clusters)
 }

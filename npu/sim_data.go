@@ -7,15 +7,22 @@ import "github.com/hbg-dev/hbg/stages"
 
 // rarg is a task argument resolved to a memory object.
 type rarg struct {
-	obj  int32
-	tag  stages.Tag
-	off  int64
-	n    int64
-	esz  int64
-	rows int64 // the view's dim-0 extent (0 for rank 0), for Kernel.Touch
-	cols int64 // its last dim's extent (0 below rank 2), for Kernel.Touch
-	lh   uint64
-	kind stages.Kind
+	obj int32
+	tag stages.Tag
+	off int64
+	n   int64 // elements, which the cost model counts
+	// span is the interval [off, off+span) the argument covers: n for a
+	// contiguous view, more for a strided one. A tile of a wider row-major
+	// tensor (dim 0 strided, the rest contiguous) is nrun runs of run
+	// elements, pitch apart: its digests and races are over those runs,
+	// element for element. Other strided views count as their span whole.
+	span             int64
+	nrun, run, pitch int64
+	esz              int64
+	rows             int64 // the view's dim-0 extent (0 for rank 0), for Kernel.Touch
+	cols             int64 // its last dim's extent (0 below rank 2), for Kernel.Touch
+	lh               uint64
+	kind             stages.Kind
 }
 
 // arg resolves argument i of task t: an image argument, or a node's tensor
@@ -27,7 +34,9 @@ func (s *sim) arg(t *dtask, i uint32) rarg {
 	if t.node < 0 {
 		ai := img.Tasks[t.src].Args.Off + i
 		a := &img.Args[ai]
-		return rarg{obj: p.rootObj[a.View.Root], tag: a.Tag, off: a.View.Offset, n: a.View.Elems(), esz: a.View.DType.Size(), rows: dim0(&a.View), cols: dimLast(&a.View), lh: p.lh[ai]}
+		r := rarg{obj: p.rootObj[a.View.Root], tag: a.Tag, off: a.View.Offset, n: a.View.Elems(), span: a.View.Span(), esz: a.View.DType.Size(), rows: dim0(&a.View), cols: dimLast(&a.View), lh: p.lh[ai]}
+		r.nrun, r.run, r.pitch = rowRuns(&a.View)
+		return r
 	}
 	ip := &p.insts[t.inst]
 	o := ip.def
@@ -35,7 +44,8 @@ func (s *sim) arg(t *dtask, i uint32) rarg {
 }
 
 func (s *sim) ref(ip *instPlan, ref *devTensor) rarg {
-	r := rarg{tag: ref.tag, off: ref.delta, n: ref.n, esz: int64(ref.esz), rows: ref.rows, cols: ref.cols, lh: ref.lh}
+	r := rarg{tag: ref.tag, off: ref.delta, n: ref.n, span: ref.span, esz: int64(ref.esz), rows: ref.rows, cols: ref.cols, lh: ref.lh,
+		nrun: ref.nrun, run: ref.run, pitch: ref.pitch}
 	switch ref.src {
 	case stages.SrcBoundaryExact, stages.SrcBoundaryView:
 		g := &s.img.Graphs[ip.g]
@@ -141,7 +151,8 @@ func (s *sim) readInputs(ti int32) {
 		// but an output_existing's are not, so neither is read.
 		x := a.lh
 		if a.tag == stages.TagInput {
-			x = mix(s.objs[a.obj].read(a.off, a.off+a.n), a.lh)
+			x = a.lh
+			a.each(func(lo, hi int64) { x = mix(s.objs[a.obj].read(lo, hi), x) })
 		}
 		h = mix(mix(h, uint64(i)), x)
 		// Only the bytes a kernel reads cost HBM time: an argument its
@@ -245,9 +256,9 @@ func (s *sim) writeOutputs(ti int32) {
 		a := s.arg(t, i)
 		switch {
 		case a.tag != stages.TagOutput && a.tag.Writes() && keep:
-			s.objs[a.obj].add(a.off, a.off+a.n, mix(t.in, uint64(i)), ti)
+			a.each(func(lo, hi int64) { s.objs[a.obj].add(lo, hi, mix(t.in, uint64(i)), ti) })
 		case a.tag.Writes():
-			s.objs[a.obj].write(a.off, a.off+a.n, mix(t.in, uint64(i)), ti)
+			a.each(func(lo, hi int64) { s.objs[a.obj].write(lo, hi, mix(t.in, uint64(i)), ti) })
 		}
 	}
 }
@@ -264,4 +275,37 @@ func (s *sim) evalPred(ti int32) bool {
 	pr := &ip.def.preds[ip.def.nodes[t.node].pred]
 	a := s.ref(ip, &pr.t)
 	return predTrue(pr.op, s.objs[a.obj].elemValue(a.off+pr.index), pr.target)
+}
+
+// rowRuns describes a tile of a wider row-major tensor: a view whose dims
+// past 0 are contiguous while dim 0's stride is wider than a row, as nrun
+// runs of run elements, pitch apart. Any other view: nrun 0 (its span).
+func rowRuns(v *stages.View) (nrun, run, pitch int64) {
+	if v.NDims < 2 || v.Contiguous() {
+		return 0, 0, 0
+	}
+	inner := stages.NewView(0, 0, v.DType, v.Shape[1:v.NDims]...)
+	for d := 1; d < int(v.NDims); d++ {
+		if v.Shape[d] > 1 && v.Strides[d] != inner.Strides[d-1] {
+			return 0, 0, 0
+		}
+	}
+	run = inner.Elems()
+	if v.Strides[0] < run {
+		return 0, 0, 0
+	}
+	return v.Shape[0], run, v.Strides[0]
+}
+
+// each calls f with each element interval the argument covers: its runs,
+// or its span.
+func (a *rarg) each(f func(lo, hi int64)) {
+	if a.nrun == 0 {
+		f(a.off, a.off+a.span)
+		return
+	}
+	for r := int64(0); r < a.nrun; r++ {
+		lo := a.off + r*a.pitch
+		f(lo, lo+a.run)
+	}
 }

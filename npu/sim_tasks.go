@@ -37,6 +37,14 @@ func (s *sim) route(ti int32) int64 {
 	sh := shapeOf(t.kind)
 	t.order = s.readySeq
 	s.readySeq++
+	if t.sync {
+		// Any scheduler may gather the cohort's cores die-wide.
+		s.syncReady[sh].push(ti)
+		for a := 0; a < s.nSched; a++ {
+			s.wake(a, s.now)
+		}
+		return cost
+	}
 	s.ready[sh].push(ti)
 	for a := 0; a < s.nSched; a++ {
 		if s.freeCore(a, sh) >= 0 {

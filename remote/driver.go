@@ -564,74 +564,42 @@ func (rt *Runtime) lostAddr(addr string, cause func(placed bool) string) {
 }
 
 // Run runs every rank concurrently, each its rounds in order with up to
-// Config.Runtime.InFlight passes asked for, as actors.Runtime.Run does;
-// but a rank that fails does not stop the others: every rank runs until it
-// ends or fails, and the error joins the failed ranks' errors. out holds
-// the passes that ended, rank by rank, round by round (nil for the rest).
+// Config.Runtime.InFlight passes asked for, in the run window
+// actors.Runtime.Run uses (actors.RunWindow): a rank that fails does not
+// stop the others, and the error joins the failed ranks' errors.
 func (rt *Runtime) Run(ctx context.Context, spec actors.RunSpec) ([]*actors.PassResult, error) {
 	if spec.Rounds < 1 || spec.Ranks < 1 || spec.Ranks > rt.cfg.Ranks {
 		return nil, fmt.Errorf("rounds %d and ranks %d: want at least 1 of each, and at most the %d ranks placed", spec.Rounds, spec.Ranks, rt.cfg.Ranks)
 	}
-	out := make([]*actors.PassResult, spec.Rounds*spec.Ranks)
-	errs := make([]error, spec.Ranks)
-	var wg sync.WaitGroup
-	for rank := 0; rank < spec.Ranks; rank++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[rank] = rt.runRank(ctx, spec, rank, out[rank*spec.Rounds:(rank+1)*spec.Rounds])
-		}()
-	}
-	wg.Wait()
-	return out, errors.Join(errs...)
+	return actors.RunWindow(ctx, rt, rt.tracer, rt.cfg.Runtime.InFlight, spec)
 }
 
-type asked struct {
+// AskPass implements actors.PassAsker: the pass is sent to its rank's node
+// at once, and waited for later.
+func (rt *Runtime) AskPass(ctx context.Context, orch *actors.Orchestration, rank, round int) (actors.AskedPass, error) {
+	seq, p, err := rt.submit(ctx, orch, rank, round)
+	if err != nil {
+		return nil, err
+	}
+	return &askedPass{rt: rt, seq: seq, p: p}, nil
+}
+
+type askedPass struct {
+	rt  *Runtime
 	seq uint64
 	p   *pending
 }
 
-func (rt *Runtime) runRank(ctx context.Context, spec actors.RunSpec, rank int, out []*actors.PassResult) error {
-	rctx, span := rt.tracer.StartRun(ctx, spec.Info, rank)
-	defer span.End()
-	var window []asked
-	defer func() {
-		// No pass outlives Run: what is still asked for is given up on.
-		cctx, cancel := context.WithCancel(ctx)
-		cancel()
-		for _, a := range window {
-			_, _ = rt.wait(cctx, a.seq, a.p)
-		}
-	}()
-	next := 0
-	for round := 0; round < spec.Rounds; round++ {
-		for next < spec.Rounds && len(window) < rt.cfg.Runtime.InFlight {
-			seq, p, err := rt.submit(rctx, spec.Orchestration, rank, next)
-			if err != nil {
-				span.Fail(err)
-				return err
-			}
-			window = append(window, asked{seq, p})
-			next++
-		}
-		a := window[0]
-		window = window[1:]
-		res, err := rt.wait(ctx, a.seq, a.p)
-		if res != nil {
-			out[round] = res
-			if spec.OnPass != nil && res.Err == nil {
-				spec.OnPass(res)
-			}
-		}
-		if err != nil {
-			span.Fail(err)
-			if res != nil {
-				out[round] = nil
-			}
-			return err
-		}
-	}
-	return nil
+func (a *askedPass) Wait(ctx context.Context) (*actors.PassResult, error) {
+	return a.rt.wait(ctx, a.seq, a.p)
+}
+
+// Drop gives the pass up: its node is told to end it, and its answer, if
+// it comes, is dropped.
+func (a *askedPass) Drop() {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, _ = a.rt.wait(ctx, a.seq, a.p)
 }
 
 // Stop fails every pass in flight with actors.ErrStopped, releases the

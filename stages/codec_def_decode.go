@@ -287,6 +287,9 @@ func (h *defCounts) nodeTable(b []byte, sec []int, nodes []NodeDesc) error {
 		if nd.Kind < KindAIC || nd.Kind > KindAlloc {
 			return badf("definition node %d has kind %d (want aic, aiv, mix, dummy or alloc; a GRAPH node cannot nest)", i, rec[imagefmt.NodeKindAt])
 		}
+		if nd.Launch = Launch(rec[imagefmt.NodeLaunchAt]); !nd.Launch.Valid() {
+			return badf("definition node %d has launch flags %#x (want early 1, sync_start 2)", i, rec[imagefmt.NodeLaunchAt])
+		}
 		nd.BlockNum = int32(le.Uint32(rec[imagefmt.NodeBlockNumAt:]))
 		for k := 0; k < 3; k++ {
 			nd.Kernel[k] = KernelID(int32(le.Uint32(rec[imagefmt.NodeKernelAt+4*k:])))

@@ -237,7 +237,7 @@ func (w *writer) nodeTable(d *Definition) {
 		nd := &d.Nodes[i]
 		rec := b[nodeRecSize*i : nodeRecSize*i+nodeRecSize]
 		rec[imagefmt.NodeKindAt] = uint8(nd.Kind)
-		rec[imagefmt.NodeKindAt+1], rec[imagefmt.NodeKindAt+2], rec[imagefmt.NodeKindAt+3] = 0, 0, 0
+		rec[imagefmt.NodeLaunchAt], rec[imagefmt.NodeKindAt+2], rec[imagefmt.NodeKindAt+3] = uint8(nd.Launch), 0, 0
 		le.PutUint32(rec[imagefmt.NodeBlockNumAt:], uint32(nd.BlockNum))
 		for k := 0; k < 3; k++ {
 			le.PutUint32(rec[imagefmt.NodeKernelAt+4*k:], uint32(nd.Kernel[k]))

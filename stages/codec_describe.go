@@ -181,7 +181,7 @@ func describeDefinition(b []byte) (*dnode, error) {
 	nodes := root.add("nodes: %d", len(d.Nodes))
 	for i := range d.Nodes {
 		nd := &d.Nodes[i]
-		n := nodes.add("node %d: %s%s", i, nd.Kind, kernelString(nd.Kernel, nd.BlockNum))
+		n := nodes.add("node %d: %s%s%s", i, nd.Kind, kernelString(nd.Kernel, nd.BlockNum), launchString(nd.Launch))
 		s := nd.Fanin
 		n.add("fanin %s; fanout %s", joinInts(d.Fanin[s.Off:s.Off+s.N]), joinInts(fanout[i]))
 		if nd.Tensors.N > 0 {
@@ -248,7 +248,7 @@ func describeRun(b []byte) (*dnode, error) {
 		if t.Kind == KindGraph {
 			n = tasks.add("task %d: graph, replays graph submission %d", i, t.Graph)
 		} else {
-			n = tasks.add("task %d: %s%s", i, t.Kind, kernelString(t.Kernel, t.BlockNum))
+			n = tasks.add("task %d: %s%s%s", i, t.Kind, kernelString(t.Kernel, t.BlockNum), launchString(t.Launch))
 		}
 		if t.Fanin.N > 0 {
 			n.add("fanin %s", joinInts(img.Fanin[t.Fanin.Off:t.Fanin.Off+t.Fanin.N]))
@@ -400,4 +400,12 @@ func (n *dnode) write(w io.Writer) error {
 	walk(n, "")
 	_, err := io.WriteString(w, sb.String())
 	return err
+}
+
+// launchString is a task's launch flags for a description: "" without any.
+func launchString(l Launch) string {
+	if l == 0 {
+		return ""
+	}
+	return ", " + l.String()
 }

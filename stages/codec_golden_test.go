@@ -30,7 +30,7 @@ func tinyImages(t *testing.T) (def, run []byte) {
 		sv := NewView(scratch, 0, FP32, 16)
 		s.Submit(&Task{Kind: KindAIV, Kernel: [3]KernelID{-1, 1, -1}, BlockNum: 1,
 			Args: []Arg{{Tag: TagInput, View: b.Tensors[0].View}, {Tag: TagOutputExisting, View: sv}}, Scalars: []Scalar{b.Scalars[0]}})
-		s.Submit(&Task{Kind: KindAIC, Kernel: [3]KernelID{2, -1, -1}, BlockNum: 2,
+		s.Submit(&Task{Kind: KindAIC, Kernel: [3]KernelID{2, -1, -1}, BlockNum: 2, Launch: LaunchEarly,
 			Args: []Arg{{Tag: TagInput, View: sv}, {Tag: TagInOut, View: b.Tensors[1].View}}, Scalars: []Scalar{Static(7)}})
 		return nil
 	}
@@ -50,7 +50,7 @@ func tinyImages(t *testing.T) (def, run []byte) {
 		}
 		o.SubmitGraph(call, GraphSubmission{FullKey: fk, DefHash: d.ContentHash}, d.HeapBytes, d.WrittenSlots())
 	}
-	o.Submit(&Task{Kind: KindMIX, Kernel: [3]KernelID{3, 4, 4}, BlockNum: 8, Args: []Arg{{Tag: TagInput, View: NewView(1, 0, FP32, 4, 16)}}})
+	o.Submit(&Task{Kind: KindMIX, Kernel: [3]KernelID{3, 4, 4}, BlockNum: 8, Launch: LaunchSyncStart, Args: []Arg{{Tag: TagInput, View: NewView(1, 0, FP32, 4, 16)}}})
 	if err := o.Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -160,15 +160,15 @@ func TestDescribeRefusals(t *testing.T) {
 	}{
 		{"empty", nil, "0 bytes are too short", ""},
 		{"text", []byte("hello, world\n"), `magic "hell" is neither`, ""},
-		{"definition header cut", def[:20], "shorter than its 136-byte header", `magic "HBGD", version 2, header 136 bytes`},
+		{"definition header cut", def[:20], "shorter than its 136-byte header", `magic "HBGD", version 3, header 136 bytes`},
 		{"definition cut", def[:len(def)-3], "says 608 bytes, got 605", "definition image, 605 bytes"},
-		{"definition version", mut(def, func(b []byte) { b[4] = 1 }), "version 1, this device reads version 2", `magic "HBGD", version 1, header 136 bytes`},
+		{"definition version", mut(def, func(b []byte) { b[4] = 1 }), "version 1, this device reads version 3", `magic "HBGD", version 1, header 136 bytes`},
 		{"definition bit flip", mut(def, func(b []byte) { b[len(b)-1] ^= 1 }), "does not verify", `key "moe_blocj"`},
 		{"definition forward fanin", mut(def, func(b []byte) {
 			binary.LittleEndian.PutUint32(b[binary.LittleEndian.Uint32(b[defSecAt+4*dsFaninIdx:]):], 3)
 			binary.LittleEndian.PutUint64(b[hashOff:], imageHash(b, hashOff))
 		}), "must precede", "(verifies)"},
-		{"run cut", run[:50], "shorter than its 80-byte header", `magic "HBGR", version 3, header 80 bytes`},
+		{"run cut", run[:50], "shorter than its 80-byte header", `magic "HBGR", version 4, header 80 bytes`},
 		{"run version", mut(run, func(b []byte) { b[4] = 1 }), "version 1", "run image, 270 bytes"},
 		{"run bit flip", mut(run, func(b []byte) { b[len(b)-1] ^= 1 }), "does not verify", "graph submissions: 1"},
 	}

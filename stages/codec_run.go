@@ -98,11 +98,11 @@ func (w *writer) mark(sec int) {
 // section.
 func (w *writer) runTask(t *TaskDesc, args Span) {
 	w.U8(uint8(t.Kind))
+	fl := uint8(t.Launch) << 1 // TaskEarly, TaskSyncStart
 	if t.Pred.Valid {
-		w.U8(imagefmt.TaskPredicated)
-	} else {
-		w.U8(0)
+		fl |= imagefmt.TaskPredicated
 	}
+	w.U8(fl)
 	for k := 0; k < 3; k++ {
 		w.Varint(int64(t.Kernel[k]))
 	}
@@ -379,9 +379,10 @@ func (c *runCounts) tasks(b []byte, tasks []TaskDesc) error {
 		if r.Err != nil {
 			return r.Err
 		}
-		if fl > imagefmt.TaskPredicated {
+		if fl > imagefmt.TaskPredicated|imagefmt.TaskEarly|imagefmt.TaskSyncStart {
 			return badf("run image task %d has flags %d", i, fl)
 		}
+		t.Launch = Launch(fl >> 1)
 		if t.Kind < KindAIC || t.Kind > KindGraph {
 			return badf("run image task %d has kind %d", i, t.Kind)
 		}

@@ -29,9 +29,9 @@ func codecDef() *Definition {
 		Key:     "moe_block",
 		Nodes: []NodeDesc{
 			{Kind: KindAlloc, Kernel: [3]KernelID{-1, -1, -1}, BlockNum: -1, Tensors: Span{0, 1}, Scalars: Span{0, 0}, Fanin: Span{0, 0}},
-			{Kind: KindAIC, Kernel: [3]KernelID{7, -1, -1}, BlockNum: 4, Tensors: Span{1, 3}, Scalars: Span{0, 2}, Fanin: Span{0, 1}},
+			{Kind: KindAIC, Kernel: [3]KernelID{7, -1, -1}, BlockNum: 4, Launch: LaunchEarly, Tensors: Span{1, 3}, Scalars: Span{0, 2}, Fanin: Span{0, 1}},
 			{Kind: KindAIV, Kernel: [3]KernelID{-1, 9, -1}, BlockNum: 2, Tensors: Span{4, 2}, Scalars: Span{2, 1}, Fanin: Span{1, 1}, Pred: 1},
-			{Kind: KindMIX, Kernel: [3]KernelID{11, 12, 12}, BlockNum: 8, Tensors: Span{6, 2}, Scalars: Span{3, 0}, Fanin: Span{2, 2}},
+			{Kind: KindMIX, Kernel: [3]KernelID{11, 12, 12}, BlockNum: 8, Launch: LaunchEarly | LaunchSyncStart, Tensors: Span{6, 2}, Scalars: Span{3, 0}, Fanin: Span{2, 2}},
 			{Kind: KindDummy, Kernel: [3]KernelID{-1, -1, -1}, BlockNum: -1, Tensors: Span{8, 0}, Scalars: Span{3, 0}, Fanin: Span{4, 2}},
 		},
 		Preds: []PredRef{{Valid: true, Op: PredGT, Tensor: TensorRef{Tag: TagInput, Src: SrcBoundaryView, Slot: 2, Delta: 3, Layout: v(INT32, 4)}, Index: 1, Target: 0}},
@@ -76,7 +76,7 @@ func codecRun() *RunImage {
 			{Kind: KindAIV, Kernel: [3]KernelID{-1, 3, -1}, BlockNum: 8, Args: Span{1, 2}, Scalars: Span{0, 2}, Fanin: Span{0, 1}, Graph: -1,
 				Pred: Predicate{Valid: true, Op: PredNE, View: v(2, 5, INT32, 4), Index: 2, Target: -7}},
 			{Kind: KindGraph, Kernel: [3]KernelID{-1, -1, -1}, BlockNum: -1, Args: Span{3, 2}, Scalars: Span{2, 1}, Fanin: Span{1, 2}, Graph: 0},
-			{Kind: KindMIX, Kernel: [3]KernelID{1, 2, 2}, BlockNum: 24, Args: Span{5, 1}, Fanin: Span{3, 1}, Graph: -1},
+			{Kind: KindMIX, Kernel: [3]KernelID{1, 2, 2}, BlockNum: 24, Launch: LaunchSyncStart | LaunchEarly, Args: Span{5, 1}, Fanin: Span{3, 1}, Graph: -1},
 		},
 		Args: []Arg{
 			{Tag: TagOutput, View: v(3, 0, FP16, 128)},
@@ -164,9 +164,9 @@ func TestRunImageRoundTrip(t *testing.T) {
 // The golden images pin the wire format: a change to either must be a
 // deliberate version bump (update the constants with -run Golden -v output).
 const (
-	goldenDefHash = 0xc6cec5388aa175fe
-	goldenRunHash = 0x95608dd49df69640
-	goldenDefHead = "48424744020088008877665544332211fe75a18a38c5cec60008100000000000"
+	goldenDefHash = 0xbb3b686d96f86d98
+	goldenRunHash = 0x440c697ccb8a41c6
+	goldenDefHead = "48424744030088008877665544332211986df8966d683bbb0008100000000000"
 )
 
 func TestCodecGolden(t *testing.T) {

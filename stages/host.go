@@ -9,7 +9,10 @@ import (
 
 // keyState is what the Host knows about one store key across passes.
 type keyState struct {
-	def    *Published
+	sk  uint64
+	def *Published
+	// gone: the key was forgotten (Learn), and h.seq may still hold it.
+	gone   bool
 	failed error
 	// recording is set from the request to the outcome's Learn.
 	recording bool
@@ -22,6 +25,9 @@ type keyState struct {
 	first       []Arg
 	firstScalar []uint64
 	verifyAsked bool
+	// warnedPass is the pass that last warned this failed key falls back;
+	// usedPass the last that replayed its Definition (Pass.used).
+	warnedPass, usedPass uint64
 }
 
 // Host is one rank's submission side: the ordinary path (OrdinaryPath), what the
@@ -34,8 +40,14 @@ type Host struct {
 	identity string
 	idHash   uint64 // FullKey's hash of identity so far
 	keys     map[uint64]*keyState
-	matcher  Matcher
-	p        *Pass
+	// recording counts keys' recording flags: the submission asks after
+	// every message, which must not walk every key.
+	recording int
+	matcher   Matcher
+	p         *Pass
+	// seq is the key of each Graph call of the last pass, in call order;
+	// cur the pass's own, which End makes seq.
+	seq, cur []*keyState
 	nextID   uint64
 	jobs     []RecordRequest
 	spare    []*RunImage
@@ -57,12 +69,7 @@ func (h *Host) Ordinary() *OrdinaryPath { return h.orch }
 // next pass then waits, so that at most one pass per rank awaits recordings
 // and a key's calls are never shells of two passes.
 func (h *Host) Recording() bool {
-	for _, e := range h.keys {
-		if e.recording {
-			return true
-		}
-	}
-	return false
+	return h.recording > 0
 }
 
 // Begin starts a pass of the orchestration identity over entry. The caller
@@ -73,10 +80,10 @@ func (h *Host) Begin(identity string, entry []Root, nkernels, round int) *Pass {
 		h.orch = NewOrdinaryPath(entry)
 		h.identity = identity
 		h.idHash = fnvString(fnvOffset, identity)
-		clear(h.keys)
+		h.forgetAll()
 	}
 	if h.cfg.NoRetain {
-		clear(h.keys)
+		h.forgetAll()
 	}
 	return h.begin(nkernels, round)
 }
@@ -99,7 +106,7 @@ func (h *Host) Rerun(p *Pass) *Pass {
 	np.Defects = p.Defects
 	np.RecordedNodes, np.RecordNodeOps, np.RecordNs = p.RecordedNodes, p.RecordNodeOps, p.RecordNs
 	np.BuiltDefinitions, np.BuildNs = p.BuiltDefinitions, p.BuildNs
-	np.Store = p.Store
+	np.Store, np.Fetch = p.Store, p.Fetch
 	np.UploadedBytes = p.UploadedBytes
 	h.Recycle(p.Image)
 	return np
@@ -119,21 +126,34 @@ func (h *Host) storeKey(fk uint64) uint64 {
 // Record requests pile up for TakeJobs.
 func (h *Host) Graph(call *GraphCall, o Submitter) TaskID {
 	p := h.p
+	n := p.Counts.GraphCalls
 	p.Counts.GraphCalls++
 	fk := fullKeyFrom(h.idHash, call.Key, call.Config)
 	sk := h.storeKey(fk)
-	e := h.keys[sk]
+	// A pass makes the calls the last one made, in its order: the key of
+	// the call at this position last pass is found without the map, whose
+	// lookup at 10^5 keys is a cache miss per call.
+	var e *keyState
+	if n < len(h.seq) && h.seq[n].sk == sk && !h.seq[n].gone {
+		e = h.seq[n]
+	} else {
+		e = h.keys[sk]
+	}
 	switch {
 	case e == nil:
-		e = &keyState{nscalars: len(call.Scalars), next: len(call.ExtDeps), sig: Signature(call.Boundary, h.orch), recording: true}
+		e = &keyState{sk: sk, nscalars: len(call.Scalars), next: len(call.ExtDeps), sig: Signature(call.Boundary, h.orch), recording: true}
+		h.recording++
 		job := h.job(call, fk, sk, false)
 		// The request's copies are read-only from here on: the key keeps
 		// the first call's values in them.
 		e.first, e.firstScalar = job.Boundary, job.Scalars
 		h.keys[sk] = e
+	}
+	h.cur = append(h.cur, e)
+	switch {
 	case e.failed != nil:
-		if !slices.Contains(p.fellBack, sk) {
-			p.fellBack = append(p.fellBack, sk)
+		if e.warnedPass != p.ID {
+			e.warnedPass = p.ID
 			p.warn("%v; its calls run on the ordinary path", e.failed)
 		}
 		p.Counts.FallbackCalls++
@@ -158,7 +178,13 @@ func (h *Host) Graph(call *GraphCall, o Submitter) TaskID {
 		h.job(call, fk, sk, true)
 	}
 	if e.def != nil {
-		p.use(e.def)
+		// Marked on the key, not looked up in the pass: a Published is one
+		// key's, and the key's state is in the cache already.
+		if e.usedPass != p.ID {
+			e.usedPass = p.ID
+			p.used = append(p.used, e.def)
+		}
+		p.graphNodes += len(e.def.Def.Nodes)
 	} else {
 		p.shells = append(p.shells, shell{task: id, sk: sk})
 	}
@@ -177,6 +203,7 @@ func (h *Host) job(call *GraphCall, fk, sk uint64, verify bool) *RecordRequest {
 		Verify:   verify,
 	})
 	h.p.pending[sk]++
+	h.p.awaited++
 	return &h.jobs[len(h.jobs)-1]
 }
 
@@ -232,6 +259,8 @@ func (h *Host) End(err error) *Pass {
 		spare, h.spare = h.spare[n-1], h.spare[:n-1]
 	}
 	p.Image = h.orch.TakeImage(spare)
+	clear(h.seq)
+	h.seq, h.cur = h.cur, h.seq[:0]
 	c := &p.Counts
 	c.HostSubmissions = len(p.Image.Tasks)
 	c.GraphSubmissions = len(p.Image.Graphs)
@@ -261,15 +290,27 @@ func (h *Host) Learn(ls []Learned) {
 		if e == nil {
 			continue
 		}
+		if (l.Forget || l.Failed != nil || l.Def != nil) && e.recording {
+			e.recording = false
+			h.recording--
+		}
 		switch {
 		case l.Forget:
+			e.gone = true
 			delete(h.keys, l.StoreKey)
 		case l.Failed != nil:
-			e.failed, e.recording = l.Failed, false
+			e.failed = l.Failed
 		case l.Def != nil:
-			e.def, e.recording = l.Def, false
+			e.def = l.Def
 		}
 	}
+}
+
+func (h *Host) forgetAll() {
+	clear(h.keys)
+	h.recording = 0
+	clear(h.seq)
+	h.seq = h.seq[:0]
 }
 
 // Forget lists the store keys of this Host's keys (NoRetain: the store drops

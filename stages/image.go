@@ -36,6 +36,7 @@ type TaskDesc struct {
 	Kind     Kind
 	Kernel   [3]KernelID
 	BlockNum int32
+	Launch   Launch
 	// Args is into RunImage.Args, or RunImage.Bound for a GRAPH task of a
 	// narrow image.
 	Args    Span
@@ -186,6 +187,7 @@ type NodeDesc struct {
 	Kind     Kind
 	Kernel   [3]KernelID
 	BlockNum int32
+	Launch   Launch
 	Tensors  Span // into Definition.Tensors
 	Scalars  Span // into Definition.Scalars
 	Fanin    Span // into Definition.Fanin (node indices, all < this node)

@@ -179,6 +179,11 @@ type Root struct {
 	Creator TaskID
 	// ManualDep opts the root out of TensorMap tracking (upstream manual_dep).
 	ManualDep bool
+	// Data is an entry root's contents where the model gives them (small
+	// integer tables: context lengths, a block table), row-major, one value
+	// per element; nil for every other root. The host reads them
+	// (get_tensor_data) and the device evaluates predicates on them.
+	Data []int64
 }
 
 // Bytes is the root's size.
@@ -238,9 +243,31 @@ func (v *View) Elems() int64 {
 func (v *View) Bytes() int64 { return v.Elems() * v.DType.Size() }
 
 // End is one past the last element of the view's region. The region is the
-// interval [Offset, Offset+Elems): the dependency rule compares intervals, not
-// strided footprints (reference README, "The dependency rule").
-func (v *View) End() int64 { return v.Offset + v.Elems() }
+// interval [Offset, Offset+Span): the dependency rule compares intervals, not
+// strided footprints (reference README, "The dependency rule"), so a strided
+// view (a tile of a wider tensor) covers the rows it spans whole.
+func (v *View) End() int64 { return v.Offset + v.Span() }
+
+// Span is the number of elements from the view's first to one past its
+// last: Elems for a contiguous view, more for a strided one (a [rows, n]
+// tile of a [rows, block] tensor keeps the row stride block, and spans
+// (rows-1)*block + n). 0 for an empty view. Strides that would span fewer
+// elements than the view has (none a model makes) count as contiguous.
+func (v *View) Span() int64 {
+	span, elems := int64(1), int64(1)
+	for i := 0; i < int(v.NDims) && i < MaxDims; i++ {
+		if v.Shape[i] == 0 {
+			return 0
+		}
+		span += (v.Shape[i] - 1) * v.Strides[i]
+		elems *= v.Shape[i]
+	}
+	return max(span, elems)
+}
+
+// Contiguous reports whether v's strides are the row-major strides of its
+// shape, so that its elements are the interval it spans.
+func (v *View) Contiguous() bool { return contiguous(v) }
 
 // ShapeSlice returns the used part of Shape.
 func (v *View) ShapeSlice() []int64 { return v.Shape[:v.NDims] }
@@ -301,6 +328,43 @@ type Predicate struct {
 	Target int64
 }
 
+// Launch is a task's launch flags, upstream's launch spec setters. Neither
+// changes what a task computes or what it waits on; both are carried from
+// submission to the device and written by traces.
+type Launch uint8
+
+const (
+	// LaunchEarly is set_allow_early_resolve(true): the task may be
+	// dispatched speculatively before its producers complete (disabled in
+	// host_build_graph, RUNTIME_LOGIC.md §6, and by this device: carried
+	// and traced only).
+	LaunchEarly Launch = 1 << iota
+	// LaunchSyncStart is launch_spec.set_require_sync_start(true): the
+	// task's block_num blocks start together, as one cohort, once enough
+	// cores are free for all of them (the device models it).
+	LaunchSyncStart
+
+	// launchAll is every defined flag; images carry no other bit.
+	launchAll = LaunchEarly | LaunchSyncStart
+)
+
+// Valid reports whether l has only defined flags.
+func (l Launch) Valid() bool { return l&^launchAll == 0 }
+
+func (l Launch) String() string {
+	switch l {
+	case 0:
+		return ""
+	case LaunchEarly:
+		return "early"
+	case LaunchSyncStart:
+		return "sync_start"
+	case LaunchEarly | LaunchSyncStart:
+		return "early,sync_start"
+	}
+	return fmt.Sprintf("launch(%#x)", uint8(l))
+}
+
 // Task is one submission: a kernel task, a dummy fence or an alloc. The
 // slices belong to the caller and are copied by Submit, so a caller may reuse
 // them across submissions.
@@ -308,6 +372,7 @@ type Task struct {
 	Kind     Kind
 	Kernel   [3]KernelID // AIC, AIV0, AIV1
 	BlockNum int32       // SPMD width; -1 = not set
+	Launch   Launch
 	Args     []Arg
 	Scalars  []Scalar
 	Deps     []TaskID
@@ -315,6 +380,10 @@ type Task struct {
 	// Line is the model file line of the op that made the task (0: not
 	// from a model file); host only, never in an image.
 	Line int32
+	// OutNames names the roots the task's TagOutput args make, in argument
+	// order (missing or "": unnamed), so a trace writes the model's name;
+	// host only, never in an image.
+	OutNames []string
 }
 
 func prod(s []int64) int64 {

@@ -80,6 +80,8 @@ type Outcome struct {
 	BuildNs       int64
 	// Store is what the store on disk did for this request.
 	Store StoreLoad
+	// Fetch is what asking the cluster did for this request.
+	Fetch PeerFetch
 	// UploadedBytes is the Definition bytes uploaded for this request.
 	UploadedBytes int64
 	UploadErr     error
@@ -145,8 +147,10 @@ type Pass struct {
 	RecordNs         int64
 	BuiltDefinitions int
 	BuildNs          int64
-	// Store is what the store on disk loaded for the pass, and rejected.
+	// Store is what the store on disk loaded for the pass, and rejected;
+	// Fetch what asking the cluster did for it (reruns included).
 	Store StoreLoad
+	Fetch PeerFetch
 	// UploadedBytes is the Definition bytes uploaded for this pass.
 	UploadedBytes int64
 	// Err is why the pass failed, once it has.
@@ -165,10 +169,21 @@ type Pass struct {
 	defs     map[uint64]*Published
 	learned  []Learned
 	rerun    bool
-	fellBack []uint64
+	// awaited is the sum of pending's counts.
+	awaited int
+	// usedSet and byHash index used once it outgrows usedScan.
+	usedSet map[*Published]struct{}
+	byHash  map[uint64]*Published
+	// graphNodes sums the nodes of the Definitions of the pass's
+	// GraphSubmissions (the device tasks they expand into).
+	graphNodes int
 	// atDevice counts this pass's device requests not yet answered.
 	atDevice int
 	replied  bool
+	// walked counts the entries of per-pass collections that the pass's
+	// steps visit (TestWarmWorkPerCall): a step that walks them per Graph
+	// call makes the pass quadratic in its keys.
+	walked int
 }
 
 // Shipping says whether the pass's run image has been sent to the device.
@@ -181,13 +196,59 @@ func (p *Pass) warn(format string, a ...any) {
 	}
 }
 
+// usedScan is how many Definitions a pass finds by scanning p.used before
+// it indexes them: a handful (DSv4 replays 8) is found faster by a scan
+// than through a map, and costs no allocation; past it, an index keeps a
+// pass of many distinct keys linear in its Graph calls. The Host marks the
+// Definitions its replays use on their keys (keyState.usedPass), so use is
+// the Replay's, for the shells of keys recorded in the pass; a Published is
+// one key's, so the two never add the same one.
+const usedScan = 16
+
 func (p *Pass) use(d *Published) {
-	for _, u := range p.used {
-		if u == d {
-			return
+	if p.usedSet == nil {
+		for _, u := range p.used {
+			p.walked++
+			if u == d {
+				return
+			}
+		}
+		p.used = append(p.used, d)
+		if len(p.used) > usedScan {
+			p.usedSet = make(map[*Published]struct{}, 2*len(p.used))
+			for _, u := range p.used {
+				p.usedSet[u] = struct{}{}
+			}
+		}
+		return
+	}
+	if _, ok := p.usedSet[d]; !ok {
+		p.usedSet[d] = struct{}{}
+		p.used = append(p.used, d)
+	}
+}
+
+// def finds a used Definition by its hash: by a scan while they are few,
+// else through an index built at the first call (once per pass).
+func (p *Pass) def(hash uint64) *Published {
+	if len(p.used) <= usedScan {
+		for _, d := range p.used {
+			p.walked++
+			if d.Hash == hash {
+				return d
+			}
+		}
+		return nil
+	}
+	if p.byHash == nil {
+		p.byHash = make(map[uint64]*Published, len(p.used))
+		for _, u := range p.used {
+			if _, ok := p.byHash[u.Hash]; !ok { // the first with a hash, as a scan finds it
+				p.byHash[u.Hash] = u
+			}
 		}
 	}
-	p.used = append(p.used, d)
+	return p.byHash[hash]
 }
 
 // Used is the Definitions the pass replays.

@@ -388,7 +388,7 @@ func (r *Recorder) Submit(t *Task) TaskID {
 		r.def.Fanin = append(r.def.Fanin, uint32(p))
 	}
 	nd := NodeDesc{
-		Kind: t.Kind, Kernel: t.Kernel, BlockNum: t.BlockNum,
+		Kind: t.Kind, Kernel: t.Kernel, BlockNum: t.BlockNum, Launch: t.Launch,
 		Tensors: Span{Off: uint32(tOff), N: uint32(len(args))},
 		Scalars: Span{Off: uint32(sOff), N: uint32(len(t.Scalars))},
 		Fanin:   Span{Off: uint32(fOff), N: uint32(len(r.fs.Out))},

@@ -100,6 +100,7 @@ func (r *Replay) apply(p *Pass, o Outcome) {
 		panic(fmt.Sprintf("stages: pass %d got an outcome for key %016x it did not ask for", p.ID, o.StoreKey))
 	}
 	p.pending[o.StoreKey]--
+	p.awaited--
 	p.RecordNodeOps += o.RecordedNodes
 	p.RecordNs += o.RecordNs
 	if o.Recorded && o.Err == nil {
@@ -109,6 +110,7 @@ func (r *Replay) apply(p *Pass, o Outcome) {
 	}
 	p.UploadedBytes += o.UploadedBytes
 	p.Store.Add(o.Store)
+	p.Fetch.Add(o.Fetch)
 	for _, r := range o.Store.Rejected {
 		p.warn("%s; recorded again", r)
 	}
@@ -143,14 +145,7 @@ func (r *Replay) apply(p *Pass, o Outcome) {
 	}
 }
 
-func (p *Pass) awaiting() bool {
-	for _, n := range p.pending {
-		if n > 0 {
-			return true
-		}
-	}
-	return false
-}
+func (p *Pass) awaiting() bool { return p.awaited > 0 }
 
 // advance moves a waiting pass on once every outcome is in.
 func (r *Replay) advance(p *Pass) {
@@ -181,6 +176,7 @@ func (r *Replay) advance(p *Pass) {
 		}
 		p.Image.FinalizeGraph(sh.task, d.Hash, d.Def.HeapBytes)
 		p.use(d)
+		p.graphNodes += len(d.Def.Nodes)
 	}
 	p.count()
 	p.step = stepReady
@@ -191,25 +187,10 @@ func (r *Replay) advance(p *Pass) {
 func (p *Pass) count() {
 	c := &p.Counts
 	c.Definitions = len(p.used)
-	nodes := 0
-	for _, g := range p.Image.Graphs {
-		if d := p.def(g.DefHash); d != nil {
-			nodes += len(d.Def.Nodes)
-		}
-	}
-	c.ExpectedDeviceTasks = c.OrdinaryTasks + nodes
+	c.ExpectedDeviceTasks = c.OrdinaryTasks + p.graphNodes
 	if p.cfg.CountKernels {
 		p.KernelTasks = kernelTasks(p.Image, p.nkernels, p.def)
 	}
-}
-
-func (p *Pass) def(hash uint64) *Published {
-	for _, d := range p.used {
-		if d.Hash == hash {
-			return d
-		}
-	}
-	return nil
 }
 
 // kernelTasks counts the device tasks of each kernel in a run image, Graph

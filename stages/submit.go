@@ -205,10 +205,16 @@ func (o *OrdinaryPath) Submit(t *Task) TaskID {
 	argOff := len(o.img.Args)
 	o.img.Args = append(grow2(o.img.Args, len(t.Args)), t.Args...)
 	args := o.img.Args[argOff:]
+	nout := 0
 	for i := range args {
 		if args[i].Tag == TagOutput {
 			v := &args[i].View
-			v.Root = o.newRoot("", v.DType, append([]int64(nil), v.ShapeSlice()...), false, id)
+			name := ""
+			if nout < len(t.OutNames) {
+				name = t.OutNames[nout]
+			}
+			nout++
+			v.Root = o.newRoot(name, v.DType, append([]int64(nil), v.ShapeSlice()...), false, id)
 			v.Offset = 0
 			t.Args[i].View.Root, t.Args[i].View.Offset = v.Root, 0
 		}
@@ -224,6 +230,7 @@ func (o *OrdinaryPath) Submit(t *Task) TaskID {
 		Kind:     t.Kind,
 		Kernel:   t.Kernel,
 		BlockNum: t.BlockNum,
+		Launch:   t.Launch,
 		Args:     Span{Off: uint32(argOff), N: uint32(len(t.Args))},
 		Scalars:  Span{Off: uint32(scOff), N: uint32(len(t.Scalars))},
 		Fanin:    Span{Off: uint32(fanOff), N: uint32(len(o.fs.Out))},

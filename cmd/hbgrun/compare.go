@@ -59,6 +59,9 @@ func compareCmd(ctx context.Context, out, stderr io.Writer, path string, forms [
 	if len(forms) == 0 {
 		forms = model.Forms()
 	}
+	if err := autoForm(ctx, model, forms, stderr); err != nil {
+		return err
+	}
 	orchs := make([]*actors.Orchestration, len(forms))
 	for i, form := range forms {
 		if orchs[i], err = orchestrationFor(model, form, f.defects == "warn", stderr); err != nil {
@@ -190,6 +193,7 @@ func compareForms(ctx context.Context, s *session, f *runFlags, model string, fo
 		}
 		reports[i] = buildReport(info, own)
 		reports[i].Preload = pre[i]
+		autoWarnings(reports[i])
 		// Each form is checked against its own reference (its inline
 		// twin) in the library, whichever forms are listed.
 		if err := reportGolden(reports[i], own); err != nil && failed == nil {

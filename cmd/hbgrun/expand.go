@@ -34,6 +34,9 @@ gzip-compressed; without --out the trace goes to standard output.`,
 			if form == "" {
 				return usageError{fmt.Errorf("--form is required (want one of %s)", strings.Join(m.Forms(), ", "))}
 			}
+			if err := autoForm(cmd.Context(), m, []string{form}, cmd.ErrOrStderr()); err != nil {
+				return err
+			}
 			if !slices.Contains(m.Forms(), form) {
 				return usageError{fmt.Errorf("model %s has no form %q (want one of %s)", m.Name, form, strings.Join(m.Forms(), ", "))}
 			}

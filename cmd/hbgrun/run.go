@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hbg-dev/hbg/actors"
+	"github.com/hbg-dev/hbg/analyze"
 	"github.com/hbg-dev/hbg/npu"
 	"github.com/hbg-dev/hbg/remote"
 	"github.com/hbg-dev/hbg/stages"
@@ -189,6 +190,13 @@ func runCmd(ctx context.Context, out, stderr io.Writer, path string, f *runFlags
 	if f.form == "" {
 		f.form = model.DefaultForm()
 	}
+	if f.form == analyze.AutoForm && len(f.remote.nodes) > 0 && !slices.Contains(model.Forms(), f.form) {
+		// The nodes get the model file's bytes, which hold no form auto.
+		return usageError{fmt.Errorf("--form auto with --nodes: the nodes read the model file, which has no form auto (print it with hbgrun analyze MODEL --emit-form auto and add it under forms:)")}
+	}
+	if err := autoForm(ctx, model, []string{f.form}, stderr); err != nil {
+		return err
+	}
 	orch, err := orchestrationFor(model, f.form, f.defects == "warn", stderr)
 	if err != nil {
 		return err
@@ -209,6 +217,7 @@ func runCmd(ctx context.Context, out, stderr io.Writer, path string, f *runFlags
 	info := trace.RunInfo{Model: modelName(model), Form: f.form, Rounds: f.rounds, Ranks: f.ranks}
 	cctx, cmdSpan := s.tracer.StartCommand(ctx, info)
 	rep, passes, err := runForm(cctx, s, f, orch, info)
+	autoWarnings(rep)
 	if dump != nil {
 		err = errors.Join(err, dump.finish(f.store.dir, stderr))
 	}

@@ -6,10 +6,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hbg-dev/hbg/analyze"
 	"github.com/hbg-dev/hbg/config"
 )
 
 func init() {
+	var form string
 	cmd := &cobra.Command{
 		Use:   "validate MODEL",
 		Short: "Load a model config, run every form and the static Graph checks",
@@ -23,6 +25,12 @@ It prints a one-line summary; any error exits with status 2.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := loadModel(args[0])
 			if err != nil {
+				return err
+			}
+			if form != "" && form != analyze.AutoForm {
+				return usageError{fmt.Errorf("--form %q: validate checks every form; --form takes only %s (the form hbgrun analyze proposes, checked with the others)", form, analyze.AutoForm)}
+			}
+			if err := autoForm(cmd.Context(), m, []string{form}, cmd.ErrOrStderr()); err != nil {
 				return err
 			}
 			sum, err := config.Validate(m)
@@ -41,6 +49,7 @@ It prints a one-line summary; any error exits with status 2.`,
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&form, "form", "", "auto: also the form hbgrun analyze proposes (calibrated on this machine first)")
 	addMaxTasks(cmd)
 	commands = append(commands, cmd)
 }

@@ -22,10 +22,13 @@ type Arg struct {
 	RID   int     `json:"rid"`
 	Off   int64   `json:"off"`
 	Shape []int64 `json:"shape"`
-	DType string  `json:"dtype"`
-	Bytes int64   `json:"bytes"`
-	BSlot int     `json:"bslot"`
-	MDep  int     `json:"mdep"`
+	// Strides are written only for a strided view (a tile of a wider
+	// tensor); a contiguous view's are its shape's row-major strides.
+	Strides []int64 `json:"strides,omitempty"`
+	DType   string  `json:"dtype"`
+	Bytes   int64   `json:"bytes"`
+	BSlot   int     `json:"bslot"`
+	MDep    int     `json:"mdep"`
 }
 
 // Pred is a task's predicate: the task runs only if element Idx of Root
@@ -57,6 +60,8 @@ type Line struct {
 	Args     []Arg     `json:"args"`
 	Scalars  []uint64  `json:"scalars"`
 	BlockNum int       `json:"block_num"`
+	Early    int       `json:"early"`
+	Sync     int       `json:"sync_start"`
 	Deps     []int     `json:"deps"`
 	Fanin    []int     `json:"fanin"`
 	Depth    int       `json:"depth"`
@@ -70,6 +75,7 @@ type Line struct {
 	Boundary []Arg     `json:"boundary"`
 	NTasks   int       `json:"ntasks"`
 	Root     string    `json:"root"`
+	Idx      []int64   `json:"idx"`
 	Value    int64     `json:"value"`
 	Tasks    int       `json:"tasks"`
 	Edges    int       `json:"edges"`

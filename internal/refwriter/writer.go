@@ -75,6 +75,8 @@ type Event struct {
 	Args     []ArgEvent `json:"args,omitempty"`
 	Scalars  []uint64   `json:"scalars,omitempty"`
 	BlockNum *int       `json:"block_num,omitempty"`
+	Early    *int       `json:"early,omitempty"`
+	Sync     *int       `json:"sync_start,omitempty"`
 	Deps     []int      `json:"deps,omitempty"`
 	Fanin    []int      `json:"fanin,omitempty"`
 	Pred     *PredEvent `json:"pred,omitempty"`
@@ -85,6 +87,7 @@ type Event struct {
 	Boundary []ArgEvent `json:"boundary,omitempty"`
 	NTasks   *int       `json:"ntasks,omitempty"`
 	Root     string     `json:"root,omitempty"`
+	Idx      []int64    `json:"idx,omitempty"`
 	Value    *int64     `json:"value,omitempty"`
 }
 
@@ -102,6 +105,8 @@ type taskJSON struct {
 	Args     []ArgEvent `json:"args"`
 	Scalars  []uint64   `json:"scalars"`
 	BlockNum int        `json:"block_num"`
+	Early    int        `json:"early"`
+	Sync     int        `json:"sync_start"`
 	Deps     []int      `json:"deps"`
 	Fanin    []int      `json:"fanin"`
 	Pred     *PredEvent `json:"pred,omitempty"`
@@ -146,7 +151,7 @@ func (t *Writer) emit(e *Event) {
 	switch e.Ev {
 	case "task":
 		v = &taskJSON{Ev: e.Ev, ID: *e.ID, Kind: e.Kind, K: e.K, Name: e.Name, Depth: *e.Depth, Manual: *e.Manual, Graph: e.Graph,
-			Args: e.Args, Scalars: e.Scalars, BlockNum: *e.BlockNum, Deps: e.Deps, Fanin: e.Fanin, Pred: e.Pred}
+			Args: e.Args, Scalars: e.Scalars, BlockNum: *e.BlockNum, Early: *e.Early, Sync: *e.Sync, Deps: e.Deps, Fanin: e.Fanin, Pred: e.Pred}
 	case "graph_begin":
 		v = &graphBeginJSON{Ev: e.Ev, Def: e.Def, Key: e.Key, Inst: *e.Inst, Boundary: e.Boundary, Scalars: e.Scalars}
 	}
@@ -199,8 +204,12 @@ func (t *Writer) rootInfo(id stages.RootID) (name, kind string, mdep int) {
 func (t *Writer) arg(a *stages.Arg) ArgEvent {
 	v := &a.View
 	name, kind, mdep := t.rootInfo(v.Root)
-	return ArgEvent{Tag: a.Tag.String(), Root: name, RKind: kind, RID: int(v.Root), Off: v.Offset,
+	ev := ArgEvent{Tag: a.Tag.String(), Root: name, RKind: kind, RID: int(v.Root), Off: v.Offset,
 		Shape: append([]int64(nil), v.ShapeSlice()...), DType: v.DType.String(), Bytes: v.Bytes(), BSlot: t.bslot(v), MDep: mdep}
+	if !v.Contiguous() {
+		ev.Strides = append([]int64(nil), v.Strides[:v.NDims]...)
+	}
+	return ev
 }
 
 // bslot finds the boundary slot an argument derives from: the first slot of
@@ -218,12 +227,13 @@ func (t *Writer) bslot(v *stages.View) int {
 	return -1
 }
 
-func (t *Writer) taskEvent(id stages.TaskID, kind stages.Kind, k [3]stages.KernelID, bn int32, args []stages.Arg, sc []stages.Scalar, deps []stages.TaskID, pred *stages.Predicate) {
+func (t *Writer) taskEvent(id stages.TaskID, kind stages.Kind, k [3]stages.KernelID, bn int32, launch stages.Launch, args []stages.Arg, sc []stages.Scalar, deps []stages.TaskID, pred *stages.Predicate) {
 	fan := t.o.Fanin(id)
 	t.tasks++
 	t.edges += len(fan)
 	e := Event{Ev: "task", ID: ip(int(id)), Kind: kind.String(), K: []int{int(k[0]), int(k[1]), int(k[2])},
 		Depth: ip(t.depth), Manual: ip(b2i(t.manual > 0)), BlockNum: ip(int(bn)),
+		Early: ip(b2i(launch&stages.LaunchEarly != 0)), Sync: ip(b2i(launch&stages.LaunchSyncStart != 0)),
 		Args: []ArgEvent{}, Scalars: []uint64{}, Deps: []int{}, Fanin: []int{}}
 	switch kind {
 	case stages.KindAlloc:
@@ -249,13 +259,7 @@ func (t *Writer) taskEvent(id stages.TaskID, kind stages.Kind, k [3]stages.Kerne
 	}
 	if pred != nil && pred.Valid {
 		name, _, _ := t.rootInfo(pred.View.Root)
-		idx := make([]int64, pred.View.NDims)
-		rem := pred.Index
-		for i := 0; i < int(pred.View.NDims); i++ {
-			idx[i] = rem / pred.View.Strides[i]
-			rem %= pred.View.Strides[i]
-		}
-		e.Pred = &PredEvent{Root: name, Idx: idx, Op: int(pred.Op), Target: pred.Target}
+		e.Pred = &PredEvent{Root: name, Idx: t.rootIndex(&pred.View, pred.Index), Op: int(pred.Op), Target: pred.Target}
 	}
 	if g := t.graph; g != nil {
 		e.Graph = &GraphRef{Def: g.def, Key: g.key, Inst: g.inst, First: b2i(g.inst == 0)}
@@ -264,6 +268,20 @@ func (t *Writer) taskEvent(id stages.TaskID, kind stages.Kind, k [3]stages.Kerne
 		t.ordinary++
 	}
 	t.emit(&e)
+}
+
+// rootIndex is the element a predicate reads, as an index into its root:
+// the trace format's idx names an element of the root, while a Predicate's
+// Index counts from its view's offset (gate_view[1] over gate @ 4 is [5]).
+func (t *Writer) rootIndex(v *stages.View, index int64) []int64 {
+	shape := t.o.Root(v.Root).Shape
+	idx := make([]int64, len(shape))
+	rem := v.Offset + index
+	for i := len(shape) - 1; i >= 0; i-- {
+		idx[i] = rem % shape[i]
+		rem /= shape[i]
+	}
+	return idx
 }
 
 func b2i(b bool) int {
@@ -280,7 +298,7 @@ func (t *Writer) Alloc(specs []stages.RootSpec) (stages.TaskID, stages.RootID) {
 	for i, s := range specs {
 		args[i] = stages.Arg{Tag: stages.TagOutput, View: stages.NewView(first+stages.RootID(i), 0, s.DType, s.Shape...)}
 	}
-	t.taskEvent(id, stages.KindAlloc, [3]stages.KernelID{-1, -1, -1}, -1, args, nil, nil, nil)
+	t.taskEvent(id, stages.KindAlloc, [3]stages.KernelID{-1, -1, -1}, -1, 0, args, nil, nil, nil)
 	return id, first
 }
 
@@ -303,7 +321,7 @@ func (t *Writer) Submit(task *stages.Task) stages.TaskID {
 			n++
 		}
 	}
-	t.taskEvent(id, task.Kind, task.Kernel, task.BlockNum, args, task.Scalars, task.Deps, &task.Pred)
+	t.taskEvent(id, task.Kind, task.Kernel, task.BlockNum, task.Launch, args, task.Scalars, task.Deps, &task.Pred)
 	return id
 }
 
@@ -329,10 +347,11 @@ func (t *Writer) ScopeEnd() {
 	t.emit(&Event{Ev: "scope_end", Depth: ip(t.depth)})
 }
 
-// ReadTensor records the host's read of device data.
-func (t *Writer) ReadTensor(root stages.RootID, value int64) {
+// ReadTensor records the host's read of device data: element idx of root
+// (nil: the tensor's one value).
+func (t *Writer) ReadTensor(root stages.RootID, idx []int64, value int64) {
 	name, _, _ := t.rootInfo(root)
-	t.emit(&Event{Ev: "get_tensor_data", Root: name, Value: &value})
+	t.emit(&Event{Ev: "get_tensor_data", Root: name, Idx: idx, Value: &value})
 }
 
 // Graph implements stages.Submitter: the body runs inline and its tasks

@@ -52,14 +52,14 @@
 // offsets); a Definition costs ~150-300 bytes per node, so that is tens of
 // millions of nodes.
 //
-// # Definition image, version 2
+// # Definition image, version 3
 //
-// Magic "HBGD" (DefinitionMagic), version 2 (DefinitionVersion; version 2
-// added the external dependency slots). Header, 136 bytes (DefHeaderSize);
+// Magic "HBGD" (DefinitionMagic), version 3 (DefinitionVersion; version 2
+// added the external dependency slots, version 3 a node's launch flags). Header, 136 bytes (DefHeaderSize);
 // offsets in bytes, the Def*At constants:
 //
 //	 0  [4]u8  magic "HBGD"
-//	 4  u16    version (2)
+//	 4  u16    version (3)
 //	 6  u16    header size (136)
 //	 8  u64    full_key: hash of the orchestration identity, the graph key
 //	           and its construction values; what a replay looks it up by
@@ -100,7 +100,9 @@
 //	nodes       40 B a node (NodeRecordSize), the Node* offsets:
 //	              0 u8 kind (stages.Kind: 1 aic, 2 aiv, 3 mix, 4 dummy,
 //	                5 alloc; never 6 graph: a body does not nest)
-//	              1 u8 0, 2 u16 0 (reserved)
+//	              1 u8 launch flags (LaunchEarly 1: set_allow_early_resolve,
+//	                LaunchSyncStart 2: set_require_sync_start; no other bit)
+//	              2 u16 0 (reserved)
 //	              4 i32 block_num
 //	              8 i32 kernel[3] (AIC, AIV0, AIV1; -1 = none)
 //	             20 u32 tensor_off, 24 u32 tensor_n   (into tensors)
@@ -137,15 +139,16 @@
 //	            record (as above), varint index, varint target
 //	key         the graph key's bytes (key bytes long, not terminated)
 //
-// # Run image, version 3
+// # Run image, version 4
 //
-// Magic "HBGR" (RunImageMagic), version 3 (RunImageVersion; version 2 sent
+// Magic "HBGR" (RunImageMagic), version 4 (RunImageVersion; version 2 sent
 // a Graph submission's boundary as (root, offset) pairs, version 3 sends
-// them as fixed-width records instead of varints). Header, 80 bytes
+// them as fixed-width records instead of varints, version 4 carries a
+// task's launch flags). Header, 80 bytes
 // (RunHeaderSize); the Run*At constants:
 //
 //	 0  [4]u8  magic "HBGR"
-//	 4  u16    version (3)
+//	 4  u16    version (4)
 //	 6  u16    header size (80)
 //	 8  u64    content_hash (Hash with this field read as zero)
 //	16  i64    heap_bytes: the run heap's high-water mark (alloc roots and
@@ -164,7 +167,8 @@
 //
 //	tasks    a task descriptor each, in submission order (task id = index):
 //	           u8 kind (stages.Kind, 1..6: a 6 is an outer GRAPH task)
-//	           u8 flags (TaskPredicated)
+//	           u8 flags (TaskPredicated 1, TaskEarly 2, TaskSyncStart 4;
+//	                    no other bit)
 //	           varint kernel[3], varint block_num
 //	           uvarint args_off, args_n        (into args)
 //	           uvarint scalars_off, scalars_n  (into scalars)

@@ -13,8 +13,8 @@ import (
 const (
 	DefinitionMagic   = "HBGD"
 	RunImageMagic     = "HBGR"
-	DefinitionVersion = 2 // 2: external dependency slots
-	RunImageVersion   = 3 // 2: Graph boundaries as (root, offset); 3: as fixed-width records
+	DefinitionVersion = 3 // 2: external dependency slots; 3: a node's launch flags
+	RunImageVersion   = 4 // 2: Graph boundaries as (root, offset); 3: as fixed-width records; 4: a task's launch flags
 )
 
 // Fields every header starts with.
@@ -77,7 +77,8 @@ var DefSectionNames = [DefSecCount]string{
 const (
 	NodeRecordSize = 40
 
-	NodeKindAt      = 0  // u8, then u8 0 and u16 0
+	NodeKindAt      = 0  // u8, then u8 launch flags and u16 0
+	NodeLaunchAt    = 1  // u8: LaunchEarly | LaunchSyncStart
 	NodeBlockNumAt  = 4  // i32
 	NodeKernelAt    = 8  // i32[3]
 	NodeTensorOffAt = 20 // u32
@@ -131,6 +132,15 @@ const (
 	CompactArgSize = 13
 	// TaskPredicated, in a run image task's flags, says a predicate follows.
 	TaskPredicated = 1
+	// TaskEarly and TaskSyncStart, in a run image task's flags, are its
+	// launch flags (stages.LaunchEarly, stages.LaunchSyncStart, shifted
+	// past TaskPredicated).
+	TaskEarly     = 2
+	TaskSyncStart = 4
+	// LaunchEarly and LaunchSyncStart are a Definition node's launch flags
+	// byte (NodeLaunchAt); no other bit is set.
+	LaunchEarly     = 1
+	LaunchSyncStart = 2
 	// RootManualDep, in a root's flags, marks a root of a manual scope.
 	RootManualDep = 1
 	// ScalarStatic and ScalarBoundary are a Definition scalar's source byte.

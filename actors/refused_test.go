@@ -1,0 +1,142 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/hbg-dev/hbg/diskstore"
+	"github.com/hbg-dev/hbg/npu"
+	"github.com/hbg-dev/hbg/stages"
+	"github.com/hbg-dev/hbg/trace"
+)
+
+// TestDeviceRefusedStoredImage: a stored Definition that passes the host's
+// load checks but that the device cannot read (a boundary scalar slot out of
+// range: the host reads the node table and the boundary writes only) is
+// refused at the launch; the store moves it aside and counts it, the key is
+// recorded again, and the next pass, and a fresh runtime's, pass with
+// eager's digest.
+func TestDeviceRefusedStoredImage(t *testing.T) {
+	dir := t.TempDir()
+	orch := keysModel{keys: 3, calls: 1}.orchestration("refused")
+	digest, _ := eagerDigest(t, orch)
+	fillStore(t, dir, orch)
+	plantUnreadable(t, dir, orch.Name)
+
+	rt := newRuntime(t, Config{StoreDir: dir}, nil)
+	_, err := rt.Pass(context.Background(), orch, 0, 0)
+	var de *npu.DefinitionError
+	if !errors.As(err, &de) || !errors.Is(err, npu.ErrInvalidImage) {
+		t.Fatalf("first pass: %v, want the device's refusal of the planted Definition", err)
+	}
+	res := runPass(t, rt, orch, 1)
+	if res.Pass.BuiltDefinitions != 1 || res.Pass.StoreRejected != 1 || rt.Stats.DeviceRefused.Load() != 1 {
+		t.Fatalf("second pass: built %d, rejected %d, device refused %d; want 1, 1, 1 (warnings %q)",
+			res.Pass.BuiltDefinitions, res.Pass.StoreRejected, rt.Stats.DeviceRefused.Load(), res.Warnings)
+	}
+	if res.Device.Digest != digest {
+		t.Fatalf("digest %016x, eager %016x", res.Device.Digest, digest)
+	}
+	if errs := rt.FlushStore(); len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	rep, err := rt.Disk().Verify()
+	if err != nil || rep.Quarantined == 0 {
+		t.Fatalf("store verify: %+v, %v; want the refused entry in quarantine", rep, err)
+	}
+	fresh := newRuntime(t, Config{StoreDir: dir}, nil)
+	res = runPass(t, fresh, orch, 0)
+	if res.Pass.BuiltDefinitions != 0 || res.Pass.LoadedDefinitions != 3 || res.Device.Digest != digest {
+		t.Fatalf("a fresh runtime: built %d, loaded %d, digest %016x; want 0, 3, %016x", res.Pass.BuiltDefinitions, res.Pass.LoadedDefinitions, res.Device.Digest, digest)
+	}
+}
+
+// plantUnreadable replaces one entry's image by one the host's load takes
+// and the device refuses.
+func plantUnreadable(t *testing.T, dir, model string) {
+	t.Helper()
+	s, err := diskstore.Open(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	list, err := s.List()
+	if err != nil || len(list) == 0 {
+		t.Fatalf("%d entries, %v", len(list), err)
+	}
+	fk, _ := strconv.ParseUint(list[0].FullKey, 16, 64)
+	found, err := s.Find(fk)
+	if found == nil {
+		t.Fatalf("find %s: %v", list[0].Key, err)
+	}
+	ld, err := found.Load(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Unpin(fk)
+	def, err := stages.DecodeDefinition(ld.Image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := false
+	for i := range def.Scalars {
+		if def.Scalars[i].Boundary {
+			def.Scalars[i].Slot = 999
+			bad = true
+			break
+		}
+	}
+	if !bad {
+		t.Fatal("no boundary scalar to spoil")
+	}
+	img := stages.EncodeDefinition(def)
+	if _, _, err := stages.DecodeDefinitionHost(img); err != nil {
+		t.Fatalf("the host refuses the planted image (%v): it would not reach the device", err)
+	}
+	if _, err := stages.DecodeDefinition(img); err == nil {
+		t.Fatal("the planted image reads in full")
+	}
+	def.ContentHash = stages.DefinitionHash(img)
+	// Put never replaces an entry: the planted one takes the place of the
+	// true one, as a forger's would.
+	idx, _ := filepath.Glob(filepath.Join(dir, "index", list[0].FullKey+"*"))
+	for _, p := range idx {
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Put(def, img, model); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRejectionIsTyped: an entry on disk found bad reaches the caller as an
+// error that errors.Is matches (diskstore.ErrRejected) and errors.As opens
+// (*diskstore.Rejected: the entry and what was moved aside), not a string.
+func TestRejectionIsTyped(t *testing.T) {
+	dir := t.TempDir()
+	orch := keysModel{keys: 2, calls: 1}.orchestration("typed")
+	fillStore(t, dir, orch)
+	objs, _ := filepath.Glob(filepath.Join(dir, "objects", "*.hbgd"))
+	b, err := os.ReadFile(objs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-1] ^= 0xff
+	if err := os.WriteFile(objs[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rt := newRuntime(t, Config{StoreDir: dir}, nil)
+	l, err := rt.Preload(context.Background(), orch, trace.RunInfo{})
+	if err != nil || len(l.Rejected) != 1 {
+		t.Fatalf("preload %+v, %v; want one rejection", l, err)
+	}
+	var r *diskstore.Rejected
+	if err := l.Rejected[0]; !errors.Is(err, diskstore.ErrRejected) || !errors.As(err, &r) || len(r.Moved) == 0 {
+		t.Fatalf("rejection %v (%T): want errors.Is diskstore.ErrRejected and a *diskstore.Rejected that moved files", err, err)
+	}
+}

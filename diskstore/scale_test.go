@@ -1,0 +1,185 @@
+package diskstore
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"syscall"
+	"testing"
+)
+
+// BenchmarkScaleStore is the store at 10 to 10^5 Definitions (issue 28),
+// per unit of work: open (Open's scan of the index, per Definition), load
+// (one entry found, read, verified and decoded, per load), put (a batch of
+// 64 new Definitions, per Definition) and put-full (the same into a store at
+// its size limit, so that the puts evict as many: an eviction scans the
+// whole index, which must not make a put's cost grow with the store). The
+// store lives on tmpfs (/dev/shm) where there is one, because filling it on
+// this machine's disk costs about a millisecond a file, minutes for 10^5;
+// elsewhere in a temporary directory.
+func BenchmarkScaleStore(b *testing.B) {
+	base := "/dev/shm"
+	if st, err := os.Stat(base); err != nil || !st.IsDir() {
+		base = ""
+	}
+	dir, err := os.MkdirTemp(base, "hbg-bench-store-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(dir) })
+	next := uint64(1) // the next new full_key
+	fill := func(s *Store, n int) []Item {
+		items := make([]Item, n)
+		for i := range items {
+			d, img := testDef(next, 5)
+			items[i] = Item{Def: d, Image: img, Model: "m"}
+			next++
+		}
+		return items
+	}
+	have := 0
+	for _, n := range []int{10, 100, 1000, 10000, 100000} {
+		s, err := Open(dir, DefaultMax)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.PutBatch(fill(s, n-have)); err != nil {
+			b.Fatal(err)
+		}
+		have = n
+		list, err := s.List()
+		if err != nil || len(list) != n {
+			b.Fatalf("the store lists %d, want %d (%v)", len(list), n, err)
+		}
+		keys := make([]uint64, n)
+		for i, e := range list {
+			fmt.Sscanf(e.FullKey, "%x", &keys[i])
+		}
+		size := s.size
+		s.Close()
+		b.Run(fmt.Sprint("open/defs=", n), func(b *testing.B) {
+			u := startUnits(b)
+			for b.Loop() {
+				s, err := Open(dir, DefaultMax)
+				if err != nil {
+					b.Fatal(err)
+				}
+				s.Close()
+			}
+			u.report(n, "def")
+		})
+		b.Run(fmt.Sprint("load/defs=", n), func(b *testing.B) {
+			s := open(b, dir, DefaultMax)
+			rng := rand.New(rand.NewPCG(uint64(n), 1))
+			u := startUnits(b)
+			for b.Loop() {
+				k := keys[rng.IntN(len(keys))]
+				if l, err := s.Load(k, "m"); l == nil || err != nil {
+					b.Fatalf("load %x: %v", k, err)
+				}
+				s.Unpin(k)
+			}
+			u.report(1, "load")
+		})
+		for _, full := range []bool{false, true} {
+			name := "put"
+			if full {
+				name = "put-full"
+			}
+			b.Run(fmt.Sprint(name, "/defs=", n), func(b *testing.B) {
+				limit := int64(DefaultMax)
+				if full {
+					limit = size // at its limit
+				}
+				s := open(b, dir, limit)
+				// At the limit, one batch in every n/8 Definitions evicts
+				// (lowWater): a batch of n/4 (64 at least) puts one such
+				// eviction or more in every iteration, so that a few
+				// iterations measure the amortized cost.
+				batch := 64
+				if full {
+					batch = max(64, n/4)
+				}
+				u := startUnits(b)
+				for b.Loop() {
+					b.StopTimer()
+					items := fill(s, batch)
+					b.StartTimer()
+					if stored, err := s.PutBatch(items); err != nil || stored != batch {
+						b.Fatalf("stored %d of %d: %v", stored, batch, err)
+					}
+				}
+				u.report(batch, "def")
+			})
+		}
+		// The puts added Definitions (and put-full evicted as many): the
+		// store goes on from what it holds.
+		s, err = Open(dir, DefaultMax)
+		if err != nil {
+			b.Fatal(err)
+		}
+		list, _ = s.List()
+		have = len(list)
+		s.Close()
+	}
+}
+
+// units measures a scaling benchmark's cost per unit of work: wall
+// (ns/<unit>), the process's CPU time (cpu-ns/<unit>) and bytes allocated
+// (B/<unit>).
+type units struct {
+	b     *testing.B
+	cpu0  int64
+	heap0 uint64
+}
+
+func startUnits(b *testing.B) *units {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	u := &units{b: b, cpu0: cpuNs(), heap0: m.TotalAlloc}
+	b.ResetTimer()
+	return u
+}
+
+func (u *units) report(n int, unit string) {
+	b := u.b
+	cpu := cpuNs() - u.cpu0
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	total := float64(b.N) * float64(n)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/total, "ns/"+unit)
+	b.ReportMetric(float64(cpu)/total, "cpu-ns/"+unit)
+	b.ReportMetric(float64(m.TotalAlloc-u.heap0)/total, "B/"+unit)
+}
+
+func cpuNs() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// TestEvictionAmortized: a store at its limit does not scan its index for
+// every put. 300 Definitions put one at a time into a store that holds
+// about 40 evict (each eviction a scan of the whole index) at most once
+// per few puts; evicted to exactly the limit, every put past it scanned.
+func TestEvictionAmortized(t *testing.T) {
+	dir := t.TempDir()
+	_, one := testDef(1, 20)
+	s := open(t, dir, 40*(int64(len(one))+200))
+	const puts = 300
+	for k := uint64(1); k <= puts; k++ {
+		d, img := testDef(k, 20)
+		mustPut(t, s, d, img, "m")
+	}
+	sz, _ := s.measure()
+	if sz > s.Max() {
+		t.Fatalf("the store holds %d bytes, limit %d", sz, s.Max())
+	}
+	if n := s.evictions.Load(); n > puts/4 {
+		t.Fatalf("%d puts past the limit evicted %d times (a scan of the index each)", puts, n)
+	}
+}

@@ -1,0 +1,51 @@
+package tests
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hbg-dev/hbg/actors"
+	"github.com/hbg-dev/hbg/config"
+	"github.com/hbg-dev/hbg/trace"
+)
+
+// BenchmarkPassWarmQwen3 is BenchmarkPassWarm for Qwen3-14B's graph form:
+// one warm pass, Definitions kept, the device skipped, its control plane
+// (control-µs, the median over the passes) through the actors. Issue 28's
+// target is 50 µs.
+func BenchmarkPassWarmQwen3(b *testing.B) {
+	m, err := config.Load(qwen3)
+	if err != nil {
+		b.Fatal(err)
+	}
+	orch := orchestration(m, "graph")
+	rt := startRuntime(b, actors.Config{SkipDevice: true})
+	ctx := context.Background()
+	if _, err := rt.Pass(ctx, orch, 0, 0); err != nil {
+		b.Fatal(err)
+	}
+	var passes []trace.Pass
+	var walls []time.Duration
+	round := 1
+	b.ReportAllocs()
+	c0 := cpuNs()
+	for b.Loop() {
+		t0 := time.Now()
+		res, err := rt.Pass(ctx, orch, 0, round)
+		walls = append(walls, time.Since(t0))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res.Pass.BuiltDefinitions != 0 {
+			b.Fatalf("warm pass %d built %d Definitions", round, res.Pass.BuiltDefinitions)
+		}
+		passes = append(passes, res.Pass)
+		round++
+	}
+	b.ReportMetric(float64(cpuNs()-c0)/float64(b.N)/1e3, "cpu-µs/op")
+	slices.Sort(walls)
+	b.ReportMetric(float64(walls[len(walls)/2].Nanoseconds())/1e3, "pass-µs")
+	reportPhases(b, passes)
+}
