@@ -1,7 +1,7 @@
 GO ?= go
 MODEL ?= config/models/dsv4_flash_decode.yaml
 
-.PHONY: run test bench bench-scale lint build jaeger proto
+.PHONY: run test bench bench-scale lint build jaeger chromium proto
 
 build:
 	$(GO) build ./...
@@ -9,7 +9,7 @@ build:
 run:
 	$(GO) run ./cmd/hbgrun run $(MODEL)
 
-test: lint
+test: lint chromium
 	$(GO) test -race -count=1 -timeout 60m ./...
 
 bench:
@@ -34,6 +34,14 @@ lint:
 # is a module of its own, so Jaeger's dependencies stay out of hbg's).
 jaeger:
 	cd tools/jaeger && $(GO) build -o bin/jaeger github.com/jaegertracing/jaeger/cmd/jaeger
+
+# Headless Chromium for the HTML report's browser test (tests/browser_test.go),
+# Debian's package, installed when absent (as root, or through sudo).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+		echo "installing Debian's chromium for the browser test"; \
+		sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+		$$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
 # The protobuf Go code (wire/wire.pb.go, peer/peer.pb.go) is committed, so a
 # build needs no protoc; after editing a .proto, regenerate them (needs protoc, e.g.

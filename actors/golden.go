@@ -55,6 +55,10 @@ func (rt *Runtime) reference(ctx context.Context, orch *Orchestration, rank, rou
 		return nil // an error is the pass's: checkGolden reports it
 	default:
 	}
+	// The wait is the trace's: without its span, a run's first pass starts
+	// after a blank stretch as long as the reference took.
+	span := rt.tracer.StartGoldenReference(ctx, orch.Name, rank, round)
+	defer span.End()
 	t := time.NewTimer(rt.cfg.PassTimeout)
 	defer t.Stop()
 	select {

@@ -169,8 +169,19 @@ func (rt *Runtime) Stop(ctx context.Context) error {
 	}
 }
 
-// Pass runs one pass of orch on a rank and waits for its result. Passes of
-// different ranks run concurrently. Passes of one rank overlap up to
+// Pass runs one pass of orch on a rank and waits for its result.
+//
+// rank names the die the pass runs on (0 or more): each rank has its own
+// submission state and simulated device, made the first time a pass names
+// it, and ranks share the runtime's recorders and Definitions. round is
+// the pass's number on that rank, counted from 0, as a decode step's
+// index: round 0 is reported as the cold pass (PassResult.Pass.Cold), and
+// with Config.NoRetain each (rank, round) keys its own Definitions; it
+// changes nothing the orchestration computes (orch.Run is not given it),
+// so every round of a form submits the same work and ends with the same
+// digest. Rounds need not be consecutive, and a round may be run again.
+//
+// Passes of different ranks run concurrently. Passes of one rank overlap up to
 // Config.InFlight (the next is orchestrated while the previous is copied and
 // run); callers beyond that wait in the rank's queue, first come first
 // served, up to Config.QueueDepth (then *RankBusyError).

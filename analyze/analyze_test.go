@@ -161,7 +161,7 @@ func TestDSv4SeedsFindings(t *testing.T) {
 // seedCosts is the seed's upstream figures (a task submitted 0.75 us, a
 // node recorded 1.07 us, a replay 2.3 us): a fixed cost model, so that the
 // proposal is the same on any machine.
-var seedCosts = analyze.Costs{SubmitNs: 750, AllocNs: 750, ReplayNs: 2300, RecordNodeNs: 1070, BuildNs: 340e3 / 336, UploadByteNs: 1}
+var seedCosts = analyze.Costs{SubmitNs: 750, AllocNs: 750, SubmitSmallNs: 750, AllocSmallNs: 750, ReplayNs: 2300, RecordNodeNs: 1070, BuildNs: 340e3 / 336, UploadByteNs: 1}
 
 // TestDSv4Proposal: under the seed's costs the proposal is the blocks
 // form over all 43 layers with layer 42 replaying the loop's blocks (129

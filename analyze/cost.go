@@ -69,6 +69,18 @@ func medianOver(m *Measured, f func(PassFigure) (float64, bool)) (float64, int) 
 	return (v[len(v)/2-1] + v[len(v)/2]) / 2, len(v)
 }
 
+// warmMean is op's mean cost: the median over the warm passes of each
+// pass's mean, where m has its passes (one preempted call among a pass's
+// few dozen moves a plain mean by its whole length), else the warm total
+// over the warm count.
+func (m Measured) warmMean(op string) (float64, int64) {
+	o := m.WarmOps[op]
+	if v, n := medianOver(&m, func(p PassFigure) (float64, bool) { x := p.Ops[op]; return x.Mean(), !p.Cold && x.Count > 0 }); n > 0 {
+		return v, o.Count
+	}
+	return o.Mean(), o.Count
+}
+
 // opsPerPass is the warm passes' counted operations, per pass.
 func (m Measured) opsPerPass() float64 {
 	if m.WarmPasses == 0 {
@@ -97,13 +109,22 @@ type Costs struct {
 	RecordNodeNs float64 `json:"record_node_ns"`
 	BuildNs      float64 `json:"build_definition_ns"`
 	UploadByteNs float64 `json:"upload_byte_ns"`
-	// TaskWalkNs and PassNs are the warm control plane no counter covers
-	// (the interpreter's walk, the run image's encoding and copy, the
-	// handoffs): per ordinary task and per pass. The two calibration runs
-	// give two equations, each run's warm control-plane median less its
-	// counted operations, for the two unknowns.
+	// TaskWalkNs is the warm control plane no counter covers (the
+	// interpreter's walk, the run image's encoding and copy, the handoffs)
+	// per host submission: the warm control-plane median less the counted
+	// operations, over the pass's host submissions.
 	TaskWalkNs float64 `json:"task_walk_ns"`
-	PassNs     float64 `json:"pass_ns"`
+	// SubmitNs, AllocNs and TaskWalkNs are measured at the eager pass's
+	// size (LargeSubmissions host submissions); the Small figures at the
+	// Graph form's (SmallSubmissions), where a pass's tables stay in the
+	// caches. A pass between the two takes figures in proportion to its
+	// host submissions; a block's saving is priced at the small size, the
+	// size of the passes a proposal makes.
+	SubmitSmallNs    float64 `json:"submit_task_small_ns"`
+	AllocSmallNs     float64 `json:"alloc_tensors_small_ns"`
+	TaskWalkSmallNs  float64 `json:"task_walk_small_ns"`
+	LargeSubmissions int64   `json:"large_submissions"`
+	SmallSubmissions int64   `json:"small_submissions"`
 	// Uncalibrated says why the Graph figures are missing ("" when they
 	// are measured).
 	Uncalibrated string `json:"uncalibrated,omitempty"`
@@ -125,16 +146,19 @@ func Calibrate(eager Measured, graph, recording *Measured) (Costs, error) {
 	if sub.Count == 0 || eager.HostSubmissions == 0 {
 		return c, fmt.Errorf("analyze: the calibration run of %s submitted no task", eager.Form)
 	}
-	c.SubmitNs, c.AllocNs = sub.Mean(), alloc.Mean()
+	c.SubmitNs, _ = eager.warmMean("submit_task")
+	c.AllocNs, _ = eager.warmMean("alloc_tensors")
 	if c.AllocNs == 0 {
 		c.AllocNs = c.SubmitNs
 	}
 	restE := float64(eager.ControlPlane) - eager.opsPerPass()
 	c.TaskWalkNs = max(0, restE/float64(eager.HostSubmissions))
+	c.LargeSubmissions = eager.HostSubmissions
+	c.SubmitSmallNs, c.AllocSmallNs, c.TaskWalkSmallNs, c.SmallSubmissions = c.SubmitNs, c.AllocNs, c.TaskWalkNs, eager.HostSubmissions
 	c.Source = append(c.Source,
-		fmt.Sprintf("submit_task %.0f ns, alloc_tensors %.0f ns: warm passes of %s (%d submit_task, %d alloc_tensors)", c.SubmitNs, c.AllocNs, eager.Form, sub.Count, alloc.Count))
+		fmt.Sprintf("submit_task %.0f ns, alloc_tensors %.0f ns: medians of the per-pass means over the warm passes of %s (%d submit_task, %d alloc_tensors)", c.SubmitNs, c.AllocNs, eager.Form, sub.Count, alloc.Count))
 	if graph == nil {
-		c.Source = append(c.Source, fmt.Sprintf("walk %.0f ns a task: %s's warm control-plane median less its counted operations, over its %d host submissions", c.TaskWalkNs, eager.Form, eager.HostSubmissions))
+		c.Source = append(c.Source, fmt.Sprintf("walk %.0f ns a host submission: %s's warm control-plane median less its counted operations, over its %d host submissions", c.TaskWalkNs, eager.Form, eager.HostSubmissions))
 		c.Uncalibrated = "no block call can be a Graph (the unit-cost proposal makes none), so no replay was measured"
 		c.Source = append(c.Source, c.Uncalibrated)
 		return c, nil
@@ -144,7 +168,8 @@ func Calibrate(eager Measured, graph, recording *Measured) (Costs, error) {
 	if rep.Count == 0 || rec.Count == 0 || build.Count == 0 {
 		return c, fmt.Errorf("analyze: the calibration run of %s replayed %d, recorded %d nodes and built %d Definitions (want some of each)", graph.Form, rep.Count, rec.Count, build.Count)
 	}
-	c.ReplayNs, c.RecordNodeNs, c.BuildNs = rep.Mean(), rec.Mean(), build.Mean()
+	c.ReplayNs, _ = graph.warmMean("graph_submit")
+	c.RecordNodeNs, c.BuildNs = rec.Mean(), build.Mean()
 	if graph.UploadedBytes > 0 {
 		c.UploadByteNs = float64(graph.ColdGraphUpload) / float64(graph.UploadedBytes)
 	}
@@ -180,29 +205,55 @@ func Calibrate(eager Measured, graph, recording *Measured) (Costs, error) {
 		}
 	}
 	restG := float64(graph.ControlPlane) - graph.opsPerPass()
-	if d := float64(eager.HostSubmissions - graph.HostSubmissions); d > 0 {
-		if t := (restE - restG) / d; t >= 0 && restG-t*float64(graph.HostSubmissions) >= 0 {
-			c.TaskWalkNs, c.PassNs = t, restG-t*float64(graph.HostSubmissions)
+	if graph.HostSubmissions > 0 && graph.HostSubmissions < eager.HostSubmissions {
+		c.SmallSubmissions = graph.HostSubmissions
+		c.TaskWalkSmallNs = max(0, restG/float64(graph.HostSubmissions))
+		if v, n := graph.warmMean("submit_task"); n > 0 {
+			c.SubmitSmallNs = v
+		}
+		if v, n := graph.warmMean("alloc_tensors"); n > 0 {
+			c.AllocSmallNs = v
 		}
 	}
 	c.Source = append(c.Source,
-		fmt.Sprintf("graph_submit %.0f ns: warm passes of %s (%d replays)", c.ReplayNs, graph.Form, rep.Count),
+		fmt.Sprintf("graph_submit %.0f ns: median of the per-pass means over the warm passes of %s (%d replays)", c.ReplayNs, graph.Form, rep.Count),
 		fmt.Sprintf("record_node %.0f ns, build_definition %.0f ns: %s", c.RecordNodeNs, c.BuildNs, recSrc),
 		fmt.Sprintf("upload %.3f ns/byte: %s", c.UploadByteNs, upSrc),
-		fmt.Sprintf("walk %.0f ns a host submission, %.1f us a pass: the warm control-plane medians less the counted operations, %.3f ms of %s over %d submissions and %.3f ms of %s over %d",
-			c.TaskWalkNs, c.PassNs/1e3, restE/1e6, eager.Form, eager.HostSubmissions, restG/1e6, graph.Form, graph.HostSubmissions))
+		fmt.Sprintf("walk %.0f ns a host submission: %s's warm control-plane median less its counted operations, %.3f ms over %d submissions", c.TaskWalkNs, eager.Form, restE/1e6, eager.HostSubmissions),
+		fmt.Sprintf("at %s's size (%d host submissions a pass): submit_task %.0f ns, alloc_tensors %.0f ns, walk %.0f ns (%.3f ms less its counted operations)",
+			graph.Form, c.SmallSubmissions, c.SubmitSmallNs, c.AllocSmallNs, c.TaskWalkSmallNs, restG/1e6))
 	return c, nil
 }
 
-// ordinary is what a call costs per warm pass on the ordinary path.
-func (c *Costs) ordinary(tasks, allocs int) float64 {
-	return float64(tasks-allocs)*(c.SubmitNs+c.TaskWalkNs) + float64(allocs)*(c.AllocNs+c.TaskWalkNs)
+// at is the per-task figures for a pass of n host submissions: the small
+// pass's and the large's in proportion, the nearer ones beyond them.
+func (c *Costs) at(n int) (submit, alloc, walk float64) {
+	f := 1.0
+	if d := c.LargeSubmissions - c.SmallSubmissions; d > 0 {
+		f = min(1, max(0, float64(int64(n)-c.SmallSubmissions)/float64(d)))
+	}
+	lerp := func(small, large float64) float64 { return small + f*(large-small) }
+	return lerp(c.SubmitSmallNs, c.SubmitNs), lerp(c.AllocSmallNs, c.AllocNs), lerp(c.TaskWalkSmallNs, c.TaskWalkNs)
 }
 
-// replay is what a Graph call costs per warm pass.
-// A Graph call is a host submission too: its outer task's descriptor goes
-// through the same walk (the run image's encoding and copy).
-func (c *Costs) replay() float64 { return c.ReplayNs + c.TaskWalkNs }
+// ordinary is what a call costs per warm pass on the ordinary path, in a
+// pass of n host submissions.
+func (c *Costs) ordinary(tasks, allocs, n int) float64 {
+	s, a, w := c.at(n)
+	return float64(tasks-allocs)*(s+w) + float64(allocs)*(a+w)
+}
+
+// replay is what a Graph call costs per warm pass, in a pass of n host
+// submissions. A Graph call is a host submission too: its outer task's
+// descriptor goes through the same walk (the run image's encoding and
+// copy).
+func (c *Costs) replay(n int) float64 {
+	_, _, w := c.at(n)
+	return c.ReplayNs + w
+}
+
+// small is the pass size a proposal is priced at.
+func (c *Costs) small() int { return int(c.SmallSubmissions) }
 
 // cold is what recording one Definition costs, once.
 func (c *Costs) cold(nodes, bytes int) float64 {
@@ -223,7 +274,8 @@ func (s Shape) HostSubmissions() int { return s.OrdinaryTasks + s.GraphCalls }
 // Predict is the warm control plane the cost model predicts for a pass of
 // that shape.
 func (c *Costs) Predict(s Shape) float64 {
-	return c.PassNs + c.ordinary(s.OrdinaryTasks, s.Allocs) + float64(s.GraphCalls)*c.replay()
+	n := s.HostSubmissions()
+	return c.ordinary(s.OrdinaryTasks, s.Allocs, n) + float64(s.GraphCalls)*c.replay(n)
 }
 
 // FormShape is what one pass of a model's form submits on the host: its

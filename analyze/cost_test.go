@@ -50,15 +50,21 @@ func TestCalibrate(t *testing.T) {
 	// leave 0.75 ms for 60000 bytes.
 	near("upload per byte", c.UploadByteNs, 750_000.0/60_000)
 	// Walks: eager 1.5 - 0.48 = 1.02 ms over 1000; graph 0.1 - 0.025 =
-	// 0.075 ms over 20: t = 0.945 ms / 980, the pass the rest of graph's.
-	tw := 945_000.0 / 980
-	near("walk per submission", c.TaskWalkNs, tw)
-	near("walk per pass", c.PassNs, 75_000-20*tw)
+	// 0.075 ms over 20; graph's submits at 500, its allocs none (eager's).
+	near("walk per submission", c.TaskWalkNs, 1020)
+	near("walk per submission, small", c.TaskWalkSmallNs, 3750)
+	near("submit, small", c.SubmitSmallNs, 500)
+	near("alloc, small", c.AllocSmallNs, 300)
 	if len(c.Source) == 0 || !strings.Contains(strings.Join(c.Source, "\n"), "graph (--no-retain)") {
 		t.Errorf("sources %q do not name the runs", c.Source)
 	}
-	// A pass of 10 ordinary tasks and 10 Graph calls, as predicted.
-	near("predict", c.Predict(Shape{OrdinaryTasks: 10, GraphCalls: 10}), c.PassNs+10*(500+tw)+10*(2000+tw))
+	// A pass of graph's size takes its figures, one of eager's size
+	// eager's, one between them in proportion.
+	near("predict small", c.Predict(Shape{OrdinaryTasks: 10, GraphCalls: 10}), 10*(500+3750)+10*(2000+3750))
+	near("predict large (eager itself: its control plane)", c.Predict(Shape{OrdinaryTasks: 1000, Allocs: 100}), 1_500_000)
+	f := (510.0 - 20) / (1000 - 20)
+	walk := 3750 + f*(1020-3750)
+	near("predict between", c.Predict(Shape{OrdinaryTasks: 500, GraphCalls: 10}), 500*(500+walk)+10*(2000+walk))
 
 	if _, err := Calibrate(Measured{Form: "eager"}, nil, nil); err == nil {
 		t.Error("a calibration that submitted nothing: no error")
@@ -66,5 +72,18 @@ func TestCalibrate(t *testing.T) {
 	c, err = Calibrate(eager, nil, nil)
 	if err != nil || c.Uncalibrated == "" {
 		t.Errorf("no Graph form: %v, uncalibrated %q; want the reason", err, c.Uncalibrated)
+	}
+}
+
+// A warm figure is the median of the per-pass means: one preempted call
+// in a pass of a few (an alloc that took 100 us) moves that pass's mean,
+// not the figure; the cold pass is left out.
+func TestWarmMean(t *testing.T) {
+	m := Measured{WarmOps: ops("alloc_tensors", 40, 1)}
+	for i, total := range []int{900_000, 3_000, 100_000 + 9_000, 3_300, 2_700} {
+		m.Passes = append(m.Passes, PassFigure{Cold: i == 0, Ops: ops("alloc_tensors", 10, total)})
+	}
+	if v, n := m.warmMean("alloc_tensors"); v != 315 || n != 40 {
+		t.Errorf("warm mean %g over %d, want the median 315 over 40", v, n)
 	}
 }

@@ -87,7 +87,7 @@ func (m *Map) values(c *Costs, horizon int) ([]*value, []Rejection) {
 			v.nodes += len(d[0].Def.Nodes)
 		}
 		for _, call := range bm.Calls {
-			v.saving += c.ordinary(call.Tasks(), call.Allocs) - c.replay()
+			v.saving += c.ordinary(call.Tasks(), call.Allocs, c.small()) - c.replay(c.small())
 			v.calls++
 			v.tasks += call.Tasks()
 			v.al += call.Allocs
@@ -102,7 +102,7 @@ func (m *Map) values(c *Costs, horizon int) ([]*value, []Rejection) {
 				v.calls, len(bm.Definitions), v.saving/1e3, v.cold/1e3)
 			if v.saving <= 0 {
 				why = fmt.Sprintf("break-even not reached: its %d replays (%.2f us each) cost at least what its %d tasks cost submitted (%.2f us a pass)",
-					v.calls, c.replay()/1e3, v.tasks, (v.saving+float64(v.calls)*c.replay())/1e3)
+					v.calls, c.replay(c.small())/1e3, v.tasks, (v.saving+float64(v.calls)*c.replay(c.small()))/1e3)
 			} else {
 				why += fmt.Sprintf(", paid back after %.1f passes (the horizon is %d)", v.breakEven, horizon)
 			}

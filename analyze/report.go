@@ -39,7 +39,7 @@ func MapAll(m *config.Model, settings []Setting) ([]*Map, error) {
 // they choose makes a Graph of every block that can be one (the most
 // tasks, no block in another), so that the calibration measures replays,
 // recordings and uploads wherever there are any.
-var unitCosts = Costs{SubmitNs: 1, AllocNs: 1}
+var unitCosts = Costs{SubmitNs: 1, AllocNs: 1, SubmitSmallNs: 1, AllocSmallNs: 1}
 
 // CalibrationForms names the two forms a calibration runs, adding them to
 // m (hidden) where the model has none: its eager form (the first without
@@ -281,8 +281,8 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	if r.Costs != nil {
 		c := r.Costs
-		fmt.Fprintf(w, "\ncost model (ns): submit_task %.0f, alloc_tensors %.0f, graph_submit %.0f, record_node %.0f, build_definition %.0f, upload %.3f/byte, walk %.0f/task, %.0f/pass\n",
-			c.SubmitNs, c.AllocNs, c.ReplayNs, c.RecordNodeNs, c.BuildNs, c.UploadByteNs, c.TaskWalkNs, c.PassNs)
+		fmt.Fprintf(w, "\ncost model (ns): submit_task %.0f (%.0f in a small pass), alloc_tensors %.0f (%.0f), graph_submit %.0f, record_node %.0f, build_definition %.0f, upload %.3f/byte, walk %.0f/submission (%.0f)\n",
+			c.SubmitNs, c.SubmitSmallNs, c.AllocNs, c.AllocSmallNs, c.ReplayNs, c.RecordNodeNs, c.BuildNs, c.UploadByteNs, c.TaskWalkNs, c.TaskWalkSmallNs)
 		for _, s := range c.Source {
 			fmt.Fprintf(w, "  %s\n", s)
 		}

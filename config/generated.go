@@ -19,7 +19,9 @@ import (
 // ({params: ..., graphs: ...}). A hidden form is not listed by Forms (a
 // probe is no form a user picks), but runs by name. The form's text is
 // hashed into its orchestration identity, so a Definition kept on disk for
-// one proposal is never replayed for another of the same name.
+// one proposal is never replayed for another of the same name. AddForm
+// changes the model: it must not run beside a Run or Orchestration of it
+// (a command adds its forms before any runtime starts).
 func (m *Model) AddForm(name string, text []byte, hidden bool) error {
 	file := m.file + " (form " + name + ")"
 	var doc yaml.Node

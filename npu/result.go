@@ -35,6 +35,9 @@ type Result struct {
 	CriticalPath   []TaskRef
 	// Timeline is every subtask on its core (when Config.Timeline is set).
 	Timeline []Slice
+	// Flows is every dependency released, producer then consumer, in the
+	// order the producers completed (when Config.Flows is set).
+	Flows []Flow
 	// TaskDigests is every device task's input digest (when
 	// Config.TaskDigests is set), in submission order, GRAPH tasks expanded
 	// into their nodes in place.
@@ -47,6 +50,15 @@ type Result struct {
 	// race (stages.Kernel.RaceGroup); they are in neither Races nor
 	// RaceCount.
 	DeclaredRaces int
+	// FaninEdges is every dependency edge of the run's task graph, each
+	// Graph instance's nodes included: the edges the host's TensorMap
+	// resolved. ShippedEdges is those the host shipped (its transitive
+	// reduction drops the edges other paths imply, stages/reduce.go),
+	// which the resolver resolved one by one (Config.FaninNs each).
+	FaninEdges, ShippedEdges int
+	// AICPUBusyNs is each AICPU thread's busy time: the schedulers, then
+	// the resolver (the simulated scheduler time).
+	AICPUBusyNs []int64
 }
 
 // TaskDigest is one device task's identity and the digest of what it read
@@ -78,6 +90,9 @@ type TaskRef struct {
 	Node int32
 }
 
+// Flow is one dependency: To waited for From.
+type Flow struct{ From, To TaskRef }
+
 // Slice is one subtask on one core, for a Perfetto trace.
 type Slice struct {
 	Core   int32
@@ -87,4 +102,8 @@ type Slice struct {
 	Block  int32
 	Start  int64 // ns of simulated time
 	Dur    int64
+	// Key is the Graph key of the Definition a node belongs to ("" for an
+	// ordinary task): a timeline is read by which Graph kept which cores
+	// busy, and only the device knows which instance a node came from.
+	Key string
 }

@@ -120,7 +120,11 @@ func (s *sim) claim(c int, ti int32, k stages.KernelID, b int32, start, dur int6
 	s.busy[c] += dur
 	if s.cfg.Timeline {
 		t := &s.tasks[ti]
-		s.timeline = append(s.timeline, Slice{Core: int32(c), Task: stages.TaskID(t.src), Node: t.node, Kernel: k, Block: b, Start: start, Dur: dur})
+		sl := Slice{Core: int32(c), Task: stages.TaskID(t.src), Node: t.node, Kernel: k, Block: b, Start: start, Dur: dur}
+		if t.node >= 0 {
+			sl.Key = s.p.insts[t.inst].def.key
+		}
+		s.timeline = append(s.timeline, sl)
 	}
 }
 

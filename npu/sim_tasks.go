@@ -102,7 +102,10 @@ func (s *sim) complete(ti int32) int64 {
 		in := &s.insts[t.inst]
 		o := ip.def
 		for _, c := range o.foIdx[o.foOff[t.node]:o.foOff[t.node+1]] {
-			cost += s.cfg.WakeNs + s.release(ip.base+int32(c), ti)
+			if s.cfg.Flows {
+				s.flow(ti, ip.base+int32(c))
+			}
+			cost += s.cfg.FaninNs + s.release(ip.base+int32(c), ti)
 		}
 		if t.cp > in.cpAcc || in.cpPred < 0 {
 			in.cpAcc, in.cpPred = t.cp, ti
@@ -114,9 +117,18 @@ func (s *sim) complete(ti int32) int64 {
 		return cost
 	}
 	for _, c := range s.p.foIdx[s.p.foOff[ti]:s.p.foOff[ti+1]] {
-		cost += s.cfg.WakeNs + s.release(c, ti)
+		if s.cfg.Flows {
+			s.flow(ti, c)
+		}
+		cost += s.cfg.FaninNs + s.release(c, ti)
 	}
 	return cost
+}
+
+// flow notes that task to waited for task from (Config.Flows).
+func (s *sim) flow(from, to int32) {
+	f, t := &s.tasks[from], &s.tasks[to]
+	s.flows = append(s.flows, Flow{From: TaskRef{Task: stages.TaskID(f.src), Node: f.node}, To: TaskRef{Task: stages.TaskID(t.src), Node: t.node}})
 }
 
 // activateShell: a scheduler pops an outer task whose own fanin is met and

@@ -60,6 +60,8 @@ type RecordRequest struct {
 	// Verify re-records a later call of a key already recorded, to catch
 	// what the first recording baked in.
 	Verify bool
+	// FullEdges: the Definition ships every fanin edge (PassConfig's).
+	FullEdges bool
 }
 
 // Outcome is the pipeline's answer to a RecordRequest, as it reaches the
@@ -110,6 +112,10 @@ type PassConfig struct {
 	SkipDevice bool
 	// CountKernels fills Pass.KernelTasks.
 	CountKernels bool
+	// FullEdges ships every fanin edge the TensorMap resolved instead of
+	// their transitive reduction (reduce.go): the ordinary path's run
+	// image and the Definitions the pass's recordings build.
+	FullEdges bool
 }
 
 type passStep uint8
@@ -169,6 +175,9 @@ type Pass struct {
 	defs     map[uint64]*Published
 	learned  []Learned
 	rerun    bool
+	// repaired: the pass was given back once for a Definition the device
+	// refused (Replay.Refused).
+	repaired bool
 	// awaited is the sum of pending's counts.
 	awaited int
 	// usedSet and byHash index used once it outgrows usedScan.

@@ -190,7 +190,7 @@ func TestRunBadInput(t *testing.T) {
 		{[]string{"expand", "/dev/zero", "--form", "eager"}, "/dev/zero is a device, not a file (want a model file)"},
 		{[]string{"run", dsv4, "--nodes", "127.0.0.1:17101,127.0.0.1:17101"}, "--nodes: 127.0.0.1:17101 is named twice"},
 		{[]string{"run", dsv4, "--recorders", "1000000"}, "--recorders 1000000: want at most 4096"},
-		{[]string{"validate", dsv4, "--max-tasks", "-1"}, `invalid argument "-1" for "--max-tasks" flag: want 0 (the model's max_tasks) or more tasks`},
+		{[]string{"validate", dsv4, "--max-tasks", "-1"}, `--max-tasks -1: want 0 (the model's max_tasks) or more tasks`},
 		{[]string{"run", dsv4, "--max-tasks", "100"}, "(a pass is bounded by max_tasks: 100; raise it"},
 		{[]string{"expand", dsv4, "--form", "eager", "--max-tasks", "100"}, "(a pass is bounded by max_tasks: 100; raise it"},
 		{[]string{"run", unkeyed, "--form", "blocks", "--store", "off"}, "dsv4_1939.yaml:"},
@@ -227,7 +227,7 @@ func TestTraceOut(t *testing.T) {
 	}
 	cores, recorders := 0, 0
 	for k := range tracks {
-		if strings.HasPrefix(k, "rank 0 device (simulated) round 0/") {
+		if strings.HasPrefix(k, "rank 0 device (simulated clock) round 0/") {
 			cores++
 		}
 		if strings.HasPrefix(k, "host/recorder-") {
@@ -434,7 +434,14 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
 		{[]string{"run", "--bogus"}, "unknown flag: --bogus"},
-		{[]string{"run", "--rounds", "1e9"}, `invalid argument "1e9" for "--rounds"`},
+		{[]string{"run", "--rounds", "1e9"}, `--rounds: want an integer, got 1e9`},
+		{[]string{"run", "--rounds", "99999999999999999999"}, `--rounds: want an integer, got 99999999999999999999 (out of range)`},
+		{[]string{"run", "--race=maybe"}, `--race: want true or false, got maybe`},
+		{[]string{"runn"}, `unknown command "runn": did you mean run?`},
+		{[]string{"run", "--roundz", "3"}, `unknown flag: --roundz: did you mean --rounds?`},
+		{[]string{"-v"}, `unknown shorthand flag: 'v' in -v`},
+		{[]string{"store", "lss"}, `unknown command "lss" for "hbgrun store": did you mean ls?`},
+		{[]string{"run", "--rounds="}, `--rounds: want an integer, got nothing`},
 		{[]string{"run", dsv4, dsv4}, "accepts at most 1 arg(s), received 2"},
 		{[]string{"validate"}, "accepts 1 arg(s), received 0"},
 		{[]string{"expand"}, "accepts 1 arg(s), received 0"},
@@ -446,6 +453,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"expand", dsv4, "--form", "eager", "--out", missing}, "--out: open " + missing},
 		{[]string{"run", dsv4, "--otlp", "http://127.0.0.1:0"}, `port "0"`},
 		{[]string{"run", dsv4, "--otlp", "127.0.0.1:4317"}, "want grpc://host:port"},
+		{[]string{"report", missing}, "no such file or directory"},
+		{[]string{"report", dsv4}, "not a report of run --json or compare --json"},
+		{[]string{"run", dsv4, "--html", missing}, "--html: open " + missing},
 	}
 	for _, tc := range cases {
 		out, stderr, code := runCLI(t, tc.args...)
@@ -654,7 +664,7 @@ func TestCompareTraceOut(t *testing.T) {
 			procs[names[e.Pid]+"/"+e.Args.Name] = true
 		}
 	}
-	for _, want := range []string{"host", "eager rank 0 device (simulated) round 0", "full rank 1 device (simulated) round 0", "host/rank 1"} {
+	for _, want := range []string{"host", "eager rank 0 device (simulated clock) round 0", "full rank 1 device (simulated clock) round 0", "host/rank 1 pass slot 0"} {
 		if !procs[want] {
 			t.Errorf("no process %q in %v", want, procs)
 		}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -55,6 +56,24 @@ type traceEvent struct {
 	Pid  int            `json:"pid"`
 	Tid  int            `json:"tid"`
 	Args map[string]any `json:"args,omitempty"`
+	// ID, Cat and Bp are a flow event's (ph s and f): the arrow's id, its
+	// category, and "e" to bind the arrow's head to the enclosing slice.
+	ID  int    `json:"id,omitempty"`
+	Cat string `json:"cat,omitempty"`
+	Bp  string `json:"bp,omitempty"`
+}
+
+// Flow is an arrow between two slices: a dependency, drawn from the
+// producer's end to the consumer's start. Each end names its track and a
+// time inside the slice it binds to.
+type Flow struct {
+	From, To FlowEnd
+}
+
+// FlowEnd is one end of a Flow.
+type FlowEnd struct {
+	Process, Track string
+	Ns             int64
 }
 
 // WriteChromeTrace writes slices as a Chrome trace-event JSON file. Each
@@ -64,6 +83,13 @@ type traceEvent struct {
 // are written by start, longer first, so an enclosing slice precedes the
 // slices it contains. The output is a function of the slices alone.
 func WriteChromeTrace(w io.Writer, slices []Slice) error {
+	return WriteChromeTraceFlows(w, slices, nil)
+}
+
+// WriteChromeTraceFlows is WriteChromeTrace with flow arrows (category
+// "fanin"), written after the slices. A flow whose end names a track with
+// no slice is left out.
+func WriteChromeTraceFlows(w io.Writer, slices []Slice, flows []Flow) error {
 	procIDs := map[string]int{}
 	var procs []string
 	trackSet := map[trackKey]bool{}
@@ -124,6 +150,19 @@ func WriteChromeTrace(w io.Writer, slices []Slice) error {
 			Ts: float64(s.StartNs) / 1e3, Dur: &dur,
 			Pid: procIDs[k.proc], Tid: tids[k], Args: s.Args,
 		})
+	}
+
+	for i, f := range flows {
+		from, to := trackKey{f.From.Process, f.From.Track}, trackKey{f.To.Process, f.To.Track}
+		ft, ok1 := tids[from]
+		tt, ok2 := tids[to]
+		if !ok1 || !ok2 {
+			continue
+		}
+		events = append(events,
+			traceEvent{Name: "fanin", Cat: "fanin", Ph: "s", ID: i + 1, Ts: float64(f.From.Ns) / 1e3, Pid: procIDs[from.proc], Tid: ft},
+			traceEvent{Name: "fanin", Cat: "fanin", Ph: "f", Bp: "e", ID: i + 1, Ts: float64(f.To.Ns) / 1e3, Pid: procIDs[to.proc], Tid: tt},
+		)
 	}
 
 	bw := bufio.NewWriter(w)
@@ -255,4 +294,72 @@ func spanSlice(s sdktrace.ReadOnlySpan) Slice {
 		sl.Track = sl.Name
 	}
 	return sl
+}
+
+// SeparatePasses moves every pass's slices on a rank's track (its phases
+// and its golden_reference wait: slices with hbg.round) onto a slot track
+// of that rank, "rank 0 pass slot 1", the lowest slot free when the pass
+// starts. Passes in flight at once (the host orchestrating one while the
+// device runs another) then lie side by side, and a viewer never draws a
+// pass as a child of the one before it; the rank's run stays on the rank's
+// own track. It returns slices, changed in place.
+func SeparatePasses(sl []Slice) []Slice {
+	type pass struct {
+		track      string
+		round      int64
+		start, end int64
+		slot       int
+	}
+	byKey := map[[2]any]*pass{}
+	var passes []*pass
+	for i := range sl {
+		s := &sl[i]
+		r, ok := s.Args[string(KeyRound)].(int64)
+		if s.Process != HostProcess || !ok || !isRankTrack(s.Track) {
+			continue
+		}
+		k := [2]any{s.Track, r}
+		p := byKey[k]
+		if p == nil {
+			p = &pass{track: s.Track, round: r, start: s.StartNs, end: s.StartNs + s.DurNs}
+			byKey[k] = p
+			passes = append(passes, p)
+		}
+		p.start = min(p.start, s.StartNs)
+		p.end = max(p.end, s.StartNs+s.DurNs)
+	}
+	slices.SortFunc(passes, func(a, b *pass) int {
+		return cmp.Or(cmp.Compare(a.track, b.track), cmp.Compare(a.start, b.start), cmp.Compare(a.round, b.round))
+	})
+	ends := map[string][]int64{} // per rank track, each slot's last end
+	for _, p := range passes {
+		e := ends[p.track]
+		p.slot = len(e)
+		for j, end := range e {
+			if end <= p.start {
+				p.slot = j
+				break
+			}
+		}
+		if p.slot == len(e) {
+			e = append(e, 0)
+		}
+		e[p.slot] = p.end
+		ends[p.track] = e
+	}
+	for i := range sl {
+		s := &sl[i]
+		r, ok := s.Args[string(KeyRound)].(int64)
+		if s.Process != HostProcess || !ok || !isRankTrack(s.Track) {
+			continue
+		}
+		s.Track = fmt.Sprintf("%s pass slot %d", s.Track, byKey[[2]any{s.Track, r}].slot)
+	}
+	return sl
+}
+
+// isRankTrack is a rank's host track, "rank 3" (spanSlice).
+func isRankTrack(track string) bool {
+	n, ok := strings.CutPrefix(track, "rank ")
+	return ok && n != "" && digitRun(n) == len(n)
 }

@@ -70,6 +70,22 @@ type Report struct {
 	Warnings []string `json:"warnings"`
 	// Passes is every pass, in the order given to NewReport.
 	Passes []Pass `json:"passes"`
+	// Timeline is one pass's simulated device cut down for a picture (the
+	// HTML report draws it); present when the run kept device timelines
+	// (--html, --trace-out).
+	Timeline *DeviceTimeline `json:"timeline,omitempty"`
+	// Baseline is the form this one is compared with (compare's first,
+	// usually eager) and its warm host_orch median: the ordinary path the
+	// form's control plane replaces; absent when not measured in this run.
+	Baseline *Baseline `json:"baseline,omitempty"`
+}
+
+// Baseline is the ordinary path a form's control plane is measured against.
+type Baseline struct {
+	Form       string `json:"form"`
+	HostOrchNs int64  `json:"host_orch_ns"`
+	// Saving is HostOrchNs over the form's warm control-plane median.
+	Saving *float64 `json:"saving,omitempty"`
 }
 
 // Counts are exact counters of a run: noise-free signals, unlike times. In
@@ -255,6 +271,16 @@ type SimDevice struct {
 	// the Chrome trace's tracks.
 	CoreBusyNs []int64 `json:"-"`
 	AICCores   int     `json:"aic_cores"`
+	// FaninEdges is the run's dependency edges as the host's TensorMap
+	// resolved them, every Graph instance's included; ShippedEdges those
+	// the host shipped, its transitive reduction having dropped the edges
+	// other paths imply (all of them with --reduce-edges=false).
+	FaninEdges   int `json:"fanin_edges"`
+	ShippedEdges int `json:"shipped_edges"`
+	// SchedulerNs is the AICPU threads' simulated busy time, summed: the
+	// schedulers' dispatches and collections and the resolver's
+	// completions, one fanin edge at a time.
+	SchedulerNs int64 `json:"scheduler_ns"`
 }
 
 // CoreBusy is one core's busy time over a simulated device run.
@@ -356,14 +382,26 @@ func (r *Report) Table() Table {
 	return Table{Warm: r.Phases, Cold: r.ColdPhases, Ops: r.Ops, WarmOps: r.WarmOps}
 }
 
-// WriteText renders the report for people: a header, the phase table (as
-// upstream's hbg_bind_phases), the per-operation totals, the counts, the
-// golden check line, then warnings.
-func (r *Report) WriteText(w io.Writer) error {
+// WriteText renders the report for people with every row: a header, the
+// phase table (as upstream's hbg_bind_phases), the per-operation totals,
+// the counts, the golden check line, then warnings.
+func (r *Report) WriteText(w io.Writer) error { return r.writeText(w, false, true) }
+
+// WriteTextRows is WriteText led by the headline (Headline), what `hbgrun
+// run` prints; without all (-v), rows and count lines that are all zero
+// (an op no pass ran, no Definition loaded or fetched, an empty preload)
+// are left out.
+func (r *Report) WriteTextRows(w io.Writer, all bool) error { return r.writeText(w, true, all) }
+
+func (r *Report) writeText(w io.Writer, headline, all bool) error {
 	var b strings.Builder
+	if headline {
+		b.WriteString(r.Headline())
+		b.WriteByte('\n')
+	}
 	fmt.Fprintf(&b, "model %s, form %s, %d rounds x %d ranks, device %s\n", r.Model, r.Form, r.Rounds, r.Ranks, r.Device)
 	t := r.Table()
-	if err := t.WriteText(&b); err != nil {
+	if err := t.writeText(&b, all); err != nil {
 		return err
 	}
 	c := &r.Counts
@@ -371,16 +409,24 @@ func (r *Report) WriteText(w io.Writer) error {
 		c.DeviceTasks, c.HostSubmissions, c.OrdinaryTasks, c.GraphSubmissions)
 	fmt.Fprintf(&b, "counts (whole run): definitions %d, recorded_definitions %d, recorded_nodes %d, demoted %d, boundary_mismatches %d\n",
 		c.Definitions, c.RecordedDefinitions, c.RecordedNodes, c.Demoted, c.BoundaryMismatches)
-	fmt.Fprintf(&b, "counts (whole run): loaded_definitions %d (%d bytes), store_rejected %d\n", c.LoadedDefinitions, c.LoadedBytes, c.StoreRejected)
-	if p := r.Preload; p != nil {
+	if all || c.LoadedDefinitions != 0 || c.LoadedBytes != 0 || c.StoreRejected != 0 {
+		fmt.Fprintf(&b, "counts (whole run): loaded_definitions %d (%d bytes), store_rejected %d\n", c.LoadedDefinitions, c.LoadedBytes, c.StoreRejected)
+	}
+	if p := r.Preload; p != nil && (all || p.Definitions != 0 || p.Rejected != 0) {
 		fmt.Fprintf(&b, "preload (before the first pass): %d Definitions (%d bytes) from the store on disk in %s ms, %d rejected\n", p.Definitions, p.Bytes, ms(p.WallNs), p.Rejected)
 	}
-	fmt.Fprintf(&b, "counts (whole run): fetched_definitions %d (%d bytes), fetch_rejected %d\n", c.FetchedDefinitions, c.FetchedBytes, c.FetchRejected)
+	if all || c.FetchedDefinitions != 0 || c.FetchedBytes != 0 || c.FetchRejected != 0 {
+		fmt.Fprintf(&b, "counts (whole run): fetched_definitions %d (%d bytes), fetch_rejected %d\n", c.FetchedDefinitions, c.FetchedBytes, c.FetchRejected)
+	}
 	r.writeGolden(&b)
 	if d := r.Sim; d != nil {
 		fmt.Fprintf(&b, "device (simulated, rank 0, first pass): wall %s ms, critical path %s ms, %d tasks (%d kernels, %d predicated off), busy AIC %.0f%% AIV %.0f%%\n",
 			ms(d.WallNs), ms(d.CriticalPathNs), d.Tasks, d.Kernels, d.Skipped,
 			100*d.busy(0, d.AICCores), 100*d.busy(d.AICCores, len(d.CoreBusyNs)))
+		if d.FaninEdges > 0 {
+			fmt.Fprintf(&b, "device (simulated, rank 0, first pass): fanin_edges %d, shipped_edges %d, scheduler time %s ms\n",
+				d.FaninEdges, d.ShippedEdges, ms(d.SchedulerNs))
+		}
 	}
 	if r.TraceID != "" {
 		fmt.Fprintf(&b, "trace: %s (%s)\n", r.TraceID, exportedTo(r.Exporter))

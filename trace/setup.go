@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
@@ -47,8 +48,10 @@ type Config struct {
 	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT is
 	// set, with the protocol of OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or
 	// OTEL_EXPORTER_OTLP_PROTOCOL ("grpc", "http/protobuf" (the spec's
-	// default) or "http/json"). OTEL_SDK_DISABLED=true or
-	// OTEL_TRACES_EXPORTER=none turn the environment's exporter off.
+	// default); http/json, which OpenTelemetry Go does not serve, is an
+	// error). OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none turn the
+	// environment's exporter off; another OTEL_TRACES_EXPORTER than otlp
+	// is an error.
 	Endpoint string
 
 	// ServiceName defaults to OTEL_SERVICE_NAME, then to "hbgrun".
@@ -248,7 +251,7 @@ func exporterForEndpoint(ctx context.Context, endpoint string) (sdktrace.SpanExp
 		if u.Path != "" && u.Path != "/" {
 			return nil, "", fmt.Errorf("trace: --otlp %q: an OTLP/gRPC endpoint has no path", endpoint)
 		}
-		opts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(u.Host)}
+		opts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(u.Host), otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: true, InitialInterval: retryInitial, MaxInterval: retryMax, MaxElapsedTime: retryElapsed})}
 		if u.Scheme == "grpc" {
 			opts = append(opts, otlptracegrpc.WithInsecure())
 		}
@@ -262,7 +265,7 @@ func exporterForEndpoint(ctx context.Context, endpoint string) (sdktrace.SpanExp
 		if path == "" || path == "/" {
 			path = "/v1/traces"
 		}
-		opts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(u.Host), otlptracehttp.WithURLPath(path)}
+		opts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(u.Host), otlptracehttp.WithURLPath(path), otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: true, InitialInterval: retryInitial, MaxInterval: retryMax, MaxElapsedTime: retryElapsed})}
 		if u.Scheme == "http" {
 			opts = append(opts, otlptracehttp.WithInsecure())
 		}
@@ -275,9 +278,26 @@ func exporterForEndpoint(ctx context.Context, endpoint string) (sdktrace.SpanExp
 	return nil, "", fmt.Errorf("trace: --otlp %q: unknown scheme %q (want grpc, grpcs, http or https)", endpoint, u.Scheme)
 }
 
+// retryInitial, retryMax and retryElapsed are the exporters' retry of a failed export: a collector
+// that refuses the connection (none listening) is given up on after 1.5 s,
+// so the run says so within 3 s, instead of after the SDK's default of a
+// minute cut short by the export's 10 s timeout. A collector that takes
+// the connection and is slow to answer is bounded by that timeout
+// (OTEL_EXPORTER_OTLP_TIMEOUT), not by this.
+const (
+	retryInitial = 200 * time.Millisecond
+	retryMax     = 500 * time.Millisecond
+	retryElapsed = 1500 * time.Millisecond
+)
+
 func exporterFromEnv(ctx context.Context) (sdktrace.SpanExporter, string, error) {
 	if strings.EqualFold(os.Getenv("OTEL_SDK_DISABLED"), "true") || os.Getenv("OTEL_TRACES_EXPORTER") == "none" {
 		return nil, "", nil
+	}
+	if e := os.Getenv("OTEL_TRACES_EXPORTER"); e != "" && e != "otlp" {
+		// Not ignored: a run told to export elsewhere that exported
+		// nowhere would say nothing of it.
+		return nil, "", fmt.Errorf("trace: OTEL_TRACES_EXPORTER %q: want otlp or none", e)
 	}
 	endpoint := firstEnv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 	if endpoint == "" {
@@ -291,19 +311,22 @@ func exporterFromEnv(ctx context.Context) (sdktrace.SpanExporter, string, error)
 	// themselves, with the spec's rules for paths and schemes.
 	switch protocol {
 	case "grpc":
-		exp, err := otlptracegrpc.New(ctx)
+		exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: true, InitialInterval: retryInitial, MaxInterval: retryMax, MaxElapsedTime: retryElapsed}))
 		if err != nil {
 			return nil, "", fmt.Errorf("trace: OTLP/gRPC exporter for %s: %w", endpoint, err)
 		}
 		return exp, "otlp/grpc " + endpoint, nil
-	case "http/protobuf", "http/json":
-		exp, err := otlptracehttp.New(ctx)
+	case "http/protobuf":
+		exp, err := otlptracehttp.New(ctx, otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: true, InitialInterval: retryInitial, MaxInterval: retryMax, MaxElapsedTime: retryElapsed}))
 		if err != nil {
 			return nil, "", fmt.Errorf("trace: OTLP/HTTP exporter for %s: %w", endpoint, err)
 		}
 		return exp, "otlp/" + protocol + " " + endpoint, nil
 	}
-	return nil, "", fmt.Errorf("trace: OTEL_EXPORTER_OTLP_PROTOCOL %q: want grpc, http/protobuf or http/json", protocol)
+	// http/json is the spec's too, but OpenTelemetry Go has no exporter for
+	// it: sending protobuf to a collector that was told JSON is refused
+	// there, so it is refused here, as OpenTelemetry's autoexport does.
+	return nil, "", fmt.Errorf("trace: OTEL_EXPORTER_OTLP_PROTOCOL %q: want grpc or http/protobuf (OpenTelemetry Go has no http/json exporter)", protocol)
 }
 
 func firstEnv(names ...string) string {

@@ -294,6 +294,21 @@ func TestSetupErrors(t *testing.T) {
 		_, _, err := Setup(context.Background(), Config{})
 		assert.ErrorContains(t, err, `OTEL_EXPORTER_OTLP_PROTOCOL "thrift"`)
 	})
+	// http/json was sent as protobuf, which a collector told JSON refuses.
+	t.Run("http/json", func(t *testing.T) {
+		clearOTELEnv(t)
+		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+		t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+		_, _, err := Setup(context.Background(), Config{})
+		assert.ErrorContains(t, err, `OTEL_EXPORTER_OTLP_PROTOCOL "http/json": want grpc or http/protobuf`)
+	})
+	t.Run("exporter variable", func(t *testing.T) {
+		clearOTELEnv(t)
+		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+		t.Setenv("OTEL_TRACES_EXPORTER", "zipkin")
+		_, _, err := Setup(context.Background(), Config{})
+		assert.ErrorContains(t, err, `OTEL_TRACES_EXPORTER "zipkin": want otlp or none`)
+	})
 }
 
 // An endpoint without a port gets the OTLP default of its protocol, not
@@ -366,4 +381,32 @@ func TestServiceVersion(t *testing.T) {
 	require.NoError(t, shutdown(context.Background()))
 	require.Len(t, spans, 1)
 	assert.Equal(t, "v1.2.3 abc go1.26", attrMap(spans[0].Resource.Attributes())["service.version"])
+}
+
+// A collector that refuses the connection is given up on within 3 s, with
+// the reason, over both protocols (the issue's 10-11 s was the SDK's
+// default retry cut short by the export timeout): a flush bounded at 3 s
+// ends with the refusal, not with its own deadline.
+func TestRefusedCollectorWithin3s(t *testing.T) {
+	for _, scheme := range []string{"grpc", "http"} {
+		t.Run(scheme, func(t *testing.T) {
+			clearOTELEnv(t)
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			addr := ln.Addr().String()
+			require.NoError(t, ln.Close()) // nothing listens there now
+			p, shutdown, err := Setup(context.Background(), Config{Endpoint: scheme + "://" + addr})
+			require.NoError(t, err)
+			_, s := p.Tracer().StartRun(context.Background(), RunInfo{}, 0)
+			s.End()
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			_ = shutdown(ctx)
+			require.NoError(t, ctx.Err(), "the flush outlasted 3 s")
+			st := p.Exported()
+			assert.Equal(t, int64(1), st.Failed)
+			require.Error(t, st.Err)
+			assert.Contains(t, st.Err.Error(), "connection refused")
+		})
+	}
 }

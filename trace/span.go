@@ -37,6 +37,14 @@ const (
 	// on disk before its first pass (Runtime.Preload): its store_load spans
 	// are its children.
 	SpanPreload = "preload"
+	// SpanGoldenReference is a pass's wait for its orchestration's golden
+	// reference (the inline twin and the eager form, run on devices of
+	// their own once per orchestration) before the first pass is sent: a
+	// child of the run, on the rank's track.
+	SpanGoldenReference = "golden_reference"
+	// SpanLoadModel is reading, parsing and compiling the model file
+	// before the run (a child of the command).
+	SpanLoadModel = "load_model"
 )
 
 // Attribute keys. They are a contract: the Jaeger end-to-end test and any
@@ -158,11 +166,26 @@ type RunInfo struct {
 // with model, form, rounds and ranks). Start each rank's run under the
 // returned context.
 func (t *Tracer) StartCommand(ctx context.Context, info RunInfo) (context.Context, Span) {
-	ctx, s := t.t.Start(ctx, SpanCommand, oteltrace.WithAttributes(
+	return t.StartCommandAt(ctx, info, time.Now())
+}
+
+// StartCommandAt is StartCommand for a command that began at start, before
+// its tracer was made (its model loaded first: LoadedModel).
+func (t *Tracer) StartCommandAt(ctx context.Context, info RunInfo, start time.Time) (context.Context, Span) {
+	ctx, s := t.t.Start(ctx, SpanCommand, oteltrace.WithTimestamp(start), oteltrace.WithAttributes(
 		KeyModel.String(info.Model), KeyForm.String(info.Form),
 		KeyRounds.Int(info.Rounds), KeyRanks.Int(info.Ranks),
 	))
 	return ctx, Span{s}
+}
+
+// LoadedModel records, as a child of the span in ctx, the reading and
+// compiling of the model (SpanLoadModel) from start to end: it happens
+// before the tracer exists, and without it a trace starts with a blank
+// stretch as long as it took.
+func (t *Tracer) LoadedModel(ctx context.Context, model string, start, end time.Time) {
+	_, s := t.t.Start(ctx, SpanLoadModel, oteltrace.WithTimestamp(start), oteltrace.WithAttributes(KeyModel.String(model)))
+	s.End(oteltrace.WithTimestamp(end))
 }
 
 // StartPreload starts a preload (SpanPreload, with model and form) as a
@@ -182,6 +205,16 @@ func (t *Tracer) StartRun(ctx context.Context, info RunInfo, rank int) (context.
 		KeyRank.Int(rank), KeyRounds.Int(info.Rounds),
 	))
 	return ctx, Span{s}
+}
+
+// StartGoldenReference starts the wait of pass (rank, round) for the
+// golden reference of form (SpanGoldenReference) as a child of the span in
+// ctx.
+func (t *Tracer) StartGoldenReference(ctx context.Context, form string, rank, round int) Span {
+	_, s := t.t.Start(ctx, SpanGoldenReference, oteltrace.WithAttributes(
+		KeyForm.String(form), KeyRank.Int(rank), KeyRound.Int(round),
+	))
+	return Span{s}
 }
 
 // PhaseSpan is a running phase. Finish ends it and returns its duration,

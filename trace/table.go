@@ -127,11 +127,15 @@ func summarizeClass(passes []Pass) PhaseStats {
 // phase (min / median / max in ms, n), `*` on control-plane phases, a `total`
 // row that is the spread of per-pass control-plane sums; warm passes first,
 // then the cold ones; then the per-operation totals.
-func (t *Table) WriteText(w io.Writer) error {
+func (t *Table) WriteText(w io.Writer) error { return t.writeText(w, true) }
+
+// writeText is WriteText; without all, an op no pass ran (count 0) is left
+// out.
+func (t *Table) writeText(w io.Writer, all bool) error {
 	var b strings.Builder
 	writeClass(&b, "warm passes", &t.Warm)
 	writeClass(&b, "cold passes (first of each rank)", &t.Cold)
-	writeOps(&b, &t.Ops)
+	writeOps(&b, &t.Ops, all)
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("trace: write phase table: %w", err)
 	}
@@ -193,11 +197,14 @@ func writeClass(b *strings.Builder, title string, st *PhaseStats) {
 	}
 }
 
-func writeOps(b *strings.Builder, o *Ops) {
+func writeOps(b *strings.Builder, o *Ops, all bool) {
 	fmt.Fprintf(b, "host_orch operations (all passes; summed cost, not intervals):\n")
 	fmt.Fprintf(b, opRowFmt, "op", "count", "total_ms", "mean_ns")
 	for op := Op(0); op < NumOps; op++ {
 		t := o[op]
+		if !all && t.Count == 0 && t.TotalNs == 0 {
+			continue
+		}
 		mean := int64(0)
 		if t.Count > 0 {
 			mean = t.TotalNs / t.Count

@@ -9,10 +9,12 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hbg-dev/hbg/actors"
+	"github.com/hbg-dev/hbg/report"
 	"github.com/hbg-dev/hbg/trace"
 )
 
@@ -52,6 +54,7 @@ func init() {
 }
 
 func compareCmd(ctx context.Context, out, stderr io.Writer, path string, forms []string, block int, f *runFlags) error {
+	t0 := time.Now()
 	model, err := loadModel(path)
 	if err != nil {
 		return err
@@ -68,12 +71,19 @@ func compareCmd(ctx context.Context, out, stderr io.Writer, path string, forms [
 			return err
 		}
 	}
-	s, traceOut, err := openSession(ctx, f, stderr)
+	loaded := time.Now()
+	htmlOut, err := createOutput("--html", f.html)
 	if err != nil {
 		return err
 	}
+	s, traceOut, err := openSession(ctx, f, stderr)
+	if err != nil {
+		htmlOut.discard()
+		return err
+	}
 	info := trace.RunInfo{Model: modelName(model), Form: strings.Join(forms, ","), Rounds: f.rounds, Ranks: f.ranks}
-	cctx, cmdSpan := s.tracer.StartCommand(ctx, info)
+	cctx, cmdSpan := s.tracer.StartCommandAt(ctx, info, t0)
+	s.tracer.LoadedModel(cctx, info.Model, t0, loaded)
 	reports, passes, err := compareForms(cctx, s, f, model.Name, forms, orchs, block)
 	var failed error
 	if gf := (goldenFailed{}); errors.As(err, &gf) {
@@ -89,18 +99,21 @@ func compareCmd(ctx context.Context, out, stderr io.Writer, path string, forms [
 	cmdSpan.End()
 	if err == nil {
 		err = traceOut.write(func(w io.Writer) error {
-			return writeChromeTrace(w, s.provider, passes, forms, orchs[0].Kernels)
+			return writeChromeTrace(w, s.provider, passes, forms, orchs[0].Kernels, f.devicePasses)
 		})
 	} else {
 		traceOut.discard()
+		htmlOut.discard()
 	}
 	dest, ferr := s.finish()
 	if err != nil {
 		return errors.Join(err, ferr)
 	}
-	for _, r := range reports {
+	for i, r := range reports {
 		r.TraceID, r.Exporter = traceID, dest
+		r.Timeline = timelineOf(passes[i], i*f.ranks, orchs[i].Kernels)
 	}
+	ferr = errors.Join(ferr, htmlOut.write(func(w io.Writer) error { return report.Write(w, report.Compare(reports)) }))
 	if f.json {
 		doc := compareJSON{Baseline: forms[0], Block: block, Forms: reports, MedianRatios: make([]trace.PhaseRatios, len(reports))}
 		for i, r := range reports {
@@ -194,6 +207,10 @@ func compareForms(ctx context.Context, s *session, f *runFlags, model string, fo
 		reports[i] = buildReport(info, own)
 		reports[i].Preload = pre[i]
 		autoWarnings(reports[i])
+		if base := reports[0].Phases.Phases[trace.PhaseHostOrch]; base.N > 0 {
+			reports[i].Baseline = &trace.Baseline{Form: forms[0], HostOrchNs: base.MedianNs,
+				Saving: trace.Ratio(base, reports[i].Phases.ControlPlane)}
+		}
 		// Each form is checked against its own reference (its inline
 		// twin) in the library, whichever forms are listed.
 		if err := reportGolden(reports[i], own); err != nil && failed == nil {

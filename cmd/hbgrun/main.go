@@ -119,20 +119,26 @@ func newRoot() *cobra.Command {
 		// No MODEL or command: the help. Anything else is not a command.
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return fmt.Errorf("unknown command %q (run hbgrun --help for the commands)", args[0])
+				return unknownCommand(c, args[0])
 			}
 			return nil
 		},
 		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
 	root.SetVersionTemplate("hbgrun {{.Version}}\n")
+	root.SuggestionsMinimumDistance = 2
+	// --version is a long flag only: -v is --verbose wherever a command
+	// has it (cobra gives the root -v for --version unless the flag is
+	// there already).
+	root.Flags().Bool("version", false, "print hbgrun's version")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usageError{fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
+		return usageError{fmt.Errorf("%w (see %s --help)", flagWords(c, err), c.CommandPath())}
 	})
 	for _, c := range commands {
 		markErrors(c)
 		root.AddCommand(c)
 	}
+	conventions(root)
 	return root
 }
 
@@ -143,6 +149,9 @@ func markErrors(c *cobra.Command) {
 	if args := c.Args; args != nil {
 		c.Args = func(c *cobra.Command, a []string) error {
 			if err := args(c, a); err != nil {
+				if sub := unknownSubcommand(c, a); sub != nil {
+					err = sub
+				}
 				return usageError{fmt.Errorf("%s: %w (usage: %s)", strings.TrimPrefix(c.CommandPath(), "hbgrun "), err, c.UseLine())}
 			}
 			return nil

@@ -16,6 +16,7 @@ import (
 	"github.com/hbg-dev/hbg/analyze"
 	"github.com/hbg-dev/hbg/npu"
 	"github.com/hbg-dev/hbg/remote"
+	"github.com/hbg-dev/hbg/report"
 	"github.com/hbg-dev/hbg/stages"
 	"github.com/hbg-dev/hbg/trace"
 )
@@ -31,11 +32,18 @@ type runFlags struct {
 	json       bool
 	otlp       string
 	traceOut   string
+	html       string
+	// devicePasses bounds the passes whose device timeline goes into
+	// --trace-out.
+	devicePasses int
+	// traceFlows draws fanin arrows between the device slices of --trace-out.
+	traceFlows bool
 	defects    string
 	strict     bool
 	verbose    bool
 	inFlight   int
 	race       bool
+	reduce     bool
 	preload    bool
 	store      storeFlags
 	// remote places the ranks on nodes (run --nodes); model is MODEL's
@@ -61,11 +69,15 @@ func (f *runFlags) register(c *cobra.Command, withForm bool) {
 	fl.BoolVar(&f.skipDevice, "skip-device", false, "stop each pass after the run image is copied: no simulation, no golden check")
 	fl.BoolVar(&f.json, "json", false, "write the report as JSON")
 	fl.StringVar(&f.otlp, "otlp", "", "export spans over OTLP to ENDPOINT (grpc://host:4317 or http://host:4318); default: the OTEL_EXPORTER_OTLP_* variables, else nowhere")
-	fl.StringVar(&f.traceOut, "trace-out", "", "write a Chrome trace-event file (open it in Perfetto)")
+	fl.StringVar(&f.traceOut, "trace-out", "", "write a Chrome trace-event file (open it in Perfetto); a name ending in .gz is written gzipped")
+	fl.BoolVar(&f.traceFlows, "trace-flows", false, "draw an arrow in --trace-out from each device task to every task that waited for it (the fanin; large: tens of thousands per DSv4 pass)")
+	fl.IntVar(&f.devicePasses, "trace-device-passes", 3, "passes (the first, per form) whose simulated device timeline goes into --trace-out, about 5 MB each for DSv4 (0: none; -1: every pass)")
+	fl.StringVar(&f.html, "html", "", "write the report as one self-contained HTML page to FILE (charts inline, nothing loaded: it opens offline)")
 	fl.StringVar(&f.defects, "defects", "error", "what a detected body defect does: error or warn")
 	fl.IntVar(&f.inFlight, "in-flight", 2, "passes of one rank in flight: the host orchestrates the next while the device runs the previous (1: they take turns; 0: the runtime's default)")
 	fl.BoolVar(&f.strict, "strict", false, "fail a pass when a body records something unsupported, instead of running that key on the ordinary path")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print a line on stderr as each pass ends")
+	fl.BoolVar(&f.reduce, "reduce-edges", true, "ship the transitive reduction of the task graph's fanin, in the run image and each Definition (--reduce-edges=false ships every edge the TensorMap resolved)")
 	fl.BoolVar(&f.race, "race", true, "check every device run for races (--race=false skips the detector; the golden check then compares digests only)")
 	fl.BoolVar(&f.preload, "preload", true, "before the first pass, load from the store on disk every Definition an earlier run of this model's form kept (--preload=false: each is loaded when a Graph call first asks for it)")
 	f.store.register(fl)
@@ -98,6 +110,8 @@ func (f *runFlags) check() error {
 		return usageError{fmt.Errorf("--ranks %d: want 1 to %d", f.ranks, maxRanks)}
 	case f.defects != "error" && f.defects != "warn":
 		return usageError{fmt.Errorf("--defects %q: want error or warn", f.defects)}
+	case f.devicePasses < -1:
+		return usageError{fmt.Errorf("--trace-device-passes %d: want -1 (every pass), 0 (none) or more", f.devicePasses)}
 	}
 	if err := f.remote.check(); err != nil {
 		return err
@@ -141,15 +155,16 @@ func (f *runFlags) config(tr *trace.Tracer, skipDevice bool) actors.Config {
 		Recorders:         f.recorders,
 		NoRetain:          f.noRetain,
 		SkipDevice:        skipDevice,
+		FullEdges:         !f.reduce,
 		DefectsAsWarnings: f.defects == "warn",
 		StrictRecording:   f.strict,
 		InFlight:          f.inFlight,
-		Timeline:          f.traceOut != "",
+		Timeline:          f.traceOut != "" || f.html != "",
 		Tracer:            tr,
 		StoreDir:          f.store.dir,
 		StoreMax:          f.store.max,
 		Golden:            !skipDevice,
-		Device:            npu.Config{NoRace: !f.race},
+		Device:            npu.Config{NoRace: !f.race, Flows: f.traceFlows && f.traceOut != ""},
 		TamperImage:       f.tamper,
 	}
 }
@@ -183,6 +198,7 @@ Without MODEL it runs the embedded default, config/models/dsv4_flash_decode.yaml
 }
 
 func runCmd(ctx context.Context, out, stderr io.Writer, path string, f *runFlags) error {
+	t0 := time.Now()
 	model, err := loadModel(path)
 	if err != nil {
 		return err
@@ -202,6 +218,7 @@ func runCmd(ctx context.Context, out, stderr io.Writer, path string, f *runFlags
 		return err
 	}
 	f.model = path
+	loaded := time.Now()
 	var dump *imageDump
 	if f.images != "" {
 		if dump, err = newImageDump(f.images, &f.store.dir, f.noRetain); err != nil {
@@ -210,12 +227,18 @@ func runCmd(ctx context.Context, out, stderr io.Writer, path string, f *runFlags
 		defer dump.close()
 		f.tamper = dump.observe(f.tamper)
 	}
-	s, traceOut, err := openSession(ctx, f, stderr)
+	htmlOut, err := createOutput("--html", f.html)
 	if err != nil {
 		return err
 	}
+	s, traceOut, err := openSession(ctx, f, stderr)
+	if err != nil {
+		htmlOut.discard()
+		return err
+	}
 	info := trace.RunInfo{Model: modelName(model), Form: f.form, Rounds: f.rounds, Ranks: f.ranks}
-	cctx, cmdSpan := s.tracer.StartCommand(ctx, info)
+	cctx, cmdSpan := s.tracer.StartCommandAt(ctx, info, t0)
+	s.tracer.LoadedModel(cctx, info.Model, t0, loaded)
 	rep, passes, err := runForm(cctx, s, f, orch, info)
 	autoWarnings(rep)
 	if dump != nil {
@@ -236,23 +259,26 @@ func runCmd(ctx context.Context, out, stderr io.Writer, path string, f *runFlags
 	cmdSpan.End()
 	if rep != nil {
 		err = errors.Join(err, traceOut.write(func(w io.Writer) error {
-			return writeChromeTrace(w, s.provider, [][]*actors.PassResult{passes}, []string{""}, orch.Kernels)
+			return writeChromeTrace(w, s.provider, [][]*actors.PassResult{passes}, []string{""}, orch.Kernels, f.devicePasses)
 		}))
 	} else {
 		traceOut.discard()
+		htmlOut.discard()
 	}
 	dest, ferr := s.finish()
 	if rep == nil {
 		return errors.Join(err, ferr)
 	}
 	rep.Exporter = dest
+	rep.Timeline = timelineOf(passes, 0, orch.Kernels)
 	var werr error
 	if f.json {
 		werr = rep.WriteJSON(out)
 	} else {
-		werr = rep.WriteText(out)
+		werr = rep.WriteTextRows(out, f.verbose)
 	}
-	return errors.Join(err, ferr, werr, failed)
+	herr := htmlOut.write(func(w io.Writer) error { return report.Write(w, report.Run(rep)) })
+	return errors.Join(err, ferr, werr, herr, failed)
 }
 
 // runForm runs one form for f.rounds on f.ranks and builds its report. When
@@ -415,33 +441,90 @@ func golden(rep *trace.Report, passes []*actors.PassResult) error {
 		WallNs: first.SimNs, CriticalPathNs: first.CriticalPathNs,
 		Tasks: first.Tasks, Kernels: first.Kernels, Skipped: first.Skipped,
 		CoreBusyNs: first.CoreBusyNs, AICCores: len(first.CoreBusyNs) / 3,
+		FaninEdges: first.FaninEdges, ShippedEdges: first.ShippedEdges,
+	}
+	for _, ns := range first.AICPUBusyNs {
+		rep.Sim.SchedulerNs += ns
 	}
 	return failed
 }
 
-// writeChromeTrace writes the run's spans and every pass's simulated device
-// timeline. forms[i] names passes[i]'s form in the device processes ("" for
-// a run of one form).
-func writeChromeTrace(w io.Writer, p *trace.Provider, passes [][]*actors.PassResult, forms []string, kernels []stages.Kernel) error {
-	all := p.Slices()
+// writeChromeTrace writes the run's spans, each pass's on a slot track of
+// its rank (trace.SeparatePasses), and the simulated device timeline of the
+// first devicePasses passes of each form (-1: all). forms[i] names
+// passes[i]'s form in the device processes ("" for a run of one form).
+func writeChromeTrace(w io.Writer, p *trace.Provider, passes [][]*actors.PassResult, forms []string, kernels []stages.Kernel, devicePasses int) error {
+	all := trace.SeparatePasses(p.Slices())
+	var flows []trace.Flow
 	for i, ps := range passes {
+		n := 0
 		for _, r := range ps {
+			if devicePasses >= 0 && n >= devicePasses {
+				break
+			}
 			if r != nil && r.Device != nil {
-				all = append(all, deviceSlices(r, forms[i], kernels)...)
+				sl := deviceSlices(r, forms[i], kernels)
+				all = append(all, sl...)
+				flows = append(flows, deviceFlows(r, sl)...)
+				n++
 			}
 		}
 	}
-	return trace.WriteChromeTrace(w, all)
+	return trace.WriteChromeTraceFlows(w, all, flows)
+}
+
+// deviceFlows turns a pass's dependencies (npu.Config.Flows) into arrows
+// from the producer's last block to the consumer's first, sl being the
+// pass's device slices in timeline order. A task that ran on no core (a
+// dummy, an alloc, a task predicated off, an outer GRAPH task) has no
+// slice, and its arrows are left out.
+func deviceFlows(r *actors.PassResult, sl []trace.Slice) []trace.Flow {
+	if len(r.Device.Flows) == 0 {
+		return nil
+	}
+	type ends struct{ first, last int }
+	at := make(map[npu.TaskRef]*ends, len(sl))
+	for i, s := range r.Device.Timeline {
+		ref := npu.TaskRef{Task: s.Task, Node: s.Node}
+		e := at[ref]
+		if e == nil {
+			at[ref] = &ends{i, i}
+			continue
+		}
+		if s.Start < r.Device.Timeline[e.first].Start {
+			e.first = i
+		}
+		if s.Start+s.Dur > r.Device.Timeline[e.last].Start+r.Device.Timeline[e.last].Dur {
+			e.last = i
+		}
+	}
+	out := make([]trace.Flow, 0, len(r.Device.Flows))
+	for _, f := range r.Device.Flows {
+		from, to := at[f.From], at[f.To]
+		if from == nil || to == nil {
+			continue
+		}
+		a, b := sl[from.last], sl[to.first]
+		// The arrow's tail lies inside the producer's slice, its head at the
+		// consumer's start, so each binds to its own slice.
+		out = append(out, trace.Flow{
+			From: trace.FlowEnd{Process: a.Process, Track: a.Track, Ns: a.StartNs + max(a.DurNs-1, 0)},
+			To:   trace.FlowEnd{Process: b.Process, Track: b.Track, Ns: b.StartNs},
+		})
+	}
+	return out
 }
 
 // deviceSlices turns a pass's simulated per-core timeline into trace
 // slices: one process per pass (rank and round), one track per core that
 // did work, starting where the pass's device_wall span starts. Simulated
 // time is its own clock and can outlast the real wall of the simulation,
-// so a pass gets a process of its own rather than sharing one with the
-// rank's next pass, which may start before its simulated time ends.
+// so a pass gets a process of its own, named for its clock, rather than
+// sharing one with the rank's next pass, which may start before its
+// simulated time ends. A node's slice is named by its Graph key and
+// kernel.
 func deviceSlices(r *actors.PassResult, form string, kernels []stages.Kernel) []trace.Slice {
-	proc := fmt.Sprintf("rank %d device (simulated) round %d", r.Pass.Rank, r.Pass.Round)
+	proc := fmt.Sprintf("rank %d device (simulated clock) round %d", r.Pass.Rank, r.Pass.Round)
 	if form != "" {
 		proc = form + " " + proc
 	}
@@ -452,8 +535,53 @@ func deviceSlices(r *actors.PassResult, form string, kernels []stages.Kernel) []
 		if int(s.Kernel) >= 0 && int(s.Kernel) < len(kernels) {
 			name = kernels[s.Kernel].Name
 		}
-		out = append(out, trace.Slice{Process: proc, Track: core, Name: name, StartNs: r.DeviceStartNs + s.Start, DurNs: s.Dur,
-			Args: map[string]any{"task": s.Task, "node": s.Node, "block": s.Block, "rank": r.Pass.Rank, "round": r.Pass.Round}})
+		args := map[string]any{"task": s.Task, "node": s.Node, "block": s.Block, "rank": r.Pass.Rank, "round": r.Pass.Round}
+		if s.Key != "" {
+			name = s.Key + ": " + name
+			args["graph_key"] = s.Key
+		}
+		out = append(out, trace.Slice{Process: proc, Track: core, Name: name, StartNs: r.DeviceStartNs + s.Start, DurNs: s.Dur, Args: args})
 	}
 	return out
+}
+
+// timelineWidth is the columns a report's device timeline is cut for: the
+// HTML page draws it this wide.
+const timelineWidth = 1000
+
+// timelineOf cuts down the device timeline of the pass a report draws:
+// rank rank0's first warm pass (what a steady step looks like), else its
+// first; nil when no pass kept one.
+func timelineOf(passes []*actors.PassResult, rank0 int, kernels []stages.Kernel) *trace.DeviceTimeline {
+	var pick *actors.PassResult
+	for _, p := range passes {
+		if p == nil || p.Device == nil || len(p.Device.Timeline) == 0 || p.Pass.Rank != rank0 {
+			continue
+		}
+		if pick == nil || pick.Pass.Cold && !p.Pass.Cold {
+			pick = p
+		}
+		if !pick.Pass.Cold {
+			break
+		}
+	}
+	if pick == nil {
+		return nil
+	}
+	d := pick.Device
+	sl := make([]trace.TimelineSlice, len(d.Timeline))
+	for i, s := range d.Timeline {
+		name := ""
+		if int(s.Kernel) >= 0 && int(s.Kernel) < len(kernels) {
+			name = kernels[s.Kernel].Name
+		}
+		sl[i] = trace.TimelineSlice{Core: int(s.Core), StartNs: s.Start, DurNs: s.Dur, Key: s.Key, Kernel: name}
+	}
+	aic := len(d.CoreBusyNs) / 3
+	t := trace.NewDeviceTimeline(sl, d.SimNs, timelineWidth, func(c int) string { return trace.CoreName(c, aic) })
+	t.Rank, t.Round = pick.Pass.Rank-rank0, pick.Pass.Round
+	if pick.Pass.Has(trace.PhaseDeviceWall) {
+		t.IdleNs = pick.Pass.DeviceIdleNs
+	}
+	return t
 }

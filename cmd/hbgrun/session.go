@@ -1,10 +1,13 @@
 package main
 
 import (
+	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -142,7 +145,15 @@ func (o *output) write(fn func(w io.Writer) error) error {
 	if o == nil {
 		return nil
 	}
-	err := fn(o.f)
+	var err error
+	if strings.HasSuffix(o.path, ".gz") {
+		// A name that says gzip gets gzip: a long run's trace is mostly
+		// repeated names, a tenth of its size compressed.
+		zw := gzip.NewWriter(o.f)
+		err = errors.Join(fn(zw), zw.Close())
+	} else {
+		err = fn(o.f)
+	}
 	if cerr := o.f.Close(); err == nil {
 		err = cerr
 	}

@@ -136,12 +136,12 @@ func storeLs(out io.Writer, s *diskstore.Store) error {
 	var total int64
 	for _, e := range list {
 		total += e.Bytes
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", e.Key, e.Model, e.Bytes, e.LastUse.Format(time.DateTime), e.FullKey, e.Hash)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Key, e.Model, humanBytes(e.Bytes), e.LastUse.Format(time.DateTime), e.FullKey, e.Hash)
 	}
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(out, "%d Definitions, %d bytes of images in %s (limit %d)\n", len(list), total, s.Dir(), s.Max())
+	_, err = fmt.Fprintf(out, "%d Definitions, %s of images in %s (limit %s)\n", len(list), humanBytes(total), s.Dir(), humanBytes(s.Max()))
 	return err
 }
 
@@ -154,8 +154,8 @@ func storeVerify(out io.Writer, s *diskstore.Store) error {
 	for _, p := range r.Problems {
 		fmt.Fprintf(&b, "bad: %s: %s\n", p.Path, p.Reason)
 	}
-	fmt.Fprintf(&b, "%d entries, %d images, %d bytes: %d bad; %d orphan images, %d temporary files, %d quarantined files (gc removes them)\n",
-		r.Entries, r.Images, r.Bytes, len(r.Problems), r.Orphans, r.Temp, r.Quarantined)
+	fmt.Fprintf(&b, "%d entries, %d images, %s: %d bad; %d orphan images, %d temporary files, %d quarantined files (gc removes them)\n",
+		r.Entries, r.Images, humanBytes(r.Bytes), len(r.Problems), r.Orphans, r.Temp, r.Quarantined)
 	if _, err := io.WriteString(out, b.String()); err != nil {
 		return err
 	}
@@ -171,9 +171,9 @@ func storeGC(out io.Writer, s *diskstore.Store) error {
 		return err
 	}
 	for _, e := range r.Evicted {
-		fmt.Fprintf(out, "evicted %s %s (%d bytes, last used %s)\n", e.Key, e.Model, e.Bytes, e.LastUse.Format(time.DateTime))
+		fmt.Fprintf(out, "evicted %s %s (%s, last used %s)\n", e.Key, e.Model, humanBytes(e.Bytes), e.LastUse.Format(time.DateTime))
 	}
-	_, err = fmt.Fprintf(out, "%d -> %d bytes (limit %d): %d evicted, %d pinned by a running pass; removed %d orphan images, %d temporary files, %d quarantined files, %d unreadable entries\n",
-		r.Before, r.After, s.Max(), len(r.Evicted), r.Pinned, r.Orphans, r.Temp, r.Quarantined, r.BadEntries)
+	_, err = fmt.Fprintf(out, "%s -> %s (limit %s): %d evicted, %d pinned by a running pass; removed %d orphan images, %d temporary files, %d quarantined files, %d unreadable entries\n",
+		humanBytes(r.Before), humanBytes(r.After), humanBytes(s.Max()), len(r.Evicted), r.Pinned, r.Orphans, r.Temp, r.Quarantined, r.BadEntries)
 	return err
 }

@@ -1,0 +1,450 @@
+// Package report draws a run as one self-contained HTML page: the
+// headline (the control plane per pass against the ordinary path, the
+// saving, the golden verdict, the races), every pass's phases as stacked
+// bars (cold and warm apart), compare's forms side by side, a pass's
+// simulated device timeline (cores by time, coloured by Graph key, with
+// the device_idle before it) and the counts and warnings.
+//
+// The page has no script and loads nothing: its styles are inline and its
+// charts are inline SVG drawn here, so it opens offline, from a mail
+// attachment or a CI artifact, as it was written. It is made from the
+// run's trace.Report alone (what `hbgrun run --json` writes), so a saved
+// report draws the same page later (`hbgrun report RUN.json`).
+//
+// The headline's figures carry their exact value in a data-value
+// attribute beside the text a person reads, so a test (tests/browser_test.go)
+// can check what the browser shows against the JSON.
+package report
+
+import (
+	"bytes"
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/hbg-dev/hbg/trace"
+)
+
+// Page is what one page shows: a run's report, or compare's forms (the
+// first the baseline).
+type Page struct {
+	// Title heads the page; "" gives one from the model and forms.
+	Title string
+	// Forms are the reports, one for run, one per form for compare.
+	Forms []*trace.Report
+	// Ratios are compare's warm medians over the first form's (nil for a
+	// run).
+	Ratios []trace.PhaseRatios
+}
+
+// Run is the page of one run.
+func Run(r *trace.Report) Page { return Page{Forms: []*trace.Report{r}} }
+
+// Compare is the page of compare's forms, the first the baseline.
+func Compare(rs []*trace.Report) Page {
+	p := Page{Forms: rs, Ratios: make([]trace.PhaseRatios, len(rs))}
+	for i, r := range rs {
+		p.Ratios[i] = trace.MedianRatios(r, rs[0])
+	}
+	return p
+}
+
+// Write renders the page.
+func Write(w io.Writer, p Page) error {
+	if len(p.Forms) == 0 {
+		return fmt.Errorf("report: no report to draw")
+	}
+	v := view{Title: p.Title, Compare: len(p.Forms) > 1}
+	if v.Title == "" {
+		forms := make([]string, len(p.Forms))
+		for i, r := range p.Forms {
+			forms[i] = r.Form
+		}
+		v.Title = fmt.Sprintf("hbg: %s %s", p.Forms[0].Model, strings.Join(forms, ", "))
+	}
+	for i, r := range p.Forms {
+		fv := formView{R: r, Headline: r.Headline(), Facts: headlineFacts(r)}
+		fv.Warm = phaseBars(r, false)
+		fv.Cold = phaseBars(r, true)
+		if r.Timeline != nil {
+			fv.Timeline = timelineSVG(r.Timeline)
+		}
+		fv.Counts = counts(r)
+		if p.Ratios != nil {
+			fv.Ratio = &p.Ratios[i]
+		}
+		v.Forms = append(v.Forms, fv)
+	}
+	if v.Compare {
+		v.Side = compareSVG(p.Forms)
+		v.Table = compareTable(p.Forms, p.Ratios)
+	}
+	var b bytes.Buffer
+	if err := page.Execute(&b, v); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	if _, err := w.Write(b.Bytes()); err != nil {
+		return fmt.Errorf("report: write: %w", err)
+	}
+	return nil
+}
+
+type view struct {
+	Title   string
+	Compare bool
+	Forms   []formView
+	Side    template.HTML
+	Table   compareRows
+}
+
+type formView struct {
+	R        *trace.Report
+	Headline string
+	Facts    []fact
+	Ratio    *trace.PhaseRatios
+	Warm     template.HTML
+	Cold     template.HTML
+	Timeline template.HTML
+	Counts   []fact
+}
+
+// fact is one figure: its name, its exact value (data-value) and how a
+// person reads it.
+type fact struct {
+	Field, Label, Value, Text string
+	// Bad marks a figure that fails the run (a golden mismatch, races).
+	Bad bool
+}
+
+func headlineFacts(r *trace.Report) []fact {
+	var fs []fact
+	cp, class := r.Phases.ControlPlane, "warm"
+	if cp.N == 0 {
+		cp, class = r.ColdPhases.ControlPlane, "cold"
+	}
+	if cp.N > 0 {
+		fs = append(fs, fact{Field: "control_plane_median_ns", Label: "control plane per pass (" + class + " median)",
+			Value: strconv.FormatInt(cp.MedianNs, 10), Text: msText(cp.MedianNs)})
+	}
+	if bl := r.Baseline; bl != nil {
+		fs = append(fs, fact{Field: "baseline_host_orch_ns", Label: bl.Form + " host_orch (the ordinary path)",
+			Value: strconv.FormatInt(bl.HostOrchNs, 10), Text: msText(bl.HostOrchNs)})
+		if bl.Saving != nil {
+			fs = append(fs, fact{Field: "saving", Label: "saving", Value: strconv.FormatFloat(*bl.Saving, 'g', -1, 64),
+				Text: fmt.Sprintf("%.3gx", *bl.Saving)})
+		}
+	}
+	if g := r.Golden; g != nil {
+		fs = append(fs, fact{Field: "golden_verdict", Label: "golden (against the " + g.Reference + ")", Value: g.Verdict, Text: g.Verdict, Bad: g.Verdict != "match"})
+		text := strconv.Itoa(g.Races)
+		if g.DeclaredRaces > 0 {
+			text += fmt.Sprintf(" (%d declared)", g.DeclaredRaces)
+		}
+		fs = append(fs, fact{Field: "races", Label: "races", Value: strconv.Itoa(g.Races), Text: text, Bad: g.Races > 0})
+	} else {
+		fs = append(fs, fact{Field: "golden_verdict", Label: "golden", Value: "", Text: "not checked"})
+	}
+	if ns, ok := r.DeviceWall(); ok {
+		fs = append(fs, fact{Field: "device_wall_ns", Label: "device wall (simulated)", Value: strconv.FormatInt(ns, 10), Text: msText(ns)})
+	}
+	return fs
+}
+
+func counts(r *trace.Report) []fact {
+	c := &r.Counts
+	f := func(field string, v int64) fact {
+		return fact{Field: field, Label: field, Value: strconv.FormatInt(v, 10), Text: strconv.FormatInt(v, 10)}
+	}
+	return []fact{
+		f("device_tasks", c.DeviceTasks), f("host_submissions", c.HostSubmissions),
+		f("ordinary_tasks", c.OrdinaryTasks), f("graph_submissions", c.GraphSubmissions),
+		f("definitions", c.Definitions), f("recorded_definitions", c.RecordedDefinitions),
+		f("recorded_nodes", c.RecordedNodes), f("demoted", c.Demoted),
+		f("boundary_mismatches", c.BoundaryMismatches), f("loaded_definitions", c.LoadedDefinitions),
+		f("store_rejected", c.StoreRejected), f("fetched_definitions", c.FetchedDefinitions),
+		f("fetch_rejected", c.FetchRejected),
+	}
+}
+
+// msText is ns as ms, three significant digits below 0.1 ms (as compare).
+func msText(ns int64) string {
+	ms := float64(ns) / 1e6
+	d := 3
+	for v := ms; v != 0 && v < 0.1 && d < 9; v *= 10 {
+		d++
+	}
+	return strconv.FormatFloat(ms, 'f', d, 64) + " ms"
+}
+
+// The phases a pass's bar stacks: the host's (args, host_orch) and the
+// control plane's; device_wall is simulated time, orders of magnitude
+// longer, and is its own figure.
+var barPhases = []trace.Phase{trace.PhaseArgs, trace.PhaseHostOrch, trace.PhaseGraphUpload, trace.PhaseArenaH2D}
+
+var phaseColour = map[trace.Phase]string{
+	trace.PhaseArgs:        "#9e9e9e",
+	trace.PhaseHostOrch:    "#3b6fb6",
+	trace.PhaseGraphUpload: "#e08a2c",
+	trace.PhaseArenaH2D:    "#5aa469",
+}
+
+// maxBars bounds the passes one chart draws: past it a bar is under a
+// few pixels tall and the page grows with the run.
+const maxBars = 120
+
+// phaseBars draws the cold or warm passes' phases, one stacked bar each.
+func phaseBars(r *trace.Report, cold bool) template.HTML {
+	var ps []trace.Pass
+	for _, p := range r.Passes {
+		if p.Cold == cold {
+			ps = append(ps, p)
+		}
+	}
+	if len(ps) == 0 {
+		return ""
+	}
+	shown := ps
+	if len(shown) > maxBars {
+		shown = shown[:maxBars]
+	}
+	var top int64
+	for _, p := range shown {
+		var sum int64
+		for _, ph := range barPhases {
+			sum += p.Phases[ph]
+		}
+		top = max(top, sum)
+	}
+	const left, width, barH, gap = 110, 640, 14, 4
+	h := len(shown)*(barH+gap) + 40
+	var s svg
+	s.open(left+width+260, h, "phases of the "+map[bool]string{true: "cold", false: "warm"}[cold]+" passes")
+	scale := float64(width) / float64(max(top, 1))
+	for i, p := range shown {
+		y := 10 + i*(barH+gap)
+		s.text(4, y+barH-3, "start", fmt.Sprintf("rank %d round %d", p.Rank, p.Round))
+		x := float64(left)
+		var sum int64
+		for _, ph := range barPhases {
+			v := p.Phases[ph]
+			if !p.Has(ph) || v <= 0 {
+				continue
+			}
+			w := float64(v) * scale
+			s.rect(x, float64(y), w, barH, phaseColour[ph], fmt.Sprintf("rank %d round %d: %s %s", p.Rank, p.Round, ph, msText(v)))
+			x += w
+			sum += v
+		}
+		dw := ""
+		if p.Has(trace.PhaseDeviceWall) {
+			dw = ", device " + msText(p.Phases[trace.PhaseDeviceWall])
+		}
+		s.text(int(x)+4, y+barH-3, "start", msText(sum)+dw)
+	}
+	y := h - 22
+	x := left
+	for _, ph := range barPhases {
+		s.rect(float64(x), float64(y), 10, 10, phaseColour[ph], ph.String())
+		s.text(x+14, y+9, "start", ph.String())
+		x += 110
+	}
+	if len(ps) > len(shown) {
+		s.text(x, y+9, "start", fmt.Sprintf("first %d of %d passes", len(shown), len(ps)))
+	}
+	return s.close()
+}
+
+// compareSVG draws each form's warm medians side by side: one stacked bar
+// per form, on one scale, so the ordinary path's host_orch stands beside
+// the Graph forms' control planes.
+func compareSVG(rs []*trace.Report) template.HTML {
+	var top int64
+	for _, r := range rs {
+		var sum int64
+		for _, ph := range barPhases {
+			sum += r.Phases.Phases[ph].MedianNs
+		}
+		top = max(top, sum)
+	}
+	const left, width, barH, gap = 110, 640, 22, 8
+	h := len(rs)*(barH+gap) + 40
+	var s svg
+	s.open(left+width+220, h, "warm medians per form")
+	scale := float64(width) / float64(max(top, 1))
+	for i, r := range rs {
+		y := 10 + i*(barH+gap)
+		s.text(4, y+barH-6, "start", r.Form)
+		x := float64(left)
+		for _, ph := range barPhases {
+			st := r.Phases.Phases[ph]
+			if st.N == 0 || st.MedianNs <= 0 {
+				continue
+			}
+			w := float64(st.MedianNs) * scale
+			s.rect(x, float64(y), w, barH, phaseColour[ph], fmt.Sprintf("%s: %s median %s", r.Form, ph, msText(st.MedianNs)))
+			x += w
+		}
+		s.text(int(x)+4, y+barH-6, "start", "control plane "+msText(r.Phases.ControlPlane.MedianNs))
+	}
+	y := h - 22
+	x := left
+	for _, ph := range barPhases {
+		s.rect(float64(x), float64(y), 10, 10, phaseColour[ph], ph.String())
+		s.text(x+14, y+9, "start", ph.String())
+		x += 110
+	}
+	return s.close()
+}
+
+type compareRows struct {
+	Forms []string
+	Rows  []compareRow
+}
+
+type compareRow struct {
+	Name  string
+	Cells []string
+}
+
+func compareTable(rs []*trace.Report, ratios []trace.PhaseRatios) compareRows {
+	t := compareRows{}
+	for _, r := range rs {
+		t.Forms = append(t.Forms, r.Form)
+	}
+	cell := func(ns int64, ratio *float64) string {
+		x := "-"
+		if ratio != nil {
+			x = fmt.Sprintf("%.3gx", *ratio)
+		}
+		return msText(ns) + " (" + x + ")"
+	}
+	for ph := trace.Phase(0); ph < trace.NumPhases; ph++ {
+		row := compareRow{Name: ph.String()}
+		for i, r := range rs {
+			row.Cells = append(row.Cells, cell(r.Phases.Phases[ph].MedianNs, ratios[i].Phase(ph)))
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	row := compareRow{Name: "control_plane"}
+	for i, r := range rs {
+		row.Cells = append(row.Cells, cell(r.Phases.ControlPlane.MedianNs, ratios[i].ControlPlane))
+	}
+	t.Rows = append(t.Rows, row)
+	row = compareRow{Name: rs[0].Form + " host_orch / control_plane"}
+	for i := range rs {
+		x := "-"
+		if v := ratios[i].Saving; v != nil {
+			x = fmt.Sprintf("%.3gx", *v)
+		}
+		row.Cells = append(row.Cells, x)
+	}
+	t.Rows = append(t.Rows, row)
+	row = compareRow{Name: "golden"}
+	for _, r := range rs {
+		g := "skipped"
+		if r.Golden != nil {
+			g = r.Golden.Verdict
+		}
+		row.Cells = append(row.Cells, g)
+	}
+	t.Rows = append(t.Rows, row)
+	return t
+}
+
+// keyColour gives Graph key i a colour of its own: hues a golden angle
+// apart stay distinct for the few dozen keys a model has; the ordinary
+// tasks (0) are grey.
+func keyColour(i int) string {
+	if i == 0 {
+		return "#8a8a8a"
+	}
+	h := math.Mod(float64(i-1)*137.508, 360)
+	return fmt.Sprintf("hsl(%.0f,62%%,52%%)", h)
+}
+
+// timelineSVG draws a pass's device: a row per core, simulated time to
+// the right, the device_idle before the pass as a hatched band to its
+// left, and a legend of the Graph keys by the core time they took.
+func timelineSVG(t *trace.DeviceTimeline) template.HTML {
+	const left, rowH = 56, 6
+	width := max(t.Width, 200)
+	span := t.WallNs + t.IdleNs
+	if span <= 0 {
+		span = 1
+	}
+	scale := float64(width) / float64(span)
+	x0 := float64(left) + float64(t.IdleNs)*scale
+	legendRows := (len(t.Keys) + 3) / 4
+	h := len(t.Cores)*rowH + 40 + legendRows*16
+	var s svg
+	s.open(left+width+20, h, fmt.Sprintf("device timeline of rank %d round %d", t.Rank, t.Round))
+	s.b.WriteString(`<defs><pattern id="idle" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="3" height="6" fill="#d0d0d0"/></pattern></defs>`)
+	rows := len(t.Cores) * rowH
+	if t.IdleNs > 0 {
+		s.rect(float64(left), 0, x0-float64(left), float64(rows), "url(#idle)", "device_idle "+msText(t.IdleNs)+": the device waited for the host before this pass")
+	}
+	keyBusy := make([]int64, len(t.Keys))
+	for i, c := range t.Cores {
+		y := float64(i * rowH)
+		if i%8 == 0 || i == len(t.Cores)-1 {
+			s.text(2, int(y)+rowH, "start", c.Name)
+		}
+		for _, sg := range c.Segments {
+			keyBusy[sg.Key] += sg.BusyNs
+			w := max(float64(sg.DurNs)*scale, 0.5)
+			title := fmt.Sprintf("%s: %s, %s at %s", c.Name, keyName(t.Keys[sg.Key]), msText(sg.DurNs), msText(sg.StartNs))
+			if sg.Slices > 1 {
+				title += fmt.Sprintf(" (%d slices, busy %s)", sg.Slices, msText(sg.BusyNs))
+			} else if sg.Kernel != "" {
+				title += ", kernel " + sg.Kernel
+			}
+			s.rect(x0+float64(sg.StartNs)*scale, y, w, rowH-1, keyColour(sg.Key), title)
+		}
+	}
+	axisY := rows + 14
+	s.text(int(x0), axisY, "start", "0")
+	s.text(left+width, axisY, "end", msText(t.WallNs)+" simulated")
+	if t.IdleNs > 0 {
+		s.text(left, axisY, "start", "idle")
+	}
+	for i, k := range t.Keys {
+		x := left + (i%4)*int(width/4)
+		y := axisY + 10 + (i/4)*16
+		s.rect(float64(x), float64(y), 10, 10, keyColour(i), keyName(k))
+		s.text(x+14, y+9, "start", fmt.Sprintf("%s: %s of core time", keyName(k), msText(keyBusy[i])))
+	}
+	return s.close()
+}
+
+func keyName(k string) string {
+	if k == "" {
+		return "ordinary tasks"
+	}
+	return k
+}
+
+// svg builds one inline chart; every text is escaped.
+type svg struct{ b strings.Builder }
+
+func (s *svg) open(w, h int, label string) {
+	fmt.Fprintf(&s.b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="%s">`,
+		w, h, w, h, template.HTMLEscapeString(label))
+}
+
+func (s *svg) rect(x, y, w, h float64, fill, title string) {
+	fmt.Fprintf(&s.b, `<rect x="%.1f" y="%.0f" width="%.1f" height="%.0f" fill="%s"><title>%s</title></rect>`,
+		x, y, w, h, template.HTMLEscapeString(fill), template.HTMLEscapeString(title))
+}
+
+func (s *svg) text(x, y int, anchor, t string) {
+	fmt.Fprintf(&s.b, `<text x="%d" y="%d" text-anchor="%s">%s</text>`, x, y, anchor, template.HTMLEscapeString(t))
+}
+
+// close ends the chart. Its content was escaped as it was written.
+func (s *svg) close() template.HTML {
+	s.b.WriteString("</svg>")
+	return template.HTML(s.b.String()) //nolint:gosec // every text above is escaped
+}

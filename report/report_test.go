@@ -1,0 +1,77 @@
+package report
+
+import (
+	"bytes"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hbg-dev/hbg/trace"
+)
+
+func sample(form string, hostOrch int64) *trace.Report {
+	var passes []trace.Pass
+	for round := range 3 {
+		p := trace.Pass{Rank: 0, Round: round, Cold: round == 0}
+		p.Set(trace.PhaseArgs, 1000)
+		p.Set(trace.PhaseHostOrch, hostOrch+int64(round))
+		p.Set(trace.PhaseGraphUpload, 20_000)
+		p.Set(trace.PhaseArenaH2D, 4000)
+		p.Set(trace.PhaseDeviceWall, 68_000_000)
+		passes = append(passes, p)
+	}
+	r := trace.NewReport(trace.RunInfo{Model: "m<odel>", Form: form, Rounds: 3, Ranks: 1}, passes)
+	r.Golden = &trace.Golden{Reference: "inline twin", Verdict: "match", Races: 0, DeclaredRaces: 3}
+	r.Warnings = append(r.Warnings, `a <b>warning</b> & "quotes"`)
+	r.Timeline = trace.NewDeviceTimeline([]trace.TimelineSlice{
+		{Core: 0, StartNs: 0, DurNs: 40_000_000, Key: "attn", Kernel: "mm"},
+		{Core: 30, StartNs: 1000, DurNs: 10, Key: ""},
+	}, 68_000_000, 1000, func(c int) string { return trace.CoreName(c, 24) })
+	return r
+}
+
+// TestPageSelfContained: the page loads nothing (no script, no link, no
+// remote url) and escapes what the model and warnings say.
+func TestPageSelfContained(t *testing.T) {
+	var b bytes.Buffer
+	require.NoError(t, Write(&b, Compare([]*trace.Report{sample("eager", 9_000_000), sample("full", 200_000)})))
+	html := b.String()
+	for _, bad := range []string{"<script", "<link", "src=", "@import", "http://", "https://"} {
+		if bad == "http://" {
+			// The SVG namespace is a name, not a load.
+			html := regexp.MustCompile(`xmlns="http://www.w3.org/2000/svg"`).ReplaceAllString(html, "")
+			assert.NotContains(t, html, bad)
+			continue
+		}
+		assert.NotContains(t, html, bad)
+	}
+	for _, m := range regexp.MustCompile(`url\(([^)]*)\)`).FindAllStringSubmatch(html, -1) {
+		assert.Equal(t, "#idle", m[1], "only the page's own pattern")
+	}
+	assert.NotContains(t, html, "<b>warning")
+	assert.Contains(t, html, "a &lt;b&gt;warning&lt;/b&gt; &amp;")
+	assert.Contains(t, html, "m&lt;odel&gt;")
+}
+
+// TestPageHeadlineValues: every headline figure carries the report's exact
+// value.
+func TestPageHeadlineValues(t *testing.T) {
+	full := sample("full", 200_000)
+	var b bytes.Buffer
+	require.NoError(t, Write(&b, Run(full)))
+	html := b.String()
+	value := func(field string) string {
+		m := regexp.MustCompile(`data-field="` + field + `" data-value="([^"]*)"`).FindStringSubmatch(html)
+		require.NotNil(t, m, field)
+		return m[1]
+	}
+	assert.Equal(t, strconv.FormatInt(full.Phases.ControlPlane.MedianNs, 10), value("control_plane_median_ns"))
+	assert.Equal(t, "match", value("golden_verdict"))
+	assert.Equal(t, "0", value("races"))
+	assert.Equal(t, "68000000", value("device_wall_ns"))
+	assert.Contains(t, html, "attn")
+	assert.Contains(t, html, "ordinary tasks")
+}
