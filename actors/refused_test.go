@@ -6,10 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/hbg-dev/hbg/diskstore"
-	"github.com/hbg-dev/hbg/npu"
 	"github.com/hbg-dev/hbg/stages"
 	"github.com/hbg-dev/hbg/trace"
 )
@@ -17,9 +17,9 @@ import (
 // TestDeviceRefusedStoredImage: a stored Definition that passes the host's
 // load checks but that the device cannot read (a boundary scalar slot out of
 // range: the host reads the node table and the boundary writes only) is
-// refused at the launch; the store moves it aside and counts it, the key is
-// recorded again, and the next pass, and a fresh runtime's, pass with
-// eager's digest.
+// refused at the launch; the store moves it aside and counts it, the pass
+// is rerun and records the key again, and it, the next pass and a fresh
+// runtime's pass end with eager's digest.
 func TestDeviceRefusedStoredImage(t *testing.T) {
 	dir := t.TempDir()
 	orch := keysModel{keys: 3, calls: 1}.orchestration("refused")
@@ -28,18 +28,22 @@ func TestDeviceRefusedStoredImage(t *testing.T) {
 	plantUnreadable(t, dir, orch.Name)
 
 	rt := newRuntime(t, Config{StoreDir: dir}, nil)
-	_, err := rt.Pass(context.Background(), orch, 0, 0)
-	var de *npu.DefinitionError
-	if !errors.As(err, &de) || !errors.Is(err, npu.ErrInvalidImage) {
-		t.Fatalf("first pass: %v, want the device's refusal of the planted Definition", err)
+	res := runPass(t, rt, orch, 0)
+	if res.Pass.BuiltDefinitions != 1 || res.Pass.LoadedDefinitions != 3 || res.Pass.StoreRejected != 1 || rt.Stats.DeviceRefused.Load() != 1 {
+		t.Fatalf("the pass: built %d, loaded %d, rejected %d, device refused %d; want 1, 3, 1, 1 (warnings %q)",
+			res.Pass.BuiltDefinitions, res.Pass.LoadedDefinitions, res.Pass.StoreRejected, rt.Stats.DeviceRefused.Load(), res.Warnings)
 	}
-	res := runPass(t, rt, orch, 1)
-	if res.Pass.BuiltDefinitions != 1 || res.Pass.StoreRejected != 1 || rt.Stats.DeviceRefused.Load() != 1 {
-		t.Fatalf("second pass: built %d, rejected %d, device refused %d; want 1, 1, 1 (warnings %q)",
-			res.Pass.BuiltDefinitions, res.Pass.StoreRejected, rt.Stats.DeviceRefused.Load(), res.Warnings)
+	if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "device refused") || !strings.Contains(res.Warnings[0], "recorded again") {
+		t.Fatalf("warnings %q, want one saying the device refused the Definition and it was recorded again", res.Warnings)
 	}
 	if res.Device.Digest != digest {
 		t.Fatalf("digest %016x, eager %016x", res.Device.Digest, digest)
+	}
+	if cp, orchNs := res.ControlPlane(), res.Pass.Phases[trace.PhaseHostOrch]; cp <= 0 || orchNs <= 0 {
+		t.Fatalf("control plane %v, host_orch %d ns", cp, orchNs)
+	}
+	if warm := runPass(t, rt, orch, 1); warm.Pass.BuiltDefinitions != 0 || warm.Pass.StoreRejected != 0 || warm.Device.Digest != digest {
+		t.Fatalf("the next pass: built %d, rejected %d, digest %016x", warm.Pass.BuiltDefinitions, warm.Pass.StoreRejected, warm.Device.Digest)
 	}
 	if errs := rt.FlushStore(); len(errs) != 0 {
 		t.Fatal(errs)

@@ -90,13 +90,17 @@ func (r *replayActor) deviceReplied(ctx actor.Context, err error, result *npu.Re
 
 // refused repairs what a launch refused for one Definition's image (one
 // from the store on disk or the cluster that the device cannot read): the
-// store forgets it, moves its entry aside and counts it, and every rank
-// forgets the key, so its next call records it again (stages.Store.Refused).
+// store forgets it, moves its entry aside and counts it, every rank forgets
+// the key, so its next call records it again (stages.Store.Refused), and
+// the refused pass is rerun (stages.Replay.Refused).
 func (r *replayActor) refused(ctx actor.Context, err error) {
 	var de *npu.DefinitionError
 	if err == nil || !errors.As(err, &de) {
 		return
 	}
+	// The pass is rerun rather than failed (once): its call of the key asks
+	// the store again, which records it.
+	r.rp.Refused(de.Hash)
 	ctx.Send(r.rt.store, &definitionRefused{key: de.FullKey, hash: de.Hash, err: err})
 	forget := []stages.Learned{{StoreKey: de.FullKey, Forget: true}}
 	r.rt.mu.Lock()

@@ -46,8 +46,10 @@ type passRun struct {
 	placed          bool
 	// rerunNs is the reruns' orchestration, which runs inside the open
 	// graph_upload span and is host_orch's: graph_upload's figure leaves it
-	// out, so the control plane counts it once.
-	rerunNs int64
+	// out, so the control plane counts it once. uploadNs is graph_upload's
+	// figure before a rerun that came after the ship (a Definition the
+	// device refused), which opens graph_upload again and adds to it.
+	rerunNs, uploadNs int64
 }
 
 func (r *passRun) startPhase(tr *trace.Tracer, ph trace.Phase, rank int) context.Context {
@@ -60,7 +62,7 @@ func (r *passRun) finishPhase() int64 {
 	r.open = false
 	ns := r.phase.Finish()
 	if r.ph == trace.PhaseGraphUpload {
-		ns -= r.rerunNs
+		ns += r.uploadNs - r.rerunNs
 	}
 	r.res.Pass.Set(r.ph, ns)
 	return ns
@@ -187,11 +189,18 @@ func (s *submission) orchestrate(run *passRun, p *stages.Pass) {
 	err := s.runGuarded(run.req.orch)
 	p = s.host.End(err)
 	s.cur = nil
-	if rerun {
+	switch {
+	case rerun && !run.open:
+		// Rerun after the ship: graph_upload was closed; it opens again
+		// after this orchestration, and keeps what it had.
+		run.res.Pass.Phases[trace.PhaseHostOrch] += trace.Now() - t0
+		run.uploadNs, run.rerunNs = run.res.Pass.Phases[trace.PhaseGraphUpload], 0
+		run.startPhase(s.rt.tracer, trace.PhaseGraphUpload, s.rank)
+	case rerun:
 		ns := trace.Now() - t0
 		run.res.Pass.Phases[trace.PhaseHostOrch] += ns
 		run.rerunNs += ns
-	} else {
+	default:
 		run.phase.SetOps(&run.ops)
 		run.finishPhase()
 		run.startPhase(s.rt.tracer, trace.PhaseGraphUpload, s.rank)

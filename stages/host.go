@@ -107,6 +107,7 @@ func (h *Host) Rerun(p *Pass) *Pass {
 	np.RecordedNodes, np.RecordNodeOps, np.RecordNs = p.RecordedNodes, p.RecordNodeOps, p.RecordNs
 	np.BuiltDefinitions, np.BuildNs = p.BuiltDefinitions, p.BuildNs
 	np.Store, np.Fetch = p.Store, p.Fetch
+	np.repaired = p.repaired
 	np.UploadedBytes = p.UploadedBytes
 	h.Recycle(p.Image)
 	return np

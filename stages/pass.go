@@ -169,6 +169,9 @@ type Pass struct {
 	defs     map[uint64]*Published
 	learned  []Learned
 	rerun    bool
+	// repaired: the pass was given back once for a Definition the device
+	// refused (Replay.Refused).
+	repaired bool
 	// awaited is the sum of pending's counts.
 	awaited int
 	// usedSet and byHash index used once it outgrows usedScan.

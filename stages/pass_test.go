@@ -23,7 +23,7 @@ import (
 //	end [err=TEXT]                                  host_orch ends: handoff
 //	defined pass=N key=K [verify] [fail=unsupported|panic] [defect=TEXT]
 //	        [nodes=N] [bytes=N] [upload-err=TEXT]   an outcome reaches the replay
-//	device [err=TEXT]                               the device's next reply
+//	device [err=TEXT] [refused=K]                   the device's next reply (refused: for K's Definition)
 //	cancel pass=N                                   the caller gave up
 //	rerun                                           the Host reruns the pass the replay gave back
 func TestPassScripts(t *testing.T) {
@@ -184,6 +184,13 @@ func (e *passEnv) handle(t *testing.T, d *datadriven.TestData) string {
 		if s := strArg(t, d, "err"); s != "" {
 			err = errors.New(s)
 		}
+		if k := strArg(t, d, "refused"); k != "" {
+			for sk, n := range e.names {
+				if n == k {
+					e.replay.Refused(sk ^ 0xdef) // the script's Definitions' hash
+				}
+			}
+		}
 		p, launched, over := e.replay.DeviceReplied(err)
 		switch {
 		case over:
@@ -267,7 +274,7 @@ func (e *passEnv) outcome(t *testing.T, d *datadriven.TestData) Outcome {
 	switch strArg(t, d, "fail") {
 	case "":
 		nodes := intArg(t, d, "nodes", 3)
-		def := &Definition{Key: key, Nodes: make([]NodeDesc, nodes), HeapBytes: 1024}
+		def := &Definition{Key: key, FullKey: sk, Nodes: make([]NodeDesc, nodes), HeapBytes: 1024}
 		o.Def = &Published{Def: def, Hash: sk ^ 0xdef, Image: make([]byte, 100)}
 		if !o.Verify {
 			o.Recorded = true

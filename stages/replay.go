@@ -48,6 +48,9 @@ type Replay struct {
 	// (copy, then launch), including passes already answered by a cancel.
 	device  []*Pass
 	actions []Action
+	// refused is the content hash of the Definition the device's next
+	// reply refused a launch for (Refused), 0 when none.
+	refused uint64
 }
 
 // NewReplay makes a rank's Replay.
@@ -253,6 +256,8 @@ func (r *Replay) DeviceReplied(err error) (p *Pass, launched, over bool) {
 	p = r.device[0]
 	r.device[0] = nil
 	r.device = r.device[1:]
+	refused := r.refused
+	r.refused = 0
 	p.atDevice--
 	launched = p.atDevice == 0 && !p.cfg.SkipDevice
 	if p.replied {
@@ -268,6 +273,9 @@ func (r *Replay) DeviceReplied(err error) (p *Pass, launched, over bool) {
 		}
 		return p, false, false
 	case stepCopied:
+		if err != nil && r.rerunRefused(p, refused) {
+			return p, true, false
+		}
 		if err != nil {
 			err = fmt.Errorf("device: %w", err)
 		}
@@ -275,6 +283,29 @@ func (r *Replay) DeviceReplied(err error) (p *Pass, launched, over bool) {
 		return p, true, false
 	}
 	panic(fmt.Sprintf("stages: device reply for pass %d in step %d", p.ID, p.step))
+}
+
+// Refused says that the device's next reply refuses a launch because of the
+// Definition with content hash hash: its image does not read on the device
+// (one loaded from the store on disk or fetched from a peer, which the host
+// checked only in part). Then that reply does not fail its pass, if the pass
+// replays that Definition under its full_key and has not been given back
+// for a refusal before: the pass is given back to be rerun (ActRerun) with
+// the key forgotten, so its call asks for the key again, which the store
+// records afresh. Once per pass: a Definition recorded here that the device
+// refuses would be refused again.
+func (r *Replay) Refused(hash uint64) { r.refused = hash }
+
+func (r *Replay) rerunRefused(p *Pass, hash uint64) bool {
+	d := p.def(hash)
+	if hash == 0 || d == nil || p.repaired || p.cfg.NoRetain {
+		return false
+	}
+	p.repaired = true
+	p.step = stepDone
+	r.remove(p)
+	r.actions = append(r.actions, Action{Kind: ActRerun, Pass: p, Learned: []Learned{{StoreKey: d.Def.FullKey, Forget: true}}})
+	return true
 }
 
 // Done reports whether the pass has been answered.
