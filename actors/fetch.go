@@ -58,6 +58,12 @@ type FetchResult struct {
 	Outcome string
 	// Warning, when set, goes into the pass's warnings.
 	Warning string
+	// Trusted says the image may be kept as it came: it is this node's
+	// own (from its store on disk), or the operator trusts every peer
+	// (hbgrun node --trust-peers). Otherwise the store records the
+	// Definition here once and takes the image only if its content hash is
+	// the recording's (stages.Store.FetchCheck).
+	Trusted bool
 }
 
 // fetched is a DefinitionSource's answer, back at the store.
@@ -111,9 +117,38 @@ func (s *store) fetchDone(m *fetched) {
 		s.st.FetchDone(job, nil, note)
 		return
 	}
+	if !r.Trusted {
+		// The span ends with the recording that checks it (checkedSpan).
+		s.checking[job] = checkSpan{fetchSpan: f, peer: r.Peer, outcome: r.Outcome, hash: d.Hash, bytes: int64(len(r.Image))}
+		s.st.FetchCheck(job, d, note, r.Peer)
+		return
+	}
 	f.span.Finish(r.Peer, r.Outcome, int64(len(r.Image)), nil)
 	note.Loaded, note.Bytes = 1, int64(len(r.Image))
 	s.st.FetchDone(job, d, note)
+}
+
+// checkSpan is a fetched image waiting for the recording that checks it.
+type checkSpan struct {
+	fetchSpan
+	peer, outcome string
+	hash          uint64
+	bytes         int64
+}
+
+// checkedSpan ends the peer_fetch span of a fetch that job's recording b
+// checked: "rejected" unless the recording is the image.
+func (s *store) checkedSpan(job *mailbox.RecordJob, b *mailbox.Built) {
+	c, ok := s.checking[job]
+	if !ok {
+		return
+	}
+	delete(s.checking, job)
+	if b.Err == nil && b.Def.Hash == c.hash {
+		c.span.Finish(c.peer, c.outcome, c.bytes, nil)
+		return
+	}
+	c.span.Finish(c.peer, "rejected", c.bytes, stages.ErrPeerMismatch)
 }
 
 // verifyFetched trusts nothing that came over the wire: the bytes must

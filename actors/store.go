@@ -26,8 +26,10 @@ type store struct {
 	peers     DefinitionSource
 	// preloads is, per preload the stage started, its request.
 	preloads map[int]*prefetch
-	// fetching is, per request asked of the cluster, its peer_fetch span.
+	// fetching is, per request asked of the cluster, its peer_fetch span;
+	// checking, per fetched image being checked, its span (fetch.go).
 	fetching map[*mailbox.RecordJob]fetchSpan
+	checking map[*mailbox.RecordJob]checkSpan
 }
 
 func newStore(rt *Runtime) *store {
@@ -41,6 +43,7 @@ func newStore(rt *Runtime) *store {
 		peers:     rt.cfg.Peers,
 		preloads:  map[int]*prefetch{},
 		fetching:  map[*mailbox.RecordJob]fetchSpan{},
+		checking:  map[*mailbox.RecordJob]checkSpan{},
 	}
 }
 
@@ -77,6 +80,7 @@ func (s *store) Receive(ctx actor.Context) {
 	case *mailbox.RecordJob:
 		s.st.Request(m)
 	case *mailbox.Built:
+		s.checkedSpan(m.Job, m)
 		s.st.Built(m.Recorder.Id, m.Job, stages.Recording{
 			Def: m.Def, Defects: m.Defects, Nodes: m.Nodes, Err: m.Err, Panicked: m.Panicked,
 			RecordNs: m.RecordNs, BuildNs: m.BuildNs,

@@ -91,7 +91,9 @@ func (s *Store) putBatch(items []Item) (added int64, stored int, err error) {
 			if f.f != nil {
 				_ = f.f.Close()
 			}
-			_ = os.Remove(f.tmp)
+			if f.tmp != "" {
+				_, _ = s.remove(f.tmp)
+			}
 		}
 	}()
 	failed := make([]error, len(items))
@@ -198,7 +200,7 @@ func (s *Store) commit(files []*staged, dir string) (added int64) {
 		err := f.f.Close()
 		f.f = nil
 		if err == nil {
-			err = os.Link(f.tmp, f.path)
+			err = s.root.Link(s.rel(f.tmp), s.rel(f.path))
 		}
 		switch {
 		case errors.Is(err, fs.ErrExist):

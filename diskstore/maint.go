@@ -270,18 +270,18 @@ func (s *Store) evict(max int64, wait bool) (*GCReport, error) {
 	total := r.Before
 	// No writer holds the lock: every temp file is a dead writer's.
 	for _, p := range f.tmp {
-		if os.Remove(p) == nil {
+		if _, err := s.remove(p); err == nil {
 			r.Temp++
 		}
 	}
 	for _, p := range f.badEntries {
-		if st, err := os.Stat(p); err == nil && os.Remove(p) == nil {
+		if n, err := s.remove(p); err == nil {
 			r.BadEntries++
-			total -= st.Size()
+			total -= n
 		}
 	}
 	for name, n := range f.quarantine {
-		if os.Remove(filepath.Join(s.dir, "quarantine", name)) == nil {
+		if _, err := s.remove(filepath.Join(s.dir, "quarantine", name)); err == nil {
 			r.Quarantined++
 			total -= n
 		}
@@ -291,7 +291,10 @@ func (s *Store) evict(max int64, wait bool) (*GCReport, error) {
 		named[e.Hash+".hbgd"] = true
 	}
 	for name, n := range f.objects {
-		if !named[name] && os.Remove(filepath.Join(s.dir, "objects", name)) == nil {
+		if named[name] {
+			continue
+		}
+		if _, err := s.remove(filepath.Join(s.dir, "objects", name)); err == nil {
 			r.Orphans++
 			total -= n
 		}
@@ -315,14 +318,16 @@ func (s *Store) evict(max int64, wait bool) (*GCReport, error) {
 			r.Pinned++
 			continue
 		}
-		err = os.Remove(p)
+		_, err = s.remove(p)
 		_ = fl.Close()
 		if err != nil {
 			continue
 		}
 		total -= f.entryBytes[i]
-		if n, ok := f.objects[e.Hash+".hbgd"]; ok && os.Remove(s.objectPath(e.Hash)) == nil {
-			total -= n
+		if n, ok := f.objects[e.Hash+".hbgd"]; ok {
+			if _, err := s.remove(s.objectPath(e.Hash)); err == nil {
+				total -= n
+			}
 		}
 		r.Evicted = append(r.Evicted, e)
 	}

@@ -12,6 +12,12 @@
 //	quarantine/               files found bad, moved aside (never read again;
 //	                          gc, or an eviction, removes them)
 //
+// The store removes files, so it removes only its own: a store whose
+// subdirectory is a symbolic link or not a directory is refused at Open
+// (ErrLayout), and every removal, rename and link goes through an os.Root
+// of the store directory and removes only a regular file (Lstat), so a
+// link planted later leads nothing out of the store.
+//
 // An entry is found by full_key and the image format version N, which
 // together cover everything a Definition depends on: full_key hashes the
 // orchestration identity (the model's name, form and file content hash),
@@ -150,8 +156,12 @@ func (r *Rejected) Error() string {
 // Store is a Definition store directory. Its methods are safe for
 // concurrent use.
 type Store struct {
-	dir  string
-	max  int64
+	dir string
+	max int64
+	// root is the store directory: every removal, rename and link goes
+	// through it, so none reaches a file outside the store (a symbolic
+	// link planted in place of a subdirectory after Open).
+	root *os.Root
 	lock *flock.Flock
 	// indexDir and objectDir end with a separator; entrySuffix is
 	// "-v<DefinitionVersion>.json".
@@ -203,18 +213,18 @@ func Open(dir string, max int64) (*Store, error) {
 	if max < 0 {
 		return nil, fmt.Errorf("definition store %s: size limit %d: want a positive size", dir, max)
 	}
-	for _, sub := range []string{"objects", "index", "tmp", "quarantine"} {
-		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
-			return nil, fmt.Errorf("definition store: %w", err)
-		}
+	root, err := openLayout(dir)
+	if err != nil {
+		return nil, err
 	}
-	s := &Store{dir: dir, max: max, lock: flock.New(filepath.Join(dir, "lock"), flock.SetPermissions(0o644)),
+	s := &Store{dir: dir, max: max, root: root, lock: flock.New(filepath.Join(dir, "lock"), flock.SetPermissions(0o644)),
 		indexDir:    filepath.Join(dir, "index") + string(filepath.Separator),
 		objectDir:   filepath.Join(dir, "objects") + string(filepath.Separator),
 		entrySuffix: "-v" + strconv.Itoa(stages.DefinitionVersion) + ".json",
 		pins:        map[uint64]*pin{}, known: map[uint64]knownEntry{}}
 	f, err := s.scan()
 	if err != nil {
+		_ = root.Close()
 		return nil, err
 	}
 	s.size = f.total()
@@ -241,7 +251,85 @@ func (s *Store) Close() error {
 		p.f.close()
 		delete(s.pins, k)
 	}
-	return s.lock.Close()
+	return errors.Join(s.lock.Close(), s.root.Close())
+}
+
+// ErrLayout is a store directory whose layout hbg did not make: a
+// subdirectory that is a symbolic link or not a directory. Eviction and gc
+// remove files there, so the store refuses to open rather than delete
+// files elsewhere.
+var ErrLayout = errors.New("definition store layout is not hbg's")
+
+// storeDirs are the store's subdirectories: files are removed from each.
+var storeDirs = []string{"objects", "index", "tmp", "quarantine"}
+
+// openLayout makes (or checks) the store's directories and opens its root.
+func openLayout(dir string) (*os.Root, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("definition store: %w", err)
+	}
+	for _, sub := range storeDirs {
+		p := filepath.Join(dir, sub)
+		if err := os.Mkdir(p, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("definition store: %w", err)
+		}
+		st, err := os.Lstat(p)
+		if err != nil {
+			return nil, fmt.Errorf("definition store: %w", err)
+		}
+		switch {
+		case st.Mode()&fs.ModeSymlink != 0:
+			to, _ := os.Readlink(p)
+			return nil, fmt.Errorf("definition store %s: %w: %s is a symbolic link (to %s), want a directory of its own: remove it, or give another store", dir, ErrLayout, sub, to)
+		case !st.IsDir():
+			return nil, fmt.Errorf("definition store %s: %w: %s is a %s, want a directory", dir, ErrLayout, sub, kindOf(st.Mode()))
+		}
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("definition store: %w", err)
+	}
+	return root, nil
+}
+
+func kindOf(m fs.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return "regular file"
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	}
+	return "file of mode " + m.String()
+}
+
+// rel is path (inside the store) relative to the store's root.
+func (s *Store) rel(path string) string {
+	r, err := filepath.Rel(s.dir, path)
+	if err != nil || !filepath.IsLocal(r) {
+		panic("diskstore: " + path + " is not inside the store " + s.dir)
+	}
+	return r
+}
+
+// remove removes the store's file at path when it is a regular file inside
+// the store (checked with Lstat through the store's root, so no symbolic
+// link is followed out of it), and returns its size. An empty directory
+// (an index entry that was one, moved aside) goes too: remove never
+// recurses, so it deletes nothing else.
+func (s *Store) remove(path string) (int64, error) {
+	r := s.rel(path)
+	st, err := s.root.Lstat(r)
+	if err != nil {
+		return 0, err
+	}
+	if !st.Mode().IsRegular() && !st.IsDir() {
+		return 0, fmt.Errorf("definition store: not removing %s: %w (a %s)", path, errNotRegular, kindOf(st.Mode()))
+	}
+	return st.Size(), s.root.Remove(r)
 }
 
 func hex16(v uint64) string {
@@ -457,7 +545,7 @@ func (s *Store) reject(fullKey uint64, reason string, paths ...string) *Rejected
 	for _, p := range paths {
 		dst := filepath.Join(s.dir, "quarantine", filepath.Base(p)+"."+stamp)
 		// Another process may have moved it already: then it is aside.
-		if err := os.Rename(p, dst); err == nil {
+		if err := s.root.Rename(s.rel(p), s.rel(dst)); err == nil {
 			r.Moved = append(r.Moved, filepath.Join("quarantine", filepath.Base(dst)))
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/hbg-dev/hbg/actors"
 	"github.com/hbg-dev/hbg/config"
 	"github.com/hbg-dev/hbg/config/models"
+	"github.com/hbg-dev/hbg/remote/authn"
 	"github.com/hbg-dev/hbg/stages"
 	"github.com/hbg-dev/hbg/trace"
 )
@@ -117,9 +118,21 @@ func must[T any](v T, err error) func(testing.TB) T {
 // host is this process's one actor system with protoactor remote.
 var host = sync.OnceValues(func() (*actor.ActorSystem, error) {
 	sys := actors.NewActorSystem(nil)
-	remote.NewRemote(sys, remote.Configure("127.0.0.1", 0)).Start()
+	remote.NewRemote(sys, stamped()).Start()
 	return sys, nil
 })
+
+// stamped is a remote's configuration as a node's: every message it
+// receives stamped with its connection (package authn).
+func stamped() *remote.Config {
+	server, dial, err := authn.Options(authn.Files{}, 16<<20)
+	if err != nil {
+		panic(err)
+	}
+	c := remote.Configure("127.0.0.1", 0, remote.WithServerOptions(server...))
+	c.DialOptions = append(c.DialOptions, dial...)
+	return c
+}
 
 // node is a peer and a runtime using it, on an actor system with remote.
 type node struct {
@@ -137,11 +150,13 @@ type nodeSpec struct {
 	AskTimeout   time.Duration `json:"ask_timeout,omitempty"`
 	ClaimTimeout time.Duration `json:"claim_timeout,omitempty"`
 	StoreDir     string        `json:"store_dir,omitempty"`
+	// onRefused hears a local node's refusals.
+	onRefused func(Refused)
 }
 
 func startNode(sys *actor.ActorSystem, spec nodeSpec) (*node, error) {
 	nd := &node{sys: sys, addr: sys.Address()}
-	pc := Config{AskTimeout: spec.AskTimeout, ClaimTimeout: spec.ClaimTimeout}
+	pc := Config{AskTimeout: spec.AskTimeout, ClaimTimeout: spec.ClaimTimeout, OnRefused: spec.onRefused}
 	if o := spec.Owner; o != "" {
 		pc.owner = func(uint64) string { return o }
 	}
@@ -232,7 +247,7 @@ type reply struct {
 // commands on in, one reply line each on out.
 func nodeHost(in io.Reader, out io.Writer) int {
 	sys := actors.NewActorSystem(nil)
-	remote.NewRemote(sys, remote.Configure("127.0.0.1", 0)).Start()
+	remote.NewRemote(sys, stamped()).Start()
 	enc := json.NewEncoder(out)
 	if enc.Encode(reply{Addr: sys.Address()}) != nil {
 		return 1
@@ -283,6 +298,22 @@ func nodeHost(in io.Reader, out io.Writer) int {
 			}
 		case "hold":
 			r.Grant, r.Err = hold(sys, c.Owner, c.FullKey)
+		case "publish":
+			ref, err := dsv4Reference()
+			if err != nil {
+				r.Err = err.Error()
+				break
+			}
+			img := chain(ref.images[c.FullKey])
+			pub := &Publish{FullKey: c.FullKey, Image: &Image{Image: img, ContentHash: stages.DefinitionHash(img), FormatVersion: stages.DefinitionVersion}}
+			// From an actor, as a node's Publish is (Request: the owner
+			// sees a sender).
+			pid := sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+				if _, ok := ctx.Message().(*actor.Started); ok {
+					ctx.Request(actor.NewPID(c.Owner, ActorName), pub)
+				}
+			}))
+			_ = pid
 		}
 		if enc.Encode(r) != nil {
 			return 1
@@ -323,8 +354,35 @@ func badImage(ref *reference, mode string, a *Ask) *Answer {
 	case "garbage":
 		img = []byte("not a Definition at all")
 		hash = stages.DefinitionHash(img)
+	case "chain": // a valid Definition, more edges, its own hash: the digest holds
+		img = chain(img)
+		hash = stages.DefinitionHash(img)
 	}
 	return &Answer{Id: a.Id, FullKey: a.FullKey, Result: &Answer_Image{Image: &Image{Image: img, ContentHash: hash, FormatVersion: stages.DefinitionVersion}}}
+}
+
+// chain is a forgery of img: every node also waits for the one before it
+// (extra fanin edges, the image re-encoded with its own content hash). It
+// decodes, replays to the same digest, and runs slower.
+func chain(img []byte) []byte {
+	d, err := stages.DecodeDefinition(img)
+	if err != nil {
+		panic(err)
+	}
+	var fanin []uint32
+	for i := range d.Nodes {
+		n := &d.Nodes[i]
+		old := d.Fanin[n.Fanin.Off : n.Fanin.Off+n.Fanin.N]
+		off := uint32(len(fanin))
+		fanin = append(fanin, old...)
+		if i > 0 && !slices.Contains(old, uint32(i-1)) {
+			fanin = append(fanin, uint32(i-1))
+			slices.Sort(fanin[off:])
+		}
+		n.Fanin = stages.Span{Off: off, N: uint32(len(fanin)) - off}
+	}
+	d.Fanin = fanin
+	return stages.EncodeDefinition(d)
 }
 
 // hold asks owner for fullKey as a node would and keeps the claim it is

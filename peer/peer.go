@@ -22,9 +22,12 @@
 // Why that is enough, and where it stops:
 //   - A claim holder that dies (its endpoint terminates: the owner watches
 //     it), abandons the claim (its recording failed) or holds it longer
-//     than Config.ClaimTimeout loses it to the next waiter. A late Publish
-//     from the old holder is still taken, so nothing is recorded twice
-//     unless a recording outlasts the timeout.
+//     than Config.ClaimTimeout loses it to the next waiter. A Publish (or
+//     Abandon) is taken only from the current holder, over the connection
+//     its ask came over (package authn stamps every message with it): a
+//     late one from a holder that lost the claim is refused like a
+//     stranger's, and a recording that outlasts the timeout is recorded
+//     twice.
 //   - An asker's wait is bounded: with no answer after Config.AskTimeout,
 //     or when the owner's endpoint terminates, it records the Definition
 //     itself and the pass says so in a warning. A dead owner costs each
@@ -45,19 +48,24 @@
 // hash, section table) and its full_key against the one asked for; an image
 // that fails is rejected, counted (fetch_rejected), warned about and
 // recorded locally. The owner checks a Published image the same way before
-// it serves it. A fetched image is kept in the asker's store, memory and
-// disk, like one it recorded.
+// it serves it. None of that proves the image right: its sender made its
+// hash, and a Definition with extra fanin edges decodes, keeps the pass's
+// digest and runs slower. So the asker also records the Definition once
+// itself and takes the image only if the content hashes match
+// (actors.FetchResult.Trusted, unless Config.TrustPeers); a match is kept
+// in its store, memory and disk, like one it recorded. An Answer is taken
+// only from the node asked: ask ids are random, and the connection must
+// speak for the owner's host (its certificate's names, or without TLS its
+// IP address).
 //
 // Images larger than Config.MaxImage are not sent: the asker records them.
 // A limit per image is not a limit per gRPC message, though: protoactor
 // remote sends whatever is queued for one node as one batch, and the
-// receiver refuses a message over gRPC's limit (4 MiB unless its server
-// options say otherwise), which breaks the connection. The images answered
-// or published to one node at once must stay under it: DSv4's 8 are 195 KB
-// in all (34 KB the largest). A model with many large Definitions needs the
-// nodes' limit raised (remote.NodeConfig.Remote,
-// paremote.WithServerOptions(grpc.MaxRecvMsgSize(n))); the peer does not
-// pace its messages.
+// receiver refuses a message over gRPC's limit (a node's: its model limit
+// and 4 MiB, remote.Transport), which breaks the connection. The images
+// answered or published to one node at once must stay under it: DSv4's 8
+// are 195 KB in all (34 KB the largest). The peer does not pace its
+// messages.
 package peer
 
 import (
@@ -112,10 +120,37 @@ type Config struct {
 	MaxHeld int64
 	// Tracer makes the peer_serve spans; nil traces nothing.
 	Tracer *trace.Tracer
+	// TrustPeers keeps a fetched image without recording it here to check
+	// it (actors.FetchResult.Trusted): for clusters whose every node the
+	// operator trusts.
+	TrustPeers bool
+	// OnRefused, if set, hears every message the node refused (from
+	// the node's actor: it must not block).
+	OnRefused func(Refused)
 
 	// owner replaces Owner in tests that need a key's owner to be a
 	// given node.
 	owner func(fullKey uint64) string
+}
+
+// Refused is a message a node refused: a Publish or Abandon not from the
+// key's claim holder, an Answer not from the node asked, a Publish of a
+// bad image.
+type Refused struct {
+	What    string
+	FullKey uint64
+	// From is the sender's PID address (what it claims); Conn and Names
+	// the connection it came over (its remote address, its certificate's
+	// names).
+	From, Conn string
+	Names      []string
+	Why        string
+	// Count is the node's refusals so far.
+	Count int
+}
+
+func (r Refused) String() string {
+	return fmt.Sprintf("refused a %s of %016x from %s (connection %s %v): %s (%d refused so far)", r.What, r.FullKey, r.From, r.Conn, r.Names, r.Why, r.Count)
 }
 
 // view is a cluster as one node sees it: its own address and every

@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"fmt"
 	"net"
 	"slices"
 	"strings"
@@ -113,10 +114,12 @@ func TestOneRecordsOtherFetches(t *testing.T) {
 // TestBadImageRejected: a peer (a child process made the owner of every
 // key) that sends bad images has each one rejected, counted and warned
 // about; the node records them itself and ends with the right digest.
+// "chain" is an image that checks as an image (a valid Definition with
+// extra edges, its own hash): only recording it here finds it wrong.
 func TestBadImageRejected(t *testing.T) {
 	ref := must(dsv4Reference())(t)
 	bad := startChild(t)
-	for _, mode := range []string{"flip", "flip-rehash", "truncate", "other-key", "garbage"} {
+	for _, mode := range []string{"flip", "flip-rehash", "truncate", "other-key", "garbage", "chain"} {
 		t.Run(mode, func(t *testing.T) {
 			bad.do(command{Op: "bad", Mode: mode})
 			nd := local(t, nodeSpec{Owner: bad.addr}, bad.addr)
@@ -268,5 +271,51 @@ func TestOwner(t *testing.T) {
 		if per[n] < 800 {
 			t.Fatalf("node %s owns %d of 3000 keys: %v", n, per[n], per)
 		}
+	}
+}
+
+// TestPublishOnlyFromHolder: a Publish from a node that does not hold the
+// key's claim (a child process; a forged image, valid and rehashed) is
+// refused and counted, whether no claim is held or another node holds it,
+// and the owner never serves it: the next ask is granted the claim.
+func TestPublishOnlyFromHolder(t *testing.T) {
+	ref := must(dsv4Reference())(t)
+	var fk uint64
+	for k := range ref.images {
+		fk = max(fk, k)
+	}
+	for _, held := range []bool{false, true} {
+		t.Run(fmt.Sprintf("claim held %v", held), func(t *testing.T) {
+			forger := startChild(t)
+			refused := make(chan Refused, 4)
+			owner := local(t, nodeSpec{Owner: must(host())(t).Address(), ClaimTimeout: time.Hour, AskTimeout: time.Hour,
+				onRefused: func(r Refused) { refused <- r }}, forger.addr)
+			if held {
+				holder := startChild(t)
+				if !holder.do(command{Op: "hold", Owner: owner.addr, FullKey: fk}).Grant {
+					t.Fatal("the holder was not granted the claim")
+				}
+			}
+			forger.do(command{Op: "publish", Owner: owner.addr, FullKey: fk})
+			select {
+			case r := <-refused:
+				if r.What != "Publish" || r.FullKey != fk || r.Count != 1 {
+					t.Fatalf("refused %+v, want the Publish of %016x, counted 1", r, fk)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("the forged Publish was not refused")
+			}
+			if held {
+				return // the claim is the holder's: an ask would wait
+			}
+			select {
+			case r := <-fetch(t, owner, fk):
+				if r.Image != nil || r.Outcome != "record" {
+					t.Fatalf("the owner answered %q with %d bytes after a forged Publish, want the claim", r.Outcome, len(r.Image))
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("no answer from the owner")
+			}
+		})
 	}
 }

@@ -1,13 +1,17 @@
 package peer
 
 import (
+	"crypto/rand"
+	"encoding/binary"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/hbg-dev/hbg/actors"
 	"github.com/hbg-dev/hbg/diskstore"
+	"github.com/hbg-dev/hbg/remote/authn"
 	"github.com/hbg-dev/hbg/stages"
 	"github.com/hbg-dev/hbg/trace"
 )
@@ -45,7 +49,12 @@ type server struct {
 	images *heldImages
 	claims map[uint64]*claim
 	asks   map[uint64]*ask
-	nextID uint64
+	// refused counts the Publishes, Abandons and Answers refused.
+	refused int
+	// granted is the keys whose claim another node's owner granted this
+	// one: only these are published or abandoned to their owner (a key
+	// recorded after a refusal or a timeout is this node's own).
+	granted map[uint64]bool
 	// watched is the nodes whose peer actor this one watches, by address:
 	// an owner asked, a remote claim holder.
 	watched map[string]bool
@@ -55,6 +64,9 @@ type held struct {
 	image []byte
 	hash  uint64
 	from  string
+	// local: this node recorded it or read it from its own store on disk;
+	// else a peer published it, and whoever takes it checks it first.
+	local bool
 }
 
 // ask is one of this node's requests, open until answered.
@@ -76,15 +88,18 @@ type claim struct {
 }
 
 // waiter is an asker at the owner: another node's peer actor (addr is its
-// address) and its ask id, or an ask of this node (pid nil, addr "").
+// address), its ask id and the connection the ask came over (ident,
+// authn.Conn.Identity: granted the claim, only that connection may
+// publish or abandon it), or an ask of this node (pid nil, addr "").
 type waiter struct {
-	pid  *actor.PID
-	id   uint64
-	addr string
+	pid   *actor.PID
+	id    uint64
+	addr  string
+	ident string
 }
 
 func newServer(cfg Config) *server {
-	return &server{cfg: cfg, disk: cfg.Disk, images: newHeldImages(cfg.MaxHeld), claims: map[uint64]*claim{}, asks: map[uint64]*ask{}, watched: map[string]bool{}}
+	return &server{cfg: cfg, disk: cfg.Disk, images: newHeldImages(cfg.MaxHeld), claims: map[uint64]*claim{}, asks: map[uint64]*ask{}, watched: map[string]bool{}, granted: map[uint64]bool{}}
 }
 
 func (s *server) Receive(ctx actor.Context) {
@@ -96,13 +111,13 @@ func (s *server) Receive(ctx actor.Context) {
 	case *Ask:
 		s.remoteAsk(ctx, m)
 	case *Answer:
-		s.answered(m)
+		s.answered(ctx, m)
 	case *Publish:
-		if from := ctx.Sender(); from != nil {
+		if from := ctx.Sender(); from != nil && s.fromHolder(ctx, m.FullKey, from, "Publish") {
 			s.published(ctx, m.FullKey, m.Image, from, from.Address)
 		}
 	case *Abandon:
-		if from := ctx.Sender(); from != nil {
+		if from := ctx.Sender(); from != nil && s.fromHolder(ctx, m.FullKey, from, "Abandon") {
 			s.abandoned(ctx, m.FullKey, from.Address)
 		}
 	case *askTimeout:
@@ -135,9 +150,8 @@ func (s *server) Receive(ctx actor.Context) {
 
 // localAsk is this node's store missing a key.
 func (s *server) localAsk(ctx actor.Context, m *localAsk) {
-	s.nextID++
 	owner := s.cfg.ownerOf(m.v, m.req.FullKey)
-	a := &ask{id: s.nextID, req: m.req, done: m.done, owner: owner}
+	a := &ask{id: s.newAskID(), req: m.req, done: m.done, owner: owner}
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	a.timer = time.AfterFunc(s.cfg.AskTimeout, func() { root.Send(self, &askTimeout{id: a.id}) })
 	s.asks[a.id] = a
@@ -158,7 +172,7 @@ func (s *server) remoteAsk(ctx actor.Context, m *Ask) {
 	}
 	info := trace.PeerFetchInfo{Key: m.Key, FullKey: m.FullKey, Actor: ActorName}
 	_, span := s.cfg.Tracer.StartPeerServe(traceContext(m.Trace), info, from.Address)
-	outcome := s.serve(ctx, waiter{pid: from, id: m.Id, addr: from.Address}, m.FullKey, m.Key, m.Model)
+	outcome := s.serve(ctx, waiter{pid: from, id: m.Id, addr: from.Address, ident: authn.Of(ctx).Identity()}, m.FullKey, m.Key, m.Model)
 	span.SetAttributes(trace.KeyPeerOutcome.String(outcome))
 	span.End()
 }
@@ -194,7 +208,7 @@ func (s *server) lookup(fullKey uint64, model string) (held, bool) {
 	}
 	// Read and verified: the bytes are ours, the entry need not stay pinned.
 	s.disk.Unpin(fullKey)
-	h := held{image: l.Image, hash: l.Def.ContentHash, from: "this node's store on disk"}
+	h := held{image: l.Image, hash: l.Def.ContentHash, from: "this node's store on disk", local: true}
 	s.images.put(fullKey, h)
 	return h, true
 }
@@ -220,7 +234,7 @@ func (s *server) grant(ctx actor.Context, fullKey uint64, c *claim, w waiter) {
 func (s *server) sendImage(ctx actor.Context, w waiter, fullKey uint64, h held) {
 	if w.pid == nil {
 		if a := s.take(w.id); a != nil {
-			a.done(actors.FetchResult{Image: h.image, Hash: h.hash, Peer: h.from, Outcome: "image"})
+			a.done(actors.FetchResult{Image: h.image, Hash: h.hash, Peer: h.from, Outcome: "image", Trusted: h.local || s.cfg.TrustPeers})
 		}
 		return
 	}
@@ -250,16 +264,24 @@ func (s *server) passClaim(ctx actor.Context, fullKey uint64) {
 	delete(s.claims, fullKey)
 }
 
-// answered is an owner's Answer to one of this node's asks.
-func (s *server) answered(m *Answer) {
-	a := s.take(m.Id)
+// answered is an owner's Answer to one of this node's asks: taken only
+// from the node asked (its ask id is not guessable, and the connection
+// must speak for the owner's host).
+func (s *server) answered(ctx actor.Context, m *Answer) {
+	a := s.asks[m.Id]
 	if a == nil {
 		return // gave up waiting: it records already
 	}
+	if from := ctx.Sender(); (from != nil && from.Address != a.owner) || !vouches(authn.Of(ctx), a.owner) {
+		s.refuse("Answer", m.FullKey, ctx, "not from the node asked, "+a.owner)
+		return
+	}
+	s.take(m.Id)
 	switch r := m.Result.(type) {
 	case *Answer_Image:
-		a.done(actors.FetchResult{Image: r.Image.GetImage(), Hash: r.Image.GetContentHash(), Peer: a.owner, Outcome: "image"})
+		a.done(actors.FetchResult{Image: r.Image.GetImage(), Hash: r.Image.GetContentHash(), Peer: a.owner, Outcome: "image", Trusted: s.cfg.TrustPeers})
 	case *Answer_Grant:
+		s.granted[a.req.FullKey] = true
 		a.done(actors.FetchResult{Peer: a.owner, Outcome: "record"})
 	case *Answer_Refusal:
 		a.done(actors.FetchResult{Peer: a.owner, Outcome: "fallback",
@@ -278,8 +300,9 @@ func (s *server) localRecorded(ctx actor.Context, m *localRecorded) {
 	if m.image == nil {
 		if owner == m.v.self {
 			s.abandoned(ctx, fk, "")
-		} else {
-			ctx.Send(actor.NewPID(owner, ActorName), &Abandon{FullKey: fk, Reason: "its recording failed"})
+		} else if s.granted[fk] {
+			delete(s.granted, fk)
+			ctx.Request(actor.NewPID(owner, ActorName), &Abandon{FullKey: fk, Reason: "its recording failed"})
 		}
 		return
 	}
@@ -288,8 +311,12 @@ func (s *server) localRecorded(ctx actor.Context, m *localRecorded) {
 		s.published(ctx, fk, img, nil, m.v.self)
 		return
 	}
+	if !s.granted[fk] {
+		return // not the cluster's recording: the owner would refuse it
+	}
+	delete(s.granted, fk)
 	if len(m.image) > s.cfg.MaxImage {
-		ctx.Send(actor.NewPID(owner, ActorName), &Abandon{FullKey: fk, Reason: "its image is over the size limit for one message"})
+		ctx.Request(actor.NewPID(owner, ActorName), &Abandon{FullKey: fk, Reason: "its image is over the size limit for one message"})
 		return
 	}
 	// Request, not Send: the owner sees who published.
@@ -305,10 +332,13 @@ func (s *server) published(ctx actor.Context, fullKey uint64, img *Image, from *
 	}
 	if err := checkImage(fullKey, img); err != nil {
 		// Not served: the claim goes on as if the holder had abandoned it.
+		if from != nil {
+			s.refuse("Publish", fullKey, ctx, "its image is bad: "+err.Error())
+		}
 		s.abandoned(ctx, fullKey, holderAddr(from))
 		return
 	}
-	h := held{image: img.Image, hash: img.ContentHash, from: addr}
+	h := held{image: img.Image, hash: img.ContentHash, from: addr, local: from == nil}
 	s.images.put(fullKey, h)
 	c := s.claims[fullKey]
 	if c == nil {
@@ -374,6 +404,61 @@ func (s *server) take(id uint64) *ask {
 	delete(s.asks, id)
 	a.timer.Stop()
 	return a
+}
+
+// fromHolder says whether a Publish or Abandon of fullKey came from the
+// key's current claim holder: the peer actor granted it, over the
+// connection its ask came over. Anything else is refused and counted.
+func (s *server) fromHolder(ctx actor.Context, fullKey uint64, from *actor.PID, what string) bool {
+	c := s.claims[fullKey]
+	switch {
+	case c == nil:
+		s.refuse(what, fullKey, ctx, "no claim of the key is held")
+	case c.holder.pid == nil || c.holder.addr != from.Address:
+		s.refuse(what, fullKey, ctx, "the sender does not hold the key's claim")
+	case c.holder.ident != authn.Of(ctx).Identity():
+		s.refuse(what, fullKey, ctx, "it came over another connection than the claim holder's ask")
+	default:
+		return true
+	}
+	return false
+}
+
+// refuse counts a message refused and says so (Config.OnRefused).
+func (s *server) refuse(what string, fullKey uint64, ctx actor.Context, why string) {
+	s.refused++
+	if f := s.cfg.OnRefused; f != nil {
+		from := "an unknown sender"
+		if p := ctx.Sender(); p != nil {
+			from = p.Address
+		}
+		c := authn.Of(ctx)
+		f(Refused{What: what, FullKey: fullKey, From: from, Conn: c.Addr, Names: c.Names, Why: why, Count: s.refused})
+	}
+}
+
+// vouches says whether a message's connection speaks for the node at
+// addr (authn.Conn.Vouches); a message from this process, or over a remote
+// without the stamp, has nothing to check.
+func vouches(c authn.Conn, addr string) bool {
+	if !c.Remote() {
+		return true
+	}
+	h, _, err := net.SplitHostPort(addr)
+	return err == nil && c.Vouches(h)
+}
+
+// newAskID is an ask's id: random, so that only the node asked (which
+// sees it) can answer the ask.
+func (s *server) newAskID() uint64 {
+	for {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		id := binary.LittleEndian.Uint64(b[:])
+		if id != 0 && s.asks[id] == nil {
+			return id
+		}
+	}
 }
 
 func (s *server) watch(ctx actor.Context, pid *actor.PID) {

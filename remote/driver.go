@@ -3,6 +3,7 @@ package remote
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -90,6 +91,10 @@ type Config struct {
 	// process-wide logger as it starts, so a process runs one.
 	Remote        *paremote.Remote
 	RemoteOptions []paremote.ConfigOption
+	// Transport is the driver's mutual TLS (its certificate, key and the
+	// authority that signs the nodes') and the largest model it sends. A
+	// Remote given must have been started with it (StartRemoteTransport).
+	Transport Transport
 
 	// dropped, in tests, hears every answer to a pass given up on.
 	dropped func(*wire.PassResult)
@@ -142,6 +147,9 @@ type nodeState struct {
 	pid   *actor.PID
 	ranks []int
 	lost  *NodeError // under Runtime.mu
+	// gone is closed when the node is lost: a placement waiting for its
+	// answer ends then.
+	gone chan struct{}
 }
 
 // pending is a pass asked of a node and not yet answered.
@@ -171,8 +179,16 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 	if err := cfg.Runtime.Validate(); err != nil {
 		return nil, fmt.Errorf("remote: %w", err)
 	}
+	if n, max := len(cfg.Model), cfg.Transport.maxModel(); n > max {
+		// gRPC would refuse the placement and end the connection: said
+		// now, with the sizes, not as a node lost.
+		return nil, fmt.Errorf("remote: model %s: %w: %d bytes, over the %d-byte limit of what a placement carries (--max-model)", cfg.ModelName, ErrModelTooLarge, n, max)
+	}
 	model, err := config.Parse(cfg.ModelName, cfg.Model)
 	if err != nil {
+		return nil, err
+	}
+	if err := probeAll(cfg); err != nil {
 		return nil, err
 	}
 	model.LimitTasks(cfg.MaxTasks)
@@ -185,7 +201,7 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 	}
 	rem := cfg.Remote
 	if rem == nil {
-		if rem, err = startRemote(sys, cfg.Listen, cfg.Advertise, cfg.RemoteOptions); err != nil {
+		if rem, err = startRemote(sys, cfg.Listen, cfg.Advertise, cfg.Transport, cfg.RemoteOptions); err != nil {
 			return nil, fmt.Errorf("remote: driver: %w", err)
 		}
 	}
@@ -202,7 +218,7 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 		rt.tracer = trace.NewTracer(tp)
 	}
 	for _, a := range cfg.Nodes {
-		rt.nodes = append(rt.nodes, &nodeState{addr: a})
+		rt.nodes = append(rt.nodes, &nodeState{addr: a, gone: make(chan struct{})})
 	}
 	for r := 0; r < cfg.Ranks; r++ {
 		ns := rt.nodes[r%len(rt.nodes)]
@@ -325,10 +341,10 @@ func (rt *Runtime) place(i int) error {
 			Recorders: int32(o.Recorders), NoRetain: o.NoRetain, SkipDevice: o.SkipDevice,
 			DefectsAsWarnings: o.DefectsAsWarnings, StrictRecording: o.StrictRecording,
 			InFlight: int32(o.InFlight), Race: !o.Device.NoRace, Golden: o.Golden,
-			PassTimeoutNs: int64(o.PassTimeout),
+			PassTimeoutNs: int64(o.PassTimeout), FullEdges: o.FullEdges,
 		},
 	}
-	res, err := rt.sys.Root.RequestFuture(pid, place, placeTimeout).Result()
+	res, err := rt.awaitPlaced(ns, rt.sys.Root.RequestFuture(pid, place, placeTimeout))
 	if err != nil {
 		return lost(fmt.Sprintf("no answer to the placement of its ranks: %v", err))
 	}
@@ -344,6 +360,50 @@ func (rt *Runtime) place(i int) error {
 	rt.mu.Unlock()
 	rt.sys.Root.Send(rt.client, &watchHost{pid: pid})
 	return nil
+}
+
+// awaitPlaced is a placement's answer, or the node's loss if it comes
+// first (a connection refused or ended: gRPC refusing a message over its
+// limit ends it), not placeTimeout later.
+func (rt *Runtime) awaitPlaced(ns *nodeState, f *actor.Future) (any, error) {
+	type answer struct {
+		res any
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		res, err := f.Result()
+		ch <- answer{res, err}
+	}()
+	select {
+	case a := <-ch:
+		return a.res, a.err
+	case <-ns.gone:
+		return nil, errors.New("the node was lost")
+	}
+}
+
+// probeAll checks TLS with every node at once (probe), within NodeTimeout.
+func probeAll(cfg Config) error {
+	var client *tls.Config
+	if cfg.Transport.TLS.On() {
+		_, c, err := cfg.Transport.TLS.Configs()
+		if err != nil {
+			return fmt.Errorf("remote: %w", err)
+		}
+		client = c
+	}
+	errs := make([]error, len(cfg.Nodes))
+	var wg sync.WaitGroup
+	for i, a := range cfg.Nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = probe(a, client, cfg.NodeTimeout)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // heartbeat pings node i's host every quarter of NodeTimeout; a ping not
@@ -532,6 +592,7 @@ func (rt *Runtime) nodeLost(i int, cause string) {
 		return
 	}
 	ns.lost = &NodeError{Node: ns.addr, Ranks: ns.ranks, Rank: -1, Round: -1, Cause: cause}
+	close(ns.gone)
 	var ps []*pending
 	for seq, p := range rt.pending {
 		if p.node == i {

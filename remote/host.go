@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 
 	"github.com/hbg-dev/hbg/actors"
 	"github.com/hbg-dev/hbg/config"
+	"github.com/hbg-dev/hbg/remote/authn"
 	"github.com/hbg-dev/hbg/trace"
 	"github.com/hbg-dev/hbg/wire"
 )
@@ -35,6 +38,9 @@ type host struct {
 	rt     *actors.Runtime
 	orch   *actors.Orchestration
 	ranks  map[int32]chan queuedPass
+	// conn is the connection the placement came over: the run's passes,
+	// cancels and release must come over one from the same driver.
+	conn authn.Conn
 
 	// passes are the passes accepted and not yet answered, by the
 	// driver's seq: a CancelPass ends one.
@@ -48,6 +54,12 @@ type host struct {
 	stopErr  error
 }
 
+// unplacedTimeout is how long a host may wait for its placement: the
+// driver's wait for the placement's answer, and a minute more.
+const unplacedTimeout = placeTimeout + time.Minute
+
+type unplaced struct{}
+
 // rankQueue bounds the passes of one rank waiting to be asked for; past
 // it a pass is refused with actors.ErrRankBusy (the runtime's own queue
 // is behind it).
@@ -57,10 +69,62 @@ func (h *host) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *wire.Place:
 		placed := &wire.Placed{Run: m.GetRun(), Node: h.n.addr, Ranks: m.GetRanks()}
-		if err := h.place(ctx, m); err != nil {
+		err := h.place(ctx, m)
+		if err != nil {
 			placed.Failure = wire.FailureOf(err)
 		}
 		ctx.Respond(placed)
+		if err != nil && h.rt == nil {
+			// Nothing placed: the actor holds nothing worth keeping.
+			ctx.Stop(ctx.Self())
+		}
+	case *wire.PassRequest, *wire.CancelPass, *wire.Ping, *wire.Release:
+		if h.rt == nil || !sameDriver(h.conn, authn.Of(ctx)) {
+			// Not the placing driver's: dropped unanswered (an answer
+			// would go to the driver, who did not ask).
+			return
+		}
+		h.driverMessage(ctx)
+	case *actor.Terminated:
+		// The driver is gone: nobody will read these ranks' results.
+		sctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+		_ = h.shutdown(sctx)
+		cancel()
+		ctx.Stop(ctx.Self())
+	case *actor.Started:
+		// A host spawned and never placed holds no run: it goes, so that
+		// spawning alone piles nothing up on the node.
+		self, root := ctx.Self(), ctx.ActorSystem().Root
+		time.AfterFunc(unplacedTimeout, func() { root.Send(self, unplaced{}) })
+	case unplaced:
+		if h.rt == nil {
+			ctx.Stop(ctx.Self())
+		}
+	case *actor.Stopping:
+		sctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+		_ = h.shutdown(sctx)
+		cancel()
+	}
+}
+
+// sameDriver says whether a message came from the driver that placed the
+// run: over a connection with the same certificate names from the same
+// host (a reconnection keeps both), or both from this process.
+func sameDriver(placed, c authn.Conn) bool {
+	if placed.Remote() != c.Remote() || !slices.Equal(placed.Names, c.Names) {
+		return false
+	}
+	if !placed.Remote() {
+		return true
+	}
+	ph, _, err1 := net.SplitHostPort(placed.Addr)
+	ch, _, err2 := net.SplitHostPort(c.Addr)
+	return err1 == nil && err2 == nil && ph == ch
+}
+
+// driverMessage is a message of the placing driver's.
+func (h *host) driverMessage(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
 	case *wire.PassRequest:
 		h.pass(m)
 	case *wire.CancelPass:
@@ -89,16 +153,6 @@ func (h *host) Receive(ctx actor.Context) {
 		}
 		ctx.Respond(rel)
 		ctx.Stop(ctx.Self())
-	case *actor.Terminated:
-		// The driver is gone: nobody will read these ranks' results.
-		sctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
-		_ = h.shutdown(sctx)
-		cancel()
-		ctx.Stop(ctx.Self())
-	case *actor.Stopping:
-		sctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
-		_ = h.shutdown(sctx)
-		cancel()
 	}
 }
 
@@ -111,6 +165,26 @@ func (h *host) place(ctx actor.Context, m *wire.Place) error {
 	if err := m.Validate(); err != nil {
 		return err
 	}
+	conn := authn.Of(ctx)
+	if err := h.n.authorize(conn, ctx.Sender(), m); err != nil {
+		return err
+	}
+	cfg := h.n.cfg
+	if n := len(m.GetRanks()); n > cfg.MaxRanks {
+		return fmt.Errorf("node %s: %w: %d ranks, over the node's limit of %d (--max-ranks)", h.n.addr, ErrTooManyRanks, n, cfg.MaxRanks)
+	}
+	if n, max := len(m.GetModelYaml()), cfg.Transport.maxModel(); n > max {
+		return fmt.Errorf("node %s: model %s: %w: %d bytes, over the node's limit of %d (--max-model)", h.n.addr, m.GetModelName(), ErrModelTooLarge, n, max)
+	}
+	if err := h.n.reserve(h, m.GetDriverAddress()); err != nil {
+		return err
+	}
+	built := false
+	defer func() {
+		if !built {
+			h.n.unreserve(h)
+		}
+	}()
 	model, err := config.Parse(m.GetModelName(), m.GetModelYaml())
 	if err != nil {
 		return fmt.Errorf("node %s: %w", h.n.addr, err)
@@ -124,6 +198,8 @@ func (h *host) place(ctx actor.Context, m *wire.Place) error {
 	if err != nil {
 		return fmt.Errorf("node %s: %w", h.n.addr, err)
 	}
+	built = true
+	h.conn = conn
 	h.run, h.orch, h.rt = m.GetRun(), orch, rt
 	h.driver = actor.NewPID(m.GetDriverAddress(), m.GetDriverId())
 	h.done = make(chan struct{})

@@ -11,6 +11,16 @@
 // the node the driver placed it on for the whole run, so there is nothing
 // for the cluster's membership, partitioning and virtual-actor activation
 // to decide, and remote spawning by name is protoactor's mature part.
+//
+// A node is a network service, so it trusts no message for who sent it.
+// Transport makes every connection mutual TLS (crypto/tls, client
+// certificates required); package authn stamps each message a node receives
+// with the connection it came over, and the node checks a placement against
+// it (Node.authorize: its own name, the driver's host) and takes a run's
+// passes only from its placing driver. Every limit a caller could abuse is
+// a NodeConfig field with a default and its own error (ErrTooManyRanks,
+// ErrTooManyPlacements, ErrTooManyDrivers, ErrModelTooLarge, all
+// ErrLimit), answered to the driver at once.
 package remote
 
 import (
@@ -18,7 +28,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,6 +40,7 @@ import (
 	"github.com/hbg-dev/hbg/actors"
 	"github.com/hbg-dev/hbg/npu"
 	"github.com/hbg-dev/hbg/peer"
+	"github.com/hbg-dev/hbg/remote/authn"
 	"github.com/hbg-dev/hbg/trace"
 	"github.com/hbg-dev/hbg/wire"
 )
@@ -62,7 +75,31 @@ type NodeConfig struct {
 	// options). protoactor's remote sets gRPC's process-wide logger as it
 	// starts, so a process runs one: a node, or a driver.
 	RemoteOptions []paremote.ConfigOption
+
+	// Transport is mutual TLS for every connection (when its files are
+	// set) and the largest model taken. Without TLS a node serves only
+	// on loopback, unless Insecure.
+	Transport Transport
+	Insecure  bool
+	// TrustPeers keeps an image a peer sent (fetched or published) without
+	// recording it here first to check it (peer.Config.TrustPeers).
+	TrustPeers bool
+	// OnPeerRefused, if set, hears every peer message the node refused
+	// (peer.Config.OnRefused).
+	OnPeerRefused func(peer.Refused)
+	// Limits, each refused with its own error (zero: the default).
+	// MaxRanks bounds one placement's ranks (DefaultMaxRanks),
+	// MaxPlacements the runs placed at once (DefaultMaxPlacements),
+	// MaxDrivers the drivers they come from (DefaultMaxDrivers).
+	MaxRanks, MaxPlacements, MaxDrivers int
 }
+
+// Defaults of a node's limits.
+const (
+	DefaultMaxRanks      = 4096
+	DefaultMaxPlacements = 16
+	DefaultMaxDrivers    = 8
+)
 
 // Node hosts ranks for drivers: it serves Kind over protoactor remote until
 // Stop.
@@ -75,13 +112,30 @@ type Node struct {
 	mu      sync.Mutex
 	hosts   map[*host]bool
 	stopped bool
+	// placing is the placements taken or being built, by their driver's
+	// address: the limits count them.
+	placing map[*host]string
 }
 
 // StartNode starts protoactor remote on sys, listening on cfg.Listen, and
 // serves ranks there. sys must not run remote already.
 func StartNode(sys *actor.ActorSystem, cfg NodeConfig) (*Node, error) {
-	n := &Node{sys: sys, cfg: cfg, hosts: map[*host]bool{}}
-	rem, err := startRemote(sys, cfg.Listen, cfg.Advertise, append(cfg.RemoteOptions, paremote.WithKinds(n.kinds()...)))
+	for _, l := range []struct {
+		v *int
+		d int
+	}{{&cfg.MaxRanks, DefaultMaxRanks}, {&cfg.MaxPlacements, DefaultMaxPlacements}, {&cfg.MaxDrivers, DefaultMaxDrivers}} {
+		if *l.v < 0 {
+			return nil, fmt.Errorf("node: limits %d ranks, %d placements, %d drivers: want positive numbers", cfg.MaxRanks, cfg.MaxPlacements, cfg.MaxDrivers)
+		}
+		if *l.v == 0 {
+			*l.v = l.d
+		}
+	}
+	if err := checkExposure(cfg.Listen, cfg.Advertise, cfg.Transport, cfg.Insecure); err != nil {
+		return nil, err
+	}
+	n := &Node{sys: sys, cfg: cfg, hosts: map[*host]bool{}, placing: map[*host]string{}}
+	rem, err := startRemote(sys, cfg.Listen, cfg.Advertise, cfg.Transport, append(cfg.RemoteOptions, paremote.WithKinds(n.kinds()...)))
 	if err != nil {
 		return nil, err
 	}
@@ -105,6 +159,7 @@ func nodeConfig(n *Node, p *wire.Place) actors.Config {
 		Recorders:         int(o.GetRecorders()),
 		NoRetain:          o.GetNoRetain(),
 		SkipDevice:        o.GetSkipDevice(),
+		FullEdges:         o.GetFullEdges(),
 		DefectsAsWarnings: o.GetDefectsAsWarnings(),
 		StrictRecording:   o.GetStrictRecording(),
 		InFlight:          int(o.GetInFlight()),
@@ -121,12 +176,50 @@ func nodeConfig(n *Node, p *wire.Place) actors.Config {
 	// fails only when the store on disk cannot be opened, which fails the
 	// runtime's own start too, and says why.
 	if nodes := p.GetNodes(); len(nodes) > 1 {
-		pc := peer.Config{StoreDir: n.cfg.StoreDir, StoreMax: n.cfg.StoreMax, Tracer: n.cfg.Tracer}
-		if src, err := peer.Attach(n.sys, pc, nodes[p.GetNode()], nodes); err == nil {
+		pc := peer.Config{StoreDir: n.cfg.StoreDir, StoreMax: n.cfg.StoreMax, Tracer: n.cfg.Tracer, TrustPeers: n.cfg.TrustPeers, OnRefused: n.cfg.OnPeerRefused}
+		if src, err := peer.Attach(n.sys, pc, n.addr, nodes); err == nil {
 			cfg.Peers = src
 		}
 	}
 	return cfg
+}
+
+// authorize checks a placement against the connection it came over: it
+// must not make the node take another's name, dial a driver the
+// connection does not speak for, or (without TLS, where no dial is
+// verified) dial peers off this machine when the node serves only on it.
+func (n *Node) authorize(c authn.Conn, sender *actor.PID, m *wire.Place) error {
+	deny := func(format string, args ...any) error {
+		return fmt.Errorf("node %s: run %s: %w: "+format, append([]any{n.addr, m.GetRun(), ErrUnauthorized}, args...)...)
+	}
+	if self := m.GetNodes()[m.GetNode()]; self != n.addr {
+		return deny("the placement names this node %s, but it serves at %s (give --nodes the addresses the nodes print)", self, n.addr)
+	}
+	if !c.Remote() {
+		return nil // from this process
+	}
+	drv := m.GetDriverAddress()
+	if sender != nil && sender.GetAddress() != drv {
+		return deny("sent from %s, for a driver at %s", sender.GetAddress(), drv)
+	}
+	h, _, err := net.SplitHostPort(drv)
+	if err != nil {
+		return deny("driver address %q: %v", drv, err)
+	}
+	if !c.Vouches(h) {
+		if c.Authenticated() {
+			return deny("the driver's certificate (%s) does not name its host %s", strings.Join(c.Names, ", "), h)
+		}
+		return deny("a driver at %s over a connection from %s", drv, c.Addr)
+	}
+	if !n.cfg.Transport.TLS.On() && !n.cfg.Insecure {
+		for _, p := range m.GetNodes() {
+			if ph, _, err := net.SplitHostPort(p); err != nil || !authn.Loopback(ph) {
+				return deny("peer %s is off this machine, and without TLS this loopback node dials no other", p)
+			}
+		}
+	}
+	return nil
 }
 
 // Addr is the address the node serves on (host:port).
@@ -167,6 +260,32 @@ func (n *Node) add(h *host) bool {
 func (n *Node) remove(h *host) {
 	n.mu.Lock()
 	delete(n.hosts, h)
+	delete(n.placing, h)
+	n.mu.Unlock()
+}
+
+// reserve counts a placement from driver against the node's limits
+// before anything is built for it; unreserve gives it back.
+func (n *Node) reserve(h *host, driver string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(n.placing) >= n.cfg.MaxPlacements {
+		return fmt.Errorf("node %s: %w: %d runs placed already, the node's limit (--max-placements %d)", n.addr, ErrTooManyPlacements, len(n.placing), n.cfg.MaxPlacements)
+	}
+	drivers := map[string]bool{}
+	for _, d := range n.placing {
+		drivers[d] = true
+	}
+	if !drivers[driver] && len(drivers) >= n.cfg.MaxDrivers {
+		return fmt.Errorf("node %s: %w: %d drivers have runs placed already, the node's limit (--max-drivers %d)", n.addr, ErrTooManyDrivers, len(drivers), n.cfg.MaxDrivers)
+	}
+	n.placing[h] = driver
+	return nil
+}
+
+func (n *Node) unreserve(h *host) {
+	n.mu.Lock()
+	delete(n.placing, h)
 	n.mu.Unlock()
 }
 
@@ -175,14 +294,27 @@ func (n *Node) remove(h *host) {
 // one remote for several drivers (Config.Remote), or counts its traffic
 // with gRPC options. A listen failure is an error, not protoactor's panic.
 func StartRemote(sys *actor.ActorSystem, listen string, opts ...paremote.ConfigOption) (*paremote.Remote, error) {
-	return startRemote(sys, listen, "", opts)
+	return startRemote(sys, listen, "", Transport{}, opts)
 }
 
-func startRemote(sys *actor.ActorSystem, listen, advertise string, opts []paremote.ConfigOption) (rem *paremote.Remote, err error) {
+// StartRemoteTransport is StartRemote with a Transport: mutual TLS, the
+// largest model. A driver's Config.Remote must be started with the
+// driver's Transport.
+func StartRemoteTransport(sys *actor.ActorSystem, listen string, t Transport, opts ...paremote.ConfigOption) (*paremote.Remote, error) {
+	return startRemote(sys, listen, "", t, opts)
+}
+
+func startRemote(sys *actor.ActorSystem, listen, advertise string, t Transport, opts []paremote.ConfigOption) (rem *paremote.Remote, err error) {
 	h, port, err := splitHostPort("listen", listen, 0)
 	if err != nil {
 		return nil, err
 	}
+	topt, err := t.option()
+	if err != nil {
+		return nil, err
+	}
+	// Last: it appends to the gRPC options the others set.
+	opts = append(slices.Clone(opts), topt)
 	// Every PID carries the advertised address (else the listen address),
 	// and peers answer there: it must be one they can reach.
 	switch {

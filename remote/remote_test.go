@@ -181,7 +181,7 @@ func sharedRemote(t testing.TB) (*actor.ActorSystem, *paremote.Remote) {
 func exampleRemote() (*actor.ActorSystem, *paremote.Remote) {
 	driverOnce.Do(func() {
 		driverSys = actors.NewActorSystem(nil)
-		driverRem, driverErr = startRemote(driverSys, "127.0.0.1:0", "", nil)
+		driverRem, driverErr = startRemote(driverSys, "127.0.0.1:0", "", Transport{}, nil)
 	})
 	return driverSys, driverRem
 }

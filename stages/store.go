@@ -111,6 +111,11 @@ type StoreStats struct {
 // that the device could not read: it is moved aside and recorded again.
 var ErrDeviceRefused = errors.New("the device refused the Definition")
 
+// ErrPeerMismatch marks a Definition from the cluster that is not this
+// node's recording of the same key: its sender made it, and its own hash and
+// decode prove nothing more.
+var ErrPeerMismatch = errors.New("a peer's Definition is not this node's recording of it")
+
 // origin is where a Definition in memory came from.
 type origin uint8
 
@@ -139,6 +144,10 @@ type storeKeyState[J StoreJob] struct {
 	// replaces them; fetch is what asking the cluster did before it.
 	rejected []error
 	fetch    PeerFetch
+	// checking is a Definition from the cluster waiting for the recording
+	// that checks it (FetchCheck), and checkPeer the node it came from.
+	checking  *Published
+	checkPeer string
 }
 
 type preloadWait struct {
@@ -400,6 +409,48 @@ func (s *Store[J]) FetchDone(j J, d *Published, f PeerFetch) {
 	s.publish(r.StoreKey, d, fromPeer, func(o *Outcome) { o.Fetch = f })
 }
 
+// FetchCheck takes a Definition from the cluster (checked by the shell as
+// an image) that must also be this node's own: j is recorded here, and d is
+// published as fetched only if the recording's content hash is d's (a
+// sender can make an image that decodes, carries its own hash and is wrong:
+// extra edges keep the digest). Else the recording is used, and d counted
+// and reported as rejected (ErrPeerMismatch), naming peer.
+func (s *Store[J]) FetchCheck(j J, d *Published, f PeerFetch, peer string) {
+	e := s.key(j.Request().StoreKey)
+	e.checking, e.checkPeer, e.fetch = d, peer, f
+	s.enqueue(j)
+}
+
+// checked ends a FetchCheck with its recording b: true when the fetched
+// Definition was published.
+func (s *Store[J]) checked(j J, e *storeKeyState[J], b Recording) bool {
+	d, peer := e.checking, e.checkPeer
+	e.checking, e.checkPeer = nil, ""
+	r := j.Request()
+	if b.Err == nil && b.Def.Hash == d.Hash {
+		f := e.fetch
+		e.fetch = PeerFetch{}
+		f.Loaded, f.Bytes = 1, int64(len(d.Image))
+		s.stats.Fetched++
+		s.stats.FetchedBytes += f.Bytes
+		if s.cfg.Disk {
+			s.do(StoreAction[J]{Kind: StoreWrite, Job: j, Key: r.StoreKey, Def: d})
+		}
+		s.publish(r.StoreKey, d, fromPeer, func(o *Outcome) { o.Fetch = f })
+		return true
+	}
+	err := fmt.Errorf("graph %q: image from peer %s rejected: %w: content hash %016x", r.Key, peer, ErrPeerMismatch, d.Hash)
+	if b.Err == nil {
+		err = fmt.Errorf("%w, recorded here %016x", err, b.Def.Hash)
+	} else {
+		err = fmt.Errorf("%w, and recording it here failed", err)
+	}
+	s.stats.FetchRejected++
+	e.fetch.Rejected = append(e.fetch.Rejected, err)
+	e.fetch.Warnings = append(e.fetch.Warnings, err.Error()+"; recorded here")
+	return false
+}
+
 // Built takes a recorder's result for j: the recorder is free again (its
 // next job goes out first), and the recording's Definition, or its failure,
 // goes to every request waiting for the key.
@@ -416,6 +467,9 @@ func (s *Store[J]) Built(recorder string, j J, b Recording) {
 	if r.Verify {
 		s.verify(j, e.def, b, o)
 		s.drop(k)
+		return
+	}
+	if e.checking != nil && s.checked(j, e, b) {
 		return
 	}
 	if b.Err == nil {

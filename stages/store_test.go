@@ -22,7 +22,7 @@ import (
 //	request job=J key=K [pass=N] [verify] [salted]
 //	built rec=R job=J [fail=TEXT] [nodes=N] [image=TAG]
 //	loaded key=K [image=TAG] [reject=TEXT]     a load's answer (no image: a miss)
-//	fetched job=J [image=TAG] [reject]          the cluster's answer (no image: record here)
+//	fetched job=J [image=TAG] [reject] [check]  the cluster's answer (no image: record here; check: FetchCheck)
 //	lost rec=R                                  a recorder stopped for good
 //	preload keys=(K,...)                        load ahead of any request
 //	forget keys=(K,...)
@@ -158,6 +158,9 @@ func (e *storeEnv) handle(t *testing.T, d *datadriven.TestData) string {
 		case d.HasArg("reject"):
 			f.Rejected = []error{fmt.Errorf("graph %q: image from peer rejected", j.Key)}
 			f.Warnings = []string{f.Rejected[0].Error() + "; recorded here"}
+		case tag != "" && d.HasArg("check"):
+			e.st.FetchCheck(j, e.image(j.Key, tag), f, "p")
+			return e.flush()
 		case tag != "":
 			def = e.image(j.Key, tag)
 			f.Loaded, f.Bytes = 1, int64(len(def.Image))

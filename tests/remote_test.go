@@ -32,6 +32,7 @@ type nodeProc struct {
 	cmd  *exec.Cmd
 	done chan struct{} // closed when it has exited
 	err  error         // its exit, once done
+	log  nodeLog       // its stderr, line by line
 }
 
 // startNodeProc starts `hbgrun node --listen listen` (127.0.0.1:0: any
@@ -54,6 +55,7 @@ func startNodeBin(t testing.TB, bin string, env []string, listen string, args ..
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
+			n.log.add(sc.Text())
 			if a, ok := strings.CutPrefix(sc.Text(), "hbgrun node: listening on "); ok {
 				ready <- a
 			}
@@ -292,7 +294,8 @@ func TestRemoteUsage(t *testing.T) {
 
 // TestRemoteAdvertise: a node and a driver that listen on every interface
 // and advertise the loopback address serve a run: the PIDs they hand out
-// carry the advertised address, which the other side reaches.
+// carry the advertised address, which the other side reaches. Every
+// interface without TLS takes --insecure (TestNodeInsecureRefused).
 func TestRemoteAdvertise(t *testing.T) {
 	port := func() string {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -301,7 +304,7 @@ func TestRemoteAdvertise(t *testing.T) {
 		return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 	}
 	np, dp := port(), port()
-	n := startNodeProc(t, "0.0.0.0:"+np, "--advertise", "127.0.0.1:"+np)
+	n := startNodeProc(t, "0.0.0.0:"+np, "--advertise", "127.0.0.1:"+np, "--insecure")
 	assert.Equal(t, "127.0.0.1:"+np, n.addr)
 	_, stderr, code := runCLI(t, "run", "--nodes", n.addr, "--ranks", "2", "--rounds", "2", "--skip-device", "--store", "off",
 		"--driver-listen", "0.0.0.0:"+dp, "--driver-advertise", "127.0.0.1:"+dp)

@@ -26,6 +26,35 @@ import (
 // validation.
 var ErrBadMessage = errors.New("bad wire message")
 
+// ErrLimit marks a request a node refused because it is over one of the
+// node's limits (hbgrun node's --max-* flags); each limit has its own
+// sentinel, which wraps it.
+var ErrLimit = errors.New("over a node's limit")
+
+// The limits a node enforces, one sentinel each.
+var (
+	ErrTooManyRanks      = fmt.Errorf("%w of ranks per placement", ErrLimit)
+	ErrTooManyPlacements = fmt.Errorf("%w of placements", ErrLimit)
+	ErrTooManyDrivers    = fmt.Errorf("%w of concurrent drivers", ErrLimit)
+	ErrModelTooLarge     = fmt.Errorf("%w of model bytes", ErrLimit)
+)
+
+// ErrUnauthorized marks a message refused because the connection it came
+// over may not send it (not the placing driver, not the claim holder, not
+// the node asked, or an address the connection does not vouch for).
+var ErrUnauthorized = errors.New("unauthorized")
+
+// limitKinds pairs each limit's sentinel with its kind on the wire.
+var limitKinds = []struct {
+	err  error
+	kind Failure_Kind
+}{
+	{ErrTooManyRanks, Failure_LIMIT_RANKS},
+	{ErrTooManyPlacements, Failure_LIMIT_PLACEMENTS},
+	{ErrTooManyDrivers, Failure_LIMIT_DRIVERS},
+	{ErrModelTooLarge, Failure_LIMIT_MODEL},
+}
+
 func bad(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrBadMessage}, args...)...)
 }
@@ -122,6 +151,13 @@ func FailureOf(err error) *Failure {
 		k = Failure_INVALID_PASS
 	case errors.Is(err, ErrBadMessage):
 		k = Failure_BAD_MESSAGE
+	case errors.Is(err, ErrUnauthorized):
+		k = Failure_UNAUTHORIZED
+	}
+	for _, l := range limitKinds {
+		if errors.Is(err, l.err) {
+			k = l.kind
+		}
 	}
 	return &Failure{Kind: k, Text: err.Error()}
 }
@@ -146,9 +182,17 @@ func (e *RemoteError) Error() string { return e.Text }
 
 // Is matches the sentinel of the error's kind: actors.ErrStopped,
 // context.Canceled, context.DeadlineExceeded, actors.ErrRankBusy,
-// actors.ErrInvalidPass or ErrBadMessage.
+// actors.ErrInvalidPass, ErrBadMessage, ErrUnauthorized, or a limit's
+// sentinel and ErrLimit.
 func (e *RemoteError) Is(target error) bool {
+	for _, l := range limitKinds {
+		if e.Kind == l.kind {
+			return target == l.err || target == ErrLimit
+		}
+	}
 	switch e.Kind {
+	case Failure_UNAUTHORIZED:
+		return target == ErrUnauthorized
 	case Failure_STOPPED:
 		return target == actors.ErrStopped
 	case Failure_CANCELED:
@@ -312,6 +356,7 @@ func fromDevice(d *npu.Result) *Device {
 		Dummies: int64(d.Dummies), Allocs: int64(d.Allocs), GraphTasks: int64(d.GraphTasks), Subtasks: int64(d.Subtasks),
 		SimNs: d.SimNs, Digest: d.Digest, CoreBusyNs: d.CoreBusyNs, CriticalPathNs: d.CriticalPathNs,
 		RaceCount: int64(d.RaceCount), DeclaredRaces: int64(d.DeclaredRaces),
+		FaninEdges: int64(d.FaninEdges), ShippedEdges: int64(d.ShippedEdges), AicpuBusyNs: d.AICPUBusyNs,
 	}
 }
 
@@ -319,7 +364,8 @@ func fromDevice(d *npu.Result) *Device {
 const maxCores = 1 << 12
 
 func toDevice(m *Device) (*npu.Result, error) {
-	vs := []int64{m.GetTasks(), m.GetKernels(), m.GetSkipped(), m.GetDummies(), m.GetAllocs(), m.GetGraphTasks(), m.GetSubtasks(), m.GetRaceCount(), m.GetDeclaredRaces()}
+	vs := []int64{m.GetTasks(), m.GetKernels(), m.GetSkipped(), m.GetDummies(), m.GetAllocs(), m.GetGraphTasks(), m.GetSubtasks(), m.GetRaceCount(), m.GetDeclaredRaces(),
+		m.GetFaninEdges(), m.GetShippedEdges()}
 	for _, v := range vs {
 		if v < 0 || v > 1<<40 {
 			return nil, bad("device count %d out of range", v)
@@ -328,10 +374,14 @@ func toDevice(m *Device) (*npu.Result, error) {
 	if len(m.GetCoreBusyNs()) > maxCores || len(m.GetCoreBusyNs())%3 != 0 {
 		return nil, bad("device of %d cores, want a multiple of 3 up to %d (1 AIC + 2 AIV per cluster)", len(m.GetCoreBusyNs()), maxCores)
 	}
+	if len(m.GetAicpuBusyNs()) > maxCores {
+		return nil, bad("device of %d AICPU threads, want at most %d", len(m.GetAicpuBusyNs()), maxCores)
+	}
 	return &npu.Result{
 		Tasks: int(vs[0]), Kernels: int(vs[1]), Skipped: int(vs[2]), Dummies: int(vs[3]), Allocs: int(vs[4]),
 		GraphTasks: int(vs[5]), Subtasks: int(vs[6]), RaceCount: int(vs[7]), DeclaredRaces: int(vs[8]),
 		SimNs: m.GetSimNs(), Digest: m.GetDigest(), CoreBusyNs: m.GetCoreBusyNs(), CriticalPathNs: m.GetCriticalPathNs(),
+		FaninEdges: int(vs[9]), ShippedEdges: int(vs[10]), AICPUBusyNs: m.GetAicpuBusyNs(),
 	}, nil
 }
 

@@ -16,7 +16,10 @@ import (
 
 	"github.com/hbg-dev/hbg/actors"
 	"github.com/hbg-dev/hbg/config/models"
+	"github.com/hbg-dev/hbg/diskstore"
+	"github.com/hbg-dev/hbg/peer"
 	"github.com/hbg-dev/hbg/remote"
+	"github.com/hbg-dev/hbg/remote/authn"
 	"github.com/hbg-dev/hbg/trace"
 )
 
@@ -25,10 +28,37 @@ import (
 const nodeStopTimeout = 15 * time.Second
 
 type nodeFlags struct {
-	listen    string
-	advertise string
-	otlp      string
-	store     storeFlags
+	listen                              string
+	advertise                           string
+	otlp                                string
+	store                               storeFlags
+	tls                                 tlsFlags
+	insecure                            bool
+	trust                               bool
+	maxRanks, maxPlacements, maxDrivers int
+	maxModel                            string
+}
+
+// tlsFlags are mutual TLS's files, with etcd's flag names.
+type tlsFlags struct{ files authn.Files }
+
+// register adds the flags; pre says when they apply ("" or "with --nodes: ").
+func (f *tlsFlags) register(fl *pflag.FlagSet, pre, who string) {
+	fl.StringVar(&f.files.CertFile, "cert-file", "", pre+"mutual TLS: "+who+" certificate (PEM); with --key-file and --trusted-ca-file, every connection is TLS and needs a certificate the CA signed")
+	fl.StringVar(&f.files.KeyFile, "key-file", "", pre+"mutual TLS: the key of --cert-file (PEM)")
+	fl.StringVar(&f.files.TrustedCAFile, "trusted-ca-file", "", pre+"mutual TLS: the certificate authority (PEM) that signs every driver's and node's certificate")
+}
+
+func (f *tlsFlags) check() error {
+	if err := f.files.Check(); err != nil {
+		return usageError{err}
+	}
+	if f.files.On() {
+		if _, _, err := f.files.Configs(); err != nil {
+			return usageError{err}
+		}
+	}
+	return nil
 }
 
 func init() {
@@ -42,7 +72,13 @@ uploader, device) run in this process beside its Definition store (--store,
 as for run) and recorder pool. The node prints "hbgrun node: listening on
 HOST:PORT" on stderr once it serves, and runs until SIGINT or SIGTERM: then
 its passes in flight fail (their drivers are told), its spans are flushed,
-and it exits 0.`,
+and it exits 0.
+
+With --cert-file, --key-file and --trusted-ca-file every connection (from
+drivers, to and from the other nodes) is mutual TLS, and only a process with
+a certificate the CA signed is served. Without them the node serves on
+loopback only, with a warning (--insecure: on any address). Each --max-*
+limit is refused to the driver at once, by name.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return nodeCmd(c.Context(), c.ErrOrStderr(), &f)
@@ -53,6 +89,13 @@ and it exits 0.`,
 	fl.StringVar(&f.advertise, "advertise", "", "the address drivers and other nodes reach this one at, HOST:PORT, when it is not --listen's (a container's or NAT's mapped address); --listen may then be a wildcard")
 	fl.StringVar(&f.otlp, "otlp", "", "export spans over OTLP to ENDPOINT (grpc://host:4317 or http://host:4318); default: the OTEL_EXPORTER_OTLP_* variables, else nowhere")
 	f.store.register(fl)
+	f.tls.register(fl, "", "this node's")
+	fl.BoolVar(&f.insecure, "insecure", false, "serve without TLS on an address other machines reach (anyone who reaches it can place runs and write Definitions)")
+	fl.BoolVar(&f.trust, "trust-peers", false, "keep a Definition another node sent without recording it here once to check it")
+	fl.IntVar(&f.maxRanks, "max-ranks", remote.DefaultMaxRanks, "refuse a placement of more ranks than this")
+	fl.IntVar(&f.maxPlacements, "max-placements", remote.DefaultMaxPlacements, "refuse a placement while this many runs are placed here")
+	fl.IntVar(&f.maxDrivers, "max-drivers", remote.DefaultMaxDrivers, "refuse a placement from a new driver while this many drivers have runs placed here")
+	fl.StringVar(&f.maxModel, "max-model", "64MiB", "refuse a placement whose model is larger than this")
 	addMaxTasks(c)
 	commands = append(commands, c)
 }
@@ -67,6 +110,21 @@ func nodeCmd(ctx context.Context, stderr io.Writer, f *nodeFlags) error {
 	if err := f.store.resolve(); err != nil {
 		return err
 	}
+	if err := f.tls.check(); err != nil {
+		return err
+	}
+	maxModel, err := diskstore.ParseSize(f.maxModel)
+	if err != nil || maxModel > 1<<30 {
+		return usageError{fmt.Errorf("--max-model %q: want a size up to 1GiB", f.maxModel)}
+	}
+	for _, l := range []struct {
+		flag string
+		v    int
+	}{{"--max-ranks", f.maxRanks}, {"--max-placements", f.maxPlacements}, {"--max-drivers", f.maxDrivers}} {
+		if l.v < 1 {
+			return usageError{fmt.Errorf("%s %d: want at least 1", l.flag, l.v)}
+		}
+	}
 	p, shutdown, err := trace.Setup(ctx, trace.Config{Endpoint: f.otlp, ServiceVersion: version(), Attributes: instance("hbgrun-node")})
 	if err != nil {
 		return usageError{fmt.Errorf("tracing: %w", err)}
@@ -76,9 +134,15 @@ func nodeCmd(ctx context.Context, stderr io.Writer, f *nodeFlags) error {
 	n, err := remote.StartNode(sys, remote.NodeConfig{
 		Listen: f.listen, Advertise: f.advertise, StoreDir: f.store.dir, StoreMax: f.store.max, MaxTasks: maxTasksFlag,
 		Tracer: p.Tracer(), Flush: flusher(p),
+		Transport: remote.Transport{TLS: f.tls.files, MaxModel: int(maxModel)}, Insecure: f.insecure, TrustPeers: f.trust,
+		MaxRanks: f.maxRanks, MaxPlacements: f.maxPlacements, MaxDrivers: f.maxDrivers,
+		OnPeerRefused: func(r peer.Refused) { fmt.Fprintf(stderr, "hbgrun node: peer: %v\n", r) },
 	})
 	if err != nil {
 		return usageError{fmt.Errorf("node: %w", err)}
+	}
+	if !f.tls.files.On() {
+		fmt.Fprintf(stderr, "hbgrun node: warning: no TLS: any process that reaches %s can place runs here and send it Definitions (give --cert-file, --key-file and --trusted-ca-file)\n", n.Addr())
 	}
 	fmt.Fprintf(stderr, "hbgrun node: listening on %s\n", n.Addr())
 	<-ctx.Done()
@@ -133,6 +197,7 @@ type remoteFlags struct {
 	nodeTimeout time.Duration
 	listen      string
 	advertise   string
+	tls         tlsFlags
 }
 
 func (f *remoteFlags) register(fl *pflag.FlagSet) {
@@ -140,6 +205,7 @@ func (f *remoteFlags) register(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.nodeTimeout, "node-timeout", remote.DefaultNodeTimeout, "with --nodes: a node unreachable or silent this long fails its ranks' passes")
 	fl.StringVar(&f.listen, "driver-listen", "", "with --nodes: the address nodes answer this driver at, HOST:PORT (default: the address this machine reaches the first node from, any port)")
 	fl.StringVar(&f.advertise, "driver-advertise", "", "with --nodes: the address nodes reach this driver at, HOST:PORT, when it is not --driver-listen's; --driver-listen may then be a wildcard")
+	f.tls.register(fl, "with --nodes: ", "this driver's")
 }
 
 func (f *remoteFlags) check() error {
@@ -155,6 +221,9 @@ func (f *remoteFlags) check() error {
 	}
 	if f.nodeTimeout < 0 || (len(f.nodes) > 0 && f.nodeTimeout == 0) {
 		return usageError{fmt.Errorf("--node-timeout %v: want a positive duration", f.nodeTimeout)}
+	}
+	if err := f.tls.check(); err != nil {
+		return err
 	}
 	if f.advertise != "" && f.listen == "" {
 		return usageError{fmt.Errorf("--driver-advertise %q: needs --driver-listen (the address to listen on)", f.advertise)}
@@ -217,6 +286,7 @@ func startRanks(s *session, f *runFlags, orch *actors.Orchestration) (local *act
 	far, err = remote.Start(s.sys, remote.Config{
 		Nodes: f.remote.nodes, Ranks: f.ranks, ModelName: name, Model: data, Form: f.form, MaxTasks: maxTasksFlag,
 		Runtime: cfg, TracerProvider: s.provider.TracerProvider, NodeTimeout: f.remote.nodeTimeout, Listen: f.remote.listen, Advertise: f.remote.advertise,
+		Transport: remote.Transport{TLS: f.remote.tls.files},
 		// Said at once: the run goes on with the other nodes' ranks.
 		OnNodeLost: func(e *remote.NodeError) { fmt.Fprintf(s.stderr, "hbgrun: %v\n", e) },
 	})

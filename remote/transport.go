@@ -1,0 +1,130 @@
+package remote
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	paremote "github.com/asynkron/protoactor-go/remote"
+
+	"github.com/hbg-dev/hbg/remote/authn"
+	"github.com/hbg-dev/hbg/wire"
+)
+
+// DefaultMaxModel is the largest model a node takes and a driver sends
+// (Transport.MaxModel): the bound hbgrun reads a model file within.
+const DefaultMaxModel = 64 << 20
+
+// messageSlack is what a Place carries beside its model (options, ranks,
+// node list), and what the largest batch of peer images needs: gRPC's
+// message limit is the model limit plus it.
+const messageSlack = 4 << 20
+
+// ErrInsecure is a node asked to serve beyond loopback without TLS.
+var ErrInsecure = errors.New("no TLS on a non-loopback address")
+
+// ErrTLS marks a connection TLS refused (authn.ErrTLS).
+var ErrTLS = authn.ErrTLS
+
+// The named refusals a driver gets (package wire's, which carries them).
+var (
+	ErrLimit             = wire.ErrLimit
+	ErrTooManyRanks      = wire.ErrTooManyRanks
+	ErrTooManyPlacements = wire.ErrTooManyPlacements
+	ErrTooManyDrivers    = wire.ErrTooManyDrivers
+	ErrModelTooLarge     = wire.ErrModelTooLarge
+	ErrUnauthorized      = wire.ErrUnauthorized
+)
+
+// Transport is how a process's protoactor remote connects: mutual TLS
+// when TLS names the files (every connection, served and dialled), and
+// the largest model it takes.
+type Transport struct {
+	TLS authn.Files
+	// MaxModel bounds a model's bytes (default DefaultMaxModel); gRPC's
+	// message limit is set above it, so that what is under it arrives.
+	MaxModel int
+}
+
+func (t Transport) maxModel() int {
+	if t.MaxModel <= 0 {
+		return DefaultMaxModel
+	}
+	return t.MaxModel
+}
+
+// option is t as protoactor remote's configuration: appended to what
+// other options set, never replacing it.
+func (t Transport) option() (paremote.ConfigOption, error) {
+	server, dial, err := authn.Options(t.TLS, t.maxModel()+messageSlack)
+	if err != nil {
+		return nil, err
+	}
+	return func(c *paremote.Config) {
+		c.ServerOptions = append(c.ServerOptions, server...)
+		c.DialOptions = append(c.DialOptions, dial...)
+	}, nil
+}
+
+// probe checks that the node at addr and this process agree on TLS, so a
+// refusal is said with its reason instead of as a connection that ended:
+// with TLS, a handshake (this process's certificate offered, the node's
+// verified) and the node's first bytes, where TLS 1.3 says whether it took
+// the client's certificate; without, whether the node answers a TLS
+// handshake at all (then it wants a certificate this process does not
+// have). A node that cannot be reached is not probe's to report: nil.
+func probe(addr string, client *tls.Config, timeout time.Duration) error {
+	d := &net.Dialer{Timeout: timeout}
+	raw, err := d.Dial("tcp", addr)
+	if err != nil {
+		return nil
+	}
+	defer raw.Close()
+	_ = raw.SetDeadline(time.Now().Add(timeout))
+	host, _, _ := net.SplitHostPort(addr)
+	if client == nil {
+		c := tls.Client(raw, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}, ServerName: host})
+		if c.Handshake() == nil {
+			return fmt.Errorf("node %s: %w: it serves only mutual TLS, and this driver has no certificate (give --cert-file, --key-file and --trusted-ca-file)", addr, ErrTLS)
+		}
+		return nil
+	}
+	cfg := client.Clone()
+	cfg.NextProtos = []string{"h2"}
+	cfg.ServerName = host
+	c := tls.Client(raw, cfg)
+	if err := c.Handshake(); err != nil {
+		return fmt.Errorf("node %s: %w handshake: %v", addr, ErrTLS, err)
+	}
+	// A gRPC server speaks first (its HTTP/2 settings); a TLS 1.3 server
+	// that refused the client's certificate sends its alert instead.
+	var b [1]byte
+	if _, err := c.Read(b[:]); err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return nil
+		}
+		return fmt.Errorf("node %s: %w: the node refused this driver's certificate: %v", addr, ErrTLS, err)
+	}
+	return nil
+}
+
+// checkExposure refuses a node without TLS on anything but loopback,
+// unless insecure.
+func checkExposure(listen, advertise string, t Transport, insecure bool) error {
+	if t.TLS.On() || insecure {
+		return nil
+	}
+	for _, a := range []string{listen, advertise} {
+		if a == "" {
+			continue
+		}
+		h, _, err := net.SplitHostPort(a)
+		if err == nil && !authn.Loopback(h) {
+			return fmt.Errorf("%w: %s is reachable from other machines, and without TLS anyone who reaches it can place models, run passes and write Definitions: give --cert-file, --key-file and --trusted-ca-file (or --insecure to serve so anyway)", ErrInsecure, a)
+		}
+	}
+	return nil
+}
