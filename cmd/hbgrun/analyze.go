@@ -54,12 +54,22 @@ code) instead of at block calls, as the seed cut at hc_pre_rms; a cut
 segment is no block call, so it proposes no form.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if af.horizon < 1 || af.rounds < 2 {
-				return usageError{fmt.Errorf("--horizon %d, --calibrate-rounds %d: want at least 1 and 2", af.horizon, af.rounds)}
+			// Each flag is named alone: a message about a flag the user did
+			// not give (its default is fine) sends them looking for it.
+			if af.horizon < 1 {
+				return usageError{fmt.Errorf("--horizon %d: want at least 1", af.horizon)}
+			}
+			if af.rounds < 2 {
+				return usageError{fmt.Errorf("--calibrate-rounds %d: want at least 2 (the first pass is cold)", af.rounds)}
 			}
 			m, err := loadModel(args[0])
 			if err != nil {
 				return err
+			}
+			if cmd.Flags().Changed("emit-form") {
+				if err := checkEmitName(m, af.emit); err != nil {
+					return err
+				}
 			}
 			return analyzeCmd(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), m, &af)
 		},
@@ -130,6 +140,33 @@ func analyzeCmd(ctx context.Context, out, stderr io.Writer, m *config.Model, af 
 		return writeJSON(out, rep.JSON())
 	}
 	return rep.WriteText(out)
+}
+
+// checkEmitName refuses an --emit-form NAME that would not paste as the
+// key of a new forms: entry: printed unquoted, a name that is not an
+// identifier reads as another key (x#y), a flow mapping ({a}) or no
+// YAML at all, and an existing form's name makes a duplicate key.
+func checkEmitName(m *config.Model, name string) error {
+	if !isIdentifier(name) {
+		return usageError{fmt.Errorf("--emit-form %q: want an identifier (an ASCII letter or _, then ASCII letters, digits or _)", name)}
+	}
+	if slices.Contains(m.Forms(), name) {
+		return usageError{fmt.Errorf("--emit-form %q: the model already has a form of that name (want a new one: one of %v is there)", name, m.Forms())}
+	}
+	return nil
+}
+
+// isIdentifier is the model language's rule for a name (config's isIdent).
+func isIdentifier(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, c := range s {
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
 }
 
 func writeJSON(out io.Writer, v any) error {

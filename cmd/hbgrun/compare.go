@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -41,6 +42,11 @@ func init() {
 				list = strings.Split(forms, ",")
 				for i := range list {
 					list[i] = strings.TrimSpace(list[i])
+					// A form named twice is more likely a typo than a wish:
+					// it would be compared with itself.
+					if j := slices.Index(list[:i], list[i]); j >= 0 {
+						return usageError{fmt.Errorf("--forms %q: form %q is named twice (at %d and %d): name each form once", forms, list[i], j+1, i+1)}
+					}
 				}
 			}
 			return compareCmd(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), modelArg(args), list, block, &f)
