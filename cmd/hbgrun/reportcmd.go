@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -32,6 +33,10 @@ and opens offline. It is written to --out, by default RUN.html beside RUN.json.`
 			}
 			if out == "" {
 				out = strings.TrimSuffix(args[0], filepath.Ext(args[0])) + ".html"
+			}
+			if sameFile(args[0], out) {
+				// The page would replace the only copy of what it draws.
+				return usageError{fmt.Errorf("--out %s is %s, the report being read: give another --out", out, args[0])}
 			}
 			o, err := createOutput("--out", out)
 			if err != nil {
@@ -93,3 +98,13 @@ func strictJSON(b []byte, v any) error {
 // maxReportBytes bounds a report read back: a 500-round run's JSON with its
 // timeline is a few MB.
 const maxReportBytes = 256 << 20
+
+// sameFile is whether paths a and b name one file (through a link too).
+func sameFile(a, b string) bool {
+	sa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	sb, err := os.Stat(b)
+	return err == nil && os.SameFile(sa, sb)
+}
