@@ -689,15 +689,19 @@ func TestCompareTraceOut(t *testing.T) {
 }
 
 type chromeTrace struct {
-	TraceEvents []struct {
-		Name string         `json:"name"`
-		Ph   string         `json:"ph"`
-		Ts   float64        `json:"ts"`
-		Dur  float64        `json:"dur"`
-		Pid  int            `json:"pid"`
-		Tid  int            `json:"tid"`
-		Args map[string]any `json:"args"`
-	} `json:"traceEvents"`
+	TraceEvents []traceEvent `json:"traceEvents"`
+}
+
+// traceEvent is one event of a Chrome trace-event file, as hbgrun writes it.
+type traceEvent struct {
+	Name string         `json:"name"`
+	Ph   string         `json:"ph"`
+	Ts   float64        `json:"ts"`
+	Dur  float64        `json:"dur"`
+	Pid  int            `json:"pid"`
+	Tid  int            `json:"tid"`
+	Args map[string]any `json:"args"`
+	ID   int            `json:"id"`
 }
 
 func readChromeTrace(t *testing.T, path string) *chromeTrace {
