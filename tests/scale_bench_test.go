@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hbg-dev/hbg/actors"
+	"github.com/hbg-dev/hbg/internal/benchunit"
 	"github.com/hbg-dev/hbg/stages"
 )
 
@@ -90,7 +91,7 @@ func tasksOrch(n int) *actors.Orchestration {
 // of units each, since the caller's b.ResetTimer; m0 and cpu0 are the heap
 // and the CPU time then.
 func perUnit(b *testing.B, units int, unit string, m0 *runtime.MemStats, cpu0 int64) {
-	cpu := cpuNs() - cpu0
+	cpu := benchunit.CPUNs() - cpu0
 	var m1 runtime.MemStats
 	runtime.ReadMemStats(&m1)
 	n := float64(b.N) * float64(units)
@@ -123,7 +124,7 @@ func BenchmarkScaleKeys(b *testing.B) {
 			}
 			round := 1
 			runtime.GC()
-			m0, cpu0 := memNow(), cpuNs()
+			m0, cpu0 := memNow(), benchunit.CPUNs()
 			b.ResetTimer()
 			for b.Loop() {
 				res, err := rt.Pass(ctx, orch, 0, round)
@@ -186,7 +187,7 @@ func BenchmarkScaleKeysCold(b *testing.B) {
 					}
 					h0 := memNow().TotalAlloc
 					b.StartTimer()
-					c0, t0 := cpuNs(), time.Now()
+					c0, t0 := benchunit.CPUNs(), time.Now()
 					res, err := rt.Pass(context.Background(), orch, 0, 0)
 					passNs += time.Since(t0).Nanoseconds()
 					if err != nil {
@@ -195,7 +196,7 @@ func BenchmarkScaleKeysCold(b *testing.B) {
 					if errs := rt.FlushStore(); len(errs) > 0 {
 						b.Fatal(errs)
 					}
-					cpu += cpuNs() - c0
+					cpu += benchunit.CPUNs() - c0
 					b.StopTimer()
 					heap += memNow().TotalAlloc - h0
 					if res.Pass.BuiltDefinitions != n {
@@ -212,7 +213,7 @@ func BenchmarkScaleKeysCold(b *testing.B) {
 				// runtime's start and stop are not the pass's).
 				m0 := memNow()
 				m0.TotalAlloc -= heap
-				perUnit(b, n, "key", m0, cpuNs()-cpu)
+				perUnit(b, n, "key", m0, benchunit.CPUNs()-cpu)
 				// The pass alone, before the wait for the writes (which
 				// go on behind it, on the writer actor).
 				b.ReportMetric(float64(passNs)/float64(b.N)/float64(n), "pass-ns/key")
@@ -235,7 +236,7 @@ func BenchmarkScaleTasks(b *testing.B) {
 			}
 			round := 1
 			runtime.GC()
-			m0, cpu0 := memNow(), cpuNs()
+			m0, cpu0 := memNow(), benchunit.CPUNs()
 			b.ResetTimer()
 			for b.Loop() {
 				res, err := rt.Pass(ctx, orch, 0, round)
@@ -281,7 +282,7 @@ func BenchmarkScaleRanks(b *testing.B) {
 			}
 			all() // cold: every rank records (each its own Definitions' uploads)
 			runtime.GC()
-			m0, cpu0 := memNow(), cpuNs()
+			m0, cpu0 := memNow(), benchunit.CPUNs()
 			b.ResetTimer()
 			for b.Loop() {
 				all()
