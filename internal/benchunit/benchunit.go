@@ -32,14 +32,20 @@ func Start(b *testing.B) *Units {
 
 // Report reports the costs of b.N iterations of n units each.
 func (u *Units) Report(n int, unit string) {
-	b := u.b
-	cpu := CPUNs() - u.cpu0
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
+	ReportTotals(u.b, n, unit, CPUNs()-u.cpu0, m.TotalAlloc-u.heap0)
+}
+
+// ReportTotals reports b.N iterations of n units each that took cpuNs of
+// CPU time and allocated allocBytes, with b's timer for the wall: for a
+// benchmark that times only part of each iteration and sums the rest
+// itself.
+func ReportTotals(b *testing.B, n int, unit string, cpuNs int64, allocBytes uint64) {
 	total := float64(b.N) * float64(n)
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/total, "ns/"+unit)
-	b.ReportMetric(float64(cpu)/total, "cpu-ns/"+unit)
-	b.ReportMetric(float64(m.TotalAlloc-u.heap0)/total, "B/"+unit)
+	b.ReportMetric(float64(cpuNs)/total, "cpu-ns/"+unit)
+	b.ReportMetric(float64(allocBytes)/total, "B/"+unit)
 }
 
 // CPUNs is the CPU time this process has used, user and system, all
