@@ -14,15 +14,28 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+type gzTraceEvent struct {
+	Name string         `json:"name"`
+	Ph   string         `json:"ph"`
+	Ts   float64        `json:"ts"`
+	Dur  float64        `json:"dur"`
+	Pid  int            `json:"pid"`
+	Tid  int            `json:"tid"`
+	Args map[string]any `json:"args"`
+	ID   int            `json:"id"`
+}
+
 // readGzipTrace reads a --trace-out file that must be gzip.
-func readGzipTrace(t *testing.T, path string) []traceEvent {
+func readGzipTrace(t *testing.T, path string) []gzTraceEvent {
 	t.Helper()
 	f, err := os.Open(path)
 	require.NoError(t, err)
 	defer f.Close()
 	zr, err := gzip.NewReader(f)
 	require.NoError(t, err, "a --trace-out name ending in .gz is gzip")
-	var doc chromeTrace
+	var doc struct {
+		TraceEvents []gzTraceEvent `json:"traceEvents"`
+	}
 	require.NoError(t, json.NewDecoder(zr).Decode(&doc))
 	return doc.TraceEvents
 }
@@ -107,7 +120,7 @@ func TestTraceFlows(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	_, stderr, code = runCLI(t, "run", "--rounds", "1", "--trace-out", without, "--store", "off")
 	require.Equal(t, 0, code, stderr)
-	tails, heads := map[int]traceEvent{}, map[int]traceEvent{}
+	tails, heads := map[int]gzTraceEvent{}, map[int]gzTraceEvent{}
 	for _, e := range readGzipTrace(t, with) {
 		switch e.Ph {
 		case "s":
@@ -133,7 +146,7 @@ func TestTraceFlows(t *testing.T) {
 // the command's and the runs' (which enclose everything) covers: the
 // model's loading, the golden wait, the phases and the actors' work leave
 // no stretch unexplained.
-func hostCoverage(evs []traceEvent, procs map[int]string) float64 {
+func hostCoverage(evs []gzTraceEvent, procs map[int]string) float64 {
 	type iv struct{ lo, hi float64 }
 	var ivs []iv
 	for _, e := range evs {
