@@ -433,7 +433,7 @@ func TestGraphBodyError(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Line != lineOf(src, "tmp[e + 1]") || !strings.Contains(err.Error(), "outside its root") {
 		t.Fatalf("got %v, want a view outside its root at tiny.yaml:%d", err, lineOf(src, "tmp[e + 1]"))
 	}
-	if err := m.Run(w, "nope"); err == nil || !strings.Contains(err.Error(), "no form") {
+	if err := m.Run(w, "nope"); !errors.Is(err, config.ErrNoForm) || !strings.Contains(err.Error(), "no form") {
 		t.Fatalf("unknown form: %v", err)
 	}
 }

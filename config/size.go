@@ -60,7 +60,7 @@ func (m *Model) SetMaxTasks(n int64) {
 func (m *Model) Size(form string, limit int64) (int64, error) {
 	f := m.formIdx[form]
 	if f == nil {
-		return 0, fmt.Errorf("config: model %s has no form %q", m.Name, form)
+		return 0, fmt.Errorf("config: model %s has %w %q", m.Name, ErrNoForm, form)
 	}
 	s := &sizer{m: m, limit: limit}
 	env := make([]int64, m.program.envSize)
