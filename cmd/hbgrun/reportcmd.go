@@ -60,6 +60,11 @@ func readReport(path string) (report.Page, error) {
 	if err != nil {
 		return report.Page{}, usageError{err}
 	}
+	return parseReport(path, b)
+}
+
+// parseReport is readReport past the read: b is the file path holds.
+func parseReport(path string, b []byte) (report.Page, error) {
 	var probe struct {
 		Forms  json.RawMessage `json:"forms"`
 		Schema *int            `json:"schema"`
@@ -74,6 +79,16 @@ func readReport(path string) (report.Page, error) {
 		}
 		if len(doc.Forms) == 0 {
 			return report.Page{}, usageError{fmt.Errorf("%s: compare --json with no forms", path)}
+		}
+		for i, r := range doc.Forms {
+			// A form the document does not hold, or one another hbgrun
+			// wrote, is nothing to draw.
+			if r == nil {
+				return report.Page{}, usageError{fmt.Errorf("%s: compare --json: forms[%d] is null: want a run --json report", path, i)}
+			}
+			if r.Schema != trace.ReportSchema {
+				return report.Page{}, usageError{fmt.Errorf("%s: compare --json: forms[%d] (%q): report schema %d: want %d (made by another hbgrun)", path, i, r.Form, r.Schema, trace.ReportSchema)}
+			}
 		}
 		return report.Compare(doc.Forms), nil
 	}
