@@ -35,6 +35,7 @@ var (
 	ErrTooManyPlacements = wire.ErrTooManyPlacements
 	ErrTooManyDrivers    = wire.ErrTooManyDrivers
 	ErrModelTooLarge     = wire.ErrModelTooLarge
+	ErrTooManyTasks      = wire.ErrTooManyTasks
 	ErrUnauthorized      = wire.ErrUnauthorized
 )
 
