@@ -8,8 +8,10 @@ package tests
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -24,6 +26,7 @@ import (
 
 	"github.com/hbg-dev/hbg/actors"
 	"github.com/hbg-dev/hbg/remote"
+	"github.com/hbg-dev/hbg/trace"
 	"github.com/hbg-dev/hbg/wire"
 )
 
@@ -229,4 +232,53 @@ func (h *rogueHost) attackOthers(ctx actor.Context, drv *actor.PID) {
 			}
 		}
 	}()
+}
+
+// TestNodeConnLimit: connections that send nothing are bounded, in number
+// (--max-conns: one over it is closed at once, said on the node's stderr)
+// and in time (closed by the node after its handshake timeout, 10 s, not
+// gRPC's 120 s): 19,500 of them had held 420 MB of a node's memory and all
+// but 500 of its file descriptors. Once they are gone, a driver runs.
+func TestNodeConnLimit(t *testing.T) {
+	n := startNodeProc(t, "127.0.0.1:0", "--max-conns", "4")
+	var conns []net.Conn
+	for range 5 {
+		c, err := net.Dial("tcp", n.addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		conns = append(conns, c)
+	}
+	waitLines(t, "hbgrun node: closed a connection from 127.0.0.1:", 1, 30*time.Second, n)
+	assert.Contains(t, n.log.String(), "too many connections: 4 open, the node's limit (--max-conns 4)")
+	for i, c := range conns {
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(3*remote.HandshakeTimeout)))
+		// The node speaks first (its HTTP/2 settings); then it hangs up.
+		_, err := io.Copy(io.Discard, c)
+		var ne net.Error
+		require.False(t, errors.As(err, &ne) && ne.Timeout(), "connection %d: still open after %v", i, 3*remote.HandshakeTimeout)
+	}
+	_, stderr, code := runCLI(t, "run", dsv4, "--ranks", "1", "--rounds", "1", "--skip-device", "--store", "off", "--nodes", n.addr)
+	assert.Equal(t, 0, code, stderr)
+}
+
+// TestRemoteStopFromWire: protoactor remote delivers its own messages from
+// the wire to any actor they name: a Stop or a PoisonPill sent to a node's
+// peer actor (hbg-peer, a fixed name) stopped it, and every later run on
+// the node recorded what it could have fetched, each ask waiting out its
+// timeout. A node now drops both from any remote; the next run fetches
+// every Definition it lacks, as before the attack.
+func TestRemoteStopFromWire(t *testing.T) {
+	a, b := startNodeProc(t, "127.0.0.1:0"), startNodeProc(t, "127.0.0.1:0")
+	// A run of another form starts the nodes' peers.
+	_, stderr, code := runCLI(t, "run", dsv4, "--form", "blocks", "--ranks", "2", "--rounds", "1", "--store", "off", "--nodes", a.addr+","+b.addr)
+	require.Equal(t, 0, code, stderr)
+	res := attack(t, attackSpec{Op: "kill", Nodes: []string{a.addr, b.addr}})
+	require.Equal(t, 2, res.Published)
+
+	out, stderr, code := runDSv4(t, []*nodeProc{a, b})
+	require.Equal(t, 0, code, stderr)
+	var rep trace.Report
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	assert.Equal(t, int64(8), rep.Counts.FetchedDefinitions, "%v", rep.Warnings)
+	assert.Empty(t, rep.Warnings)
 }

@@ -375,6 +375,22 @@ func attacker(s attackSpec) (*attackResult, error) {
 		for _, n := range s.Nodes {
 			_ = sys.Root.RequestFuture(actor.NewPID(n, "nobody"), &wire.Ping{}, 10*time.Second).Wait()
 		}
+	case "kill":
+		// protoactor's own messages, to the node's peer actor (its name
+		// is fixed): a Stop, a PoisonPill, and a Terminated saying a
+		// node died.
+		for _, n := range s.Nodes {
+			pid := actor.NewPID(n, peer.ActorName)
+			sys.Root.Send(pid, &actor.Stop{})
+			sys.Root.Send(pid, &actor.PoisonPill{})
+			for _, other := range s.Nodes {
+				sys.Root.Send(pid, &actor.Terminated{Who: actor.NewPID(other, peer.ActorName)})
+			}
+			r.Published++
+		}
+		for _, n := range s.Nodes {
+			_ = sys.Root.RequestFuture(actor.NewPID(n, "nobody"), &wire.Ping{}, 10*time.Second).Wait()
+		}
 	case "all", "place":
 		for _, n := range s.Nodes {
 			placed, failure, kind := placeOn(sys, rem, n, s.Nodes, max(s.Ranks, 1), s.Model, s.Form)
