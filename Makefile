@@ -36,11 +36,12 @@ jaeger:
 	cd tools/jaeger && $(GO) build -o bin/jaeger github.com/jaegertracing/jaeger/cmd/jaeger
 
 # Headless Chromium for the HTML report's browser test (tests/browser_test.go),
-# Debian's package, installed when absent (the tests run as root in CI).
+# Debian's package, installed when absent (as root, or through sudo).
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { \
 		echo "installing Debian's chromium for the browser test"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+		sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+		$$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
 # The protobuf Go code (wire/wire.pb.go, peer/peer.pb.go) is committed, so a
 # build needs no protoc; after editing a .proto, regenerate them (needs protoc, e.g.

@@ -30,6 +30,10 @@ type Config struct {
 	NoRetain bool
 	// SkipDevice stops each pass after the run image is copied.
 	SkipDevice bool
+	// FullEdges ships every fanin edge the TensorMap resolved, in the run
+	// image and in each Definition, instead of their transitive reduction
+	// (stages/reduce.go; hbgrun's --reduce-edges=false).
+	FullEdges bool
 	// DefectsAsWarnings reports the body defects (input written, baked
 	// scalar, structure not in key) as warnings instead of failing the pass.
 	DefectsAsWarnings bool
@@ -146,5 +150,6 @@ func (rt *Runtime) passConfig() stages.PassConfig {
 	return stages.PassConfig{
 		NoRetain: rt.cfg.NoRetain, DefectsAsWarnings: rt.cfg.DefectsAsWarnings,
 		StrictRecording: rt.cfg.StrictRecording, SkipDevice: rt.cfg.SkipDevice, CountKernels: rt.cfg.CountKernels,
+		FullEdges: rt.cfg.FullEdges,
 	}
 }

@@ -104,6 +104,7 @@ func (r *recorder) recordBody(job *mailbox.RecordJob) (err, aborted error) {
 		if r.hook != nil {
 			r.hook(job)
 		}
+		r.rec.SetFullEdges(job.FullEdges)
 		err = r.rec.RecordBody(job.Key, job.FullKey, job.Boundary, job.Roots, job.Scalars, job.ExtDeps, job.Body)
 		returned = true
 	}()

@@ -49,6 +49,7 @@
 //	body:
 //	  - alloc: ["NAME DTYPE[d0, d1] [manual_dep]", ...]    # one alloc task
 //	  - alloc: ["h[0] fp32[16]", "h[1] fp32[16]"]           # a tensor list h (elements 0..n-1)
+//	  - {alloc: [...], id: ID}                              # the alloc task's id, for deps
 //	  - let: {NAME: VIEW, LIST: [VIEW, ...]}               # named views, a tensor list
 //	  - tasks: {LIST: SIZE}                                # a task list, every element unset
 //	  - set: {"LIST[i]": TASK}                             # store tasks into a task list
@@ -128,8 +129,10 @@
 // array: declared with its size by a tasks op, filled by ops with
 // id: LIST[i] (or LIST[start:+n], which stores the task into each element)
 // and by set; reading an element no op stored is an error. deps keep their
-// order and repeats. A block's task params are bound by each call; when the
-// call is a Graph, they are its external dependencies (GraphCall.ExtDeps,
+// order and repeats; "TASK if EXPR" adds TASK only where EXPR is not 0
+// (upstream's if (prev.is_valid()) add_dep(prev), if (is_last)
+// add_dep(alloc_task)). An alloc op's id names its alloc task. A block's
+// task params are bound by each call; when the call is a Graph, they are its external dependencies (GraphCall.ExtDeps,
 // in order), which a replay takes from its call site.
 //
 // touch is an access hint, for the device's timing only: the task's argument
@@ -234,6 +237,10 @@
 //     tasks out.
 //   - A strided view is not reshaped ("as" needs a contiguous view), and
 //     strides are those of slicing: a view never transposes or broadcasts.
+//   - A host read (read: {NAME: ...}) is not in a Graph body: its value
+//     would be fixed when the body is recorded. Entry tensor contents are
+//     integer tables of at most 65536 elements; the host never writes
+//     device data (no set_tensor_data).
 //   - A Graph body passes a boundary scalar to a task only as it is: used in
 //     a view, shape, loop range, condition, kernel choice, predicate, task
 //     index or a computed scalar, its value would be baked into the
@@ -288,6 +295,10 @@
 // runs).
 //
 // # Files
+//
+// CONFORMANCE.md (in this directory) lists every call of upstream's
+// orchestration API, the YAML that says it and the test that checks it, or
+// why the language does not say it and what happens instead.
 //
 // Parse reads the document in load.go; yaml.go holds the YAML helpers: a
 // fixed-schema mapping decodes into a struct of *yaml.Node fields (which

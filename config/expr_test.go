@@ -117,18 +117,21 @@ func FuzzExpr(f *testing.F) {
 		"min(a, b)", "max(a, min(b, c)) * 2", "min(a)", "max(,)", "min(a, b, c)", "min + 1",
 		"a * 4611686018427387904", "a * 9223372036854775807 - b", "-9223372036854775807 - 1 - a", "(a + 9223372036854775807) - 9223372036854775807",
 		"a / -1", "c % -1",
+		"scalar(0)", "scalar(a)", "scalar(a % 3) * 2 + scalar(2 - b)", "scalar(3)", "scalar(-1)", "scalar()", "scalar(a, b)", "scalr(1)",
+		"min(scalar(a), scalar(b)) ? scalar(c) : 9",
 	} {
 		f.Add(s, int64(3), int64(-2), int64(0))
 	}
+	f.Add("scalar(a) + scalar(b)", int64(1), int64(2), int64(0))
 	f.Fuzz(func(t *testing.T, src string, a, b, c int64) {
-		e, err := parseExpr(src, testRes)
+		e, err := parseExprT(src, testRes, testTables)
 		if err != nil {
 			return
 		}
 		env := []int64{a, b, c, 7}
 		var ee1, ee2 evalErr
 		v1 := e.eval(env, &ee1)
-		e2, err := parseExpr("("+src+")", testRes)
+		e2, err := parseExprT("("+src+")", testRes, testTables)
 		if err != nil && strings.Contains(err.Error(), "nested too deeply") {
 			return // the parenthesis is one level past the depth bound
 		}
@@ -149,6 +152,14 @@ func FuzzExpr(f *testing.F) {
 	})
 }
 
+// testTables gives scalar(i) three entry scalars.
+func testTables(name string) ([]int64, bool) {
+	if name == "scalar" {
+		return []int64{3, 5, -7}, true
+	}
+	return nil, false
+}
+
 // stripAffine copies e without the affine forms, so eval walks the tree.
 func stripAffine(e *expr) *expr {
 	if e == nil {
@@ -167,7 +178,10 @@ func FuzzView(f *testing.F) {
 	for _, s := range []string{"w", "w[2*l:+2]", "w[1]", "w @ 16*l as [4, 4]", "w[l] as [2, 8]", "w[:+2]", "w[1:2]", "w as []", "w @", "[", "w[1]]",
 		"h[l]", "h[l % 2][1:+1]", "h", "h[5]", "a @ 4 as [2, 2]", "a[min(l, 3)]", "h[max(l, -1)] as [16]",
 		"gate[l]", "gate[0:+3]", "gate*", "gate[*]", "first", "first*", "first[0]", "prev", "prev[l:+1]", "gate[-1:+2]",
-		"[mm, mm][l]", "[mm][0]", "[mm, act][l]", "[mm,][", "[][l]"} {
+		"[mm, mm][l]", "[mm][0]", "[mm, act][l]", "[mm,][", "[][l]",
+		"w[:, 1:+3]", "w[1:+2, 3:+4]", "w[2, 3]", "w[:, 2] as [16]", "w[:, :]", "w[l, :, 0]", "w[:, l:+l]", "w[:,]", "w[, 1]",
+		"a[:, 0:+2]", "a[1:+2, 1]", "a as [16]", "a[l] as [4]", "h[l][:, 0:+1]", "w[:, scalar(l):+2]",
+		"first if l > 0", "gate[0] if l", "prev if", "gate if l == 1 junk", "prev[l:+1] if !l"} {
 		f.Add(s, int64(1))
 	}
 	// Row starts at and just past the last valid one (w has 16 rows).
@@ -180,6 +194,7 @@ func FuzzView(f *testing.F) {
 	l := &loader{file: "fuzz", m: &Model{consts: map[string]int64{}, kernelIdx: map[string]stages.KernelID{"mm": 0, "act": 1},
 		kernels: []stages.Kernel{{Name: "mm", Core: stages.KindAIC}, {Name: "act", Core: stages.KindAIV}}}}
 	l.m.entry = []entryTensor{{name: "w"}}
+	l.m.entryScalars = []int64{1, 2}
 	// A body with a tensor w (16 x 16), a let view a, a tensor list h of
 	// two, a task list gate, an op id first and a task param prev.
 	body := &block{name: "body", params: []string{"l"}, variantSlot: -1, envSize: 1, structural: make([]int, 64),
@@ -202,7 +217,10 @@ func FuzzView(f *testing.F) {
 		bs := &scope{l: l, b: body, vals: map[string]int{"l": 0}, labelDef: map[string]bool{"first": true}, allIDs: map[string]bool{"first": true}}
 		r := &runner{model: l.m, form: &form{name: "fuzz"}}
 		fr.env[0] = lv
-		fr.tensors = []stages.View{w, stages.NewView(0, 16, stages.FP32, 4, 4), w, w}
+		// a is a strided tile: 4 x 4 of w's rows (stride 16).
+		tileA := stages.NewView(0, 16, stages.FP32, 4, 4)
+		tileA.Strides[0] = 16
+		fr.tensors = []stages.View{w, tileA, w, w}
 		fr.taskLists = [][]stages.TaskID{{3, stages.NoTask, 5}}
 		fr.idTasks = [][]stages.TaskID{{7}}
 		fr.taskParams = [][]stages.TaskID{{1, 2}}

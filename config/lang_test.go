@@ -478,6 +478,41 @@ forms:
   eager: {}
   graph: {graphs: {layer: {key: layer}}}
 `)
+	// Issue 25's constructs: host reads, data, strided views, per-variant
+	// scalars, launch flags, alloc ids and conditional deps, source.
+	f.Add(dataHeader + `blocks:
+  kv:
+    params: [v, f]
+    variants: [a, b]
+    tensors: [k]
+    boundary:
+      - {name: k, tag: in}
+      - {name: out, tag: inout, view: "out[0]"}
+    scalars:
+      a: [{name: s, value: "f + 1"}, {name: t, value: v}]
+      b: [{name: t, value: v}]
+    body:
+      - {k: qk, args: ["in k[:, 0:+v]", "inout out"], early: true, b: {sync_start: true}}
+      - {k: up, args: ["inout out"], scalars: [t]}
+program:
+  body:
+    - loop: {var: b, to: 3}
+      body:
+        - read: {cur: "context_lens[b]"}
+        - scope: manual
+          body:
+            - alloc: ["acc fp32[16]"]
+              id: al
+            - loop: {var: bn, to: "(cur + BS - 1) / BS"}
+              body:
+                - read: {blk: "block_table[b, bn]"}
+                - {id: u, k: up, args: ["inout acc"], deps: ["al if bn == 0"], scalars: ["scalar(0)", blk]}
+        - call: kv
+          with: {v: "min(BS, cur)", f: b, variant: a, k: "kc[b * BS:+BS]"}
+forms:
+  eager: {}
+  graph: {graphs: {kv: {key: "kv{variant}{v}"}}}
+`)
 	f.Fuzz(func(t *testing.T, src string) {
 		m, err := config.Parse("fuzz.yaml", []byte(src))
 		if err != nil {

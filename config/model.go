@@ -181,6 +181,7 @@ type op struct {
 	task      []*taskOp // per variant; one entry when no variant differs
 	call      *callOp
 	readRoot  int
+	allocID   int // an alloc op's id (index into block.ids), or -1
 	reads     []readItem
 	lets      []letItem
 	taskDecls []taskDecl

@@ -66,15 +66,28 @@ func (sc *scope) op(n *yaml.Node) (*op, error) {
 	}
 	// The ops that are one key (and if), tried in this order, before the
 	// others.
+	o.allocID = -1
 	for _, one := range []struct {
 		key     string
 		compile func(*op, *yaml.Node) error
 	}{{"alloc", sc.alloc}, {"let", sc.let}, {"tasks", sc.tasksOp}, {"set", sc.setOp}} {
 		if v := f[one.key]; v != nil {
-			if err := only(one.key); err != nil {
+			var extra []string
+			if one.key == "alloc" {
+				extra = []string{"id"} // alloc_tensors(...).task_id()
+			}
+			if err := only(one.key, extra...); err != nil {
 				return nil, err
 			}
-			return o, one.compile(o, v)
+			if err := one.compile(o, v); err != nil {
+				return nil, err
+			}
+			if id := f["id"]; id != nil && one.key == "alloc" {
+				if o.allocID, err = sc.label(id); err != nil {
+					return nil, err
+				}
+			}
+			return o, nil
 		}
 	}
 	switch {

@@ -344,7 +344,10 @@ func (r *runner) alloc(o stages.Submitter, fr *frame, op *op) {
 	if r.err != nil {
 		return
 	}
-	_, first := o.Alloc(r.allocSpecs)
+	id, first := o.Alloc(r.allocSpecs)
+	if op.allocID >= 0 {
+		fr.idTasks[op.allocID] = append(fr.idTasks[op.allocID], id)
+	}
 	for i := range op.allocs {
 		it := &op.allocs[i]
 		if it.constShape != nil {

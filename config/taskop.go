@@ -42,19 +42,10 @@ func (sc *scope) task(o *op, f map[string]*yaml.Node, n *yaml.Node) error {
 			return err
 		}
 	} else if id != nil {
-		if !isIdent(id.Value) {
-			return l.errf(id, "id", id.Value, "want an identifier (%s), or LIST[i] to store the task into a task list", identRule)
+		var err error
+		if label, err = sc.newLabel(id); err != nil {
+			return err
 		}
-		if k, _, ok := sc.taskName(id.Value); ok && k != refLabel {
-			return l.errf(id, "id", id.Value, "duplicate name: a task list or task param of %s has this name", sc.b.name)
-		}
-		for _, x := range sc.b.ids {
-			if x == id.Value {
-				return l.errf(id, "id", id.Value, "duplicate op id in %s", sc.b.name)
-			}
-		}
-		label = len(sc.b.ids)
-		sc.b.ids = append(sc.b.ids, id.Value)
 	}
 	count := 1
 	if perVariant {
@@ -89,6 +80,37 @@ func (sc *scope) task(o *op, f map[string]*yaml.Node, n *yaml.Node) error {
 		sc.labelDef[id.Value] = true
 	}
 	return nil
+}
+
+// newLabel declares an op id (id: NAME) and returns its index.
+func (sc *scope) newLabel(id *yaml.Node) (int, error) {
+	l := sc.l
+	if !isIdent(id.Value) {
+		return -1, l.errf(id, "id", id.Value, "want an identifier (%s), or LIST[i] to store the task into a task list", identRule)
+	}
+	if k, _, ok := sc.taskName(id.Value); ok && k != refLabel {
+		return -1, l.errf(id, "id", id.Value, "duplicate name: a task list or task param of %s has this name", sc.b.name)
+	}
+	for _, x := range sc.b.ids {
+		if x == id.Value {
+			return -1, l.errf(id, "id", id.Value, "duplicate op id in %s", sc.b.name)
+		}
+	}
+	sc.b.ids = append(sc.b.ids, id.Value)
+	return len(sc.b.ids) - 1, nil
+}
+
+// label declares an alloc op's id: a plain NAME, usable in deps from the
+// next op on.
+func (sc *scope) label(id *yaml.Node) (int, error) {
+	if id.Kind != yaml.ScalarNode || strings.Contains(id.Value, "[") {
+		return -1, sc.l.errf(id, "id", nodeText(id), "an alloc's id is a NAME (store it into a task list with set)")
+	}
+	i, err := sc.newLabel(id)
+	if err == nil {
+		sc.labelDef[id.Value] = true
+	}
+	return i, err
 }
 
 // pick selects variant v of "a|b|c"; a value without '|' is the same for all.

@@ -42,6 +42,9 @@ type taskRef struct {
 	start, count *expr
 	src          string
 	key          string // where it is written (deps, set.T, with.P), for messages
+	// cond, from "TASK if EXPR", leaves the task out where EXPR is 0
+	// (upstream's if (is_last) add_dep(alloc_task)); nil: always.
+	cond *expr
 }
 
 // taskTarget is where an op's task (or a set op's value) is stored: an
@@ -139,10 +142,17 @@ func (sc *scope) taskRef(nd *yaml.Node, key string) (*taskRef, error) {
 			return nil, l.errf(nd, key, src, "%v", p.errf(c, "expected ']'"))
 		}
 	}
+	if c := p.peek(); c.kind == tIdent && c.s == "if" {
+		p.next()
+		if r.cond, err = p.parseExpr(0); err != nil {
+			return nil, l.errf(nd, key, src, "%v", err)
+		}
+		sc.use(r.cond.deps, nd.Line, key, src)
+	}
 	if c := p.peek(); c.kind != tEOF {
 		return nil, l.errf(nd, key, src, "%v", p.errf(c, "unexpected %q after the task", c.s))
 	}
-	for _, e := range []*expr{r.index, r.start, r.count} {
+	for _, e := range []*expr{r.index, r.start, r.count, r.cond} {
 		setSrc(e, src)
 	}
 	return r, nil
@@ -289,6 +299,9 @@ func (sc *scope) setOp(o *op, n *yaml.Node) error {
 // taskSeq returns the tasks of a task expression in fr (appended to dst),
 // or false after r.fail.
 func (r *runner) taskSeq(dst []stages.TaskID, fr *frame, ref *taskRef, line int) ([]stages.TaskID, bool) {
+	if ref.cond != nil && r.eval(ref.cond, fr, line) == 0 {
+		return dst, r.err == nil
+	}
 	var seq []stages.TaskID
 	var what string
 	switch ref.kind {

@@ -92,7 +92,14 @@ func TestTouchErrors(t *testing.T) {
 // hash or sort, sort) the routed-expert kernels carry their hints: the
 // matmuls read one expert of the 32 in their weight view (and the gate/up
 // matmuls 16 rows of the 512 received tokens), the activations one expert's
-// weight scales. No other kernel is hinted.
+// weight scales. Besides them, the 8-group output projection's matmuls
+// read their group (proj_a_mm one of wo_a's 8 [1024, 4096] slices, 8 of
+// the 64 packed head rows and its 1024 columns of o_r_pad; proj_b_mm its
+// 1024 of wo_b's and o_r_i8_pad's 8192 columns and its 4096 of the
+// partials'), the KV-cache writebacks and kv_touch the 8 token rows of
+// their layer's cache, and pack_x_hc the 8 embedding rows its token ids
+// pick (issue 30: without them the step simulated at twice upstream's
+// wall). No other kernel is hinted.
 func TestDSv4RoutedExpertHints(t *testing.T) {
 	m := loadModel(t)
 	want := map[string][]stages.Touch{
@@ -102,6 +109,19 @@ func TestDSv4RoutedExpertHints(t *testing.T) {
 		"exp_gate_up_act": {{Arg: 4, Rows: 1}, {Arg: 5, Rows: 1}},
 		"exp_w2_act":      {{Arg: 4, Rows: 1}},
 	}
+	others := map[string]struct {
+		touch  []stages.Touch
+		copies int
+	}{
+		"proj_a_mm":                   {[]stages.Touch{{Arg: 0, Rows: 8}, {Arg: 1, Rows: 1}, {Arg: 2, Cols: 1024}}, 5},
+		"proj_b_mm":                   {[]stages.Touch{{Arg: 0, Cols: 4096}, {Arg: 1, Cols: 1024}, {Arg: 2, Cols: 1024}}, 5},
+		"swa_cache_insert_valid_bias": {[]stages.Touch{{Arg: 0, Rows: 8}}, 2},
+		"csa_cache_writeback":         {[]stages.Touch{{Arg: 0, Rows: 8}}, 2},
+		"hca_cache_writeback":         {[]stages.Touch{{Arg: 0, Rows: 8}}, 1},
+		"kv_touch":                    {[]stages.Touch{{Arg: 0, Rows: 8}}, 2},
+		"pack_x_hc":                   {[]stages.Touch{{Arg: 2, Rows: 8}}, 1},
+	}
+	seen := map[string]int{}
 	// Upstream's per-block kernel copies: the hash-routed peeled block
 	// uses BASE and BASE_0, the CSA MoE (hash or sort) BASE_1, the HCA MoE
 	// (sort) BASE_2 and BASE_3.
@@ -110,6 +130,13 @@ func TestDSv4RoutedExpertHints(t *testing.T) {
 		base := k.Name
 		for _, suf := range []string{"_0", "_1", "_2", "_3"} {
 			base = strings.TrimSuffix(base, suf)
+		}
+		if o, ok := others[base]; ok {
+			seen[base]++
+			if !slices.Equal(k.Touch, o.touch) {
+				t.Errorf("kernel %s has hints %+v, want %+v", k.Name, k.Touch, o.touch)
+			}
+			continue
 		}
 		w, ok := want[base]
 		if !ok {
@@ -125,6 +152,11 @@ func TestDSv4RoutedExpertHints(t *testing.T) {
 	}
 	if hinted != 5*len(want) {
 		t.Errorf("%d routed-expert kernels, want %d (5 copies of %d)", hinted, 5*len(want), len(want))
+	}
+	for base, o := range others {
+		if seen[base] != o.copies {
+			t.Errorf("%d copies of %s, want %d", seen[base], base, o.copies)
+		}
 	}
 }
 

@@ -422,6 +422,7 @@ entry:
     - {name: context_lens, dtype: int32, shape: [3], data: [7, 16, 100]}
     - {name: block_table, dtype: int32, shape: [3, 8], data: {seed: 7, min: 0, max: 3}}
     - {name: out, dtype: fp32, shape: [3, 16], out: true}
+  scalars: [{name: scale, value: 5}]
 kernels:
   - {name: qk, core: aic, sig: ix}
   - {name: up, core: aiv, sig: x}
@@ -601,6 +602,89 @@ func TestStridedViewErrors(t *testing.T) {
 			}
 			_, err = config.Validate(m)
 			wantConfigError(t, err, "upstream.yaml", lineOf(src, tc.view), tc.want)
+		})
+	}
+}
+
+// TestConditionalDepsAndAllocIDs: an alloc op's id names its task
+// (alloc_tensors(...).task_id()), and "TASK if EXPR" in deps adds the task
+// only where EXPR holds (if (is_last) add_dep(alloc_task)).
+func TestConditionalDepsAndAllocIDs(t *testing.T) {
+	src := upstreamHeader + `program:
+  body:
+    - scope: manual
+      body:
+        - alloc: ["acc fp32[16]"]
+          id: a
+        - tasks: {prev: 1}
+        - loop: {var: i, to: 3}
+          body:
+            - {id: "prev[0]", k: upd, args: ["inout acc"], deps: ["prev[0] if i > 0", "a if i == 2"]}
+forms: {eager: {}}
+`
+	m, err := config.Parse("upstream.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deps [][]int
+	for _, tk := range reftrace.Tasks(expand(t, m, "eager"))[1:] {
+		deps = append(deps, tk.Deps)
+	}
+	if want := [][]int{{}, {1}, {2, 0}}; !reflect.DeepEqual(deps, want) {
+		t.Errorf("deps %v, want %v", deps, want)
+	}
+	for _, tc := range []struct{ bad, at, want string }{
+		{`deps: ["prev[0] if i > 0", "a if i == 2"]`, `"a if"`, `unexpected "junk" after the task`},
+		{`          id: a`, `id: "a[0]"`, "an alloc's id is a NAME"},
+	} {
+		var s string
+		if tc.at == `"a if"` {
+			s = replaceOnce(src, tc.bad, `deps: ["a if i == 2 junk"]`)
+		} else {
+			s = replaceOnce(src, tc.bad, `          id: "a[0]"`)
+		}
+		_, err := config.Parse("upstream.yaml", []byte(s))
+		at := "a if i == 2 junk"
+		if tc.at != `"a if"` {
+			at = tc.at
+		}
+		wantConfigError(t, err, "upstream.yaml", lineOf(s, at), []string{tc.want})
+	}
+}
+
+// TestUnsupportedUpstreamCalls: what upstream's orchestration API can call
+// and the language has no word for (CONFORMANCE.md says why for each) is an
+// error at its line, never a silent difference.
+func TestUnsupportedUpstreamCalls(t *testing.T) {
+	op := func(s string) string { return "program:\n  body:\n    - " + s + "\nforms: {eager: {}}\n" }
+	for _, tc := range []struct {
+		name, hdrOld, hdrNew, src, at string
+		want                          []string
+	}{
+		{name: "make_tensor_external with manual_dep", hdrOld: "{name: x, dtype: fp32, shape: [16]}", hdrNew: "{name: x, dtype: fp32, shape: [16], manual_dep: true}",
+			src: op(`{k: upd, args: ["inout x"]}`), at: "manual_dep: true", want: []string{`entry tensor "manual_dep": unknown key`}},
+		{name: "transpose", src: op(`{k: use, args: ["in gate transpose", "in x"]}`), at: "transpose", want: []string{`unexpected "transpose" after the view`}},
+		{name: "slice with a step", src: op(`{k: use, args: ["in gate[:, 0:+4:2]", "in x"]}`), at: "0:+4:2", want: []string{`expected ',' or ']'`}},
+		{name: "set_task_timing_slot", src: op(`{k: upd, args: ["inout x"], timing_slot: 3}`), at: "timing_slot", want: []string{`op "timing_slot": unknown key`}},
+		{name: "dump", src: op(`{k: upd, args: ["inout x"], dump: true}`), at: "dump: true", want: []string{`op "dump": unknown key`}},
+		{name: "set_dependencies_with_kinds", src: "program:\n  body:\n    - {id: a, k: upd, args: [\"inout x\"]}\n    - {k: upd, args: [\"inout x\"], deps: [\"a wait\"]}\nforms: {eager: {}}\n",
+			at: `"a wait"`, want: []string{`deps "a wait"`, `unexpected "wait" after the task`}},
+		{name: "rt_available_cluster_count", src: op(`{k: upd, args: ["inout x"], scalars: ["rt_available_cluster_count()"]}`), at: "rt_available", want: []string{`undefined function "rt_available_cluster_count"`}},
+		{name: "set_tensor_data", src: op(`{write: "x[0] = 1"}`), at: "write", want: []string{`op "write": unknown key`}},
+		{name: "rt_report_fatal and LOG_*", src: op(`{log: "batch"}`), at: "log", want: []string{`op "log": unknown key`}},
+		{name: "rt_graph_begin", src: op(`{graph_begin: layer}`), at: "graph_begin", want: []string{`op "graph_begin": unknown key`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hdr := upstreamHeader
+			if tc.hdrOld != "" {
+				hdr = replaceOnce(hdr, tc.hdrOld, tc.hdrNew)
+			}
+			src := hdr + tc.src
+			m, err := config.Parse("upstream.yaml", []byte(src))
+			if err == nil {
+				_, err = config.Validate(m)
+			}
+			wantConfigError(t, err, "upstream.yaml", lineOf(src, tc.at), tc.want)
 		})
 	}
 }

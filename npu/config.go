@@ -25,49 +25,73 @@ import (
 )
 
 // Config holds the device model's parameters. DefaultConfig gives a2a3-like
-// values; each field says where its default comes from. Figures marked
-// "assumed" are this simulator's estimates, not measurements: the upstream
-// repository has no per-kernel timing table (workloads.md §5).
+// values. Each field says what it means and where its default comes from,
+// which is one of three sources:
+//
+//   - upstream: a figure from hw-native-sys/simpler's code or documents
+//     (the background notes name the file);
+//   - calibrated: HBMBytesPerSec alone, fitted once to one measurement
+//     (Qwen3-14B decode's 39.3 ms device wall) and then checked, with no
+//     further fitting, against a second (DSv4 flash decode's 35.47 ms);
+//     BENCHMARKS.md, "Cost model calibration";
+//   - assumed: this simulator's estimate, no measurement behind it (the
+//     upstream repository has no per-kernel timing table, workloads.md §5).
+//     The assumed figures shape the timeline but do not set either wall:
+//     both steps are memory bound, and halving or doubling any one of them
+//     moves either wall by at most 4.3% (CoreBytesPerSec halved, DSv4),
+//     where the HBM bandwidth moves them by 43-96% (BENCHMARKS.md).
+//
+// A kernel block's time is DispatchNs + max(bytes / bandwidth share, ops /
+// core throughput) (sim_cost.go), its bytes being what the kernel reads of
+// its arguments: the whole view, or what the model's access hints
+// (stages.Kernel.Touch) say it reads. The hints are model data, not
+// parameters: a kernel that reads one expert's weights out of 32, or one
+// group's columns out of 8, says so in the model file.
 type Config struct {
-	// Clusters is the number of AIC+2×AIV clusters (a2a3: 24, upstream
-	// platform_config.h, PLATFORM_CORES_PER_BLOCKDIM = 3, max 24 clusters).
+	// Clusters is the number of AIC+2×AIV clusters. Upstream: a2a3
+	// platform_config.h, PLATFORM_CORES_PER_BLOCKDIM = 3, at most 24
+	// clusters.
 	Clusters int
-	// Schedulers is the number of AICPU scheduler threads; one more thread
-	// resolves completions (upstream hbg runs 3S+1P, scheduler_context.h).
+	// Schedulers is the number of AICPU scheduler threads; one more
+	// thread resolves completions. Upstream: hbg runs 3S+1P
+	// (scheduler_context.h, assign_cores_to_threads).
 	Schedulers int
 
 	// HBMBytesPerSec is the die's sustained HBM bandwidth, shared by every
 	// running core. Calibrated: 1.2 TB/s, 75% of the ~1.6 TB/s peak of an
-	// Ascend 910B-class die's HBM2e, is the one value that brings Qwen3-14B
-	// decode's simulated device wall (graph form, the model file's touch
-	// hints) to upstream's measured 39.3 ms on an a2a3 board; decode is
-	// memory bound, so this is the parameter that sets its wall
-	// (BENCHMARKS.md, "Cost model calibration").
+	// Ascend 910B-class die's HBM2e (a sustained streaming fraction), is
+	// the value that brings Qwen3-14B decode's simulated wall (graph form)
+	// to upstream's measured 39.3 ms; DSv4 full, fitted to nothing, then
+	// simulates within 13% of upstream's 35.47 ms.
 	HBMBytesPerSec float64
-	// CoreBytesPerSec caps one core's share of HBM bandwidth (assumed: one
-	// core's DMA engines cannot draw more than ~1/8 of the die's HBM).
+	// CoreBytesPerSec caps one core's share of HBM bandwidth. Assumed: one
+	// core's DMA engines cannot draw more than ~1/6 of the die's HBM.
 	CoreBytesPerSec float64
-	// AICOpsPerSec is one AIC's cube throughput (assumed: ~256 TFLOPS
-	// fp16/int8-class per die over 24 AIC cores ≈ 10.7 T ops/s per core).
+	// AICOpsPerSec is one AIC's cube throughput. Assumed: ~256 T ops/s
+	// fp16/int8-class per die over 24 AIC cores, ≈ 10.7 T ops/s a core.
 	AICOpsPerSec float64
-	// AIVOpsPerSec is one AIV's vector throughput (assumed: 128 fp16 lanes
-	// × 2 ops × ~1.8 GHz ≈ 0.46 T ops/s per core).
+	// AIVOpsPerSec is one AIV's vector throughput. Assumed: 128 fp16 lanes
+	// × 2 ops × ~1.8 GHz ≈ 0.46 T ops/s a core.
 	AIVOpsPerSec float64
-	// AICIntensity and AIVIntensity are the operations per byte touched
-	// (bytes as stages.Kernel.Touch narrows them) of a kernel whose
-	// stages.Kernel.Intensity is 0 (assumed: a decode-time matmul over 8
-	// tokens does 2×8 = 16 ops per weight byte; a vector kernel ~2 ops per
-	// byte).
+	// AICIntensity and AIVIntensity are the operations per byte read of a
+	// kernel whose stages.Kernel.Intensity is 0. Assumed: a decode-time
+	// matmul over 8 tokens does 2×8 = 16 ops per weight byte; a vector
+	// kernel ~2 ops a byte. With them every decode kernel is memory bound
+	// (16 ops/B × 1.2 TB/s / 24 cores = 0.8 T ops/s, under one AIC's 10.7).
 	AICIntensity float64
 	AIVIntensity float64
 
-	// DispatchNs is the per-dispatch overhead every subtask pays on its
-	// core before its own work (a2a3 core switch gap ≈ 0.8 µs, upstream
-	// 2026-07-aicore-swimlane-switch-overhead investigation, workloads.md §5).
+	// DispatchNs is the overhead every block pays on its core before its
+	// own work. Upstream: the a2a3 core switch gap, ≈ 0.8 µs
+	// (2026-07-aicore-swimlane-switch-overhead investigation, workloads.md
+	// §5).
 	DispatchNs int64
 
-	// AICPU action costs (assumed; the AICPU is an ARM core writing task
-	// tokens to core registers and walking wake lists):
+	// The AICPU threads' action costs. Assumed, all of them: the AICPU is
+	// an ARM core writing task tokens to core registers, polling COND
+	// registers and walking wake lists in device memory; each figure is a
+	// few uncached accesses (~50-150 ns a device-memory round trip). They
+	// add up to the simulated scheduler time (Result.AICPUBusyNs).
 	//
 	// SchedDispatchNs: a scheduler claims one block of a ready task and
 	// writes its token to a core.
@@ -75,13 +99,21 @@ type Config struct {
 	// SchedCollectNs: a scheduler notices one finished subtask on its core
 	// (COND register poll) and frees the core.
 	SchedCollectNs int64
-	// ResolveNs: the resolver completes one task (flag, wake-list exchange).
+	// ResolveNs: the resolver completes one task (its completion flag, the
+	// wake-list exchange).
 	ResolveNs int64
-	// WakeNs: per consumer the resolver re-routes when a task completes.
-	WakeNs int64
-	// RetireNs: the resolver retires one dummy, alloc or predicated-off task.
+	// FaninNs: the resolver resolves one fanin edge, per consumer of a
+	// completed task (upstream's consumer-pull: the consumer's fanin state
+	// re-checked, its unmet count decremented, routed when it reaches
+	// zero). The device resolves every edge it is shipped, so the host's
+	// transitive reduction (stages/reduce.go) shows here as less resolver
+	// time; where the resolver is the bottleneck, as a shorter wall.
+	FaninNs int64
+	// RetireNs: the resolver retires one dummy, alloc or predicated-off
+	// task (upstream routes them to the dummy queue, retired by P).
 	RetireNs int64
-	// PredicateNs: evaluating one predicate when its task becomes ready.
+	// PredicateNs: evaluating one predicate when its task becomes ready
+	// (upstream #1926: the scheduler reads the element and compares).
 	PredicateNs int64
 	// ClassifyNs: boot classification per task, spread over every AICPU
 	// thread (upstream classify_partition, aicpu_executor.cpp).
@@ -92,8 +124,8 @@ type Config struct {
 	// MaterializeNodeNs: per node materialized (build its storage, rebind
 	// its tensors and scalars, resolve its predicate).
 	MaterializeNodeNs int64
-	// MaterializeSlice is the nodes materialized per scheduler action
-	// (upstream GRAPH_MATERIALIZE_SLICE_NODES = 4).
+	// MaterializeSlice is the nodes materialized per scheduler action.
+	// Upstream: GRAPH_MATERIALIZE_SLICE_NODES = 4 (pto_scheduler.h).
 	MaterializeSlice int
 	// GraphActivateNs: popping an outer GRAPH task whose fanin is met and
 	// setting its activation gate.
@@ -132,7 +164,7 @@ func DefaultConfig() Config {
 		SchedDispatchNs:   150,
 		SchedCollectNs:    60,
 		ResolveNs:         100,
-		WakeNs:            30,
+		FaninNs:           30,
 		RetireNs:          80,
 		PredicateNs:       50,
 		ClassifyNs:        20,
@@ -232,7 +264,7 @@ func (c *Config) forEachNumber(d *Config, fl func(string, *float64, *float64), i
 		{"SchedDispatchNs", &c.SchedDispatchNs, &d.SchedDispatchNs},
 		{"SchedCollectNs", &c.SchedCollectNs, &d.SchedCollectNs},
 		{"ResolveNs", &c.ResolveNs, &d.ResolveNs},
-		{"WakeNs", &c.WakeNs, &d.WakeNs},
+		{"FaninNs", &c.FaninNs, &d.FaninNs},
 		{"RetireNs", &c.RetireNs, &d.RetireNs},
 		{"PredicateNs", &c.PredicateNs, &d.PredicateNs},
 		{"ClassifyNs", &c.ClassifyNs, &d.ClassifyNs},

@@ -34,9 +34,12 @@ type defObj struct {
 	preds   []devPred
 	roots   []stages.InternalRoot // internal roots
 
-	entry []uint32 // nodes with no internal fanin
-	foOff []uint32 // fanout CSR
-	foIdx []uint32
+	// implied is the fanin edges the host's transitive reduction dropped
+	// from the nodes (stages.NodeDesc.Implied): counted, never resolved.
+	implied int
+	entry   []uint32 // nodes with no internal fanin
+	foOff   []uint32 // fanout CSR
+	foIdx   []uint32
 }
 
 // devNode is one node of a Definition.
@@ -111,6 +114,7 @@ func newDefObj(def *stages.Definition, tensors []devTensor) (*defObj, error) {
 		if nd.Fanin.N == 0 {
 			o.entry = append(o.entry, uint32(i))
 		}
+		o.implied += int(nd.Implied)
 		o.nodes[i] = devNode{kind: nd.Kind, kernel: nd.Kernel, blockNum: nd.BlockNum, tensors: nd.Tensors, scalars: nd.Scalars, fanin: nd.Fanin, pred: nd.Pred - 1, launch: nd.Launch}
 	}
 	o.preds = make([]devPred, len(def.Preds))

@@ -1,6 +1,9 @@
 package npu
 
 import (
+	"fmt"
+	"reflect"
+
 	"github.com/hbg-dev/hbg/stages"
 )
 
@@ -217,7 +220,31 @@ func synth(o synthOpts) *builder {
 	return b
 }
 
+// launch runs img on d, and again with its fanin transitively reduced
+// (stages.RunImage.ReduceFanin: what the host ships by default): both
+// launches must agree on the digests, the task counts and every race,
+// since reduction keeps reachability, which is all they stand on.
 func launch(t interface {
+	Helper()
+	Fatal(...any)
+}, d *Die, img []byte) *Result {
+	t.Helper()
+	r := launchOnce(t, d, img)
+	dec, err := stages.DecodeRunImage(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec.ReduceFanin()
+	red := launchOnce(t, d, stages.EncodeRunImage(dec))
+	if red.Digest != r.Digest || red.Tasks != r.Tasks || red.Skipped != r.Skipped || red.RaceCount != r.RaceCount ||
+		red.DeclaredRaces != r.DeclaredRaces || !reflect.DeepEqual(red.Races, r.Races) || red.FaninEdges != r.FaninEdges {
+		t.Fatal(fmt.Sprintf("reduced fanin (%d of %d edges shipped) changed the launch: digest %#x, %d races; every edge: %#x, %d races",
+			red.ShippedEdges, red.FaninEdges, red.Digest, red.RaceCount, r.Digest, r.RaceCount))
+	}
+	return r
+}
+
+func launchOnce(t interface {
 	Helper()
 	Fatal(...any)
 }, d *Die, img []byte) *Result {

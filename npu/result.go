@@ -50,6 +50,15 @@ type Result struct {
 	// race (stages.Kernel.RaceGroup); they are in neither Races nor
 	// RaceCount.
 	DeclaredRaces int
+	// FaninEdges is every dependency edge of the run's task graph, each
+	// Graph instance's nodes included: the edges the host's TensorMap
+	// resolved. ShippedEdges is those the host shipped (its transitive
+	// reduction drops the edges other paths imply, stages/reduce.go),
+	// which the resolver resolved one by one (Config.FaninNs each).
+	FaninEdges, ShippedEdges int
+	// AICPUBusyNs is each AICPU thread's busy time: the schedulers, then
+	// the resolver (the simulated scheduler time).
+	AICPUBusyNs []int64
 }
 
 // TaskDigest is one device task's identity and the digest of what it read

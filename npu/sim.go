@@ -129,6 +129,7 @@ type sim struct {
 	retired, kernels, skippedN, dummies, allocs, subtasks int
 
 	busy     []int64
+	abusy    []int64 // per AICPU thread (schedulers, then the resolver)
 	timeline []Slice
 	flows    []Flow
 	heap     eventHeap
@@ -198,6 +199,7 @@ func (s *sim) act(a int) {
 	}
 	ag = &s.agents[a]
 	if cost > 0 {
+		s.abusy[a] += cost
 		ag.free = s.now + cost
 		s.last = max(s.last, ag.free)
 		s.emit(ag.free, evWake, int32(a)) // pending stays set
@@ -257,6 +259,8 @@ func (s *sim) setup(d *Die, p *plan) {
 	s.busy = resize(s.busy, ncores)
 	clear(s.busy)
 	s.agents = resize(s.agents, s.nSched+1)
+	s.abusy = resize(s.abusy, s.nSched+1)
+	clear(s.abusy)
 	for i := range s.agents {
 		fin := s.agents[i].fin
 		fin.reset()
@@ -369,15 +373,22 @@ func (s *sim) run(d *Die, p *plan) (*Result, error) {
 
 func (s *sim) result(d *Die, p *plan) *Result {
 	r := &Result{
-		Tasks:      s.retired,
-		Kernels:    s.kernels,
-		Skipped:    s.skippedN,
-		Dummies:    s.dummies,
-		Allocs:     s.allocs,
-		GraphTasks: len(p.insts),
-		Subtasks:   s.subtasks,
-		SimNs:      s.last,
-		CoreBusyNs: append([]int64(nil), s.busy...),
+		Tasks:       s.retired,
+		Kernels:     s.kernels,
+		Skipped:     s.skippedN,
+		Dummies:     s.dummies,
+		Allocs:      s.allocs,
+		GraphTasks:  len(p.insts),
+		Subtasks:    s.subtasks,
+		SimNs:       s.last,
+		CoreBusyNs:  append([]int64(nil), s.busy...),
+		AICPUBusyNs: append([]int64(nil), s.abusy...),
+	}
+	r.FaninEdges, r.ShippedEdges = p.img.EdgeCounts()
+	for ii := range p.insts {
+		o := p.insts[ii].def
+		r.FaninEdges += len(o.fanin) + o.implied
+		r.ShippedEdges += len(o.fanin)
 	}
 	if s.cfg.Timeline {
 		r.Timeline = append([]Slice(nil), s.timeline...)

@@ -105,7 +105,7 @@ func (s *sim) complete(ti int32) int64 {
 			if s.cfg.Flows {
 				s.flow(ti, ip.base+int32(c))
 			}
-			cost += s.cfg.WakeNs + s.release(ip.base+int32(c), ti)
+			cost += s.cfg.FaninNs + s.release(ip.base+int32(c), ti)
 		}
 		if t.cp > in.cpAcc || in.cpPred < 0 {
 			in.cpAcc, in.cpPred = t.cp, ti
@@ -120,7 +120,7 @@ func (s *sim) complete(ti int32) int64 {
 		if s.cfg.Flows {
 			s.flow(ti, c)
 		}
-		cost += s.cfg.WakeNs + s.release(c, ti)
+		cost += s.cfg.FaninNs + s.release(c, ti)
 	}
 	return cost
 }

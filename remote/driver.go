@@ -348,7 +348,7 @@ func (rt *Runtime) place(i int) error {
 			Recorders: int32(o.Recorders), NoRetain: o.NoRetain, SkipDevice: o.SkipDevice,
 			DefectsAsWarnings: o.DefectsAsWarnings, StrictRecording: o.StrictRecording,
 			InFlight: int32(o.InFlight), Race: !o.Device.NoRace, Golden: o.Golden,
-			PassTimeoutNs: int64(o.PassTimeout),
+			PassTimeoutNs: int64(o.PassTimeout), FullEdges: o.FullEdges,
 		},
 	}
 	res, err := rt.awaitPlaced(ns, rt.sys.Root.RequestFuture(pid, place, placeTimeout))

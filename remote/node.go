@@ -162,6 +162,7 @@ func nodeConfig(n *Node, p *wire.Place) actors.Config {
 		Recorders:         int(o.GetRecorders()),
 		NoRetain:          o.GetNoRetain(),
 		SkipDevice:        o.GetSkipDevice(),
+		FullEdges:         o.GetFullEdges(),
 		DefectsAsWarnings: o.GetDefectsAsWarnings(),
 		StrictRecording:   o.GetStrictRecording(),
 		InFlight:          int(o.GetInFlight()),

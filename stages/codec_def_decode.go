@@ -290,6 +290,7 @@ func (h *defCounts) nodeTable(b []byte, sec []int, nodes []NodeDesc) error {
 		if nd.Launch = Launch(rec[imagefmt.NodeLaunchAt]); !nd.Launch.Valid() {
 			return badf("definition node %d has launch flags %#x (want early 1, sync_start 2)", i, rec[imagefmt.NodeLaunchAt])
 		}
+		nd.Implied = uint32(le.Uint16(rec[imagefmt.NodeImpliedAt:]))
 		nd.BlockNum = int32(le.Uint32(rec[imagefmt.NodeBlockNumAt:]))
 		for k := 0; k < 3; k++ {
 			nd.Kernel[k] = KernelID(int32(le.Uint32(rec[imagefmt.NodeKernelAt+4*k:])))

@@ -3,6 +3,7 @@ package stages
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 
 	"github.com/hbg-dev/hbg/stages/imagefmt"
 )
@@ -237,7 +238,11 @@ func (w *writer) nodeTable(d *Definition) {
 		nd := &d.Nodes[i]
 		rec := b[nodeRecSize*i : nodeRecSize*i+nodeRecSize]
 		rec[imagefmt.NodeKindAt] = uint8(nd.Kind)
-		rec[imagefmt.NodeLaunchAt], rec[imagefmt.NodeKindAt+2], rec[imagefmt.NodeKindAt+3] = uint8(nd.Launch), 0, 0
+		rec[imagefmt.NodeLaunchAt] = uint8(nd.Launch)
+		if nd.Implied > math.MaxUint16 {
+			panic(fmt.Sprintf("stages: definition node %d has %d implied edges, more than its record holds", i, nd.Implied))
+		}
+		le.PutUint16(rec[imagefmt.NodeImpliedAt:], uint16(nd.Implied))
 		le.PutUint32(rec[imagefmt.NodeBlockNumAt:], uint32(nd.BlockNum))
 		for k := 0; k < 3; k++ {
 			le.PutUint32(rec[imagefmt.NodeKernelAt+4*k:], uint32(nd.Kernel[k]))

@@ -30,7 +30,11 @@ func AppendRunImage(dst []byte, img *RunImage) []byte {
 	w.U32(uint32(len(img.Tasks)))
 	w.U32(uint32(nargs))
 	w.U32(uint32(len(img.Scalars)))
-	w.U32(uint32(len(img.Fanin)))
+	pool := img.Fanin
+	if img.reduced() {
+		pool = img.ship
+	}
+	w.U32(uint32(len(pool)))
 	w.U32(uint32(len(img.Roots)))
 	w.U32(uint32(len(img.Graphs)))
 	for range rsCount {
@@ -54,7 +58,12 @@ func AppendRunImage(dst []byte, img *RunImage) []byte {
 				args.Off += bound
 			}
 		}
-		w.runTask(t, args)
+		fan, implied := t.Fanin, t.Implied
+		if img.reduced() {
+			fan = img.shipSpan[i]
+			implied += t.Fanin.N - fan.N
+		}
+		w.runTask(t, args, fan, implied)
 	}
 	w.mark(rsArgs)
 	if img.narrow {
@@ -68,7 +77,7 @@ func AppendRunImage(dst []byte, img *RunImage) []byte {
 		w.U64(s)
 	}
 	w.mark(rsFanin)
-	for _, f := range img.Fanin {
+	for _, f := range pool {
 		w.U32(uint32(f))
 	}
 	w.mark(rsRoots)
@@ -95,12 +104,15 @@ func (w *writer) mark(sec int) {
 }
 
 // runTask writes a task descriptor whose args are at args in the args
-// section.
-func (w *writer) runTask(t *TaskDesc, args Span) {
+// section and whose shipped fanin is fan, implied more edges dropped.
+func (w *writer) runTask(t *TaskDesc, args, fan Span, implied uint32) {
 	w.U8(uint8(t.Kind))
 	fl := uint8(t.Launch) << 1 // TaskEarly, TaskSyncStart
 	if t.Pred.Valid {
 		fl |= imagefmt.TaskPredicated
+	}
+	if implied > 0 {
+		fl |= imagefmt.TaskImplied
 	}
 	w.U8(fl)
 	for k := 0; k < 3; k++ {
@@ -111,8 +123,11 @@ func (w *writer) runTask(t *TaskDesc, args Span) {
 	w.Uvarint(uint64(args.N))
 	w.Uvarint(uint64(t.Scalars.Off))
 	w.Uvarint(uint64(t.Scalars.N))
-	w.Uvarint(uint64(t.Fanin.Off))
-	w.Uvarint(uint64(t.Fanin.N))
+	w.Uvarint(uint64(fan.Off))
+	w.Uvarint(uint64(fan.N))
+	if implied > 0 {
+		w.Uvarint(uint64(implied))
+	}
 	w.Varint(int64(t.Graph))
 	if t.Pred.Valid {
 		w.U8(uint8(t.Pred.Op))
@@ -368,6 +383,11 @@ func (c *runCounts) tasks(b []byte, tasks []TaskDesc) error {
 		t.Args = Span{Off: r.Uint32(), N: r.Uint32()}
 		t.Scalars = Span{Off: r.Uint32(), N: r.Uint32()}
 		t.Fanin = Span{Off: r.Uint32(), N: r.Uint32()}
+		if fl&imagefmt.TaskImplied != 0 {
+			if t.Implied = r.Uint32(); t.Implied == 0 && r.Err == nil {
+				return badf("run image task %d is flagged with implied edges and has none", i)
+			}
+		}
 		t.Graph = r.Int32()
 		if fl&imagefmt.TaskPredicated != 0 {
 			t.Pred.Valid = true
@@ -379,10 +399,10 @@ func (c *runCounts) tasks(b []byte, tasks []TaskDesc) error {
 		if r.Err != nil {
 			return r.Err
 		}
-		if fl > imagefmt.TaskPredicated|imagefmt.TaskEarly|imagefmt.TaskSyncStart {
+		if fl&^(imagefmt.TaskPredicated|imagefmt.TaskEarly|imagefmt.TaskSyncStart|imagefmt.TaskImplied) != 0 {
 			return badf("run image task %d has flags %d", i, fl)
 		}
-		t.Launch = Launch(fl >> 1)
+		t.Launch = Launch(fl>>1) & (LaunchEarly | LaunchSyncStart)
 		if t.Kind < KindAIC || t.Kind > KindGraph {
 			return badf("run image task %d has kind %d", i, t.Kind)
 		}

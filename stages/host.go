@@ -78,8 +78,14 @@ func (h *Host) Recording() bool {
 func (h *Host) Begin(identity string, entry []Root, nkernels, round int) *Pass {
 	if h.orch == nil || h.identity != identity {
 		h.orch = NewOrdinaryPath(entry)
+		h.orch.SetFullEdges(h.cfg.FullEdges)
 		h.identity = identity
 		h.idHash = fnvString(fnvOffset, identity)
+		if h.cfg.FullEdges {
+			// A Definition shipped with every edge is another image than
+			// its reduction: its full_keys are apart, in memory and on disk.
+			h.idHash = fnvString(h.idHash, "\x00full-edges")
+		}
 		h.forgetAll()
 	}
 	if h.cfg.NoRetain {
@@ -201,7 +207,7 @@ func (h *Host) job(call *GraphCall, fk, sk uint64, verify bool) *RecordRequest {
 		Scalars:  append([]uint64(nil), call.Scalars...),
 		ExtDeps:  append([]TaskID(nil), call.ExtDeps...),
 		Body:     call.KeptBody(),
-		Verify:   verify,
+		Verify:   verify, FullEdges: h.cfg.FullEdges,
 	})
 	h.p.pending[sk]++
 	h.p.awaited++

@@ -42,6 +42,12 @@ type TaskDesc struct {
 	Args    Span
 	Scalars Span // into RunImage.Scalars
 	Fanin   Span // into RunImage.Fanin
+	// Implied, in a decoded image, counts the fanin edges the host's
+	// transitive reduction (reduce.go) dropped from this task because
+	// other edges imply them: Fanin ships the rest. An image the host
+	// builds keeps every edge in Fanin (its TensorMap's set, which expand
+	// and the reference traces compare) and the shipped ones apart.
+	Implied uint32
 	Pred    Predicate
 	// Graph indexes RunImage.Graphs for a KindGraph task, else -1.
 	Graph int32
@@ -92,6 +98,39 @@ type RunImage struct {
 	// submitted: where its boundary goes among the other arguments.
 	narrow     bool
 	argsBefore []uint32
+	// ship and shipSpan are the fanin the image ships, when the host
+	// reduced it (shipSpan has a span per task, into ship): each task's
+	// Fanin without the edges other paths imply.
+	ship     []TaskID
+	shipSpan []Span
+}
+
+// reduced reports whether the image ships its reduced fanin.
+func (img *RunImage) reduced() bool { return len(img.shipSpan) == len(img.Tasks) && len(img.Tasks) > 0 }
+
+// ShippedFanin is the fanin of task id as the image ships it: Fanin less
+// the edges the reduction dropped (all of Fanin when it did not reduce).
+func (img *RunImage) ShippedFanin(id TaskID) []TaskID {
+	if img.reduced() {
+		s := img.shipSpan[id]
+		return img.ship[s.Off : s.Off+s.N]
+	}
+	s := img.Tasks[id].Fanin
+	return img.Fanin[s.Off : s.Off+s.N]
+}
+
+// EdgeCounts is the image's fanin edges, every one the TensorMap resolved
+// (recorded: a decoded image's shipped ones plus those its tasks say were
+// implied) and those it ships.
+func (img *RunImage) EdgeCounts() (recorded, shipped int) {
+	recorded, shipped = len(img.Fanin), len(img.Fanin)
+	if img.reduced() {
+		shipped = len(img.ship)
+	}
+	for i := range img.Tasks {
+		recorded += int(img.Tasks[i].Implied)
+	}
+	return recorded, shipped
 }
 
 // Narrow reports whether the image keeps its Graph boundaries in Bound.
@@ -191,6 +230,10 @@ type NodeDesc struct {
 	Tensors  Span // into Definition.Tensors
 	Scalars  Span // into Definition.Scalars
 	Fanin    Span // into Definition.Fanin (node indices, all < this node)
+	// Implied counts the node's fanin edges the transitive reduction
+	// dropped as implied by the others (reduce.go): Fanin holds the rest.
+	// 0 in a Definition shipped with every edge.
+	Implied uint32
 	// Pred is the node's predicate, 1-based into Definition.Preds; 0: none
 	// (as the image numbers them). A predicate is apart from its node, as
 	// in the image: most nodes have none, and a PredRef is 150 bytes.

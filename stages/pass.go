@@ -60,6 +60,8 @@ type RecordRequest struct {
 	// Verify re-records a later call of a key already recorded, to catch
 	// what the first recording baked in.
 	Verify bool
+	// FullEdges: the Definition ships every fanin edge (PassConfig's).
+	FullEdges bool
 }
 
 // Outcome is the pipeline's answer to a RecordRequest, as it reaches the
@@ -110,6 +112,10 @@ type PassConfig struct {
 	SkipDevice bool
 	// CountKernels fills Pass.KernelTasks.
 	CountKernels bool
+	// FullEdges ships every fanin edge the TensorMap resolved instead of
+	// their transitive reduction (reduce.go): the ordinary path's run
+	// image and the Definitions the pass's recordings build.
+	FullEdges bool
 }
 
 type passStep uint8

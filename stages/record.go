@@ -91,7 +91,15 @@ type Recorder struct {
 	// nodesCap is the node table's capacity (Reserve's), for the tables
 	// made after Publish hands one over.
 	nodesCap int
+	// fullEdges makes Publish ship every fanin edge; otherwise it ships
+	// their transitive reduction (reduce.go), with red.
+	fullEdges bool
+	red       edgeReducer
 }
+
+// SetFullEdges makes Publish image every fanin edge the body's TensorMap
+// resolved (on true) instead of their transitive reduction.
+func (r *Recorder) SetFullEdges(full bool) { r.fullEdges = full }
 
 type privRoot struct {
 	dtype   DType
@@ -506,6 +514,9 @@ func (r *Recorder) Publish() *Published {
 	}
 	r.finish()
 	r.boundaryRecords()
+	if !r.fullEdges {
+		reduceDefinition(&r.def, &r.red)
+	}
 	img := encodeDefinition(&r.def, &r.rec)
 	// The node table goes to the host's part as it is; the next Reset
 	// makes the recorder another.

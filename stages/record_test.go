@@ -260,8 +260,15 @@ func predBody(o Submitter, b *Boundary) error {
 // buffers; its image is Build's encoded, its host part what
 // DecodeDefinitionHost gives for that image, and nothing of it is shared
 // with the recorder's next recording (Publish hands its node table over,
-// so Build goes first).
+// so Build goes first). Publish ships the transitive reduction of Build's
+// fanin (ReduceDefinition), or with SetFullEdges every edge, as Build has.
 func TestPublish(t *testing.T) {
+	for _, full := range []bool{true, false} {
+		testPublish(t, full)
+	}
+}
+
+func testPublish(t *testing.T, full bool) {
 	roots := []BoundaryRoot{{Elems: 32}, {Elems: 32}}
 	wide, wroots := wideCall(30, 291)
 	pred := smallCall(0, 1)
@@ -277,6 +284,7 @@ func TestPublish(t *testing.T) {
 		{wide, NewOrdinaryPath(wroots).BoundaryRoots(wide.Boundary)},
 	}
 	var r Recorder
+	r.SetFullEdges(full)
 	var pubs []*Published
 	var want [][]byte
 	for _, c := range calls {
@@ -289,6 +297,9 @@ func TestPublish(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := r.Publish()
+		if !full {
+			ReduceDefinition(d)
+		}
 		img := EncodeDefinition(d)
 		if !bytes.Equal(p.Image, img) || p.Hash != d.ContentHash || p.Hash != p.Def.ContentHash {
 			t.Fatalf("%s: Publish's image (hash %x) is not Build's encoded (hash %x)", call.Key, p.Hash, d.ContentHash)

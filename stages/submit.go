@@ -49,6 +49,10 @@ type OrdinaryPath struct {
 	// slots that retire TensorMap entries and that register, once every
 	// slot matched.
 	retiring, registering []region
+	// fullEdges ships every fanin edge; otherwise red reduces each task's
+	// as it is submitted (reduce.go) into the image's shipped fanin.
+	fullEdges bool
+	red       edgeReducer
 	// lend is the slots lendArgs lends, the same few kilobytes call after
 	// call: they stay in cache, where slots lent from the run image were
 	// fresh memory every call (a warm DSv4 pass lends 2,962 args, 330 KB).
@@ -76,6 +80,22 @@ type rootInfo struct {
 	rootMeta
 }
 
+// SetFullEdges makes the image ship every fanin edge the TensorMap
+// resolved (on true) instead of their transitive reduction, from the next
+// Reset on.
+func (o *OrdinaryPath) SetFullEdges(full bool) { o.fullEdges = full }
+
+// ship reduces the fanin of the task just appended into the shipped fanin.
+func (o *OrdinaryPath) ship(fanin []TaskID) {
+	if o.fullEdges {
+		return
+	}
+	img := &o.img
+	off := len(img.ship)
+	img.ship = o.red.add(fanin, grow2(img.ship, len(fanin)))
+	img.shipSpan = append(grow2(img.shipSpan, 1), Span{Off: uint32(off), N: uint32(len(img.ship) - off)})
+}
+
 // Err is the first error a Graph body run inline returned (Graph has no
 // error return of its own).
 func (o *OrdinaryPath) Err() error { return o.bodyErr }
@@ -95,6 +115,9 @@ func (o *OrdinaryPath) Reset() {
 	o.img.Fanin = o.img.Fanin[:0]
 	o.img.Roots = o.img.Roots[:0]
 	o.img.Graphs = o.img.Graphs[:0]
+	o.img.ship = o.img.ship[:0]
+	o.img.shipSpan = o.img.shipSpan[:0]
+	o.red.reset()
 	o.img.HeapBytes = 0
 	o.scopes.reset()
 	o.heapTop = 0
@@ -196,6 +219,7 @@ func (o *OrdinaryPath) Alloc(specs []RootSpec) (TaskID, RootID) {
 		Fanin:    Span{Off: uint32(len(o.img.Fanin))},
 		Graph:    -1,
 	})
+	o.ship(nil)
 	return id, first
 }
 
@@ -237,6 +261,7 @@ func (o *OrdinaryPath) Submit(t *Task) TaskID {
 		Pred:     t.Pred,
 		Graph:    -1,
 	})
+	o.ship(o.fs.Out)
 	return id
 }
 
@@ -334,6 +359,7 @@ func (o *OrdinaryPath) graphTask(call *GraphCall, sub GraphSubmission, heapBytes
 		Fanin:    Span{Off: uint32(fanOff), N: uint32(len(o.fs.Out))},
 		Graph:    int32(len(o.img.Graphs) - 1),
 	})
+	o.ship(o.fs.Out)
 	return id
 }
 
@@ -437,6 +463,8 @@ func (img *RunImage) sizedLike() *RunImage {
 		Roots:      make([]RootDesc, 0, len(img.Roots)),
 		Graphs:     make([]GraphSubmission, 0, len(img.Graphs)),
 		argsBefore: make([]uint32, 0, len(img.argsBefore)),
+		ship:       make([]TaskID, 0, len(img.ship)),
+		shipSpan:   make([]Span, 0, len(img.shipSpan)),
 	}
 }
 

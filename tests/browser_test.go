@@ -44,7 +44,8 @@ func chromiumPath(t *testing.T) string {
 }
 
 // browser starts one headless Chromium for a test, with a fresh profile
-// and nothing that reaches the network on its own.
+// and nothing that reaches the network on its own; the page's load and
+// checks get 3 minutes.
 func browser(t *testing.T) context.Context {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
@@ -218,14 +219,14 @@ func checkHeadline(t *testing.T, sp shownPage, r reportJSON) {
 }
 
 func TestBrowserReportRunTwoRanks(t *testing.T) {
-	ctx := browser(t)
+	chromiumPath(t)
 	dir := t.TempDir()
 	page := filepath.Join(dir, "run.html")
 	out, stderr, code := runCLI(t, "run", "--rounds", "3", "--ranks", "2", "--json", "--html", page, "--store", "off")
 	require.Equal(t, 0, code, stderr)
 	var r reportJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &r))
-	sp := load(t, ctx, page)
+	sp := load(t, browser(t), page)
 	artifact(t, "report-run-ranks2.png", sp.PNG)
 	assert.Empty(t, sp.Console, "console errors")
 	checkHeadline(t, sp, r)
@@ -244,7 +245,7 @@ func TestBrowserReportRunTwoRanks(t *testing.T) {
 }
 
 func TestBrowserReportCompare(t *testing.T) {
-	ctx := browser(t)
+	chromiumPath(t)
 	dir := t.TempDir()
 	page := filepath.Join(dir, "compare.html")
 	out, stderr, code := runCLI(t, "compare", "--rounds", "3", "--json", "--html", page, "--store", "off")
@@ -254,7 +255,7 @@ func TestBrowserReportCompare(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &doc))
 	require.Len(t, doc.Forms, 4, "DSv4's eager, pair, blocks and full")
-	sp := load(t, ctx, page)
+	sp := load(t, browser(t), page)
 	artifact(t, "report-compare-dsv4.png", sp.PNG)
 	assert.Empty(t, sp.Console, "console errors")
 	for _, r := range doc.Forms {

@@ -457,6 +457,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"runn"}, `unknown command "runn": did you mean run?`},
 		{[]string{"run", "--roundz", "3"}, `unknown flag: --roundz: did you mean --rounds?`},
 		{[]string{"-v"}, `unknown shorthand flag: 'v' in -v`},
+		{[]string{"store", "lss"}, `unknown command "lss" for "hbgrun store": did you mean ls?`},
+		{[]string{"run", "--rounds="}, `--rounds: want an integer, got nothing`},
 		{[]string{"run", dsv4, dsv4}, "accepts at most 1 arg(s), received 2"},
 		{[]string{"validate"}, "accepts 1 arg(s), received 0"},
 		{[]string{"expand"}, "accepts 1 arg(s), received 0"},
@@ -468,6 +470,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"expand", dsv4, "--form", "eager", "--out", missing}, "--out: open " + missing},
 		{[]string{"run", dsv4, "--otlp", "http://127.0.0.1:0"}, `port "0"`},
 		{[]string{"run", dsv4, "--otlp", "127.0.0.1:4317"}, "want grpc://host:port"},
+		{[]string{"report", missing}, "no such file or directory"},
+		{[]string{"report", dsv4}, "not a report of run --json or compare --json"},
+		{[]string{"run", dsv4, "--html", missing}, "--html: open " + missing},
 	}
 	for _, tc := range cases {
 		out, stderr, code := runCLI(t, tc.args...)

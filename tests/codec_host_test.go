@@ -103,6 +103,8 @@ func (c *publishChecker) Graph(call *stages.GraphCall) stages.TaskID {
 				c.t.Fatalf("%s %s: Build: %v", c.where, call.Key, err)
 			}
 			p := c.rec.Publish()
+			// Publish ships the transitive reduction of Build's fanin.
+			stages.ReduceDefinition(d)
 			img := stages.EncodeDefinition(d)
 			host, written, err := stages.DecodeDefinitionHost(img)
 			switch {

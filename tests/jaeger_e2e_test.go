@@ -201,6 +201,17 @@ func jaegerCheckRun(t *testing.T, rep *trace.Report, tr *jaegerTrace) {
 		runs[rank] = r
 	}
 
+	// The wait for the golden reference, before each rank's first pass,
+	// under that rank's run: the trace has no blank stretch before it
+	// (an hbgrun run, which checks golden; the trace package's own run
+	// has no reference).
+	if rep.Golden != nil {
+		require.NotEmpty(t, byName[trace.SpanGoldenReference], "no %s span", trace.SpanGoldenReference)
+		for _, g := range byName[trace.SpanGoldenReference] {
+			assert.Same(t, runs[g.intTag(string(trace.KeyRank))], parent(g), "%s is a child of its rank's run", trace.SpanGoldenReference)
+		}
+	}
+
 	// Every phase of every pass, under its rank's run, agreeing with the
 	// report. Jaeger keeps µs: a duration may differ from ns/1000 by one.
 	type passKey struct {

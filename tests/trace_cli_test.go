@@ -1,10 +1,12 @@
 package tests
 
 import (
+	"cmp"
 	"compress/gzip"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -84,6 +86,9 @@ func TestTraceOverlappedPassesApart(t *testing.T) {
 	}
 	assert.Len(t, rounds, 5)
 	assert.Positive(t, golden, "the golden reference's wait is a span")
+	cov := hostCoverage(evs, procs)
+	t.Logf("host slices cover %.1f%% of the trace", 100*cov)
+	assert.GreaterOrEqual(t, cov, 0.9, "the host's slices leave holes in the trace")
 	assert.Positive(t, keyed, "device slices name their Graph key")
 	for k, ss := range tracks {
 		for _, a := range ss {
@@ -134,4 +139,36 @@ func TestTraceFlows(t *testing.T) {
 	for _, e := range readGzipTrace(t, without) {
 		assert.NotContains(t, []string{"s", "f"}, e.Ph, "an arrow without --trace-flows")
 	}
+}
+
+// hostCoverage is the share of the trace, from the process's start (its
+// clock's 0) to its last host slice's end, that a host slice other than
+// the command's and the runs' (which enclose everything) covers: the
+// model's loading, the golden wait, the phases and the actors' work leave
+// no stretch unexplained.
+func hostCoverage(evs []gzTraceEvent, procs map[int]string) float64 {
+	type iv struct{ lo, hi float64 }
+	var ivs []iv
+	for _, e := range evs {
+		if e.Ph == "X" && procs[e.Pid] == "host" && e.Name != "hbgrun" && e.Name != "hbg.run" {
+			ivs = append(ivs, iv{e.Ts, e.Ts + e.Dur})
+		}
+	}
+	if len(ivs) == 0 {
+		return 0
+	}
+	slices.SortFunc(ivs, func(a, b iv) int { return cmp.Compare(a.lo, b.lo) })
+	covered, lo, hi := 0.0, ivs[0].lo, ivs[0].hi
+	first, last := 0.0, ivs[0].hi
+	for _, v := range ivs[1:] {
+		last = max(last, v.hi)
+		if v.lo > hi {
+			covered += hi - lo
+			lo, hi = v.lo, v.hi
+			continue
+		}
+		hi = max(hi, v.hi)
+	}
+	covered += hi - lo
+	return covered / (last - first)
 }

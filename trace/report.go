@@ -271,6 +271,16 @@ type SimDevice struct {
 	// the Chrome trace's tracks.
 	CoreBusyNs []int64 `json:"-"`
 	AICCores   int     `json:"aic_cores"`
+	// FaninEdges is the run's dependency edges as the host's TensorMap
+	// resolved them, every Graph instance's included; ShippedEdges those
+	// the host shipped, its transitive reduction having dropped the edges
+	// other paths imply (all of them with --reduce-edges=false).
+	FaninEdges   int `json:"fanin_edges"`
+	ShippedEdges int `json:"shipped_edges"`
+	// SchedulerNs is the AICPU threads' simulated busy time, summed: the
+	// schedulers' dispatches and collections and the resolver's
+	// completions, one fanin edge at a time.
+	SchedulerNs int64 `json:"scheduler_ns"`
 }
 
 // CoreBusy is one core's busy time over a simulated device run.
@@ -413,6 +423,10 @@ func (r *Report) writeText(w io.Writer, headline, all bool) error {
 		fmt.Fprintf(&b, "device (simulated, rank 0, first pass): wall %s ms, critical path %s ms, %d tasks (%d kernels, %d predicated off), busy AIC %.0f%% AIV %.0f%%\n",
 			ms(d.WallNs), ms(d.CriticalPathNs), d.Tasks, d.Kernels, d.Skipped,
 			100*d.busy(0, d.AICCores), 100*d.busy(d.AICCores, len(d.CoreBusyNs)))
+		if d.FaninEdges > 0 {
+			fmt.Fprintf(&b, "device (simulated, rank 0, first pass): fanin_edges %d, shipped_edges %d, scheduler time %s ms\n",
+				d.FaninEdges, d.ShippedEdges, ms(d.SchedulerNs))
+		}
 	}
 	if r.TraceID != "" {
 		fmt.Fprintf(&b, "trace: %s (%s)\n", r.TraceID, exportedTo(r.Exporter))

@@ -17,7 +17,7 @@ func sampleReport() *Report {
 		RunCounts{Definitions: 7, RecordedDefinitions: 14, RecordedNodes: 1400},
 	}
 	r.Sim = &SimDevice{WallNs: 53_306_000, CriticalPathNs: 36_063_000, Tasks: 15971, Kernels: 7845, Skipped: 4128,
-		CoreBusyNs: []int64{30e6, 20e6, 1e6, 2e6, 3e6, 4e6}, AICCores: 2}
+		CoreBusyNs: []int64{30e6, 20e6, 1e6, 2e6, 3e6, 4e6}, AICCores: 2, FaninEdges: 44412, ShippedEdges: 24786, SchedulerNs: 11_004_000}
 	r.Golden = &Golden{Reference: "inline twin", Verdict: "match", Digest: 0x0123456789abcdef, ReferenceDigest: 0x0123456789abcdef, Match: true,
 		Tasks: 15971, ReferenceTasks: 15971, EagerDigest: 0x0123456789abcdef, EagerMatch: true}
 	r.TraceID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -58,7 +58,7 @@ func TestReportJSONContract(t *testing.T) {
 	assert.Equal(t, []string{"device_tasks", "graph_submissions", "host_submissions", "ordinary_tasks"}, keys(counts["per_pass"]))
 	assert.Equal(t, []string{"boundary_mismatches", "definitions", "demoted", "fetch_rejected", "fetched_bytes", "fetched_definitions", "loaded_bytes", "loaded_definitions", "recorded_definitions", "recorded_nodes", "store_rejected"}, keys(counts["per_run"]))
 	sim := doc["sim"].(map[string]any)
-	assert.Equal(t, []string{"aic_cores", "core_busy", "critical_path_ns", "kernels", "skipped", "tasks", "wall_ns"}, keys(sim))
+	assert.Equal(t, []string{"aic_cores", "core_busy", "critical_path_ns", "fanin_edges", "kernels", "scheduler_ns", "shipped_edges", "skipped", "tasks", "wall_ns"}, keys(sim))
 	busy := sim["core_busy"].([]any)
 	require.Len(t, busy, 6)
 	assert.Equal(t, map[string]any{"core": "aic 1", "busy_ns": 20e6}, busy[1])

@@ -42,6 +42,9 @@ const (
 	// their own once per orchestration) before the first pass is sent: a
 	// child of the run, on the rank's track.
 	SpanGoldenReference = "golden_reference"
+	// SpanLoadModel is reading, parsing and compiling the model file
+	// before the run (a child of the command).
+	SpanLoadModel = "load_model"
 )
 
 // Attribute keys. They are a contract: the Jaeger end-to-end test and any
@@ -163,11 +166,26 @@ type RunInfo struct {
 // with model, form, rounds and ranks). Start each rank's run under the
 // returned context.
 func (t *Tracer) StartCommand(ctx context.Context, info RunInfo) (context.Context, Span) {
-	ctx, s := t.t.Start(ctx, SpanCommand, oteltrace.WithAttributes(
+	return t.StartCommandAt(ctx, info, time.Now())
+}
+
+// StartCommandAt is StartCommand for a command that began at start, before
+// its tracer was made (its model loaded first: LoadedModel).
+func (t *Tracer) StartCommandAt(ctx context.Context, info RunInfo, start time.Time) (context.Context, Span) {
+	ctx, s := t.t.Start(ctx, SpanCommand, oteltrace.WithTimestamp(start), oteltrace.WithAttributes(
 		KeyModel.String(info.Model), KeyForm.String(info.Form),
 		KeyRounds.Int(info.Rounds), KeyRanks.Int(info.Ranks),
 	))
 	return ctx, Span{s}
+}
+
+// LoadedModel records, as a child of the span in ctx, the reading and
+// compiling of the model (SpanLoadModel) from start to end: it happens
+// before the tracer exists, and without it a trace starts with a blank
+// stretch as long as it took.
+func (t *Tracer) LoadedModel(ctx context.Context, model string, start, end time.Time) {
+	_, s := t.t.Start(ctx, SpanLoadModel, oteltrace.WithTimestamp(start), oteltrace.WithAttributes(KeyModel.String(model)))
+	s.End(oteltrace.WithTimestamp(end))
 }
 
 // StartPreload starts a preload (SpanPreload, with model and form) as a

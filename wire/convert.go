@@ -363,6 +363,7 @@ func fromDevice(d *npu.Result) *Device {
 		Dummies: int64(d.Dummies), Allocs: int64(d.Allocs), GraphTasks: int64(d.GraphTasks), Subtasks: int64(d.Subtasks),
 		SimNs: d.SimNs, Digest: d.Digest, CoreBusyNs: d.CoreBusyNs, CriticalPathNs: d.CriticalPathNs,
 		RaceCount: int64(d.RaceCount), DeclaredRaces: int64(d.DeclaredRaces),
+		FaninEdges: int64(d.FaninEdges), ShippedEdges: int64(d.ShippedEdges), AicpuBusyNs: d.AICPUBusyNs,
 	}
 }
 
@@ -370,7 +371,8 @@ func fromDevice(d *npu.Result) *Device {
 const maxCores = 1 << 12
 
 func toDevice(m *Device) (*npu.Result, error) {
-	vs := []int64{m.GetTasks(), m.GetKernels(), m.GetSkipped(), m.GetDummies(), m.GetAllocs(), m.GetGraphTasks(), m.GetSubtasks(), m.GetRaceCount(), m.GetDeclaredRaces()}
+	vs := []int64{m.GetTasks(), m.GetKernels(), m.GetSkipped(), m.GetDummies(), m.GetAllocs(), m.GetGraphTasks(), m.GetSubtasks(), m.GetRaceCount(), m.GetDeclaredRaces(),
+		m.GetFaninEdges(), m.GetShippedEdges()}
 	for _, v := range vs {
 		if v < 0 || v > 1<<40 {
 			return nil, bad("device count %d out of range", v)
@@ -379,10 +381,14 @@ func toDevice(m *Device) (*npu.Result, error) {
 	if len(m.GetCoreBusyNs()) > maxCores || len(m.GetCoreBusyNs())%3 != 0 {
 		return nil, bad("device of %d cores, want a multiple of 3 up to %d (1 AIC + 2 AIV per cluster)", len(m.GetCoreBusyNs()), maxCores)
 	}
+	if len(m.GetAicpuBusyNs()) > maxCores {
+		return nil, bad("device of %d AICPU threads, want at most %d", len(m.GetAicpuBusyNs()), maxCores)
+	}
 	return &npu.Result{
 		Tasks: int(vs[0]), Kernels: int(vs[1]), Skipped: int(vs[2]), Dummies: int(vs[3]), Allocs: int(vs[4]),
 		GraphTasks: int(vs[5]), Subtasks: int(vs[6]), RaceCount: int(vs[7]), DeclaredRaces: int(vs[8]),
 		SimNs: m.GetSimNs(), Digest: m.GetDigest(), CoreBusyNs: m.GetCoreBusyNs(), CriticalPathNs: m.GetCriticalPathNs(),
+		FaninEdges: int(vs[9]), ShippedEdges: int(vs[10]), AICPUBusyNs: m.GetAicpuBusyNs(),
 	}, nil
 }
 

@@ -52,7 +52,7 @@ func fullResult() *actors.PassResult {
 			Demoted: 1, BoundaryMismatches: 2, FallbackCalls: 3, Verified: 4, ExpectedDeviceTasks: 15972},
 		Device: &npu.Result{Tasks: 15972, Kernels: 7845, Skipped: 4128, Dummies: 5, Allocs: 6, GraphTasks: 86, Subtasks: 99,
 			SimNs: 67720000, Digest: 0x4133337b3b99a97b, CoreBusyNs: []int64{1, 2, 3, 4, 5, 6}, CriticalPathNs: 45069000,
-			Races: races, RaceCount: 2, DeclaredRaces: 1892},
+			Races: races, RaceCount: 2, DeclaredRaces: 1892, FaninEdges: 43412, ShippedEdges: 24112, AICPUBusyNs: []int64{7, 8, 9, 10}},
 		Warnings:      []string{"a warning"},
 		DeviceStartNs: 77,
 		Golden: &golden.Check{Reference: "inline twin", Verdict: golden.VerdictRacy, Match: false,

@@ -286,6 +286,9 @@ type Options struct {
 	Race          bool  `protobuf:"varint,7,opt,name=race,proto3" json:"race,omitempty"`
 	Golden        bool  `protobuf:"varint,8,opt,name=golden,proto3" json:"golden,omitempty"`
 	PassTimeoutNs int64 `protobuf:"varint,9,opt,name=pass_timeout_ns,json=passTimeoutNs,proto3" json:"pass_timeout_ns,omitempty"`
+	// full_edges: ship every fanin edge, not their transitive reduction
+	// (--reduce-edges=false).
+	FullEdges     bool `protobuf:"varint,10,opt,name=full_edges,json=fullEdges,proto3" json:"full_edges,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -381,6 +384,13 @@ func (x *Options) GetPassTimeoutNs() int64 {
 		return x.PassTimeoutNs
 	}
 	return 0
+}
+
+func (x *Options) GetFullEdges() bool {
+	if x != nil {
+		return x.FullEdges
+	}
+	return false
 }
 
 // Placed answers Place: the ranks are ready, or the failure says why not.
@@ -1344,6 +1354,11 @@ type Device struct {
 	// The races themselves travel once, in Golden.races.
 	RaceCount     int64 `protobuf:"varint,12,opt,name=race_count,json=raceCount,proto3" json:"race_count,omitempty"`
 	DeclaredRaces int64 `protobuf:"varint,13,opt,name=declared_races,json=declaredRaces,proto3" json:"declared_races,omitempty"`
+	// Edges the host's TensorMap resolved, and those it shipped (npu.Result).
+	FaninEdges   int64 `protobuf:"varint,14,opt,name=fanin_edges,json=faninEdges,proto3" json:"fanin_edges,omitempty"`
+	ShippedEdges int64 `protobuf:"varint,15,opt,name=shipped_edges,json=shippedEdges,proto3" json:"shipped_edges,omitempty"`
+	// Each AICPU thread's busy time: the schedulers, then the resolver.
+	AicpuBusyNs   []int64 `protobuf:"varint,16,rep,packed,name=aicpu_busy_ns,json=aicpuBusyNs,proto3" json:"aicpu_busy_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1467,6 +1482,27 @@ func (x *Device) GetDeclaredRaces() int64 {
 		return x.DeclaredRaces
 	}
 	return 0
+}
+
+func (x *Device) GetFaninEdges() int64 {
+	if x != nil {
+		return x.FaninEdges
+	}
+	return 0
+}
+
+func (x *Device) GetShippedEdges() int64 {
+	if x != nil {
+		return x.ShippedEdges
+	}
+	return 0
+}
+
+func (x *Device) GetAicpuBusyNs() []int64 {
+	if x != nil {
+		return x.AicpuBusyNs
+	}
+	return nil
 }
 
 // Race mirrors npu.Race.
@@ -2023,7 +2059,7 @@ const file_wire_proto_rawDesc = "" +
 	"\n" +
 	"TraceEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb1\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd0\x02\n" +
 	"\aOptions\x12\x1c\n" +
 	"\trecorders\x18\x01 \x01(\x05R\trecorders\x12\x1b\n" +
 	"\tno_retain\x18\x02 \x01(\bR\bnoRetain\x12\x1f\n" +
@@ -2034,7 +2070,10 @@ const file_wire_proto_rawDesc = "" +
 	"\tin_flight\x18\x06 \x01(\x05R\binFlight\x12\x12\n" +
 	"\x04race\x18\a \x01(\bR\x04race\x12\x16\n" +
 	"\x06golden\x18\b \x01(\bR\x06golden\x12&\n" +
-	"\x0fpass_timeout_ns\x18\t \x01(\x03R\rpassTimeoutNs\"q\n" +
+	"\x0fpass_timeout_ns\x18\t \x01(\x03R\rpassTimeoutNs\x12\x1d\n" +
+	"\n" +
+	"full_edges\x18\n" +
+	" \x01(\bR\tfullEdges\"q\n" +
 	"\x06Placed\x12\x10\n" +
 	"\x03run\x18\x01 \x01(\tR\x03run\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x14\n" +
@@ -2134,7 +2173,7 @@ const file_wire_proto_rawDesc = "" +
 	"\x0efallback_calls\x18\b \x01(\x03R\rfallbackCalls\x12\x1a\n" +
 	"\bverified\x18\t \x01(\x03R\bverified\x122\n" +
 	"\x15expected_device_tasks\x18\n" +
-	" \x01(\x03R\x13expectedDeviceTasks\"\x82\x03\n" +
+	" \x01(\x03R\x13expectedDeviceTasks\"\xec\x03\n" +
 	"\x06Device\x12\x14\n" +
 	"\x05tasks\x18\x01 \x01(\x03R\x05tasks\x12\x18\n" +
 	"\akernels\x18\x02 \x01(\x03R\akernels\x12\x18\n" +
@@ -2152,7 +2191,11 @@ const file_wire_proto_rawDesc = "" +
 	"\x10critical_path_ns\x18\v \x01(\x03R\x0ecriticalPathNs\x12\x1d\n" +
 	"\n" +
 	"race_count\x18\f \x01(\x03R\traceCount\x12%\n" +
-	"\x0edeclared_races\x18\r \x01(\x03R\rdeclaredRaces\"\xc8\x01\n" +
+	"\x0edeclared_races\x18\r \x01(\x03R\rdeclaredRaces\x12\x1f\n" +
+	"\vfanin_edges\x18\x0e \x01(\x03R\n" +
+	"faninEdges\x12#\n" +
+	"\rshipped_edges\x18\x0f \x01(\x03R\fshippedEdges\x12\"\n" +
+	"\raicpu_busy_ns\x18\x10 \x03(\x03R\vaicpuBusyNs\"\xc8\x01\n" +
 	"\x04Race\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\x05R\x04kind\x12\"\n" +
 	"\x01a\x18\x02 \x01(\v2\x14.hbg.wire.RaceAccessR\x01a\x12\"\n" +

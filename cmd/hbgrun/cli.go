@@ -87,6 +87,11 @@ var takesModel = map[string]bool{"run": true, "compare": true, "validate": true,
 // conventions gives c and its subcommands the completions above.
 func conventions(c *cobra.Command) {
 	name := strings.Fields(c.Use + " ")[0]
+	if c.HasSubCommands() {
+		// "did you mean" for a mistyped subcommand (store lss), as the
+		// root has for commands.
+		c.SuggestionsMinimumDistance = 2
+	}
 	if takesModel[name] && c.ValidArgsFunction == nil {
 		c.ValidArgsFunction = modelArgs
 	}
@@ -109,6 +114,19 @@ func conventions(c *cobra.Command) {
 	for _, sub := range c.Commands() {
 		conventions(sub)
 	}
+}
+
+// unknownSubcommand is cobra's error for a word under a command with
+// subcommands (store lss), with the subcommands it is closest to; nil
+// when the command has none or nothing is close.
+func unknownSubcommand(c *cobra.Command, args []string) error {
+	if !c.HasSubCommands() || len(args) == 0 {
+		return nil
+	}
+	if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+		return fmt.Errorf("unknown command %q for %q: did you mean %s?", args[0], c.CommandPath(), strings.Join(s, " or "))
+	}
+	return nil
 }
 
 // unknownCommand is the root's error for a word that is no command, with
@@ -134,10 +152,14 @@ func flagWords(c *cobra.Command, err error) error {
 			if want == "" {
 				want = "a " + f.Value.Type()
 			}
-			if ne != nil && errors.Is(ne.Err, strconv.ErrRange) {
-				return fmt.Errorf("--%s: want %s, got %s (out of range)", f.Name, want, iv.GetValue())
+			got := iv.GetValue()
+			if got == "" {
+				got = "nothing"
 			}
-			return fmt.Errorf("--%s: want %s, got %s", f.Name, want, iv.GetValue())
+			if ne != nil && errors.Is(ne.Err, strconv.ErrRange) {
+				return fmt.Errorf("--%s: want %s, got %s (out of range)", f.Name, want, got)
+			}
+			return fmt.Errorf("--%s: want %s, got %s", f.Name, want, got)
 		}
 		// A flag's own Set said what it wants.
 		return fmt.Errorf("--%s %s: %w", f.Name, iv.GetValue(), cause)

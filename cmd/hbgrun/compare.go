@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -53,6 +54,7 @@ func init() {
 }
 
 func compareCmd(ctx context.Context, out, stderr io.Writer, path string, forms []string, block int, f *runFlags) error {
+	t0 := time.Now()
 	model, err := loadModel(path)
 	if err != nil {
 		return err
@@ -69,6 +71,7 @@ func compareCmd(ctx context.Context, out, stderr io.Writer, path string, forms [
 			return err
 		}
 	}
+	loaded := time.Now()
 	htmlOut, err := createOutput("--html", f.html)
 	if err != nil {
 		return err
@@ -79,7 +82,8 @@ func compareCmd(ctx context.Context, out, stderr io.Writer, path string, forms [
 		return err
 	}
 	info := trace.RunInfo{Model: modelName(model), Form: strings.Join(forms, ","), Rounds: f.rounds, Ranks: f.ranks}
-	cctx, cmdSpan := s.tracer.StartCommand(ctx, info)
+	cctx, cmdSpan := s.tracer.StartCommandAt(ctx, info, t0)
+	s.tracer.LoadedModel(cctx, info.Model, t0, loaded)
 	reports, passes, err := compareForms(cctx, s, f, model.Name, forms, orchs, block)
 	var failed error
 	if gf := (goldenFailed{}); errors.As(err, &gf) {

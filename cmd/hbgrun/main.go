@@ -149,6 +149,9 @@ func markErrors(c *cobra.Command) {
 	if args := c.Args; args != nil {
 		c.Args = func(c *cobra.Command, a []string) error {
 			if err := args(c, a); err != nil {
+				if sub := unknownSubcommand(c, a); sub != nil {
+					err = sub
+				}
 				return usageError{fmt.Errorf("%s: %w (usage: %s)", strings.TrimPrefix(c.CommandPath(), "hbgrun "), err, c.UseLine())}
 			}
 			return nil

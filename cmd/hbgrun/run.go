@@ -43,6 +43,7 @@ type runFlags struct {
 	verbose    bool
 	inFlight   int
 	race       bool
+	reduce     bool
 	preload    bool
 	store      storeFlags
 	// remote places the ranks on nodes (run --nodes); model is MODEL's
@@ -76,6 +77,7 @@ func (f *runFlags) register(c *cobra.Command, withForm bool) {
 	fl.IntVar(&f.inFlight, "in-flight", 2, "passes of one rank in flight: the host orchestrates the next while the device runs the previous (1: they take turns; 0: the runtime's default)")
 	fl.BoolVar(&f.strict, "strict", false, "fail a pass when a body records something unsupported, instead of running that key on the ordinary path")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print a line on stderr as each pass ends")
+	fl.BoolVar(&f.reduce, "reduce-edges", true, "ship the transitive reduction of the task graph's fanin, in the run image and each Definition (--reduce-edges=false ships every edge the TensorMap resolved)")
 	fl.BoolVar(&f.race, "race", true, "check every device run for races (--race=false skips the detector; the golden check then compares digests only)")
 	fl.BoolVar(&f.preload, "preload", true, "before the first pass, load from the store on disk every Definition an earlier run of this model's form kept (--preload=false: each is loaded when a Graph call first asks for it)")
 	f.store.register(fl)
@@ -153,6 +155,7 @@ func (f *runFlags) config(tr *trace.Tracer, skipDevice bool) actors.Config {
 		Recorders:         f.recorders,
 		NoRetain:          f.noRetain,
 		SkipDevice:        skipDevice,
+		FullEdges:         !f.reduce,
 		DefectsAsWarnings: f.defects == "warn",
 		StrictRecording:   f.strict,
 		InFlight:          f.inFlight,
@@ -195,6 +198,7 @@ Without MODEL it runs the embedded default, config/models/dsv4_flash_decode.yaml
 }
 
 func runCmd(ctx context.Context, out, stderr io.Writer, path string, f *runFlags) error {
+	t0 := time.Now()
 	model, err := loadModel(path)
 	if err != nil {
 		return err
@@ -214,6 +218,7 @@ func runCmd(ctx context.Context, out, stderr io.Writer, path string, f *runFlags
 		return err
 	}
 	f.model = path
+	loaded := time.Now()
 	var dump *imageDump
 	if f.images != "" {
 		if dump, err = newImageDump(f.images, &f.store.dir, f.noRetain); err != nil {
@@ -232,7 +237,8 @@ func runCmd(ctx context.Context, out, stderr io.Writer, path string, f *runFlags
 		return err
 	}
 	info := trace.RunInfo{Model: modelName(model), Form: f.form, Rounds: f.rounds, Ranks: f.ranks}
-	cctx, cmdSpan := s.tracer.StartCommand(ctx, info)
+	cctx, cmdSpan := s.tracer.StartCommandAt(ctx, info, t0)
+	s.tracer.LoadedModel(cctx, info.Model, t0, loaded)
 	rep, passes, err := runForm(cctx, s, f, orch, info)
 	autoWarnings(rep)
 	if dump != nil {
@@ -435,6 +441,10 @@ func golden(rep *trace.Report, passes []*actors.PassResult) error {
 		WallNs: first.SimNs, CriticalPathNs: first.CriticalPathNs,
 		Tasks: first.Tasks, Kernels: first.Kernels, Skipped: first.Skipped,
 		CoreBusyNs: first.CoreBusyNs, AICCores: len(first.CoreBusyNs) / 3,
+		FaninEdges: first.FaninEdges, ShippedEdges: first.ShippedEdges,
+	}
+	for _, ns := range first.AICPUBusyNs {
+		rep.Sim.SchedulerNs += ns
 	}
 	return failed
 }

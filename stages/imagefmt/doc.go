@@ -102,7 +102,10 @@
 //	                5 alloc; never 6 graph: a body does not nest)
 //	              1 u8 launch flags (LaunchEarly 1: set_allow_early_resolve,
 //	                LaunchSyncStart 2: set_require_sync_start; no other bit)
-//	              2 u16 0 (reserved)
+//	              2 u16 implied: the node's fanin edges the host's
+//	                transitive reduction dropped as implied by its others
+//	                (counted, never resolved; 0 in an image shipped with
+//	                every edge)
 //	              4 i32 block_num
 //	              8 i32 kernel[3] (AIC, AIV0, AIV1; -1 = none)
 //	             20 u32 tensor_off, 24 u32 tensor_n   (into tensors)
@@ -167,13 +170,17 @@
 //
 //	tasks    a task descriptor each, in submission order (task id = index):
 //	           u8 kind (stages.Kind, 1..6: a 6 is an outer GRAPH task)
-//	           u8 flags (TaskPredicated 1, TaskEarly 2, TaskSyncStart 4;
-//	                    no other bit)
+//	           u8 flags (TaskPredicated 1, TaskEarly 2, TaskSyncStart 4,
+//	                    TaskImplied 8; no other bit)
 //	           varint kernel[3], varint block_num
 //	           uvarint args_off, args_n        (into args)
 //	           uvarint scalars_off, scalars_n  (into scalars)
 //	           uvarint fanin_off, fanin_n      (into fanin; spans disjoint
-//	                                           and in task order)
+//	                                           and in task order; the
+//	                                           edges the host ships)
+//	           with TaskImplied: uvarint implied (>= 1), the edges the
+//	             host's transitive reduction dropped as implied by the
+//	             others (counted, never resolved)
 //	           varint graph                    (into graphs; -1 unless GRAPH)
 //	           with TaskPredicated: u8 op, a view, varint index, varint target
 //	args     an argument each: u8 tag, then

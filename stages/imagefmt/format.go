@@ -77,8 +77,9 @@ var DefSectionNames = [DefSecCount]string{
 const (
 	NodeRecordSize = 40
 
-	NodeKindAt      = 0  // u8, then u8 launch flags and u16 0
+	NodeKindAt      = 0  // u8, then u8 launch flags and u16 implied
 	NodeLaunchAt    = 1  // u8: LaunchEarly | LaunchSyncStart
+	NodeImpliedAt   = 2  // u16: fanin edges the reduction dropped as implied
 	NodeBlockNumAt  = 4  // i32
 	NodeKernelAt    = 8  // i32[3]
 	NodeTensorOffAt = 20 // u32
@@ -141,6 +142,10 @@ const (
 	// byte (NodeLaunchAt); no other bit is set.
 	LaunchEarly     = 1
 	LaunchSyncStart = 2
+	// TaskImplied, in a run image task's flags, says a uvarint follows the
+	// fanin span: the edges the host's transitive reduction dropped from
+	// the task as implied by its other edges (at least 1).
+	TaskImplied = 8
 	// RootManualDep, in a root's flags, marks a root of a manual scope.
 	RootManualDep = 1
 	// ScalarStatic and ScalarBoundary are a Definition scalar's source byte.

@@ -269,7 +269,7 @@ func (f *family) plot(path string) error {
 	}
 	for _, p := range []*plot.Plot{top, bottom} {
 		p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
-		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, ticks125{}
 		p.Legend.Top, p.Legend.Left = true, false
 		p.Add(plotter.NewGrid())
 		padY(p)
@@ -295,7 +295,8 @@ func (f *family) plot(path string) error {
 }
 
 // padY widens a log axis that spans less than a decade to one, so that a
-// flat line is drawn flat, not stretched over the plot's height.
+// flat line is drawn flat, not stretched over the plot's height, and
+// leaves the top of the plot to the legend.
 func padY(p *plot.Plot) {
 	lo, hi := p.Y.Min, p.Y.Max
 	if lo <= 0 || hi <= 0 {
@@ -305,4 +306,29 @@ func padY(p *plot.Plot) {
 		mid := math.Sqrt(hi * lo)
 		p.Y.Min, p.Y.Max = mid/math.Sqrt(10), mid*math.Sqrt(10)
 	}
+	// Room above the highest point for the legend.
+	p.Y.Max *= math.Pow(p.Y.Max/p.Y.Min, 0.3)
+}
+
+// ticks125 labels a log axis at 1, 2 and 5 times each power of ten (the
+// other integers unlabelled), so that a cost is read off the plot, not
+// only its decade.
+type ticks125 struct{}
+
+func (ticks125) Ticks(min, max float64) []plot.Tick {
+	var ts []plot.Tick
+	for e := math.Floor(math.Log10(min)); math.Pow(10, e) <= max; e++ {
+		for m := 1.0; m < 10; m++ {
+			v := m * math.Pow(10, e)
+			if v < min || v > max {
+				continue
+			}
+			t := plot.Tick{Value: v}
+			if m == 1 || m == 2 || m == 5 {
+				t.Label = strconv.FormatFloat(v, 'g', -1, 64)
+			}
+			ts = append(ts, t)
+		}
+	}
+	return ts
 }
