@@ -107,7 +107,7 @@ func (s *Store) putBatch(items []Item) (added int64, stored int, err error) {
 			objOf[i] = st
 			continue
 		}
-		have, err := os.ReadFile(obj)
+		have, err := readRegular(obj)
 		switch {
 		case err == nil && !bytes.Equal(have, it.Image):
 			// Damaged on disk, and left here by an entry that lost its

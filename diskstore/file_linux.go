@@ -144,13 +144,46 @@ func readImage(path string, n int64) (img []byte, size int64, err error) {
 	return b, n, nil
 }
 
+// openRead opens path for reading without following a symbolic link at
+// its end (ELOOP, reported as errNotRegular) and without blocking: a named
+// pipe planted in the store opens at once instead of waiting for a writer
+// (which hung a load and verify past SIGTERM), and reads of it return at
+// once. Reads of a regular file are the same either way.
 func openRead(path string) (int, error) {
 	for {
-		fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
-		if err != syscall.EINTR {
-			return fd, err
+		fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+		switch err {
+		case syscall.EINTR:
+			continue
+		case syscall.ELOOP:
+			return -1, fmt.Errorf("%w (a symbolic link)", errNotRegular)
 		}
+		return fd, err
 	}
+}
+
+// readRegular reads the whole of the regular file at path: the store's
+// maintenance reads (verify, gc, a batch's comparison, Quarantine) go
+// through it, so a directory, pipe, device or symbolic link planted in the
+// store is errNotRegular, never a read that blocks or does not end.
+func readRegular(path string) ([]byte, error) {
+	fd, err := openRead(path)
+	if err != nil {
+		return nil, fmt.Errorf("definition store: opening %s: %w", path, err)
+	}
+	defer syscall.Close(fd)
+	var st syscall.Stat_t
+	if err := retry(func() error { return syscall.Fstat(fd, &st) }); err != nil {
+		return nil, fmt.Errorf("definition store: %s: %w", path, err)
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return nil, fmt.Errorf("definition store: %s: %w", path, errNotRegular)
+	}
+	b, err := readAll(fd, nil, st.Size)
+	if err != nil {
+		return nil, fmt.Errorf("definition store: reading %s: %w", path, err)
+	}
+	return b, nil
 }
 
 // readAll reads fd from its start into buf's storage (grown to hint bytes

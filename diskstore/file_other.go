@@ -109,3 +109,27 @@ func readImage(path string, n int64) (img []byte, size int64, err error) {
 	}
 	return b[:n:n], n, nil
 }
+
+// readRegular reads the whole of the regular file at path, refusing
+// (errNotRegular) anything else planted in the store: a directory, pipe,
+// device or symbolic link.
+func readRegular(path string) ([]byte, error) {
+	if st, err := os.Lstat(path); err != nil {
+		return nil, fmt.Errorf("definition store: %w", err)
+	} else if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("definition store: %s: %w", path, errNotRegular)
+	}
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("definition store: %w", err)
+	}
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("definition store: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("definition store: %s: %w", path, errNotRegular)
+	}
+	return io.ReadAll(io.LimitReader(fh, st.Size()))
+}

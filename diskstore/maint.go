@@ -43,7 +43,7 @@ func (s *Store) scan() (*files, error) {
 		if err != nil {
 			continue // removed meanwhile
 		}
-		data, err := os.ReadFile(p)
+		data, err := readRegular(p)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			continue // removed meanwhile
@@ -173,7 +173,7 @@ func (s *Store) Verify() (*VerifyReport, error) {
 			r.Problems = append(r.Problems, Problem{p, "points to a missing image " + name})
 			continue
 		}
-		img, err := os.ReadFile(s.objectPath(e.Hash))
+		img, err := readRegular(s.objectPath(e.Hash))
 		if err != nil {
 			r.Problems = append(r.Problems, Problem{p, err.Error()})
 			continue
@@ -210,7 +210,7 @@ func (s *Store) Verify() (*VerifyReport, error) {
 // checkOrphan checks an image no current entry names: it must decode and
 // be named by its content hash.
 func checkOrphan(path string) string {
-	img, err := os.ReadFile(path)
+	img, err := readRegular(path)
 	if err != nil {
 		return err.Error()
 	}

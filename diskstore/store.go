@@ -558,7 +558,7 @@ func (s *Store) reject(fullKey uint64, reason string, paths ...string) *Rejected
 // entry).
 func (s *Store) Quarantine(fullKey uint64, reason string) *Rejected {
 	idx := s.indexPath(fullKey)
-	data, err := os.ReadFile(idx)
+	data, err := readRegular(idx)
 	if err != nil {
 		return nil
 	}

@@ -25,6 +25,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hbg-dev/hbg/trace"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 var (
@@ -211,31 +213,15 @@ func TestTraceOut(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc struct {
-		TraceEvents []struct {
-			Name string         `json:"name"`
-			Ph   string         `json:"ph"`
-			Pid  int            `json:"pid"`
-			Tid  int            `json:"tid"`
-			Args map[string]any `json:"args"`
-		} `json:"traceEvents"`
-	}
-	if err := json.Unmarshal(b, &doc); err != nil {
-		t.Fatalf("not trace-event JSON: %v", err)
-	}
+	doc := readChromeTrace(t, path)
 	tracks := map[string]bool{}
 	procs := map[int]string{}
 	for _, e := range doc.TraceEvents {
 		if e.Ph == "M" && e.Name == "process_name" {
-			procs[e.Pid], _ = e.Args["name"].(string)
+			procs[e.Pid] = e.Args.Name
 		}
 		if e.Ph == "M" && e.Name == "thread_name" {
-			name, _ := e.Args["name"].(string)
-			tracks[procs[e.Pid]+"/"+name] = true
+			tracks[procs[e.Pid]+"/"+e.Args.Name] = true
 		}
 	}
 	if !tracks["host/rank 0"] {
@@ -260,17 +246,16 @@ func TestTraceOut(t *testing.T) {
 	type window struct{ lo, hi float64 }
 	walls := map[int]window{}
 	first := map[int]float64{}
-	for _, e := range readChromeTrace(t, path).TraceEvents {
+	for _, e := range doc.TraceEvents {
 		if e.Ph != "X" {
 			continue
 		}
-		round, _ := e.Args["hbg.round"].(float64)
 		if e.Name == "device_wall" {
-			walls[int(round)] = window{e.Ts, e.Ts + e.Dur}
+			walls[int(e.Args.HbgRound)] = window{e.Ts, e.Ts + e.Dur}
 		}
-		if r, ok := e.Args["round"].(float64); ok && strings.HasPrefix(procs[e.Pid], "rank 0 device") {
-			if f, seen := first[int(r)]; !seen || e.Ts < f {
-				first[int(r)] = e.Ts
+		if r := e.Args.Round; r != nil && strings.HasPrefix(procs[e.Pid], "rank 0 device") {
+			if f, seen := first[int(*r)]; !seen || e.Ts < f {
+				first[int(*r)] = e.Ts
 			}
 		}
 	}
@@ -675,10 +660,10 @@ func TestCompareTraceOut(t *testing.T) {
 	for _, e := range readChromeTrace(t, path).TraceEvents {
 		switch {
 		case e.Ph == "M" && e.Name == "process_name":
-			names[e.Pid] = e.Args["name"].(string)
+			names[e.Pid] = e.Args.Name
 			procs[names[e.Pid]] = true
 		case e.Ph == "M" && e.Name == "thread_name":
-			procs[names[e.Pid]+"/"+e.Args["name"].(string)] = true
+			procs[names[e.Pid]+"/"+e.Args.Name] = true
 		}
 	}
 	for _, want := range []string{"host", "eager rank 0 device (simulated clock) round 0", "full rank 1 device (simulated clock) round 0", "host/rank 1 pass slot 0"} {
@@ -688,15 +673,22 @@ func TestCompareTraceOut(t *testing.T) {
 	}
 }
 
+// chromeTrace is what the tests read of a trace-event file. Args holds
+// only the arguments they look at: decoding every event's arguments into a
+// map was most of the time of these tests under -race.
 type chromeTrace struct {
 	TraceEvents []struct {
-		Name string         `json:"name"`
-		Ph   string         `json:"ph"`
-		Ts   float64        `json:"ts"`
-		Dur  float64        `json:"dur"`
-		Pid  int            `json:"pid"`
-		Tid  int            `json:"tid"`
-		Args map[string]any `json:"args"`
+		Name string  `json:"name"`
+		Ph   string  `json:"ph"`
+		Ts   float64 `json:"ts"`
+		Dur  float64 `json:"dur"`
+		Pid  int     `json:"pid"`
+		Tid  int     `json:"tid"`
+		Args struct {
+			Name     string   `json:"name"`
+			HbgRound float64  `json:"hbg.round"`
+			Round    *float64 `json:"round"`
+		} `json:"args"`
 	} `json:"traceEvents"`
 }
 
@@ -711,4 +703,33 @@ func readChromeTrace(t *testing.T, path string) *chromeTrace {
 		t.Fatalf("%s: not trace-event JSON: %v", path, err)
 	}
 	return &doc
+}
+
+// TestReportKeepsItsInput: `hbgrun report` never writes its page over the
+// report it reads: not by default (a saved report named x.html), not with
+// --out naming it, not through a symbolic link to it.
+func TestReportKeepsItsInput(t *testing.T) {
+	dir := t.TempDir()
+	out, stderr, code := runCLI(t, "run", dsv4, "--rounds", "1", "--skip-device", "--store", "off", "--json")
+	require.Equal(t, 0, code, stderr)
+	saved := filepath.Join(dir, "run.json")
+	require.NoError(t, os.WriteFile(saved, []byte(out), 0o644))
+	asHTML := filepath.Join(dir, "x.html")
+	require.NoError(t, os.WriteFile(asHTML, []byte(out), 0o644))
+	link := filepath.Join(dir, "link.html")
+	require.NoError(t, os.Symlink(saved, link))
+	for _, args := range [][]string{
+		{"report", asHTML},
+		{"report", saved, "-o", saved},
+		{"report", saved, "--out", link},
+	} {
+		_, stderr, code := runCLI(t, args...)
+		assert.Equal(t, 2, code, "%v: %s", args, stderr)
+		assert.Contains(t, stderr, "the report being read", "%v", args)
+	}
+	for _, p := range []string{saved, asHTML} {
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		assert.Equal(t, out, string(b), "%s was overwritten", p)
+	}
 }

@@ -84,8 +84,8 @@ func forbidden(path string) bool {
 	return false
 }
 
-// TestPurity holds the pure trees (stages/, npu/, golden/) to the rule:
-// no actors, telemetry, clock, locks or goroutines.
+// TestPurity holds the pure trees (stages/, npu/, analyze/, golden/) to the
+// rule: no actors, telemetry, clock, locks or goroutines.
 func TestPurity(t *testing.T) {
 	for _, tree := range pureTrees {
 		breaches, err := purityBreaches(filepath.Join("..", tree))
