@@ -1,6 +1,7 @@
 package analyze_test
 
 import (
+	"errors"
 	"os"
 	"slices"
 	"strings"
@@ -254,7 +255,7 @@ func TestCut(t *testing.T) {
 			t.Errorf("layer 42's CSA attention differs at %q: want a direction only (x vs oe)", d)
 		}
 	}
-	if _, err := analyze.Cut(st, "no_such_kernel"); err == nil {
-		t.Error("a cut at an unknown kernel: no error")
+	if _, err := analyze.Cut(st, "no_such_kernel"); !errors.Is(err, analyze.ErrUnknownKernel) {
+		t.Errorf("a cut at an unknown kernel: %v, want ErrUnknownKernel", err)
 	}
 }

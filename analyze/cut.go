@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -64,6 +65,10 @@ func (t *taskLog) ScopeBegin(mode stages.ScopeMode)        { t.o.ScopeBegin(mode
 func (t *taskLog) ScopeEnd()                               { t.o.ScopeEnd() }
 func (t *taskLog) Graph(c *stages.GraphCall) stages.TaskID { return t.o.Graph(c) }
 
+// ErrUnknownKernel is Cut's answer to a kernel the model does not have: a
+// user's mistake (the --cut flag), which the CLI reports as a usage error.
+var ErrUnknownKernel = errors.New("the model has no kernel of that name or code")
+
 // Cut maps st's step cut before every task whose kernel is named kernel
 // (or has that code).
 func Cut(st *Step, kernel string) (*CutMap, error) {
@@ -75,7 +80,7 @@ func Cut(st *Step, kernel string) (*CutMap, error) {
 		known = known || hit(stages.KernelID(i))
 	}
 	if !known {
-		return nil, fmt.Errorf("--cut %s: the model has no kernel of that name or code", kernel)
+		return nil, fmt.Errorf("--cut %s: %w", kernel, ErrUnknownKernel)
 	}
 	name := probeName(st.Model, "eager")
 	if err := st.Model.AddForm(name, []byte("params: "+paramsYAML(st.Params, st.Setting)+"\n"), true); err != nil {

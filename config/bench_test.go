@@ -2,8 +2,9 @@ package config_test
 
 import (
 	"runtime"
-	"syscall"
 	"testing"
+
+	"github.com/hbg-dev/hbg/internal/benchunit"
 
 	"github.com/hbg-dev/hbg/config"
 	"github.com/hbg-dev/hbg/stages"
@@ -132,20 +133,10 @@ func BenchmarkRunFullWarm(b *testing.B) {
 		b.Fatalf("%d Graph calls, want 86", o.calls)
 	}
 	b.ReportAllocs()
-	c0 := cpuNs()
+	c0 := benchunit.CPUNs()
 	for b.Loop() {
 		pass()
 	}
-	b.ReportMetric(float64(cpuNs()-c0)/float64(b.N)/1e3, "cpu-µs/op")
+	b.ReportMetric(float64(benchunit.CPUNs()-c0)/float64(b.N)/1e3, "cpu-µs/op")
 	b.ReportMetric(float64(o.used), "boundary-args/op")
-}
-
-// cpuNs is the process's CPU time: steadier than the wall clock on a
-// loaded machine.
-func cpuNs() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }

@@ -1,9 +1,15 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
+
+// ErrNoForm is asking a model for a form it does not have (a --form or
+// --setting flag's mistake), whichever of Run, Orchestration, Size or
+// FormParams was asked.
+var ErrNoForm = errors.New("no form")
 
 // Error is a mistake in a model config: where it is (file:line), which key,
 // the bad value, and what was expected.

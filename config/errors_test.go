@@ -83,6 +83,7 @@ func TestConfigErrors(t *testing.T) {
 		at        string   // text on the line the error must name
 		want      []string // substrings of the message
 		atRunTime bool     // found by Validate (interpreting the forms), not Load
+		not       []string // substrings the message must not have: advice that does not apply
 	}{
 		{name: "malformed YAML", old: "    params: [l]", new: "    params: [l", at: "  layer:\n", want: []string{"malformed YAML"}},
 		{name: "unknown kernel", old: "k: act,", new: "k: gelu,", at: "k: gelu", want: []string{`k "gelu"`, "unknown kernel"}},
@@ -132,6 +133,7 @@ func TestConfigErrors(t *testing.T) {
 		// bad input that used to get through (issue 11)
 		{name: "a pass past max_tasks", old: "{var: i, to: N}", new: "{var: i, to: 1000000000}", at: "to: 1000000000", atRunTime: true, want: []string{`loop.to "1000000000"`, "a loop of 1000000000 iterations", "more than 4194304 tasks", "--max-tasks"}},
 		{name: "a pass past max_tasks, body varying", old: "{var: i, to: N}\n      body:\n        - call: layer\n          with: {l: i, h: hid}", new: "{var: i, to: 1000000000}\n      body:\n        - loop: {var: j, to: i}\n          body:\n            - call: layer\n              with: {l: j, h: hid}", at: "to: 1000000000", atRunTime: true, want: []string{`loop.to "1000000000"`, "more than 4194304 tasks"}},
+		{name: "division by zero while the pass is counted", old: "{var: i, to: N}", new: "{var: i, to: N / p}", at: "to: N / p", atRunTime: true, want: []string{`loop.to "N / p"`, "division by zero"}, not: []string{"max_tasks"}},
 		{name: "max_tasks of the model", old: "constants: {N: 4}", new: "constants: {N: 4}\nmax_tasks: 10", at: "{var: i, to: N}", atRunTime: true, want: []string{`loop.to "N"`, "a loop of 4 iterations", "more than 10 tasks", "bounded by max_tasks: 10"}},
 		{name: "entry shape overflows", old: "shape: [8, 16]}", new: "shape: [4611686018427387904, 4]}", at: "[4611686018427387904, 4]", want: []string{`shape "[4611686018427387904 4]"`, "overflows int64"}},
 		{name: "alloc shape overflows", old: `"tmp fp32[2, 16]"`, new: `"tmp fp32[2305843009213693952, 2]"`, at: "tmp fp32[2305843009213693952", want: []string{`alloc "tmp fp32[2305843009213693952, 2]"`, "overflows int64"}},
@@ -201,6 +203,11 @@ func TestConfigErrors(t *testing.T) {
 				_, err = config.Validate(m)
 			}
 			wantConfigError(t, err, "tiny.yaml", lineOf(src, tc.at), tc.want)
+			for _, w := range tc.not {
+				if err != nil && strings.Contains(err.Error(), w) {
+					t.Errorf("message %q contains %q", err, w)
+				}
+			}
 		})
 	}
 }
@@ -433,7 +440,7 @@ func TestGraphBodyError(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Line != lineOf(src, "tmp[e + 1]") || !strings.Contains(err.Error(), "outside its root") {
 		t.Fatalf("got %v, want a view outside its root at tiny.yaml:%d", err, lineOf(src, "tmp[e + 1]"))
 	}
-	if err := m.Run(w, "nope"); err == nil || !strings.Contains(err.Error(), "no form") {
+	if err := m.Run(w, "nope"); !errors.Is(err, config.ErrNoForm) || !strings.Contains(err.Error(), "no form") {
 		t.Fatalf("unknown form: %v", err)
 	}
 }

@@ -157,7 +157,7 @@ func (m *Model) ProgramParams() []string { return m.progParam }
 func (m *Model) FormParams(form string) ([]int64, error) {
 	f := m.formIdx[form]
 	if f == nil {
-		return nil, fmt.Errorf("config: model %s has no form %q", m.Name, form)
+		return nil, fmt.Errorf("config: model %s has %w %q", m.Name, ErrNoForm, form)
 	}
 	return append([]int64(nil), f.params...), nil
 }

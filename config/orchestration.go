@@ -14,7 +14,7 @@ import (
 // recorded from.
 func (m *Model) Orchestration(form string) (*stages.Orchestration, error) {
 	if m.formIdx[form] == nil { // a hidden form (AddForm) runs too
-		return nil, fmt.Errorf("%s: no form %q (forms: %s)", m.File(), form, strings.Join(m.Forms(), ", "))
+		return nil, fmt.Errorf("%s: %w %q (forms: %s)", m.File(), ErrNoForm, form, strings.Join(m.Forms(), ", "))
 	}
 	return &stages.Orchestration{
 		Name:    m.Name + "/" + form + "@" + m.contentHash + m.formIdx[form].generated,

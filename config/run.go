@@ -24,7 +24,7 @@ type TensorReader interface {
 func (m *Model) Run(o stages.Submitter, form string) (err error) {
 	f := m.formIdx[form]
 	if f == nil {
-		return fmt.Errorf("config: model %s has no form %q (want one of %s)", m.Name, form, strings.Join(m.Forms(), ", "))
+		return fmt.Errorf("config: model %s has %w %q (want one of %s)", m.Name, ErrNoForm, form, strings.Join(m.Forms(), ", "))
 	}
 	if err := m.checkSize(f); err != nil {
 		return err

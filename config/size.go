@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"math"
 
@@ -58,16 +59,44 @@ func (m *Model) SetMaxTasks(n int64) {
 // multiplied out. It stops counting past limit (returning a count above
 // it) and reports the op where the count crossed it.
 func (m *Model) Size(form string, limit int64) (int64, error) {
+	n, err := m.size(form, limit)
+	var oe *overError
+	if errors.As(err, &oe) {
+		err = oe.err
+	}
+	return n, err
+}
+
+// size is Size with a crossing of the bound told apart (overError) from a
+// bad expression met while counting.
+func (m *Model) size(form string, limit int64) (int64, error) {
 	f := m.formIdx[form]
 	if f == nil {
-		return 0, fmt.Errorf("config: model %s has no form %q", m.Name, form)
+		return 0, fmt.Errorf("config: model %s has %w %q", m.Name, ErrNoForm, form)
 	}
 	s := &sizer{m: m, limit: limit}
 	env := make([]int64, m.program.envSize)
 	copy(env, f.params)
 	n := s.ops(m.program, env, m.program.body)
+	if s.err != nil && s.isOver {
+		return n.tasks, &overError{err: s.err, limit: limit}
+	}
 	return n.tasks, s.err
 }
+
+// overError is size's error when the pass crosses the bound, as opposed to
+// a bad expression met while counting: only the former is helped by
+// raising max_tasks, so only it carries that hint.
+type overError struct {
+	err   error
+	limit int64
+}
+
+func (e *overError) Error() string {
+	return fmt.Sprintf("%v (a pass is bounded by max_tasks: %d; raise it with max_tasks: in the model or --max-tasks)", e.err, e.limit)
+}
+
+func (e *overError) Unwrap() error { return e.err }
 
 // checkSize refuses a form whose pass is larger than the model's bound,
 // once per form and bound.
@@ -78,12 +107,9 @@ func (m *Model) checkSize(f *form) error {
 	if c, ok := m.sizes[f.name]; ok && c.limit == limit {
 		return c.err
 	}
-	n, err := m.Size(f.name, limit)
+	n, err := m.size(f.name, limit)
 	if err == nil && n > limit {
-		err = &Error{File: m.file, Line: 1, Key: "max_tasks", Value: fmt.Sprint(limit), Msg: fmt.Sprintf("form %s submits more than %d tasks per pass", f.name, limit)}
-	}
-	if err != nil {
-		err = fmt.Errorf("%w (a pass is bounded by max_tasks: %d; raise it with max_tasks: in the model or --max-tasks)", err, limit)
+		err = &overError{err: &Error{File: m.file, Line: 1, Key: "max_tasks", Value: fmt.Sprint(limit), Msg: fmt.Sprintf("form %s submits more than %d tasks per pass", f.name, limit)}, limit: limit}
 	}
 	if m.sizes == nil {
 		m.sizes = map[string]sizeCheck{}

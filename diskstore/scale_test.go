@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"runtime"
-	"syscall"
 	"testing"
+
+	"github.com/hbg-dev/hbg/internal/benchunit"
 )
 
 // BenchmarkScaleStore is the store at 10 to 10^5 Definitions (issue 28),
@@ -59,7 +59,7 @@ func BenchmarkScaleStore(b *testing.B) {
 		size := s.size
 		s.Close()
 		b.Run(fmt.Sprint("open/defs=", n), func(b *testing.B) {
-			u := startUnits(b)
+			u := benchunit.Start(b)
 			for b.Loop() {
 				s, err := Open(dir, DefaultMax)
 				if err != nil {
@@ -67,12 +67,12 @@ func BenchmarkScaleStore(b *testing.B) {
 				}
 				s.Close()
 			}
-			u.report(n, "def")
+			u.Report(n, "def")
 		})
 		b.Run(fmt.Sprint("load/defs=", n), func(b *testing.B) {
 			s := open(b, dir, DefaultMax)
 			rng := rand.New(rand.NewPCG(uint64(n), 1))
-			u := startUnits(b)
+			u := benchunit.Start(b)
 			for b.Loop() {
 				k := keys[rng.IntN(len(keys))]
 				if l, err := s.Load(k, "m"); l == nil || err != nil {
@@ -80,7 +80,7 @@ func BenchmarkScaleStore(b *testing.B) {
 				}
 				s.Unpin(k)
 			}
-			u.report(1, "load")
+			u.Report(1, "load")
 		})
 		for _, full := range []bool{false, true} {
 			name := "put"
@@ -101,7 +101,7 @@ func BenchmarkScaleStore(b *testing.B) {
 				if full {
 					batch = max(64, n/4)
 				}
-				u := startUnits(b)
+				u := benchunit.Start(b)
 				for b.Loop() {
 					b.StopTimer()
 					items := fill(s, batch)
@@ -110,7 +110,7 @@ func BenchmarkScaleStore(b *testing.B) {
 						b.Fatalf("stored %d of %d: %v", stored, batch, err)
 					}
 				}
-				u.report(batch, "def")
+				u.Report(batch, "def")
 			})
 		}
 		// The puts added Definitions (and put-full evicted as many): the
@@ -123,43 +123,6 @@ func BenchmarkScaleStore(b *testing.B) {
 		have = len(list)
 		s.Close()
 	}
-}
-
-// units measures a scaling benchmark's cost per unit of work: wall
-// (ns/<unit>), the process's CPU time (cpu-ns/<unit>) and bytes allocated
-// (B/<unit>).
-type units struct {
-	b     *testing.B
-	cpu0  int64
-	heap0 uint64
-}
-
-func startUnits(b *testing.B) *units {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	u := &units{b: b, cpu0: cpuNs(), heap0: m.TotalAlloc}
-	b.ResetTimer()
-	return u
-}
-
-func (u *units) report(n int, unit string) {
-	b := u.b
-	cpu := cpuNs() - u.cpu0
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	total := float64(b.N) * float64(n)
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/total, "ns/"+unit)
-	b.ReportMetric(float64(cpu)/total, "cpu-ns/"+unit)
-	b.ReportMetric(float64(m.TotalAlloc-u.heap0)/total, "B/"+unit)
-}
-
-func cpuNs() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // TestEvictionAmortized: a store at its limit does not scan its index for

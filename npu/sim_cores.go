@@ -94,6 +94,16 @@ func (s *sim) startBlock(sh, c int) int64 {
 	}
 	s.running += n
 	dur := s.blockDur(t, sh)
+	s.place(sh, c, ti, b, start, dur)
+	return s.cfg.SchedDispatchNs
+}
+
+// place runs block b of task ti on core c from start for dur: one core
+// for an AIC or AIV block, cluster c's AIC and both its AIV cores for a
+// MIX block (the second AIV runs the third kernel, or the first AIV's
+// when the task names none).
+func (s *sim) place(sh, c int, ti, b int32, start, dur int64) {
+	t := &s.tasks[ti]
 	switch sh {
 	case shapeAIC:
 		s.claim(c, ti, t.kern[0], b, start, dur)
@@ -111,7 +121,6 @@ func (s *sim) startBlock(sh, c int) int64 {
 	}
 	s.subtasks++
 	s.emit(start+dur, evCoreEnd, int32(c))
-	return s.cfg.SchedDispatchNs
 }
 
 // claim puts block b of task ti on core c.
@@ -230,23 +239,7 @@ func (s *sim) dispatchSync() (cost int64, held bool) {
 				}
 			}
 		}
-		switch sh {
-		case shapeAIC:
-			s.claim(c, ti, t.kern[0], b, start, dur)
-		case shapeAIV:
-			s.claim(c, ti, t.kern[1], b, start, dur)
-		default:
-			v0, v1 := s.aiv(c)
-			k2 := t.kern[2]
-			if k2 < 0 {
-				k2 = t.kern[1]
-			}
-			s.claim(c, ti, t.kern[0], b, start, dur)
-			s.claim(v0, ti, t.kern[1], b, start, dur)
-			s.claim(v1, ti, k2, b, start, dur)
-		}
-		s.subtasks++
-		s.emit(start+dur, evCoreEnd, int32(c))
+		s.place(sh, c, ti, b, start, dur)
 	}
 	t.next = t.bn
 	return s.cfg.SchedDispatchNs, true

@@ -3,6 +3,7 @@ package remote
 import (
 	"context"
 	"crypto/rand"
+	"crypto/subtle"
 	"crypto/tls"
 	"encoding/hex"
 	"errors"
@@ -140,6 +141,9 @@ type WireStats struct {
 	// Cancels counts the passes given up on that their node was told to
 	// end; Ended, those of them whose node answered that it ended them.
 	Cancels, Ended atomic.Int64
+	// Forged counts the results refused because they did not carry the
+	// token of the node their pass was sent to.
+	Forged atomic.Int64
 }
 
 type nodeState struct {
@@ -150,6 +154,9 @@ type nodeState struct {
 	// gone is closed when the node is lost: a placement waiting for its
 	// answer ends then.
 	gone chan struct{}
+	// token is this run's placement's on the node (wire.Place.Token):
+	// only the node has it, so an answer with it is the node's.
+	token []byte
 }
 
 // pending is a pass asked of a node and not yet answered.
@@ -218,7 +225,7 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 		rt.tracer = trace.NewTracer(tp)
 	}
 	for _, a := range cfg.Nodes {
-		rt.nodes = append(rt.nodes, &nodeState{addr: a, gone: make(chan struct{})})
+		rt.nodes = append(rt.nodes, &nodeState{addr: a, gone: make(chan struct{}), token: newToken()})
 	}
 	for r := 0; r < cfg.Ranks; r++ {
 		ns := rt.nodes[r%len(rt.nodes)]
@@ -336,7 +343,7 @@ func (rt *Runtime) place(i int) error {
 	place := &wire.Place{
 		Run: rt.run, ModelName: rt.cfg.ModelName, ModelYaml: rt.cfg.Model, ModelSha256: wire.ModelHash(rt.cfg.Model),
 		Form: rt.cfg.Form, Ranks: ranks, Nodes: cluster, Node: int32(self),
-		DriverAddress: rt.client.GetAddress(), DriverId: rt.client.GetId(),
+		DriverAddress: rt.client.GetAddress(), DriverId: rt.client.GetId(), Token: ns.token,
 		Options: &wire.Options{
 			Recorders: int32(o.Recorders), NoRetain: o.NoRetain, SkipDevice: o.SkipDevice,
 			DefectsAsWarnings: o.DefectsAsWarnings, StrictRecording: o.StrictRecording,
@@ -427,8 +434,14 @@ func (rt *Runtime) heartbeat(i int) {
 		if lost {
 			return
 		}
-		if _, err := rt.sys.Root.RequestFuture(ns.pid, &wire.Ping{Seq: seq}, wait).Result(); err != nil {
+		res, err := rt.sys.Root.RequestFuture(ns.pid, &wire.Ping{Seq: seq}, wait).Result()
+		if err != nil {
 			rt.nodeLost(i, fmt.Sprintf("no answer to a ping within %v: %v", wait, err))
+			return
+		}
+		if pong, ok := res.(*wire.Pong); !ok || subtle.ConstantTimeCompare(pong.GetToken(), ns.token) != 1 {
+			// Not the node's: its answer, if it comes, has nowhere to go.
+			rt.nodeLost(i, fmt.Sprintf("a ping answered without its placement's token (%T)", res))
 			return
 		}
 	}
@@ -533,6 +546,14 @@ func (rt *Runtime) deliver(m *wire.PassResult) {
 	rt.Wire.ReceivedBytes.Add(int64(proto.Size(m)))
 	rt.mu.Lock()
 	p := rt.pending[m.GetSeq()]
+	if p != nil && m.GetRun() == rt.run && subtle.ConstantTimeCompare(m.GetToken(), rt.nodes[p.node].token) != 1 {
+		// Not from the node the pass was sent to (another node of the
+		// run knows the run id and the seqs; only this one the token):
+		// refused, and the pass waits for its node's answer.
+		rt.mu.Unlock()
+		rt.Wire.Forged.Add(1)
+		return
+	}
 	if p != nil && m.GetRun() == rt.run {
 		delete(rt.pending, m.GetSeq())
 	} else {
@@ -753,8 +774,15 @@ func localHostFor(node string) string {
 	return "127.0.0.1"
 }
 
+// newRunID is 128 random bits: a run's host on a node is named by it.
 func newRunID() string {
-	var b [8]byte
+	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+func newToken() []byte {
+	b := make([]byte, wire.TokenSize)
+	_, _ = rand.Read(b)
+	return b
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"sync"
 	"time"
@@ -39,8 +38,10 @@ type host struct {
 	orch   *actors.Orchestration
 	ranks  map[int32]chan queuedPass
 	// conn is the connection the placement came over: the run's passes,
-	// cancels and release must come over one from the same driver.
+	// cancels and release must come over it.
 	conn authn.Conn
+	// token is the placement's (wire.Place.Token), in every answer.
+	token []byte
 
 	// passes are the passes accepted and not yet answered, by the
 	// driver's seq: a CancelPass ends one.
@@ -107,19 +108,14 @@ func (h *host) Receive(ctx actor.Context) {
 	}
 }
 
-// sameDriver says whether a message came from the driver that placed the
-// run: over a connection with the same certificate names from the same
-// host (a reconnection keeps both), or both from this process.
+// sameDriver says whether a message came over the connection the run was
+// placed over (its remote address, port and all, and its certificate's
+// names), or both from this process. Not merely the same host: another
+// process there (a peer node of the run, which knows the run id) would
+// pass. A driver does not reconnect to a node it placed on: a connection
+// that ends loses the node to its run.
 func sameDriver(placed, c authn.Conn) bool {
-	if placed.Remote() != c.Remote() || !slices.Equal(placed.Names, c.Names) {
-		return false
-	}
-	if !placed.Remote() {
-		return true
-	}
-	ph, _, err1 := net.SplitHostPort(placed.Addr)
-	ch, _, err2 := net.SplitHostPort(c.Addr)
-	return err1 == nil && err2 == nil && ph == ch
+	return placed.Addr == c.Addr && slices.Equal(placed.Names, c.Names)
 }
 
 // driverMessage is a message of the placing driver's.
@@ -135,7 +131,7 @@ func (h *host) driverMessage(ctx actor.Context) {
 			cancel(fmt.Errorf("%w: its driver gave up on it: %s", context.Canceled, m.GetReason()))
 		}
 	case *wire.Ping:
-		ctx.Respond(&wire.Pong{Seq: m.GetSeq(), Node: h.n.addr})
+		ctx.Respond(&wire.Pong{Seq: m.GetSeq(), Node: h.n.addr, Token: h.token})
 	case *wire.Release:
 		rel := &wire.Released{Run: h.run}
 		// The store's writes first: a stopped runtime has no writer to ask.
@@ -189,9 +185,25 @@ func (h *host) place(ctx actor.Context, m *wire.Place) error {
 	if err != nil {
 		return fmt.Errorf("node %s: %w", h.n.addr, err)
 	}
-	model.LimitTasks(h.n.cfg.MaxTasks)
+	// The node's bound, not the model's: a placed model's max_tasks is
+	// the sender's word, and a pass of 10^9 tasks costs the node its
+	// memory (every run on it), so it is refused here, before any pass.
+	limit := h.n.maxTasks()
+	if own := model.MaxTasks(); own < limit {
+		limit = own
+	}
+	model.LimitTasks(limit)
 	orch, err := model.Orchestration(m.GetForm())
 	if err != nil {
+		return fmt.Errorf("node %s: %w", h.n.addr, err)
+	}
+	// Size stops counting past limit, naming the op where it crossed.
+	switch n, err := model.Size(m.GetForm(), limit); {
+	case n > limit && err != nil:
+		return fmt.Errorf("node %s: model %s form %s: %w: more than %d tasks per pass, the node's limit (--max-tasks): %v", h.n.addr, m.GetModelName(), m.GetForm(), ErrTooManyTasks, limit, err)
+	case n > limit:
+		return fmt.Errorf("node %s: model %s form %s: %w: more than %d tasks per pass, the node's limit (--max-tasks)", h.n.addr, m.GetModelName(), m.GetForm(), ErrTooManyTasks, limit)
+	case err != nil:
 		return fmt.Errorf("node %s: %w", h.n.addr, err)
 	}
 	rt, err := actors.Start(ctx.ActorSystem(), nodeConfig(h.n, m))
@@ -199,7 +211,7 @@ func (h *host) place(ctx actor.Context, m *wire.Place) error {
 		return fmt.Errorf("node %s: %w", h.n.addr, err)
 	}
 	built = true
-	h.conn = conn
+	h.conn, h.token = conn, m.GetToken()
 	h.run, h.orch, h.rt = m.GetRun(), orch, rt
 	h.driver = actor.NewPID(m.GetDriverAddress(), m.GetDriverId())
 	h.done = make(chan struct{})
@@ -294,7 +306,7 @@ func (h *host) reply(m *wire.PassRequest, res *actors.PassResult) {
 	}
 	h.mu.Unlock()
 	out := wire.FromResult(res)
-	out.Run, out.Seq, out.Node = m.GetRun(), m.GetSeq(), h.n.addr
+	out.Run, out.Seq, out.Node, out.Token = m.GetRun(), m.GetSeq(), h.n.addr, h.token
 	if res.Pass.Rank != int(m.GetRank()) || res.Pass.Round != int(m.GetRound()) {
 		out.Rank, out.Round = m.GetRank(), m.GetRound()
 	}

@@ -38,6 +38,7 @@ import (
 	paremote "github.com/asynkron/protoactor-go/remote"
 
 	"github.com/hbg-dev/hbg/actors"
+	"github.com/hbg-dev/hbg/config"
 	"github.com/hbg-dev/hbg/npu"
 	"github.com/hbg-dev/hbg/peer"
 	"github.com/hbg-dev/hbg/remote/authn"
@@ -62,8 +63,10 @@ type NodeConfig struct {
 	// (actors.Config.StoreDir, StoreMax): "" keeps Definitions in memory.
 	StoreDir string
 	StoreMax int64
-	// MaxTasks, when positive, bounds a pass of every model placed here
-	// (config.Model.LimitTasks: the node's --max-tasks).
+	// MaxTasks bounds a pass of every model placed here, whatever the
+	// model's max_tasks says (config.Model.LimitTasks: the node's
+	// --max-tasks; 0: config.DefaultMaxTasks). A placement over it is
+	// refused with ErrTooManyTasks.
 	MaxTasks int64
 	// Tracer makes the node's spans (nil: none). They are children of the
 	// driver's pass spans, whose context crosses with every pass.
@@ -220,6 +223,14 @@ func (n *Node) authorize(c authn.Conn, sender *actor.PID, m *wire.Place) error {
 		}
 	}
 	return nil
+}
+
+// maxTasks is the node's bound on a pass's device tasks.
+func (n *Node) maxTasks() int64 {
+	if n.cfg.MaxTasks > 0 {
+		return n.cfg.MaxTasks
+	}
+	return config.DefaultMaxTasks
 }
 
 // Addr is the address the node serves on (host:port).

@@ -35,6 +35,7 @@ var (
 	ErrTooManyPlacements = wire.ErrTooManyPlacements
 	ErrTooManyDrivers    = wire.ErrTooManyDrivers
 	ErrModelTooLarge     = wire.ErrModelTooLarge
+	ErrTooManyTasks      = wire.ErrTooManyTasks
 	ErrUnauthorized      = wire.ErrUnauthorized
 )
 
@@ -46,6 +47,30 @@ type Transport struct {
 	// MaxModel bounds a model's bytes (default DefaultMaxModel); gRPC's
 	// message limit is set above it, so that what is under it arrives.
 	MaxModel int
+	// MaxConns bounds the connections the process's server holds at once
+	// (default DefaultMaxConns): one over it is closed at once, and
+	// OnConnRefused, if set, hears its address and the number open. A
+	// connection must finish its handshake within HandshakeTimeout.
+	MaxConns      int
+	OnConnRefused func(addr string, open int)
+}
+
+// DefaultMaxConns bounds a process's connections (Transport.MaxConns): a
+// driver and each peer hold one each.
+const DefaultMaxConns = 1024
+
+// HandshakeTimeout bounds a connection's TLS handshake and HTTP/2 preface:
+// one that sends nothing holds its slot no longer (gRPC's default is 120 s).
+const HandshakeTimeout = 10 * time.Second
+
+// ErrTooManyConns is a connection closed over Transport.MaxConns.
+var ErrTooManyConns = authn.ErrTooManyConns
+
+func (t Transport) maxConns() int {
+	if t.MaxConns <= 0 {
+		return DefaultMaxConns
+	}
+	return t.MaxConns
 }
 
 func (t Transport) maxModel() int {
@@ -58,7 +83,8 @@ func (t Transport) maxModel() int {
 // option is t as protoactor remote's configuration: appended to what
 // other options set, never replacing it.
 func (t Transport) option() (paremote.ConfigOption, error) {
-	server, dial, err := authn.Options(t.TLS, t.maxModel()+messageSlack)
+	server, dial, err := authn.Options(t.TLS, t.maxModel()+messageSlack,
+		authn.Conns{Max: t.maxConns(), Handshake: HandshakeTimeout, OnRefused: t.OnConnRefused})
 	if err != nil {
 		return nil, err
 	}

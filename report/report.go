@@ -245,12 +245,7 @@ func phaseBars(r *trace.Report, cold bool) template.HTML {
 		s.text(int(x)+4, y+barH-3, "start", msText(sum)+dw)
 	}
 	y := h - 22
-	x := left
-	for _, ph := range barPhases {
-		s.rect(float64(x), float64(y), 10, 10, phaseColour[ph], ph.String())
-		s.text(x+14, y+9, "start", ph.String())
-		x += 110
-	}
+	x := s.legend(left, y)
 	if len(ps) > len(shown) {
 		s.text(x, y+9, "start", fmt.Sprintf("first %d of %d passes", len(shown), len(ps)))
 	}
@@ -289,13 +284,7 @@ func compareSVG(rs []*trace.Report) template.HTML {
 		}
 		s.text(int(x)+4, y+barH-6, "start", "control plane "+msText(r.Phases.ControlPlane.MedianNs))
 	}
-	y := h - 22
-	x := left
-	for _, ph := range barPhases {
-		s.rect(float64(x), float64(y), 10, 10, phaseColour[ph], ph.String())
-		s.text(x+14, y+9, "start", ph.String())
-		x += 110
-	}
+	s.legend(left, h-22)
 	return s.close()
 }
 
@@ -428,6 +417,17 @@ func keyName(k string) string {
 
 // svg builds one inline chart; every text is escaped.
 type svg struct{ b strings.Builder }
+
+// legend draws one swatch per bar phase in a row from x at y, and returns
+// the x past the last, where a chart may add a note.
+func (s *svg) legend(x, y int) int {
+	for _, ph := range barPhases {
+		s.rect(float64(x), float64(y), 10, 10, phaseColour[ph], ph.String())
+		s.text(x+14, y+9, "start", ph.String())
+		x += 110
+	}
+	return x
+}
 
 func (s *svg) open(w, h int, label string) {
 	fmt.Fprintf(&s.b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="%s">`,

@@ -85,6 +85,7 @@ func FuzzDecodeDefinitionHost(f *testing.F) {
 	f.Add(EncodeDefinition(codecDef()))
 	f.Add(EncodeDefinition(&Definition{Key: "empty"}))
 	f.Add(EncodeDefinition(dsv4LikeDefinition(7)))
+	addImageSeeds(f, "def")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _, _ = DecodeDefinitionHost(b)
 		if len(b) < defHeaderSize {

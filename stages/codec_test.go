@@ -310,6 +310,7 @@ func FuzzDecodeDefinition(f *testing.F) {
 	f.Add(EncodeDefinition(codecDef()))
 	f.Add(EncodeDefinition(&Definition{Key: "empty"}))
 	f.Add([]byte("HBGD"))
+	addImageSeeds(f, "def")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _ = DecodeDefinition(b)
 		if len(b) < defHeaderSize {
@@ -402,6 +403,7 @@ func FuzzDecodeRunImage(f *testing.F) {
 	f.Add(EncodeRunImage(codecRun()))
 	f.Add(EncodeRunImage(&RunImage{}))
 	f.Add([]byte("HBGR"))
+	addImageSeeds(f, "run")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _ = DecodeRunImage(b)
 		if len(b) < runHeaderSize {

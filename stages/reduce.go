@@ -33,7 +33,7 @@ const (
 )
 
 // edgeReducer reduces one DAG's fanin a task at a time, in topological
-// order. Its storage is reused across Reset.
+// order. Its storage is reused across reset.
 type edgeReducer struct {
 	anc [][reduceWords]uint64 // ring: anc[t%reduceWindow] is task t's ancestors at distances 1..reduceWindow-1
 	// ancN is how many words of each ring slot are in use, the rest being
@@ -176,8 +176,9 @@ func (r *edgeReducer) absorb(t, p int) {
 
 // ReduceCSR is the transitive reduction of a DAG given as fanin lists in
 // topological order (fanin(i) holds indices < i): the kept producers of
-// every task, in order, as a CSR (off has n+1 entries). A test and the
-// Definition builder use it; the ordinary path reduces incrementally.
+// every task, in order, as a CSR (off has n+1 entries), for tests and
+// tools that hold a whole DAG; the ordinary path and the Definition
+// builder reduce incrementally with a reducer of their own.
 func ReduceCSR(n int, fanin func(i int) []TaskID) (off []uint32, idx []TaskID) {
 	var r edgeReducer
 	r.reset()

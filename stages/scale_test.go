@@ -2,9 +2,9 @@ package stages
 
 import (
 	"fmt"
-	"runtime"
-	"syscall"
 	"testing"
+
+	"github.com/hbg-dev/hbg/internal/benchunit"
 )
 
 // keysRig is a rank's Host and Replay driven as the actors drive them (no
@@ -133,52 +133,13 @@ func BenchmarkScaleKeysHost(b *testing.B) {
 			g := newKeysRig(n)
 			g.pass(b)
 			g.pass(b)
-			u := startUnits(b)
+			u := benchunit.Start(b)
 			for b.Loop() {
 				g.pass(b)
 			}
-			u.report(n, "key")
+			u.Report(n, "key")
 		})
 	}
-}
-
-// units measures a scaling benchmark's cost per unit of work: wall
-// (ns/<unit>), the process's CPU time (cpu-ns/<unit>: what a loaded
-// machine inflates less, since a preempted benchmark's wall goes on while
-// its CPU time does not) and bytes allocated (B/<unit>).
-type units struct {
-	b     *testing.B
-	cpu0  int64
-	heap0 uint64
-}
-
-func startUnits(b *testing.B) *units {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	u := &units{b: b, cpu0: cpuNs(), heap0: m.TotalAlloc}
-	b.ResetTimer()
-	return u
-}
-
-// report reports the costs of b.N iterations of n units each.
-func (u *units) report(n int, unit string) {
-	b := u.b
-	cpu := cpuNs() - u.cpu0
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	total := float64(b.N) * float64(n)
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/total, "ns/"+unit)
-	b.ReportMetric(float64(cpu)/total, "cpu-ns/"+unit)
-	b.ReportMetric(float64(m.TotalAlloc-u.heap0)/total, "B/"+unit)
-}
-
-func cpuNs() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // BenchmarkScaleWidth is a warm pass of 16 calls of one key whose boundary
@@ -227,11 +188,11 @@ func BenchmarkScaleWidth(b *testing.B) {
 			}
 			pass()
 			pass()
-			u := startUnits(b)
+			u := benchunit.Start(b)
 			for b.Loop() {
 				pass()
 			}
-			u.report(calls*w, "tensor")
+			u.Report(calls*w, "tensor")
 		})
 	}
 }
@@ -259,11 +220,11 @@ func BenchmarkScaleDefinition(b *testing.B) {
 				}
 			}
 			one()
-			u := startUnits(b)
+			u := benchunit.Start(b)
 			for b.Loop() {
 				one()
 			}
-			u.report(n, "node")
+			u.Report(n, "node")
 		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hbg-dev/hbg/actors"
+	"github.com/hbg-dev/hbg/internal/benchunit"
 	"github.com/hbg-dev/hbg/npu"
 	"github.com/hbg-dev/hbg/stages"
 	"github.com/hbg-dev/hbg/trace"
@@ -47,7 +48,7 @@ func BenchmarkPassWarm(b *testing.B) {
 			var walls []time.Duration
 			round := 1
 			b.ReportAllocs()
-			c0 := cpuNs()
+			c0 := benchunit.CPUNs()
 			for b.Loop() {
 				if evict {
 					b.StopTimer()
@@ -64,7 +65,7 @@ func BenchmarkPassWarm(b *testing.B) {
 				round++
 			}
 			if !evict { // the sweeps' CPU is not the passes'
-				b.ReportMetric(float64(cpuNs()-c0)/float64(b.N)/1e3, "cpu-µs/op")
+				b.ReportMetric(float64(benchunit.CPUNs()-c0)/float64(b.N)/1e3, "cpu-µs/op")
 			}
 			// The caller's wall per pass, median: ns/op is a mean, which
 			// a few passes preempted by other processes move.
@@ -96,9 +97,9 @@ func BenchmarkPassCold(b *testing.B) {
 				// lands in this timed pass.
 				runtime.GC()
 				b.StartTimer()
-				c0 := cpuNs()
+				c0 := benchunit.CPUNs()
 				res, err := rt.Pass(context.Background(), orch, 0, 0)
-				cpu += cpuNs() - c0
+				cpu += benchunit.CPUNs() - c0
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -273,7 +274,7 @@ func BenchmarkRecordDSv4(b *testing.B) {
 			rec.Reserve(320)
 			nodes := 0
 			b.ReportAllocs()
-			c0 := cpuNs()
+			c0 := benchunit.CPUNs()
 			for b.Loop() {
 				for i := range jobs {
 					if cold {
@@ -284,7 +285,7 @@ func BenchmarkRecordDSv4(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(nodes), "ns/node")
-			b.ReportMetric(float64(cpuNs()-c0)/float64(b.N)/1e3, "cpu-µs/op")
+			b.ReportMetric(float64(benchunit.CPUNs()-c0)/float64(b.N)/1e3, "cpu-µs/op")
 		})
 	}
 }

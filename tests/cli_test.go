@@ -25,6 +25,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hbg-dev/hbg/trace"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 var (
@@ -701,4 +703,33 @@ func readChromeTrace(t *testing.T, path string) *chromeTrace {
 		t.Fatalf("%s: not trace-event JSON: %v", path, err)
 	}
 	return &doc
+}
+
+// TestReportKeepsItsInput: `hbgrun report` never writes its page over the
+// report it reads: not by default (a saved report named x.html), not with
+// --out naming it, not through a symbolic link to it.
+func TestReportKeepsItsInput(t *testing.T) {
+	dir := t.TempDir()
+	out, stderr, code := runCLI(t, "run", dsv4, "--rounds", "1", "--skip-device", "--store", "off", "--json")
+	require.Equal(t, 0, code, stderr)
+	saved := filepath.Join(dir, "run.json")
+	require.NoError(t, os.WriteFile(saved, []byte(out), 0o644))
+	asHTML := filepath.Join(dir, "x.html")
+	require.NoError(t, os.WriteFile(asHTML, []byte(out), 0o644))
+	link := filepath.Join(dir, "link.html")
+	require.NoError(t, os.Symlink(saved, link))
+	for _, args := range [][]string{
+		{"report", asHTML},
+		{"report", saved, "-o", saved},
+		{"report", saved, "--out", link},
+	} {
+		_, stderr, code := runCLI(t, args...)
+		assert.Equal(t, 2, code, "%v: %s", args, stderr)
+		assert.Contains(t, stderr, "the report being read", "%v", args)
+	}
+	for _, p := range []string{saved, asHTML} {
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		assert.Equal(t, out, string(b), "%s was overwritten", p)
+	}
 }

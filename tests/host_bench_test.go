@@ -3,6 +3,7 @@ package tests
 import (
 	"testing"
 
+	"github.com/hbg-dev/hbg/internal/benchunit"
 	"github.com/hbg-dev/hbg/stages"
 )
 
@@ -50,13 +51,13 @@ func BenchmarkHostWarm(b *testing.B) {
 	h.Recycle(p.Image)
 	b.ReportAllocs()
 	round := 2
-	c0 := cpuNs()
+	c0 := benchunit.CPUNs()
 	for b.Loop() {
 		p := pass(round)
 		h.Recycle(p.Image)
 		round++
 	}
-	b.ReportMetric(float64(cpuNs()-c0)/float64(b.N)/1e3, "cpu-µs/op")
+	b.ReportMetric(float64(benchunit.CPUNs()-c0)/float64(b.N)/1e3, "cpu-µs/op")
 }
 
 // recordJobs records the Graph bodies h asked for in its last pass, in

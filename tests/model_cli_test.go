@@ -52,32 +52,42 @@ func TestOutsideModels(t *testing.T) {
 		{"testdata/models/outside_routed.yaml", []string{"eager", "each", "by_heavy", "huge_count"}},
 	} {
 		t.Run(filepath.Base(tc.path), func(t *testing.T) {
-			out, stderr, code := runCLI(t, "compare", tc.path, "--rounds", "2", "--ranks", "2", "--store", "off", "--json")
-			if code != 0 {
-				t.Fatalf("exit %d: %s", code, stderr)
-			}
-			var doc struct {
-				Forms []trace.Report `json:"forms"`
-			}
-			if err := json.Unmarshal([]byte(out), &doc); err != nil {
-				t.Fatal(err)
-			}
-			if len(doc.Forms) != len(tc.forms) {
-				t.Fatalf("%d forms, want %v", len(doc.Forms), tc.forms)
-			}
-			for i, r := range doc.Forms {
-				g := r.Golden
-				switch {
-				case r.Form != tc.forms[i]:
-					t.Errorf("form %d is %s, want %s", i, r.Form, tc.forms[i])
-				case g == nil || !g.Match || !g.EagerMatch:
-					t.Errorf("%s: golden %+v; want a match with the inline twin and eager", r.Form, g)
-				case g.Digest != doc.Forms[0].Golden.Digest:
-					t.Errorf("%s: digest %016x, eager's %016x", r.Form, g.Digest, doc.Forms[0].Golden.Digest)
-				}
-			}
+			compareForms(t, tc.path, tc.forms)
 		})
 	}
+}
+
+// compareForms runs `hbgrun compare` on two ranks over the model at path
+// and checks that it reports exactly forms, in order, each ending with its
+// inline twin's digest and eager's, all on the first form's digest. It
+// returns the forms' reports for the caller's own checks.
+func compareForms(t *testing.T, path string, forms []string) []trace.Report {
+	t.Helper()
+	out, stderr, code := runCLI(t, "compare", path, "--rounds", "2", "--ranks", "2", "--store", "off", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var doc struct {
+		Forms []trace.Report `json:"forms"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Forms) != len(forms) {
+		t.Fatalf("%d forms, want %v", len(doc.Forms), forms)
+	}
+	for i, r := range doc.Forms {
+		g := r.Golden
+		switch {
+		case r.Form != forms[i]:
+			t.Errorf("form %d is %s, want %s", i, r.Form, forms[i])
+		case g == nil || !g.Match || !g.EagerMatch:
+			t.Errorf("%s: golden %+v; want a match with the inline twin and eager", r.Form, g)
+		case g.Digest != doc.Forms[0].Golden.Digest:
+			t.Errorf("%s: digest %016x, eager's %016x", r.Form, g.Digest, doc.Forms[0].Golden.Digest)
+		}
+	}
+	return doc.Forms
 }
 
 // A model whose program fails where it is interpreted (here a loop's

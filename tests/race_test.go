@@ -6,6 +6,7 @@ import (
 
 	"github.com/hbg-dev/hbg/config"
 	"github.com/hbg-dev/hbg/golden"
+	"github.com/hbg-dev/hbg/internal/benchunit"
 	"github.com/hbg-dev/hbg/npu"
 	"github.com/hbg-dev/hbg/stages"
 )
@@ -150,13 +151,13 @@ func BenchmarkDSv4Device(b *testing.B) {
 				// The machine may be shared: process CPU time per launch is
 				// reported too, as it is less sensitive to other load than
 				// the wall time.
-				cpu0 := cpuNs()
+				cpu0 := benchunit.CPUNs()
 				for b.Loop() {
 					if _, err := d.Launch(); err != nil {
 						b.Fatal(err)
 					}
 				}
-				b.ReportMetric(float64(cpuNs()-cpu0)/float64(b.N), "cpu-ns/op")
+				b.ReportMetric(float64(benchunit.CPUNs()-cpu0)/float64(b.N), "cpu-ns/op")
 			})
 		}
 	}

@@ -318,6 +318,9 @@ type attackSpec struct {
 	Op    string   `json:"op"`
 	Nodes []string `json:"nodes"`
 	Ranks int      `json:"ranks,omitempty"`
+	// Model and Form are what "place" places (default DSv4 full).
+	Model string `json:"model,omitempty"`
+	Form  string `json:"form,omitempty"`
 }
 
 type attackResult struct {
@@ -372,9 +375,25 @@ func attacker(s attackSpec) (*attackResult, error) {
 		for _, n := range s.Nodes {
 			_ = sys.Root.RequestFuture(actor.NewPID(n, "nobody"), &wire.Ping{}, 10*time.Second).Wait()
 		}
+	case "kill":
+		// protoactor's own messages, to the node's peer actor (its name
+		// is fixed): a Stop, a PoisonPill, and a Terminated saying a
+		// node died.
+		for _, n := range s.Nodes {
+			pid := actor.NewPID(n, peer.ActorName)
+			sys.Root.Send(pid, &actor.Stop{})
+			sys.Root.Send(pid, &actor.PoisonPill{})
+			for _, other := range s.Nodes {
+				sys.Root.Send(pid, &actor.Terminated{Who: actor.NewPID(other, peer.ActorName)})
+			}
+			r.Published++
+		}
+		for _, n := range s.Nodes {
+			_ = sys.Root.RequestFuture(actor.NewPID(n, "nobody"), &wire.Ping{}, 10*time.Second).Wait()
+		}
 	case "all", "place":
 		for _, n := range s.Nodes {
-			placed, failure, kind := placeOn(sys, rem, n, s.Nodes, max(s.Ranks, 1))
+			placed, failure, kind := placeOn(sys, rem, n, s.Nodes, max(s.Ranks, 1), s.Model, s.Form)
 			if placed {
 				r.Placed++
 				r.Answered = append(r.Answered, n+": placed")
@@ -408,12 +427,15 @@ func attacker(s attackSpec) (*attackResult, error) {
 
 // placeOn spawns a run's host on node and places ranks there, as a driver
 // would, from this process.
-func placeOn(sys *actor.ActorSystem, rem *paremote.Remote, node string, nodes []string, ranks int) (bool, string, string) {
+func placeOn(sys *actor.ActorSystem, rem *paremote.Remote, node string, nodes []string, ranks int, model, form string) (bool, string, string) {
 	resp, err := rem.SpawnNamed(node, "hbg-run-attack", remote.Kind, 3*time.Second)
 	if err != nil || resp.GetPid() == nil {
 		return false, "", ""
 	}
-	data, err := os.ReadFile(dsv4)
+	if model == "" {
+		model, form = dsv4, "full"
+	}
+	data, err := os.ReadFile(model)
 	if err != nil {
 		return false, err.Error(), ""
 	}
@@ -422,9 +444,9 @@ func placeOn(sys *actor.ActorSystem, rem *paremote.Remote, node string, nodes []
 		rs[i] = int32(i)
 	}
 	drv := sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
-	p := &wire.Place{Run: "attack", ModelName: dsv4, ModelYaml: data, ModelSha256: wire.ModelHash(data), Form: "full",
+	p := &wire.Place{Run: "attack", ModelName: model, ModelYaml: data, ModelSha256: wire.ModelHash(data), Form: form,
 		Ranks: rs, Nodes: nodes, Node: int32(slices.Index(nodes, node)), DriverAddress: drv.GetAddress(), DriverId: drv.GetId(),
-		Options: &wire.Options{Recorders: 1, InFlight: 1}}
+		Token: make([]byte, wire.TokenSize), Options: &wire.Options{Recorders: 1, InFlight: 1}}
 	res, err := sys.Root.RequestFuture(resp.GetPid(), p, 30*time.Second).Result()
 	if err != nil {
 		return false, "", ""

@@ -3,6 +3,7 @@ package tests
 import (
 	"testing"
 
+	"github.com/hbg-dev/hbg/internal/benchunit"
 	"github.com/hbg-dev/hbg/stages"
 )
 
@@ -143,7 +144,7 @@ func BenchmarkHostGraphCalls(b *testing.B) {
 	var call stages.GraphCall
 	round := 3
 	b.ReportAllocs()
-	c0 := cpuNs()
+	c0 := benchunit.CPUNs()
 	for b.Loop() {
 		h.Begin(orch.Name, orch.Entry, len(orch.Kernels), round)
 		for _, op := range log.ops {
@@ -174,5 +175,5 @@ func BenchmarkHostGraphCalls(b *testing.B) {
 		h.Recycle(p.Image)
 		round++
 	}
-	b.ReportMetric(float64(cpuNs()-c0)/float64(b.N)/1e3, "cpu-µs/op")
+	b.ReportMetric(float64(benchunit.CPUNs()-c0)/float64(b.N)/1e3, "cpu-µs/op")
 }

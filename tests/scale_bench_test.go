@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hbg-dev/hbg/actors"
+	"github.com/hbg-dev/hbg/internal/benchunit"
 	"github.com/hbg-dev/hbg/stages"
 )
 
@@ -84,21 +85,6 @@ func tasksOrch(n int) *actors.Orchestration {
 	}
 }
 
-// perUnit reports ns/<unit> (wall), cpu-ns/<unit> (the process's CPU time,
-// which a loaded machine inflates less: a preempted benchmark's wall goes
-// on, its CPU time does not) and B/<unit> (allocated) over b.N iterations
-// of units each, since the caller's b.ResetTimer; m0 and cpu0 are the heap
-// and the CPU time then.
-func perUnit(b *testing.B, units int, unit string, m0 *runtime.MemStats, cpu0 int64) {
-	cpu := cpuNs() - cpu0
-	var m1 runtime.MemStats
-	runtime.ReadMemStats(&m1)
-	n := float64(b.N) * float64(units)
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/"+unit)
-	b.ReportMetric(float64(cpu)/n, "cpu-ns/"+unit)
-	b.ReportMetric(float64(m1.TotalAlloc-m0.TotalAlloc)/n, "B/"+unit)
-}
-
 func memNow() *runtime.MemStats {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
@@ -122,9 +108,7 @@ func BenchmarkScaleKeys(b *testing.B) {
 				b.Fatalf("cold pass built %d Definitions, want %d", res.Pass.BuiltDefinitions, n)
 			}
 			round := 1
-			runtime.GC()
-			m0, cpu0 := memNow(), cpuNs()
-			b.ResetTimer()
+			u := benchunit.Start(b)
 			for b.Loop() {
 				res, err := rt.Pass(ctx, orch, 0, round)
 				if err != nil {
@@ -135,7 +119,7 @@ func BenchmarkScaleKeys(b *testing.B) {
 				}
 				round++
 			}
-			perUnit(b, n, "key", m0, cpu0)
+			u.Report(n, "key")
 		})
 	}
 }
@@ -186,7 +170,7 @@ func BenchmarkScaleKeysCold(b *testing.B) {
 					}
 					h0 := memNow().TotalAlloc
 					b.StartTimer()
-					c0, t0 := cpuNs(), time.Now()
+					c0, t0 := benchunit.CPUNs(), time.Now()
 					res, err := rt.Pass(context.Background(), orch, 0, 0)
 					passNs += time.Since(t0).Nanoseconds()
 					if err != nil {
@@ -195,7 +179,7 @@ func BenchmarkScaleKeysCold(b *testing.B) {
 					if errs := rt.FlushStore(); len(errs) > 0 {
 						b.Fatal(errs)
 					}
-					cpu += cpuNs() - c0
+					cpu += benchunit.CPUNs() - c0
 					b.StopTimer()
 					heap += memNow().TotalAlloc - h0
 					if res.Pass.BuiltDefinitions != n {
@@ -210,9 +194,7 @@ func BenchmarkScaleKeysCold(b *testing.B) {
 				}
 				// The timed parts' CPU time and allocations only (the
 				// runtime's start and stop are not the pass's).
-				m0 := memNow()
-				m0.TotalAlloc -= heap
-				perUnit(b, n, "key", m0, cpuNs()-cpu)
+				benchunit.ReportTotals(b, n, "key", cpu, heap)
 				// The pass alone, before the wait for the writes (which
 				// go on behind it, on the writer actor).
 				b.ReportMetric(float64(passNs)/float64(b.N)/float64(n), "pass-ns/key")
@@ -234,9 +216,7 @@ func BenchmarkScaleTasks(b *testing.B) {
 				b.Fatal(err)
 			}
 			round := 1
-			runtime.GC()
-			m0, cpu0 := memNow(), cpuNs()
-			b.ResetTimer()
+			u := benchunit.Start(b)
 			for b.Loop() {
 				res, err := rt.Pass(ctx, orch, 0, round)
 				if err != nil {
@@ -247,7 +227,7 @@ func BenchmarkScaleTasks(b *testing.B) {
 				}
 				round++
 			}
-			perUnit(b, n, "task", m0, cpu0)
+			u.Report(n, "task")
 		})
 	}
 }
@@ -280,13 +260,11 @@ func BenchmarkScaleRanks(b *testing.B) {
 				round++
 			}
 			all() // cold: every rank records (each its own Definitions' uploads)
-			runtime.GC()
-			m0, cpu0 := memNow(), cpuNs()
-			b.ResetTimer()
+			u := benchunit.Start(b)
 			for b.Loop() {
 				all()
 			}
-			perUnit(b, r, "rank-pass", m0, cpu0)
+			u.Report(r, "rank-pass")
 		})
 	}
 }

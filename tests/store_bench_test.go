@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hbg-dev/hbg/internal/benchunit"
+
 	"github.com/hbg-dev/hbg/actors"
 	"github.com/hbg-dev/hbg/diskstore"
 	"github.com/hbg-dev/hbg/stages"
@@ -38,9 +40,9 @@ func BenchmarkPassColdStore(b *testing.B) {
 				// collect it here, or its marking lands in the timed pass.
 				runtime.GC()
 				b.StartTimer()
-				c0, f0 := cpuNs(), minorFaults()
+				c0, f0 := benchunit.CPUNs(), minorFaults()
 				res, err := rt.Pass(context.Background(), orch, 0, 0)
-				cpu += cpuNs() - c0
+				cpu += benchunit.CPUNs() - c0
 				faults += minorFaults() - f0
 				if err != nil {
 					b.Fatal(err)
@@ -118,17 +120,6 @@ func preload(b *testing.B, rt *actors.Runtime, orch *actors.Orchestration, c sto
 	return time.Since(t0).Nanoseconds()
 }
 
-// cpuNs is the CPU time this process has used, user and system, all
-// threads: on a shared machine whose cores are oversubscribed it is a
-// steadier figure than the wall clock.
-func cpuNs() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
-}
-
 // minorFaults is the page faults this process has taken that needed no
 // disk: on this project's VM each costs about 12 µs (BenchmarkMachineFirstTouch),
 // so they are where a cold pass's wall time goes beyond its CPU time.
@@ -168,7 +159,7 @@ func BenchmarkStoreLoad(b *testing.B) {
 	}
 	b.SetBytes(int64(total))
 	b.ReportAllocs()
-	c0 := cpuNs()
+	c0 := benchunit.CPUNs()
 	for b.Loop() {
 		for _, k := range keys {
 			l, err := s.Load(k, "dsv4/full")
@@ -179,7 +170,7 @@ func BenchmarkStoreLoad(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(total), "ns/B")
-	b.ReportMetric(float64(cpuNs()-c0)/float64(b.N)/float64(total), "cpu-ns/B")
+	b.ReportMetric(float64(benchunit.CPUNs()-c0)/float64(b.N)/float64(total), "cpu-ns/B")
 	b.ReportMetric(float64(total), "image-bytes")
 }
 

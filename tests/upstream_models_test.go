@@ -40,29 +40,8 @@ func TestUpstreamModelForms(t *testing.T) {
 		{pagedAttentionManual, []string{"eager"}, []int64{0}},
 	} {
 		t.Run(filepath.Base(tc.path), func(t *testing.T) {
-			out, stderr, code := runCLI(t, "compare", tc.path, "--rounds", "2", "--ranks", "2", "--store", "off", "--json")
-			if code != 0 {
-				t.Fatalf("exit %d: %s", code, stderr)
-			}
-			var doc struct {
-				Forms []trace.Report `json:"forms"`
-			}
-			if err := json.Unmarshal([]byte(out), &doc); err != nil {
-				t.Fatal(err)
-			}
-			if len(doc.Forms) != len(tc.forms) {
-				t.Fatalf("%d forms, want %v", len(doc.Forms), tc.forms)
-			}
-			for i, r := range doc.Forms {
-				g := r.Golden
-				switch {
-				case r.Form != tc.forms[i]:
-					t.Errorf("form %d is %s, want %s", i, r.Form, tc.forms[i])
-				case g == nil || !g.Match || !g.EagerMatch:
-					t.Errorf("%s: golden %+v; want a match with the inline twin and eager", r.Form, g)
-				case g.Digest != doc.Forms[0].Golden.Digest:
-					t.Errorf("%s: digest %016x, eager's %016x", r.Form, g.Digest, doc.Forms[0].Golden.Digest)
-				case r.Counts.Definitions != tc.defs[i] || r.Counts.BoundaryMismatches != 0:
+			for i, r := range compareForms(t, tc.path, tc.forms) {
+				if r.Counts.Definitions != tc.defs[i] || r.Counts.BoundaryMismatches != 0 {
 					t.Errorf("%s: %d Definitions, %d boundary mismatches; want %d and none", r.Form, r.Counts.Definitions, r.Counts.BoundaryMismatches, tc.defs[i])
 				}
 			}

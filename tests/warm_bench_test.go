@@ -8,6 +8,7 @@ import (
 
 	"github.com/hbg-dev/hbg/actors"
 	"github.com/hbg-dev/hbg/config"
+	"github.com/hbg-dev/hbg/internal/benchunit"
 	"github.com/hbg-dev/hbg/trace"
 )
 
@@ -30,7 +31,7 @@ func BenchmarkPassWarmQwen3(b *testing.B) {
 	var walls []time.Duration
 	round := 1
 	b.ReportAllocs()
-	c0 := cpuNs()
+	c0 := benchunit.CPUNs()
 	for b.Loop() {
 		t0 := time.Now()
 		res, err := rt.Pass(ctx, orch, 0, round)
@@ -44,7 +45,7 @@ func BenchmarkPassWarmQwen3(b *testing.B) {
 		passes = append(passes, res.Pass)
 		round++
 	}
-	b.ReportMetric(float64(cpuNs()-c0)/float64(b.N)/1e3, "cpu-µs/op")
+	b.ReportMetric(float64(benchunit.CPUNs()-c0)/float64(b.N)/1e3, "cpu-µs/op")
 	slices.Sort(walls)
 	b.ReportMetric(float64(walls[len(walls)/2].Nanoseconds())/1e3, "pass-µs")
 	reportPhases(b, passes)

@@ -37,6 +37,7 @@ var (
 	ErrTooManyPlacements = fmt.Errorf("%w of placements", ErrLimit)
 	ErrTooManyDrivers    = fmt.Errorf("%w of concurrent drivers", ErrLimit)
 	ErrModelTooLarge     = fmt.Errorf("%w of model bytes", ErrLimit)
+	ErrTooManyTasks      = fmt.Errorf("%w of device tasks per pass", ErrLimit)
 )
 
 // ErrUnauthorized marks a message refused because the connection it came
@@ -53,6 +54,7 @@ var limitKinds = []struct {
 	{ErrTooManyPlacements, Failure_LIMIT_PLACEMENTS},
 	{ErrTooManyDrivers, Failure_LIMIT_DRIVERS},
 	{ErrModelTooLarge, Failure_LIMIT_MODEL},
+	{ErrTooManyTasks, Failure_LIMIT_TASKS},
 }
 
 func bad(format string, args ...any) error {
@@ -64,6 +66,9 @@ func ModelHash(yaml []byte) []byte {
 	s := sha256.Sum256(yaml)
 	return s[:]
 }
+
+// TokenSize is a placement's token's length (Place.token): 128 random bits.
+const TokenSize = 16
 
 // Bounds on what a Place may ask for: a message is refused before a
 // runtime is sized from it.
@@ -98,6 +103,8 @@ func (p *Place) Validate() error {
 		return bad("place: run %s: node index %d of %d nodes", p.GetRun(), p.GetNode(), len(p.GetNodes()))
 	case p.GetDriverAddress() == "" || p.GetDriverId() == "":
 		return bad("place: run %s: no driver to answer", p.GetRun())
+	case len(p.GetToken()) != TokenSize:
+		return bad("place: run %s: token of %d bytes, want %d", p.GetRun(), len(p.GetToken()), TokenSize)
 	}
 	seen := map[int32]bool{}
 	for _, r := range p.GetRanks() {

@@ -158,7 +158,7 @@ func goodPlace() *Place {
 	yaml := []byte("name: m\n")
 	return &Place{Run: "r1", ModelName: "m.yaml", ModelYaml: yaml, ModelSha256: ModelHash(yaml), Form: "full",
 		Ranks: []int32{1, 3}, Nodes: []string{"a:1", "b:2"}, Node: 1, DriverAddress: "c:3", DriverId: "d",
-		Options: &Options{Recorders: 8, InFlight: 2}}
+		Token: make([]byte, TokenSize), Options: &Options{Recorders: 8, InFlight: 2}}
 }
 
 func TestPlaceValidate(t *testing.T) {
@@ -178,6 +178,8 @@ func TestPlaceValidate(t *testing.T) {
 		{"no nodes", "0 nodes", func(p *Place) { p.Nodes = nil }},
 		{"node index", "node index 2 of 2", func(p *Place) { p.Node = 2 }},
 		{"no driver", "no driver", func(p *Place) { p.DriverId = "" }},
+		{"no token", "token of 0 bytes", func(p *Place) { p.Token = nil }},
+		{"short token", "token of 8 bytes", func(p *Place) { p.Token = p.Token[:8] }},
 		{"no options", "no options", func(p *Place) { p.Options = nil }},
 		{"recorders", "0 recorders", func(p *Place) { p.Options.Recorders = 0 }},
 		{"in flight", "passes in flight", func(p *Place) { p.Options.InFlight = 1 << 20 }},

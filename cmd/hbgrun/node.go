@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,15 +29,15 @@ import (
 const nodeStopTimeout = 15 * time.Second
 
 type nodeFlags struct {
-	listen                              string
-	advertise                           string
-	otlp                                string
-	store                               storeFlags
-	tls                                 tlsFlags
-	insecure                            bool
-	trust                               bool
-	maxRanks, maxPlacements, maxDrivers int
-	maxModel                            string
+	listen                                        string
+	advertise                                     string
+	otlp                                          string
+	store                                         storeFlags
+	tls                                           tlsFlags
+	insecure                                      bool
+	trust                                         bool
+	maxRanks, maxPlacements, maxDrivers, maxConns int
+	maxModel                                      string
 }
 
 // tlsFlags are mutual TLS's files, with etcd's flag names.
@@ -78,7 +79,8 @@ With --cert-file, --key-file and --trusted-ca-file every connection (from
 drivers, to and from the other nodes) is mutual TLS, and only a process with
 a certificate the CA signed is served. Without them the node serves on
 loopback only, with a warning (--insecure: on any address). Each --max-*
-limit is refused to the driver at once, by name.`,
+limit is refused to the driver at once, by name. A placed model's own
+max_tasks never lifts the node's --max-tasks (4194304 when not given).`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return nodeCmd(c.Context(), c.ErrOrStderr(), &f)
@@ -96,6 +98,7 @@ limit is refused to the driver at once, by name.`,
 	fl.IntVar(&f.maxPlacements, "max-placements", remote.DefaultMaxPlacements, "refuse a placement while this many runs are placed here")
 	fl.IntVar(&f.maxDrivers, "max-drivers", remote.DefaultMaxDrivers, "refuse a placement from a new driver while this many drivers have runs placed here")
 	fl.StringVar(&f.maxModel, "max-model", "64MiB", "refuse a placement whose model is larger than this")
+	fl.IntVar(&f.maxConns, "max-conns", remote.DefaultMaxConns, "close a connection at once while this many are open (drivers and peers hold one each; one that sends nothing is closed after 10s)")
 	addMaxTasks(c)
 	commands = append(commands, c)
 }
@@ -120,7 +123,7 @@ func nodeCmd(ctx context.Context, stderr io.Writer, f *nodeFlags) error {
 	for _, l := range []struct {
 		flag string
 		v    int
-	}{{"--max-ranks", f.maxRanks}, {"--max-placements", f.maxPlacements}, {"--max-drivers", f.maxDrivers}} {
+	}{{"--max-ranks", f.maxRanks}, {"--max-placements", f.maxPlacements}, {"--max-drivers", f.maxDrivers}, {"--max-conns", f.maxConns}} {
 		if l.v < 1 {
 			return usageError{fmt.Errorf("%s %d: want at least 1", l.flag, l.v)}
 		}
@@ -134,7 +137,7 @@ func nodeCmd(ctx context.Context, stderr io.Writer, f *nodeFlags) error {
 	n, err := remote.StartNode(sys, remote.NodeConfig{
 		Listen: f.listen, Advertise: f.advertise, StoreDir: f.store.dir, StoreMax: f.store.max, MaxTasks: maxTasksFlag,
 		Tracer: p.Tracer(), Flush: flusher(p),
-		Transport: remote.Transport{TLS: f.tls.files, MaxModel: int(maxModel)}, Insecure: f.insecure, TrustPeers: f.trust,
+		Transport: remote.Transport{TLS: f.tls.files, MaxModel: int(maxModel), MaxConns: f.maxConns, OnConnRefused: connRefused(stderr, f.maxConns)}, Insecure: f.insecure, TrustPeers: f.trust,
 		MaxRanks: f.maxRanks, MaxPlacements: f.maxPlacements, MaxDrivers: f.maxDrivers,
 		OnPeerRefused: func(r peer.Refused) { fmt.Fprintf(stderr, "hbgrun node: peer: %v\n", r) },
 	})
@@ -157,6 +160,18 @@ func nodeCmd(ctx context.Context, stderr io.Writer, f *nodeFlags) error {
 	}
 	fmt.Fprintf(stderr, "hbgrun node: %s stopped\n", n.Addr())
 	return nil
+}
+
+// connRefused says on stderr that a connection was closed over
+// --max-conns: the first, then every thousandth (an attacker's flood is
+// one line a thousand, not a line each).
+func connRefused(stderr io.Writer, limit int) func(string, int) {
+	var n atomic.Int64
+	return func(addr string, open int) {
+		if k := n.Add(1); k == 1 || k%1000 == 0 {
+			fmt.Fprintf(stderr, "hbgrun node: closed a connection from %s: %v: %d open, the node's limit (--max-conns %d) (%d closed so far)\n", addr, remote.ErrTooManyConns, open, limit, k)
+		}
+	}
 }
 
 // flusher pushes the spans ended so far out of the process (a run's spans

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -33,6 +34,10 @@ and opens offline. It is written to --out, by default RUN.html beside RUN.json.`
 			if out == "" {
 				out = strings.TrimSuffix(args[0], filepath.Ext(args[0])) + ".html"
 			}
+			if sameFile(args[0], out) {
+				// The page would replace the only copy of what it draws.
+				return usageError{fmt.Errorf("--out %s is %s, the report being read: give another --out", out, args[0])}
+			}
 			o, err := createOutput("--out", out)
 			if err != nil {
 				return err
@@ -55,6 +60,11 @@ func readReport(path string) (report.Page, error) {
 	if err != nil {
 		return report.Page{}, usageError{err}
 	}
+	return parseReport(path, b)
+}
+
+// parseReport is readReport past the read: b is the file path holds.
+func parseReport(path string, b []byte) (report.Page, error) {
 	var probe struct {
 		Forms  json.RawMessage `json:"forms"`
 		Schema *int            `json:"schema"`
@@ -69,6 +79,16 @@ func readReport(path string) (report.Page, error) {
 		}
 		if len(doc.Forms) == 0 {
 			return report.Page{}, usageError{fmt.Errorf("%s: compare --json with no forms", path)}
+		}
+		for i, r := range doc.Forms {
+			// A form the document does not hold, or one another hbgrun
+			// wrote, is nothing to draw.
+			if r == nil {
+				return report.Page{}, usageError{fmt.Errorf("%s: compare --json: forms[%d] is null: want a run --json report", path, i)}
+			}
+			if r.Schema != trace.ReportSchema {
+				return report.Page{}, usageError{fmt.Errorf("%s: compare --json: forms[%d] (%q): report schema %d: want %d (made by another hbgrun)", path, i, r.Form, r.Schema, trace.ReportSchema)}
+			}
 		}
 		return report.Compare(doc.Forms), nil
 	}
@@ -93,3 +113,13 @@ func strictJSON(b []byte, v any) error {
 // maxReportBytes bounds a report read back: a 500-round run's JSON with its
 // timeline is a few MB.
 const maxReportBytes = 256 << 20
+
+// sameFile is whether paths a and b name one file (through a link too).
+func sameFile(a, b string) bool {
+	sa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	sb, err := os.Stat(b)
+	return err == nil && os.SameFile(sa, sb)
+}

@@ -22,12 +22,16 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	paremote "github.com/asynkron/protoactor-go/remote"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/protobuf/proto"
 )
 
 // The stamp's header keys. Every key with prefix is the transport's: a
@@ -92,22 +96,93 @@ func (f Files) Configs() (server, client *tls.Config, err error) {
 	return server, client, nil
 }
 
+// Conns bounds the connections a process's gRPC server holds: a
+// connection that sends nothing costs a goroutine, a file descriptor and
+// about 20 KB until gRPC gives up on its handshake (120 s by default), so
+// an attacker who opens them by the ten thousand took the node's memory
+// and, at its descriptor limit, every driver's connection.
+type Conns struct {
+	// Max is how many connections are held at once (handshaking or
+	// served); one over it is closed at once. 0: no bound.
+	Max int
+	// Handshake bounds a connection's TLS handshake and HTTP/2 preface
+	// (grpc.ConnectionTimeout); 0: gRPC's default.
+	Handshake time.Duration
+	// OnRefused, if set, hears each connection closed over Max: its
+	// remote address and the number open.
+	OnRefused func(addr string, open int)
+}
+
 // Options are the gRPC options of a process's protoactor remote: its
-// server stamps every envelope with its connection (Of), and takes
-// messages up to maxMessage bytes; with TLS (files set), both the server
-// and every connection it dials are mutual TLS.
-func Options(f Files, maxMessage int) ([]grpc.ServerOption, []grpc.DialOption, error) {
+// server stamps every envelope with its connection (Of), takes messages
+// up to maxMessage bytes and holds connections within conns; with TLS
+// (files set), both the server and every connection it dials are mutual
+// TLS.
+func Options(f Files, maxMessage int, conns Conns) ([]grpc.ServerOption, []grpc.DialOption, error) {
 	server := []grpc.ServerOption{grpc.ChainStreamInterceptor(stamp), grpc.MaxRecvMsgSize(maxMessage)}
 	dial := []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage))}
+	if conns.Handshake > 0 {
+		server = append(server, grpc.ConnectionTimeout(conns.Handshake))
+	}
+	var creds credentials.TransportCredentials = insecure.NewCredentials()
 	if f.On() {
 		s, c, err := f.Configs()
 		if err != nil {
 			return nil, nil, err
 		}
-		server = append(server, grpc.Creds(credentials.NewTLS(s)))
+		creds = credentials.NewTLS(s)
 		dial = append(dial, grpc.WithTransportCredentials(credentials.NewTLS(c)))
 	}
+	if conns.Max > 0 {
+		creds = &boundedCreds{TransportCredentials: creds, slots: make(chan struct{}, conns.Max), onRefused: conns.OnRefused}
+	}
+	server = append(server, grpc.Creds(creds))
 	return server, dial, nil
+}
+
+// ErrTooManyConns is a connection closed because the server holds its
+// limit of them (Conns.Max).
+var ErrTooManyConns = errors.New("too many connections")
+
+// boundedCreds takes a slot for each connection from before its
+// handshake until it closes.
+type boundedCreds struct {
+	credentials.TransportCredentials
+	slots     chan struct{}
+	onRefused func(string, int)
+}
+
+func (b *boundedCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	select {
+	case b.slots <- struct{}{}:
+	default:
+		if b.onRefused != nil {
+			b.onRefused(raw.RemoteAddr().String(), len(b.slots))
+		}
+		return nil, nil, fmt.Errorf("%w: %d open, the limit", ErrTooManyConns, cap(b.slots))
+	}
+	c, info, err := b.TransportCredentials.ServerHandshake(raw)
+	if err != nil {
+		<-b.slots
+		return nil, nil, err
+	}
+	return &slotConn{Conn: c, free: func() { <-b.slots }}, info, nil
+}
+
+func (b *boundedCreds) Clone() credentials.TransportCredentials {
+	return &boundedCreds{TransportCredentials: b.TransportCredentials.Clone(), slots: b.slots, onRefused: b.onRefused}
+}
+
+// slotConn gives its slot back when it is closed (once).
+type slotConn struct {
+	net.Conn
+	once sync.Once
+	free func()
+}
+
+func (c *slotConn) Close() error {
+	c.once.Do(c.free)
+	return c.Conn.Close()
 }
 
 // stamp wraps the stream of a connection's messages.
@@ -129,7 +204,14 @@ func (s *stamped) RecvMsg(m any) error {
 	if !ok {
 		return nil
 	}
-	for _, e := range rm.GetMessageBatch().GetEnvelopes() {
+	b := rm.GetMessageBatch()
+	if b == nil {
+		return nil
+	}
+	b.Envelopes = slices.DeleteFunc(b.Envelopes, func(e *paremote.MessageEnvelope) bool {
+		return s.refused(b, e)
+	})
+	for _, e := range b.GetEnvelopes() {
 		if e.MessageHeader == nil {
 			e.MessageHeader = &paremote.MessageHeader{}
 		}
@@ -149,6 +231,35 @@ func (s *stamped) RecvMsg(m any) error {
 		}
 	}
 	return nil
+}
+
+// refused says whether an envelope is one no remote may send: protoactor
+// delivers a Stop or a PoisonPill from the wire to any actor it names (a
+// node's peer actor, a run's host, a driver's actor: their names are fixed
+// or counted), and a Terminated tells its target that Who has died, which
+// a driver takes for its node's loss. hbg sends no Stop or PoisonPill
+// between processes; a Terminated is taken only over a connection that
+// speaks for Who's host (Vouches), as the watched process's own is.
+func (s *stamped) refused(b *paremote.MessageBatch, e *paremote.MessageEnvelope) bool {
+	if e.TypeId < 0 || int(e.TypeId) >= len(b.TypeNames) {
+		return true
+	}
+	switch b.TypeNames[e.TypeId] {
+	case "actor.Stop", "actor.PoisonPill":
+		return true
+	case "actor.Terminated":
+		var t actor.Terminated
+		if e.SerializerId != 0 || proto.Unmarshal(e.MessageData, &t) != nil {
+			return true
+		}
+		h, _, err := net.SplitHostPort(t.GetWho().GetAddress())
+		c := Conn{Addr: s.addr}
+		if s.names != "" {
+			c.Names = strings.Split(s.names, ",")
+		}
+		return err != nil || !c.Vouches(h)
+	}
+	return false
 }
 
 // Conn is the connection a message came over.
