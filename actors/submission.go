@@ -275,3 +275,7 @@ func (o submitter) Graph(call *stages.GraphCall) stages.TaskID { return o.s.grap
 // GraphBoundary lets the interpreter write a Graph call's boundary straight
 // into the run image (stages.BoundaryWriter).
 func (o submitter) GraphBoundary(n int) []stages.Arg { return o.s.host.GraphBoundary(n) }
+
+// GraphLocs lets it pass a Graph call's boundary by template
+// (stages.LocWriter).
+func (o submitter) GraphLocs(n int) []stages.Loc { return o.s.host.GraphLocs(n) }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/hbg-dev/hbg/stages"
 )
@@ -261,6 +262,12 @@ type callOp struct {
 	// allocates itself (known statically); such slots are not part of an
 	// auto boundary.
 	localSlots []bool
+	// tmpl is this call site's boundary template (runner.callLocs), shared
+	// by the runners of every rank: a template is immutable, so one that a
+	// rank made serves all. tmplMade counts the templates made here, which
+	// a site whose layouts keep changing stops making.
+	tmpl     atomic.Pointer[stages.BoundaryTemplate]
+	tmplMade atomic.Int32
 }
 
 type form struct {

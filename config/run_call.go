@@ -158,6 +158,9 @@ func (r *runner) call(o stages.Submitter, caller *frame, c *callOp) {
 	}
 	var args []stages.Arg
 	var scal []uint64
+	var tmpl *stages.BoundaryTemplate
+	var locs []stages.Loc
+	var byTemplate bool
 	var slotOf, scalarOf [][]int32
 	switch {
 	case cb.auto && (asGraph || caller.inGraph):
@@ -166,7 +169,14 @@ func (r *runner) call(o stages.Submitter, caller *frame, c *callOp) {
 		// An auto block run on the ordinary path needs no boundary of its
 		// own: its calls evaluate theirs, as they would at the top level.
 	default:
-		args, scal = cf.boundaryArgs, cf.scalarVals
+		scal = cf.scalarVals
+		lw, ok := o.(stages.LocWriter)
+		if byTemplate = ok && asGraph; byTemplate {
+			if tmpl, locs = r.callLocs(lw, caller, cf, c); tmpl != nil {
+				break
+			}
+		}
+		args = cf.boundaryArgs
 		if bw, ok := o.(stages.BoundaryWriter); ok && asGraph {
 			// Straight into the run image: the Graph call does not copy it.
 			args = bw.GraphBoundary(len(cb.boundary))
@@ -179,12 +189,15 @@ func (r *runner) call(o stages.Submitter, caller *frame, c *callOp) {
 	// Inside an auto block, the callee's boundary comes from the block's own
 	// boundary (so that a recording sees boundary views and patchable
 	// scalars, never the caller's tensors or baked values).
-	if caller.ownBoundary != nil && caller.ownSlotOf != nil {
+	if tmpl == nil && caller.ownBoundary != nil && caller.ownSlotOf != nil {
 		for s, m := range caller.ownSlotOf[c.index] {
 			if m >= 0 {
 				args[s].View = caller.ownBoundary.Tensors[m].View
 			}
 		}
+	}
+	if byTemplate && tmpl == nil {
+		r.learnTemplate(caller, cf, c, args)
 	}
 	if !asGraph {
 		if cap(cf.inlineScalars) < len(scal) {
@@ -213,6 +226,7 @@ func (r *runner) call(o stages.Submitter, caller *frame, c *callOp) {
 	gc.Key = r.key(g, cf)
 	gc.KeyComplete = g.complete
 	gc.Boundary, gc.Scalars = args, scal
+	gc.Template, gc.Locs = tmpl, locs
 	gc.Config = gc.Config[:0]
 	for _, s := range g.config {
 		gc.Config = append(gc.Config, uint64(cf.env[s]))

@@ -126,3 +126,94 @@ func (fs *fastSlot) accepts(v *stages.View) bool {
 	return int8(v.NDims) == fs.ndims && v.Shape[0] == fs.shape[0] && v.Shape[1] == fs.shape[1] &&
 		v.Shape[2] == fs.shape[2] && v.Shape[3] == fs.shape[3] && v.Shape[4] == fs.shape[4]
 }
+
+// maxTemplates bounds the templates one call site makes: past it, a site
+// whose slots keep changing layout evaluates its boundary whole.
+const maxTemplates = 8
+
+// callLocs evaluates a Graph call's boundary by its site's template: each
+// slot's root and offset into slots lw lends. It returns a nil template
+// when the site has none yet or a slot does not fit it (a tensor param
+// of another layout, a row the fast form cannot vouch for, a slot only the
+// general path evaluates): runner.boundary then evaluates the boundary
+// whole, and says what is wrong where something is.
+func (r *runner) callLocs(lw stages.LocWriter, caller, cf *frame, c *callOp) (*stages.BoundaryTemplate, []stages.Loc) {
+	t := c.tmpl.Load()
+	if t == nil {
+		return nil, nil
+	}
+	env, fb := cf.env, cf.block.fastBoundary
+	for _, sl := range cf.block.rowSlots {
+		if y := env[sl]; y != int64(int32(y)) {
+			return nil, nil
+		}
+	}
+	locs := lw.GraphLocs(len(fb))
+	for s := range fb {
+		f := &fb[s]
+		switch f.kind {
+		case slotConst:
+			locs[s] = stages.Loc{Root: f.tmpl.Root, Offset: f.tmpl.Offset}
+		case slotRow:
+			y := f.row.c0 + f.row.coef*env[f.row.slot]
+			if y < 0 || y > f.rowMax {
+				return nil, nil
+			}
+			locs[s] = stages.Loc{Root: f.tmpl.Root, Offset: f.base + y*f.stride0}
+		case slotTArg:
+			v := &cf.tensorArgs[f.targ]
+			if !f.accepts(v) || !t.Fits(s, v) {
+				return nil, nil
+			}
+			locs[s] = stages.Loc{Root: v.Root, Offset: v.Offset}
+		default:
+			var v stages.View
+			if !f.eval(env, true, cf.tensorArgs, &v) || !t.Fits(s, &v) {
+				return nil, nil
+			}
+			locs[s] = stages.Loc{Root: v.Root, Offset: v.Offset}
+		}
+	}
+	// Inside an auto block, as runner.call does to a boundary evaluated
+	// whole.
+	for s, m := range remapped(caller, c) {
+		if m >= 0 {
+			v := &caller.ownBoundary.Tensors[m].View
+			if !t.Fits(s, v) {
+				return nil, nil
+			}
+			locs[s] = stages.Loc{Root: v.Root, Offset: v.Offset}
+		}
+	}
+	return t, locs
+}
+
+// remapped is, inside an auto block, which of call c's boundary slots the
+// block's own boundary supplies (ownSlotOf), or nil.
+func remapped(caller *frame, c *callOp) []int32 {
+	if caller.ownBoundary == nil || caller.ownSlotOf == nil {
+		return nil
+	}
+	return caller.ownSlotOf[c.index]
+}
+
+// learnTemplate makes call site c's template from a boundary evaluated
+// whole (args), when it has none or its template did not fit. A slot whose
+// fast form fixes its layout (slotConst, slotRow) must have that layout in
+// the template, or callLocs would pass the template's for another.
+func (r *runner) learnTemplate(caller, cf *frame, c *callOp, args []stages.Arg) {
+	if c.tmplMade.Load() >= maxTemplates {
+		return
+	}
+	fb, remap := cf.block.fastBoundary, remapped(caller, c)
+	for s := range fb {
+		if s < len(remap) && remap[s] >= 0 {
+			continue // its layout is checked at every call (callLocs)
+		}
+		if f := &fb[s]; (f.kind == slotConst || f.kind == slotRow) && (args[s].Tag != f.tag || !args[s].View.SameLayout(&f.tmpl)) {
+			return
+		}
+	}
+	c.tmplMade.Add(1)
+	c.tmpl.Store(stages.NewBoundaryTemplate(args))
+}

@@ -25,9 +25,37 @@ type keyState struct {
 	first       []Arg
 	firstScalar []uint64
 	verifyAsked bool
+	// tmpls is the BoundaryTemplates calls matched sig with, one per call
+	// site that calls the key (a few), with what a replay by each checks.
+	tmpls []keyTemplate
 	// warnedPass is the pass that last warned this failed key falls back;
 	// usedPass the last that replayed its Definition (Pass.used).
 	warnedPass, usedPass uint64
+}
+
+// keyTemplate is a template a key's signature matched, and what a replay
+// by it checks (OrdinaryPath.ReplayLocs).
+type keyTemplate struct {
+	t    *BoundaryTemplate
+	locs []locSlot
+}
+
+// maxKeyTemplates bounds the templates a key keeps: a key called from more
+// sites than that replays some of them by their boundaries whole.
+const maxKeyTemplates = 4
+
+// template is what a replay of e by t checks, or nil when t has not
+// matched e's signature.
+func (e *keyState) template(t *BoundaryTemplate) []locSlot {
+	if e == nil {
+		return nil
+	}
+	for i := range e.tmpls {
+		if e.tmpls[i].t == t {
+			return e.tmpls[i].locs
+		}
+	}
+	return nil
 }
 
 // Host is one rank's submission side: the ordinary path (OrdinaryPath), what the
@@ -48,6 +76,7 @@ type Host struct {
 	// seq is the key of each Graph call of the last pass, in call order;
 	// cur the pass's own, which End makes seq.
 	seq, cur []*keyState
+	lendLocs []Loc
 	nextID   uint64
 	jobs     []RecordRequest
 	spare    []*RunImage
@@ -61,6 +90,14 @@ func NewHost(rank int, cfg PassConfig) *Host {
 // GraphBoundary implements stages.BoundaryWriter for the submitter that
 // routes Graph calls here: n slots the ordinary path lends every Graph call.
 func (h *Host) GraphBoundary(n int) []Arg { return h.orch.lendArgs(n) }
+
+// GraphLocs implements stages.LocWriter likewise: calls by template.
+func (h *Host) GraphLocs(n int) []Loc {
+	if cap(h.lendLocs) < n {
+		h.lendLocs = make([]Loc, n)
+	}
+	return h.lendLocs[:n]
+}
 
 // Ordinary is the ordinary path of the pass in host_orch.
 func (h *Host) Ordinary() *OrdinaryPath { return h.orch }
@@ -146,6 +183,17 @@ func (h *Host) Graph(call *GraphCall, o Submitter) TaskID {
 	} else {
 		e = h.keys[sk]
 	}
+	if t := call.Template; t != nil {
+		if locs := e.template(t); locs != nil && e.failed == nil {
+			if id, ok := h.replayLocs(e, locs, call, fk); ok {
+				h.cur = append(h.cur, e)
+				return id
+			}
+		}
+		// Anything else reads the boundary whole.
+		call.Boundary = h.orch.lendArgs(t.Len())
+		t.Materialize(call.Locs, call.Boundary)
+	}
 	switch {
 	case e == nil:
 		e = &keyState{sk: sk, nscalars: len(call.Scalars), next: len(call.ExtDeps), sig: Signature(call.Boundary, h.orch), recording: true}
@@ -184,6 +232,43 @@ func (h *Host) Graph(call *GraphCall, o Submitter) TaskID {
 		e.verifyAsked = true
 		h.job(call, fk, sk, true)
 	}
+	if t := call.Template; t != nil && len(e.tmpls) < maxKeyTemplates && e.template(t) == nil {
+		// The call matched: its template's layouts are the signature's
+		// unless a slot took another path (compileLocs compares them).
+		if locs, ok := compileLocs(e.sig, t); ok {
+			e.tmpls = append(e.tmpls, keyTemplate{t: t, locs: locs})
+		}
+	}
+	h.replayed(e, id)
+	return id
+}
+
+// replayLocs is Graph's replay of a call by the template e matched: no
+// slot's layout compared, none materialized. It reports false, having
+// changed nothing, when the call must take Graph's way instead (a root of
+// another size, another alias partition, or a value a verifying recording
+// must see).
+func (h *Host) replayLocs(e *keyState, locs []locSlot, call *GraphCall, fk uint64) (TaskID, bool) {
+	if len(call.Scalars) != e.nscalars || !call.KeyComplete && !e.verifyAsked && differsLocs(e, call) {
+		return 0, false
+	}
+	sub := GraphSubmission{FullKey: fk}
+	var heapBytes int64
+	var written []int32
+	if e.def != nil {
+		sub.DefHash, heapBytes, written = e.def.Hash, e.def.Def.HeapBytes, e.def.Written
+	}
+	id, ok := h.orch.ReplayLocs(&h.matcher, locs, e.nscalars, e.next, call, sub, heapBytes, written)
+	if ok {
+		h.p.byTemplate++
+		h.replayed(e, id)
+	}
+	return id, ok
+}
+
+// replayed accounts a Graph call replayed (or a shell) as task id.
+func (h *Host) replayed(e *keyState, id TaskID) {
+	p := h.p
 	if e.def != nil {
 		// Marked on the key, not looked up in the pass: a Published is one
 		// key's, and the key's state is in the cache already.
@@ -193,10 +278,9 @@ func (h *Host) Graph(call *GraphCall, o Submitter) TaskID {
 		}
 		p.graphNodes += len(e.def.Def.Nodes)
 	} else {
-		p.shells = append(p.shells, shell{task: id, sk: sk})
+		p.shells = append(p.shells, shell{task: id, sk: e.sk})
 	}
 	p.Counts.GraphSubmissions++
-	return id
 }
 
 func (h *Host) job(call *GraphCall, fk, sk uint64, verify bool) *RecordRequest {
@@ -225,6 +309,21 @@ func differs(e *keyState, call *GraphCall) bool {
 	for i := range call.Boundary {
 		a, b := &call.Boundary[i].View, &e.first[i].View
 		if a.Root != b.Root || a.Offset != b.Offset {
+			return true
+		}
+	}
+	return false
+}
+
+// differsLocs is differs for a call by template.
+func differsLocs(e *keyState, call *GraphCall) bool {
+	for i := range call.Scalars {
+		if call.Scalars[i] != e.firstScalar[i] {
+			return true
+		}
+	}
+	for i, l := range call.Locs {
+		if b := &e.first[i].View; l.Root != b.Root || l.Offset != b.Offset {
 			return true
 		}
 	}

@@ -186,6 +186,9 @@ type Pass struct {
 	// graphNodes sums the nodes of the Definitions of the pass's
 	// GraphSubmissions (the device tasks they expand into).
 	graphNodes int
+	// byTemplate counts the Graph calls replayed by their template
+	// (Host.replayLocs), no boundary materialized.
+	byTemplate int
 	// atDevice counts this pass's device requests not yet answered.
 	atDevice int
 	replied  bool
@@ -259,6 +262,10 @@ func (p *Pass) def(hash uint64) *Published {
 	}
 	return p.byHash[hash]
 }
+
+// ByTemplate is the number of the pass's Graph calls replayed by their
+// call site's BoundaryTemplate.
+func (p *Pass) ByTemplate() int { return p.byTemplate }
 
 // Used is the Definitions the pass replays.
 func (p *Pass) Used() []*Published { return p.used }

@@ -104,11 +104,13 @@ func FuzzTensorMap(f *testing.F) {
 	})
 }
 
-// replayPair is two ordinary paths driven alike, one through ReplayGraph,
-// one through MatchSignature then SubmitGraph.
+// replayPair is three ordinary paths driven alike, one through
+// ReplayGraph, one through MatchSignature then SubmitGraph, one through
+// ReplayLocs (a call by template) where its template fits the signature
+// and ReplayGraph where not, as the Host does.
 type replayPair struct {
-	a, b   *OrdinaryPath
-	ma, mb Matcher
+	a, b, c    *OrdinaryPath
+	ma, mb, mc Matcher
 }
 
 // FuzzReplayGraph: ReplayGraph refuses exactly the calls MatchSignature
@@ -130,7 +132,7 @@ func FuzzReplayGraph(f *testing.F) {
 			sz := sizes[fb.n(4)]
 			entry[i] = Root{Name: fmt.Sprint("r", i), DType: FP32, Shape: []int64{sz}, Elems: sz, ManualDep: fb.n(5) == 0}
 		}
-		p := replayPair{a: NewOrdinaryPath(entry), b: NewOrdinaryPath(entry)}
+		p := replayPair{a: NewOrdinaryPath(entry), b: NewOrdinaryPath(entry), c: NewOrdinaryPath(entry)}
 		var sigs [][]BoundarySlot
 		var bounds [][]Arg // each Graph submission's boundary, in order
 		view := func() View {
@@ -160,7 +162,10 @@ func FuzzReplayGraph(f *testing.F) {
 				}
 				tb := task
 				tb.Args = append([]Arg(nil), task.Args...)
+				tc := task
+				tc.Args = append([]Arg(nil), task.Args...)
 				ia, ib := p.a.Submit(&task), p.b.Submit(&tb)
+				p.c.Submit(&tc)
 				if ia != ib {
 					t.Fatalf("op %d: task ids %d and %d", op, ia, ib)
 				}
@@ -216,6 +221,7 @@ func FuzzReplayGraph(f *testing.F) {
 				if fmt.Sprint(mma) != fmt.Sprint(mmb) {
 					t.Fatalf("op %d: ReplayGraph says %v, MatchSignature %v", op, mma, mmb)
 				}
+				p.replayLocs(t, op, call, sig, nsc, next, sub, heap, also, mma)
 				if mma != nil {
 					if after := fmt.Sprintf("%+v", p.a.Image()); after != before {
 						t.Fatalf("op %d: a refused call changed the run image:\n%s\n%s", op, before, after)
@@ -230,22 +236,59 @@ func FuzzReplayGraph(f *testing.F) {
 				if p.a.ScopeDepth() > 0 && fb.n(2) == 0 {
 					p.a.ScopeEnd()
 					p.b.ScopeEnd()
+					p.c.ScopeEnd()
 				} else {
 					m := ScopeMode(fb.n(2))
 					p.a.ScopeBegin(m)
 					p.b.ScopeBegin(m)
+					p.c.ScopeBegin(m)
 				}
 			}
 			// %+v: an empty pool equals a nil one.
-			if fmt.Sprintf("%+v", p.a.Image()) != fmt.Sprintf("%+v", p.b.Image()) {
-				t.Fatalf("op %d: run images differ:\n%+v\n%+v", op, p.a.Image(), p.b.Image())
-			}
-			if fmt.Sprintf("%+v", p.a.tm) != fmt.Sprintf("%+v", p.b.tm) {
-				t.Fatalf("op %d: TensorMaps differ", op)
+			for _, o := range []*OrdinaryPath{p.b, p.c} {
+				if fmt.Sprintf("%+v", p.a.Image()) != fmt.Sprintf("%+v", o.Image()) {
+					t.Fatalf("op %d: run images differ:\n%+v\n%+v", op, p.a.Image(), o.Image())
+				}
+				if fmt.Sprintf("%+v", p.a.tm) != fmt.Sprintf("%+v", o.tm) {
+					t.Fatalf("op %d: TensorMaps differ", op)
+				}
 			}
 		}
 		checkNarrowEncoding(t, p.a.Image(), bounds)
 	})
+}
+
+// replayLocs makes call on p.c by template: ReplayLocs where the call's
+// template fits sig, which must then accept exactly the calls
+// MatchSignature accepts (mm nil) and leave no trace when it refuses;
+// ReplayGraph on the materialized boundary where it does not fit, or
+// refused.
+func (p *replayPair) replayLocs(t *testing.T, op int, call *GraphCall, sig []BoundarySlot, nsc, next int, sub GraphSubmission, heap int64, also []int32, mm *BoundaryMismatch) {
+	t.Helper()
+	tmpl := NewBoundaryTemplate(call.Boundary)
+	cc := *call
+	cc.Boundary, cc.Template, cc.Locs = nil, tmpl, make([]Loc, len(call.Boundary))
+	for i, a := range call.Boundary {
+		cc.Locs[i] = Loc{Root: a.View.Root, Offset: a.View.Offset}
+	}
+	if slots, fits := compileLocs(sig, tmpl); fits {
+		before := fmt.Sprintf("%+v", p.c.Image())
+		_, ok := p.c.ReplayLocs(&p.mc, slots, nsc, next, &cc, sub, heap, also)
+		if ok != (mm == nil) {
+			t.Fatalf("op %d: ReplayLocs accepts %v, MatchSignature says %v", op, ok, mm)
+		}
+		if ok {
+			return
+		}
+		if after := fmt.Sprintf("%+v", p.c.Image()); after != before {
+			t.Fatalf("op %d: a call ReplayLocs refused changed the run image:\n%s\n%s", op, before, after)
+		}
+	}
+	cc.Boundary = p.c.lendArgs(tmpl.Len())
+	tmpl.Materialize(cc.Locs, cc.Boundary)
+	if _, got := p.c.ReplayGraph(&p.mc, sig, nsc, next, &cc, sub, heap, also); fmt.Sprint(got) != fmt.Sprint(mm) {
+		t.Fatalf("op %d: the materialized call's ReplayGraph says %v, want %v", op, got, mm)
+	}
 }
 
 // checkNarrowEncoding: a narrow run image encodes to an image that decodes,

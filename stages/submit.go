@@ -434,6 +434,79 @@ func (o *OrdinaryPath) ReplayGraph(m *Matcher, sig []BoundarySlot, wantScalars, 
 	return o.graphTask(call, sub, heapBytes, len(args)), nil
 }
 
+// ReplayLocs is ReplayGraph for a call by template whose template the
+// key's signature has matched already (compileLocs): per slot it checks
+// only what a call may change, the root's size and the alias partition,
+// and resolves the slot's region from its Loc and span. It reports false,
+// having submitted nothing and left the TensorMap as it was, when a check
+// fails: the caller then materializes the boundary and ReplayGraph says
+// what differs.
+func (o *OrdinaryPath) ReplayLocs(m *Matcher, slots []locSlot, wantScalars, wantExt int, call *GraphCall, sub GraphSubmission, heapBytes int64, alsoWrites []int32) (TaskID, bool) {
+	locs := call.Locs
+	if len(locs) != len(slots) || len(call.Scalars) != wantScalars || len(call.ExtDeps) != wantExt {
+		return 0, false
+	}
+	id := TaskID(len(o.img.Tasks))
+	info, tm, fs := o.info, &o.tm, &o.fs
+	manual := o.scopes.inManual()
+	fs.Begin(id)
+	for _, d := range call.ExtDeps {
+		fs.Add(d)
+	}
+	o.retiring, o.registering = o.retiring[:0], o.registering[:0]
+	out := o.boundSlots(len(locs))
+	gen := m.begin()
+	for i := range locs {
+		l, s := &locs[i], &slots[i]
+		r := l.Root
+		if uint(r) >= uint(len(info)) {
+			return 0, false
+		}
+		ri := &info[r]
+		if ri.elems != s.elems || m.alias(r, int32(i), gen) != s.alias {
+			return 0, false
+		}
+		putBound(out[i*imagefmt.CompactArgSize:], s.tag, r, l.Offset)
+		if manual || s.tag == TagOutput {
+			continue
+		}
+		fs.Add(ri.creator)
+		if ri.manualDep {
+			continue
+		}
+		g := region{r, l.Offset, l.Offset + s.span}
+		switch s.tag {
+		case TagInput:
+			if t := tm.live(r); t != nil {
+				t.find(g.start, g.end, fs)
+			}
+		case TagInOut:
+			if t := tm.live(r); t != nil && t.find(g.start, g.end, fs) {
+				o.retiring = append(o.retiring, g)
+			}
+			o.registering = append(o.registering, g)
+		case TagOutputExisting:
+			o.registering = append(o.registering, g)
+		}
+	}
+	o.img.Bound = o.img.Bound[:len(o.img.Bound)+len(out)]
+	for _, g := range o.retiring {
+		tm.slot(g.root).retire(g.start, g.end)
+	}
+	for _, g := range o.registering {
+		tm.register(g, id)
+	}
+	if !manual {
+		for _, i := range alsoWrites {
+			l, s := &locs[i], &slots[i]
+			if s.tag != TagInOut && s.tag != TagOutputExisting && !o.meta(l.Root).manualDep {
+				tm.register(region{l.Root, l.Offset, l.Offset + s.span}, id)
+			}
+		}
+	}
+	return o.graphTask(call, sub, heapBytes, len(locs)), true
+}
+
 // TakeImage hands over the run image built so far and starts the next on
 // spare's storage (nil: fresh). The taken image then belongs to the caller:
 // a pass takes its image to the replay while the next pass is orchestrated.

@@ -103,6 +103,11 @@ type GraphCall struct {
 	Config []uint64
 	// Boundary is the tensors the body receives, in slot order.
 	Boundary []Arg
+	// Template and Locs, when Template is set, stand for Boundary (nil
+	// then): slot i is Template's slot i at Locs[i]. Only a LocWriter is
+	// passed such a call, and it reads Locs only during the call.
+	Template *BoundaryTemplate
+	Locs     []Loc
 	// Scalars is the boundary scalars; each body use of Scalars[i] carries
 	// Src=i so that replay can patch it.
 	Scalars []uint64

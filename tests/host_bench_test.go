@@ -21,6 +21,7 @@ func (s hostSubmitter) ScopeBegin(m stages.ScopeMode)           { s.h.Ordinary()
 func (s hostSubmitter) ScopeEnd()                               { s.h.Ordinary().ScopeEnd() }
 func (s hostSubmitter) Graph(c *stages.GraphCall) stages.TaskID { return s.h.Graph(c, s) }
 func (s hostSubmitter) GraphBoundary(n int) []stages.Arg        { return s.h.GraphBoundary(n) }
+func (s hostSubmitter) GraphLocs(n int) []stages.Loc            { return s.h.GraphLocs(n) }
 
 // BenchmarkHostWarm is a warm DSv4 full pass's host_orch on one goroutine:
 // the model interpreter and the Host (full_key, boundary match, the outer
