@@ -172,7 +172,7 @@ func (r *runner) call(o stages.Submitter, caller *frame, c *callOp) {
 		scal = cf.scalarVals
 		lw, ok := o.(stages.LocWriter)
 		if byTemplate = ok && asGraph; byTemplate {
-			if tmpl, locs = r.callLocs(lw, caller, cf, c); tmpl != nil {
+			if tmpl, locs = r.callLocs(lw, caller, cf, c); tmpl != nil || r.err != nil {
 				break
 			}
 		}

@@ -168,7 +168,7 @@ func (r *runner) callLocs(lw stages.LocWriter, caller, cf *frame, c *callOp) (*s
 			locs[s] = stages.Loc{Root: v.Root, Offset: v.Offset}
 		default:
 			var v stages.View
-			if !f.eval(env, true, cf.tensorArgs, &v) || !t.Fits(s, &v) {
+			if !f.eval(env, true, cf.tensorArgs, &v) && !r.generalSlot(cf, s, &v) || !t.Fits(s, &v) {
 				return nil, nil
 			}
 			locs[s] = stages.Loc{Root: v.Root, Offset: v.Offset}
@@ -186,6 +186,18 @@ func (r *runner) callLocs(lw stages.LocWriter, caller, cf *frame, c *callOp) (*s
 		}
 	}
 	return t, locs
+}
+
+// generalSlot evaluates boundary slot s as runner.boundary's general path
+// does, reporting false where that path fails or reports: a view outside
+// its root fails the run here as there (r.err), a slot of another dtype or
+// shape than declared is left to runner.boundary to report.
+func (r *runner) generalSlot(cf *frame, s int, v *stages.View) bool {
+	b := cf.block.boundary[s]
+	if !r.view(cf, b.view, v) {
+		return false
+	}
+	return (b.dtype == stages.DTypeInvalid || v.DType == b.dtype) && (b.shape == nil || sameShape(v.ShapeSlice(), b.shape))
 }
 
 // remapped is, inside an auto block, which of call c's boundary slots the
