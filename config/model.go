@@ -262,12 +262,10 @@ type callOp struct {
 	// allocates itself (known statically); such slots are not part of an
 	// auto boundary.
 	localSlots []bool
-	// tmpl is this call site's boundary template (runner.callLocs), shared
-	// by the runners of every rank: a template is immutable, so one that a
-	// rank made serves all. tmplMade counts the templates made here, which
-	// a site whose layouts keep changing stops making.
-	tmpl     atomic.Pointer[stages.BoundaryTemplate]
-	tmplMade atomic.Int32
+	// tmpls is this call site's boundary templates (runner.callLocs),
+	// shared by the runners of every rank: a template is immutable, so one
+	// that a rank made serves all.
+	tmpls atomic.Pointer[siteTemplates]
 }
 
 type form struct {

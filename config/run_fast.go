@@ -127,28 +127,48 @@ func (fs *fastSlot) accepts(v *stages.View) bool {
 		v.Shape[2] == fs.shape[2] && v.Shape[3] == fs.shape[3] && v.Shape[4] == fs.shape[4]
 }
 
-// maxTemplates bounds the templates one call site makes: past it, a site
-// whose slots keep changing layout evaluates its boundary whole.
-const maxTemplates = 8
+// maxTemplates bounds the templates one call site keeps: a site whose
+// tensor params take more layouts than that evaluates the boundaries of
+// the others whole.
+const maxTemplates = 4
 
-// callLocs evaluates a Graph call's boundary by its site's template: each
-// slot's root and offset into slots lw lends. It returns a nil template
-// when the site has none yet or a slot does not fit it (a tensor param
-// of another layout, a row the fast form cannot vouch for, a slot only the
-// general path evaluates): runner.boundary then evaluates the boundary
-// whole, and says what is wrong where something is.
+// siteTemplates is a call site's templates, in the order they were made;
+// a stored one is never changed (learnTemplate stores a copy).
+type siteTemplates []*stages.BoundaryTemplate
+
+// callLocs evaluates a Graph call's boundary by one of its site's
+// templates, the first that fits: each slot's root and offset into slots
+// lw lends. It returns a nil template when none fits (the site has none
+// yet, a tensor param of another layout, a row the fast form cannot vouch
+// for, a slot the general path fails): runner.boundary then evaluates the
+// boundary whole, and says what is wrong where something is.
 func (r *runner) callLocs(lw stages.LocWriter, caller, cf *frame, c *callOp) (*stages.BoundaryTemplate, []stages.Loc) {
-	t := c.tmpl.Load()
-	if t == nil {
+	ts := c.tmpls.Load()
+	if ts == nil {
 		return nil, nil
 	}
-	env, fb := cf.env, cf.block.fastBoundary
+	env := cf.env
 	for _, sl := range cf.block.rowSlots {
 		if y := env[sl]; y != int64(int32(y)) {
 			return nil, nil
 		}
 	}
-	locs := lw.GraphLocs(len(fb))
+	locs := lw.GraphLocs(len(cf.block.fastBoundary))
+	for _, t := range *ts {
+		if r.locsBy(t, caller, cf, c, locs) {
+			return t, locs
+		}
+		if r.err != nil {
+			break
+		}
+	}
+	return nil, nil
+}
+
+// locsBy evaluates the call's boundary into locs by template t, reporting
+// whether every slot fits it.
+func (r *runner) locsBy(t *stages.BoundaryTemplate, caller, cf *frame, c *callOp, locs []stages.Loc) bool {
+	env, fb := cf.env, cf.block.fastBoundary
 	for s := range fb {
 		f := &fb[s]
 		switch f.kind {
@@ -157,19 +177,19 @@ func (r *runner) callLocs(lw stages.LocWriter, caller, cf *frame, c *callOp) (*s
 		case slotRow:
 			y := f.row.c0 + f.row.coef*env[f.row.slot]
 			if y < 0 || y > f.rowMax {
-				return nil, nil
+				return false
 			}
 			locs[s] = stages.Loc{Root: f.tmpl.Root, Offset: f.base + y*f.stride0}
 		case slotTArg:
 			v := &cf.tensorArgs[f.targ]
 			if !f.accepts(v) || !t.Fits(s, v) {
-				return nil, nil
+				return false
 			}
 			locs[s] = stages.Loc{Root: v.Root, Offset: v.Offset}
 		default:
 			var v stages.View
 			if !f.eval(env, true, cf.tensorArgs, &v) && !r.generalSlot(cf, s, &v) || !t.Fits(s, &v) {
-				return nil, nil
+				return false
 			}
 			locs[s] = stages.Loc{Root: v.Root, Offset: v.Offset}
 		}
@@ -180,12 +200,12 @@ func (r *runner) callLocs(lw stages.LocWriter, caller, cf *frame, c *callOp) (*s
 		if m >= 0 {
 			v := &caller.ownBoundary.Tensors[m].View
 			if !t.Fits(s, v) {
-				return nil, nil
+				return false
 			}
 			locs[s] = stages.Loc{Root: v.Root, Offset: v.Offset}
 		}
 	}
-	return t, locs
+	return true
 }
 
 // generalSlot evaluates boundary slot s as runner.boundary's general path
@@ -209,12 +229,13 @@ func remapped(caller *frame, c *callOp) []int32 {
 	return caller.ownSlotOf[c.index]
 }
 
-// learnTemplate makes call site c's template from a boundary evaluated
-// whole (args), when it has none or its template did not fit. A slot whose
+// learnTemplate adds a template to call site c's, made of a boundary
+// evaluated whole (args) because none of them fit it. A slot whose
 // fast form fixes its layout (slotConst, slotRow) must have that layout in
 // the template, or callLocs would pass the template's for another.
 func (r *runner) learnTemplate(caller, cf *frame, c *callOp, args []stages.Arg) {
-	if c.tmplMade.Load() >= maxTemplates {
+	old := c.tmpls.Load()
+	if old != nil && len(*old) >= maxTemplates {
 		return
 	}
 	fb, remap := cf.block.fastBoundary, remapped(caller, c)
@@ -226,6 +247,12 @@ func (r *runner) learnTemplate(caller, cf *frame, c *callOp, args []stages.Arg) 
 			return
 		}
 	}
-	c.tmplMade.Add(1)
-	c.tmpl.Store(stages.NewBoundaryTemplate(args))
+	var ts siteTemplates
+	if old != nil {
+		ts = append(ts, *old...)
+	}
+	ts = append(ts, stages.NewBoundaryTemplate(args))
+	// Ranks share the site: one that lost the race makes its template
+	// again at a later call.
+	c.tmpls.CompareAndSwap(old, &ts)
 }

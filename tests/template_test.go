@@ -24,14 +24,17 @@ var (
 // TestCallsByTemplate: every form of every model builds, pass for pass, the
 // same run image bytes and counts when its Graph calls pass their
 // boundaries by template (a warm call replayed with no layout compared) as
-// when they pass them whole; and a warm DSv4 full pass replays all 86 of
-// its calls by template, none materialized.
+// when they pass them whole; a warm DSv4 full pass replays all 86 of its
+// calls by template, none materialized; and a call site whose tensor
+// param changes layout or root size under its template falls back and
+// mismatches as a call passed whole does.
 func TestCallsByTemplate(t *testing.T) {
 	paths, err := filepath.Glob("testdata/models/*.yaml")
 	if err != nil || len(paths) == 0 {
 		t.Fatal(paths, err)
 	}
-	paths = append(paths, dsv4, qwen3)
+	const shifting = "testdata/template/shifting.yaml"
+	paths = append(paths, dsv4, qwen3, shifting)
 	for _, path := range paths {
 		m, err := config.Load(path)
 		if err != nil {
@@ -56,6 +59,12 @@ func TestCallsByTemplate(t *testing.T) {
 					}
 					if round == 2 && path == dsv4 && form == "full" && pt.ByTemplate() != 86 {
 						t.Errorf("warm DSv4 full: %d of 86 Graph calls replayed by template", pt.ByTemplate())
+					}
+					// Its call site passes a layout that does not fit the
+					// template and a root of another size: both mismatch,
+					// and the calls between them replay by template.
+					if round == 2 && path == shifting && form == "graph" && (pt.Counts.BoundaryMismatches != 6 || pt.ByTemplate() != 6) {
+						t.Errorf("shifting: %d boundary mismatches and %d calls by template, want 6 and 6", pt.Counts.BoundaryMismatches, pt.ByTemplate())
 					}
 				}
 			})
