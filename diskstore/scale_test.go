@@ -138,8 +138,7 @@ func TestEvictionAmortized(t *testing.T) {
 		d, img := testDef(k, 20)
 		mustPut(t, s, d, img, "m")
 	}
-	sz, _ := s.measure()
-	if sz > s.Max() {
+	if sz := measure(t, dir); sz > s.Max() {
 		t.Fatalf("the store holds %d bytes, limit %d", sz, s.Max())
 	}
 	if n := s.evictions.Load(); n > puts/4 {
