@@ -558,16 +558,56 @@ func checkImage(img []byte, fullKey uint64, e *packEntry) (*stages.Definition, [
 	return def, written, ""
 }
 
-// reject moves a pack aside and says why.
+// reject moves a pack aside and says why. The pack's other records that
+// still verify (record, and the host's checks of the image, as a load's)
+// are first read, and stored again once it is aside: a pack is one file,
+// but one bad record should not cost the others, which a pass may have
+// loaded from it already (and so would not record again).
 func (s *Store) reject(fullKey uint64, reason string, p *pack) *Rejected {
 	s.mu.Lock()
 	s.forgetLocked(p)
 	s.mu.Unlock()
+	keep := s.salvage(p, fullKey)
 	r := &Rejected{FullKey: fullKey, Reason: reason}
 	if m := s.moveAside(filepath.Join("packs", p.name)); m != "" {
 		r.Moved = append(r.Moved, m)
 	}
+	if len(keep) > 0 {
+		// A failure leaves them misses, which are recorded again.
+		_, _ = s.PutBatch(keep)
+	}
 	return r
+}
+
+// salvage reads the records of p, but fullKey's, that verify.
+func (s *Store) salvage(p *pack, fullKey uint64) []Item {
+	f, err := openFile(s.packDir + p.name)
+	if err != nil {
+		return nil
+	}
+	defer f.close()
+	if st, err := f.stat(); err != nil || !st.regular {
+		return nil
+	}
+	var keep []Item
+	for i := range p.entries {
+		e := &p.entries[i]
+		if e.fullKey == fullKey || !loadable(e) {
+			continue
+		}
+		rec := make([]byte, e.recLen())
+		if f.readFullAt(rec, e.off) != nil {
+			continue
+		}
+		got, n, reason := parseRecordHeader(rec)
+		if reason != "" || !sameRecord(&got, e) || int64(n) != e.imageOff() {
+			continue
+		}
+		if def, _, reason := checkImage(rec[n:], e.fullKey, e); reason == "" {
+			keep = append(keep, Item{Def: def, Image: rec[n:], Model: e.model})
+		}
+	}
+	return keep
 }
 
 // moveAside renames the store's file at rel into quarantine/, and returns
