@@ -137,7 +137,7 @@ func readDirNames(path string) ([]string, error) {
 	}
 	defer unix.Close(fd)
 	var names []string
-	buf := make([]byte, 32<<10)
+	buf := make([]byte, 8<<10)
 	for {
 		n, err := unix.ReadDirent(fd, buf)
 		if err == unix.EINTR {

@@ -37,30 +37,41 @@ type loc struct {
 // modification time as it was: file systems stamp a directory from a
 // coarse clock (a kernel tick, a few milliseconds). A scan closer than this
 // to the directory's stamp is racy: a pack linked later in the same tick
-// would not change the stamp, so the next refresh scans again.
+// would not change the stamp, so the next look scans again.
 const racyWindow = 20 * time.Millisecond
 
-// racyEvery bounds how often a racy state is scanned again: a pass that
+// refreshEvery bounds how often a refresh looks at packs/: a pass that
 // misses 10^4 keys while its writer links a pack every few milliseconds
-// would otherwise list packs/ at every miss. A pack another process links
-// in the same tick as a scan is found within this much more time; a miss
-// meanwhile records its Definition again, and the duplicate is harmless.
-const racyEvery = 10 * time.Millisecond
+// would otherwise stat packs/ at every miss and list it at every link (a
+// listing of every pack: quadratic in the packs a process sees written). A
+// pack another process links is found by a Find that starts this long
+// after the link; a miss meanwhile records the Definition again, and the
+// duplicate is harmless (gc removes it). A racy scan is looked at again
+// after this long too.
+const refreshEvery = 10 * time.Millisecond
 
 // refresh brings the index up to what packs/ holds: it reads the table of
 // contents of every pack not seen before, forgets packs gone, and notes
-// packs it refuses (bad). Unless force, it does nothing while packs/ is as
-// the last refresh found it. It reports whether it scanned.
+// packs it refuses (bad). Unless force, it does nothing within
+// refreshEvery of the last look, nor while packs/ is as the last scan
+// found it (and that scan was not racy). It reports whether it scanned.
 func (s *Store) refresh(force bool) (bool, error) {
+	now := time.Now()
+	s.mu.Lock()
+	recent := now.Sub(s.checkedAt) < refreshEvery
+	s.mu.Unlock()
+	if recent && !force {
+		return false, nil
+	}
 	s.scanMu.Lock()
 	defer s.scanMu.Unlock()
 	st, err := statDir(s.packDir)
 	if err != nil {
 		return false, err
 	}
-	now := time.Now()
 	s.mu.Lock()
-	same := st == s.dirSt && (!s.racy || now.Sub(s.scannedAt) < racyEvery)
+	same := st == s.dirSt && !s.racy
+	s.checkedAt = now
 	s.mu.Unlock()
 	if same && !force {
 		return false, nil
@@ -108,7 +119,7 @@ func (s *Store) refresh(force bool) (bool, error) {
 		s.mu.Unlock()
 	}
 	s.mu.Lock()
-	s.dirSt, s.scannedAt = st, now
+	s.dirSt = st
 	s.racy = now.Sub(st.modified()) < racyWindow
 	s.mu.Unlock()
 	return true, nil

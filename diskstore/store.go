@@ -200,11 +200,12 @@ type Store struct {
 	dups bool
 	// intern shares model strings across the packs' entries.
 	intern map[string]string
-	// dirSt is packs/ as the last refresh found it (at scannedAt); racy
-	// when that was within racyWindow of the directory's last change.
-	dirSt     dirState
-	scannedAt time.Time
-	racy      bool
+	// dirSt is packs/ as the last scan found it; racy when that was
+	// within racyWindow of the directory's last change.
+	dirSt dirState
+	racy  bool
+	// checkedAt is the last look at packs/ (refreshEvery).
+	checkedAt time.Time
 	// size is what this process knows of the store's bytes: the packs the
 	// index holds, plus extra (quarantined, temporary and legacy files,
 	// refused packs) as Open and each eviction measured them.
@@ -416,11 +417,12 @@ func (s *Store) Find(fullKey uint64) (*Found, error) {
 		case err != nil:
 			return nil, err
 		case st.nlink == 0 && try == 0:
-			// Evicted, or moved aside, by another process: a refresh
-			// forgets the pack and finds the key in another, if any.
+			// Evicted, or moved aside, by another process: forgotten, and
+			// packs/ looked at again for the key in another pack.
 			f.close()
 			s.mu.Lock()
 			s.forgetLocked(p)
+			s.checkedAt = time.Time{}
 			s.mu.Unlock()
 			continue
 		case st.nlink == 0:
@@ -566,6 +568,7 @@ func checkImage(img []byte, fullKey uint64, e *packEntry) (*stages.Definition, [
 func (s *Store) reject(fullKey uint64, reason string, p *pack) *Rejected {
 	s.mu.Lock()
 	s.forgetLocked(p)
+	s.checkedAt = time.Time{} // the key may be in a pack not seen yet
 	s.mu.Unlock()
 	keep := s.salvage(p, fullKey)
 	r := &Rejected{FullKey: fullKey, Reason: reason}
