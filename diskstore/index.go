@@ -103,7 +103,7 @@ func (s *Store) refresh(force bool) (bool, error) {
 	s.forgetLocked(gone...)
 	s.mu.Unlock()
 	for _, n := range fresh {
-		p, reason, err := s.readPack(n)
+		p, reason, err := s.readPack(n, s.intern)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			continue // removed meanwhile
@@ -127,8 +127,8 @@ func (s *Store) refresh(force bool) (bool, error) {
 
 // readPack reads the table of contents of packs/name: the pack, or why it
 // is refused (not named as a pack, not a regular file, a bad footer or
-// table).
-func (s *Store) readPack(name string) (*pack, string, error) {
+// table). intern (the store's under scanMu, or nil) shares model strings.
+func (s *Store) readPack(name string, intern map[string]string) (*pack, string, error) {
 	if !strings.HasSuffix(name, packSuffix) {
 		return nil, "not a pack (named " + name + ")", nil
 	}
@@ -147,7 +147,7 @@ func (s *Store) readPack(name string) (*pack, string, error) {
 	if !st.regular {
 		return nil, "not a regular file", nil
 	}
-	es, reason, err := readTOC(f, st.size, s.intern)
+	es, reason, err := readTOC(f, st.size, intern)
 	switch {
 	case errors.Is(err, errForeign):
 		return &pack{name: name, size: st.size, mod: st.mod, foreign: true}, "", nil
@@ -237,8 +237,9 @@ func (s *Store) lookup(fullKey uint64) (*pack, packEntry, bool) {
 	return l.p, l.p.entries[l.i], true
 }
 
-// entryOf is the Entry an index entry is.
-func entryOf(p *pack, e *packEntry) Entry {
+// entryOf is the Entry an index entry is, last used at mod (its pack's,
+// read under mu: a load touches it).
+func entryOf(p *pack, e *packEntry, mod time.Time) Entry {
 	return Entry{Format: packFormat, FullKey: hex16(e.fullKey), Hash: hex16(e.hash), Bytes: int64(e.imageLen),
-		Version: int(e.version), Model: e.model, Key: e.key, LastUse: p.mod, Pack: p.name}
+		Version: int(e.version), Model: e.model, Key: e.key, LastUse: mod, Pack: p.name}
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -77,7 +78,7 @@ func (s *Store) List() ([]Entry, error) {
 			e := &p.entries[i]
 			if k := (kv{e.fullKey, e.version}); !seen[k] {
 				seen[k] = true
-				out = append(out, entryOf(p, e))
+				out = append(out, entryOf(p, e, p.mod))
 			}
 		}
 	}
@@ -91,8 +92,7 @@ func (s *Store) List() ([]Entry, error) {
 	return out, nil
 }
 
-// refreshUse reads each pack's last use (another process's loads touch it)
-// and size.
+// refreshUse reads each pack's last use: another process's loads touch it.
 func (s *Store) refreshUse() {
 	s.mu.Lock()
 	ps := make([]*pack, 0, len(s.packs))
@@ -187,7 +187,7 @@ func (s *Store) Verify() (*VerifyReport, error) {
 	var good []*pack
 	for _, n := range names {
 		path := s.packDir + n
-		p, reason, err := s.readPack(n)
+		p, reason, err := s.readPack(n, nil)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			continue
@@ -321,9 +321,11 @@ func (s *Store) evict(max int64, wait, gc bool) (*GCReport, error) {
 	s.refreshUse()
 	s.mu.Lock()
 	packs := make([]*pack, 0, len(s.packs))
+	mods := make(map[*pack]time.Time, len(s.packs))
 	var total int64
 	for _, p := range s.packs {
 		packs = append(packs, p)
+		mods[p] = p.mod
 		total += p.size
 	}
 	bad := make([]string, 0, len(s.bad))
@@ -379,7 +381,7 @@ func (s *Store) evict(max int64, wait, gc bool) (*GCReport, error) {
 		}
 	}
 	slices.SortStableFunc(packs, func(a, b *pack) int {
-		if c := a.mod.Compare(b.mod); c != 0 {
+		if c := mods[a].Compare(mods[b]); c != 0 {
 			return c
 		}
 		return strings.Compare(a.name, b.name)
@@ -399,7 +401,7 @@ func (s *Store) evict(max int64, wait, gc bool) (*GCReport, error) {
 		gone = append(gone, p)
 		if gc {
 			for i := range p.entries {
-				r.Evicted = append(r.Evicted, entryOf(p, &p.entries[i]))
+				r.Evicted = append(r.Evicted, entryOf(p, &p.entries[i], mods[p]))
 			}
 		}
 	}

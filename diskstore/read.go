@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io/fs"
+	"time"
 )
 
 // PackMagic is the first four bytes of a pack file.
@@ -45,8 +46,7 @@ func ReadPack(b []byte) ([]PackRecord, error) {
 	p := &pack{}
 	for i := range es {
 		e := &es[i]
-		r := PackRecord{Entry: entryOf(p, e), Offset: e.off, ImageOffset: e.off + e.imageOff()}
-		r.Entry.LastUse = r.Entry.LastUse.UTC()
+		r := PackRecord{Entry: entryOf(p, e, time.Time{}), Offset: e.off, ImageOffset: e.off + e.imageOff()}
 		rec := b[e.off : e.off+e.recLen()]
 		got, n, reason := parseRecordHeader(rec)
 		switch {

@@ -513,9 +513,7 @@ func (fd *Found) Load(model string) (*Loaded, error) {
 		pn.n++
 	}
 	s.mu.Unlock()
-	entry := entryOf(p, e)
-	entry.LastUse = mod
-	return &Loaded{Def: def, Image: img, Written: written, Entry: entry}, nil
+	return &Loaded{Def: def, Image: img, Written: written, Entry: entryOf(p, e, mod)}, nil
 }
 
 // KnownFor is the entries of one orchestration identity (model) in the
@@ -526,11 +524,10 @@ func (fd *Found) Load(model string) (*Loaded, error) {
 func (s *Store) KnownFor(model string, max int) []Entry {
 	s.mu.Lock()
 	var es []Entry
-	for fk, l := range s.byKey {
+	for _, l := range s.byKey {
 		e := &l.p.entries[l.i]
 		if e.model == model {
-			_ = fk
-			es = append(es, entryOf(l.p, e))
+			es = append(es, entryOf(l.p, e, l.p.mod))
 		}
 	}
 	s.mu.Unlock()
