@@ -83,11 +83,11 @@ func (s *Store) PutBatch(items []Item) (int, error) {
 			size += r
 			n++
 		}
-		if err := s.lock.RLock(); err != nil {
-			return stored, errors.Join(append(errs, fmt.Errorf("definition store: %w", err))...)
+		if err := s.lock.rlock(); err != nil {
+			return stored, errors.Join(append(errs, err)...)
 		}
 		p, err := s.writePack(todo[:n], size)
-		_ = s.lock.Unlock()
+		s.lock.runlock()
 		if err != nil {
 			errs = append(errs, err)
 		} else {

@@ -296,20 +296,14 @@ func (s *Store) GC(max int64) (*GCReport, error) {
 // (waiting for it, or errBusy). gc also removes shadowed packs and lists
 // what it evicted.
 func (s *Store) evict(max int64, wait, gc bool) (*GCReport, error) {
-	if wait {
-		if err := s.lock.Lock(); err != nil {
-			return nil, fmt.Errorf("definition store: %w", err)
-		}
-	} else {
-		ok, err := s.lock.TryLock()
-		if err != nil {
-			return nil, fmt.Errorf("definition store: %w", err)
-		}
-		if !ok {
-			return nil, errBusy
-		}
+	ok, err := s.lock.lock(wait)
+	if err != nil {
+		return nil, err
 	}
-	defer s.lock.Unlock()
+	if !ok {
+		return nil, errBusy
+	}
+	defer s.lock.unlock()
 	s.evictions.Add(1)
 	if _, err := s.refresh(true); err != nil {
 		return nil, err

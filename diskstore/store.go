@@ -183,7 +183,7 @@ type Store struct {
 	// through it, so none reaches a file outside the store (a symbolic
 	// link planted in place of a subdirectory after Open).
 	root *os.Root
-	lock *flock.Flock
+	lock *storeLock
 	// packDir ends with a separator.
 	packDir string
 
@@ -242,7 +242,7 @@ func Open(dir string, max int64) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{dir: dir, max: max, root: root, lock: flock.New(filepath.Join(dir, "lock"), flock.SetPermissions(0o644)),
+	s := &Store{dir: dir, max: max, root: root, lock: &storeLock{fl: flock.New(filepath.Join(dir, "lock"), flock.SetPermissions(0o644))},
 		packDir: filepath.Join(dir, "packs") + string(filepath.Separator),
 		pins:    map[uint64]*pin{}, packs: map[string]*pack{}, byKey: map[uint64]loc{}, bad: map[string]string{},
 		intern: map[string]string{}}
@@ -276,7 +276,7 @@ func (s *Store) Close() error {
 		p.f.close()
 		delete(s.pins, k)
 	}
-	return errors.Join(s.lock.Close(), s.root.Close())
+	return errors.Join(s.lock.fl.Close(), s.root.Close())
 }
 
 // ErrLayout is a store directory whose layout hbg did not make: a
