@@ -44,11 +44,14 @@
 //
 // The index is in memory: Open reads every pack's table of contents (not
 // its images), and a refresh reads the tables of packs it has not seen,
-// which another process wrote. A miss costs a stat of packs/ while that
-// directory is unchanged (racyWindow says how a change within a clock tick
-// of the last scan is caught), so a pass of 10^4 new keys does not list the
-// directory 10^4 times, and an entry another process committed is found
-// without restarting.
+// which another process wrote. A miss costs at most a stat of packs/, and
+// a listing of it only when it changed (racyWindow says how a change
+// within a clock tick of the last listing is caught); both at most every
+// refreshEvery (10 ms), so a pass of 10^4 new keys, whose writer links a
+// pack every few milliseconds, neither stats nor lists the directory 10^4
+// times. An entry another process committed is found without restarting,
+// by a Find that starts 10 ms after the commit; a miss before that records
+// the Definition again, and the duplicate is harmless (below).
 //
 // Never trust the disk. Before a pack's table is used, its footer is checked
 // against the file's size, the table against its sum, and every record's
@@ -62,10 +65,13 @@
 // checks the rest when it first replays it), the content hash against the
 // entry, and the full_key in the image's header against the one asked for.
 // Anything wrong moves the whole pack aside into quarantine/ (its file can
-// no longer be trusted; its other entries become misses) and is returned as
-// a *Rejected error: the caller records the Definition again and counts and
-// reports the rejection. A pack whose table does not read is never used and
-// never moved by a load: Verify reports it and gc removes it.
+// no longer be trusted) and is returned as a *Rejected error: the caller
+// records the Definition again and counts and reports the rejection. The
+// pack's other records that still verify as a load would are stored again
+// in a new pack first (salvage), so one bad record does not lose the others,
+// which a pass may have loaded already and so would not record again. A
+// pack whose table does not read is never used (its entries are misses)
+// and never moved by a load: Verify reports it and gc removes it.
 //
 // Writes are atomic: a pack is written under tmp/, synced, then linked into
 // packs/ under a new name (link(2) never replaces), the directory is
@@ -76,9 +82,10 @@
 // another pack holds.
 //
 // Concurrency: atomic links, plus flock(2) locks (github.com/gofrs/flock
-// for the store's), because links alone do not stop an eviction racing a
-// write or a load. Writers hold the store lock shared (they never block one
-// another); eviction and gc hold it exclusive, so every file under tmp/
+// for the store's, with an in-process RWMutex: storeLock), because links
+// alone do not stop an eviction racing a write or a load. Writers hold the
+// store lock shared (they never block one another); eviction and gc hold
+// it exclusive, so every file under tmp/
 // they find belongs to a dead process. Readers take no store lock: a Load
 // pins its entry's pack with a shared flock on the pack's file, and eviction
 // takes each pack's flock exclusive without waiting, so a pinned pack
