@@ -37,6 +37,11 @@ func TestStoreCommandExitCodes(t *testing.T) {
 	if _, _, code := runCLI(t, "store", "verify", "--store", dir); code != 0 {
 		t.Fatalf("store verify of a good store: exit %d", code)
 	}
+	// describe prints a pack: its records, each image as a tree.
+	if out, stderr, code := runCLI(t, "describe", packs[0]); code != 0 || !strings.Contains(out, "pack, ") ||
+		!strings.Contains(out, "1 records") || !strings.Contains(out, `key "k", model "m/full@1"`) || !strings.Contains(out, "definition image") {
+		t.Errorf("describe of a pack: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
 	b, err := os.ReadFile(packs[0])
 	if err != nil {
 		t.Fatal(err)
@@ -48,6 +53,9 @@ func TestStoreCommandExitCodes(t *testing.T) {
 	b[recs[0].ImageOffset+50] ^= 0xff
 	if err := os.WriteFile(packs[0], b, 0o644); err != nil {
 		t.Fatal(err)
+	}
+	if out, stderr, code := runCLI(t, "describe", packs[0]); code != 1 || !strings.Contains(out, "content_hash") {
+		t.Errorf("describe of a pack with a damaged image: exit %d, stdout %q, stderr %q; want exit 1", code, out, stderr)
 	}
 	out, stderr, code := runCLI(t, "store", "verify", "--store", dir)
 	if code != 1 || !strings.Contains(out, "bad: "+packs[0]) {
