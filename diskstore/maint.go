@@ -10,12 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
-
 	"github.com/hbg-dev/hbg/stages"
 )
-
-func xxhashOf(b []byte) uint64 { return xxhash.Sum64(b) }
 
 // errBusy: another process holds the store lock (it is evicting).
 var errBusy = errors.New("definition store is busy")

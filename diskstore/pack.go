@@ -128,6 +128,8 @@ func sameRecord(rec, toc *packEntry) bool {
 type packBuilder struct {
 	buf, toc []byte
 	n        int
+	// entries are the records added, as the index holds them.
+	entries []packEntry
 }
 
 func newPackBuilder(size int) *packBuilder {
@@ -149,6 +151,8 @@ func (b *packBuilder) add(version uint16, model, key string, img []byte, fullKey
 	b.toc = binary.LittleEndian.AppendUint64(b.toc, uint64(off))
 	b.toc = append(b.toc, b.buf[off:hdrEnd]...)
 	b.n++
+	b.entries = append(b.entries, packEntry{fullKey: fullKey, hash: hash, off: int64(off), imageLen: uint32(len(img)),
+		sum: binary.LittleEndian.Uint64(b.buf[off+32:]), version: version, model: model, key: key})
 }
 
 // finish appends the toc and the footer and returns the pack's bytes.

@@ -2,8 +2,11 @@ package diskstore
 
 import (
 	"os"
+	"slices"
 	"sync"
 	"testing"
+
+	"github.com/hbg-dev/hbg/stages"
 )
 
 // TestDuplicatesHarmless: two processes that store the same Definition
@@ -117,5 +120,30 @@ func TestConcurrentUse(t *testing.T) {
 	wg.Wait()
 	if r, err := stores[0].Verify(); err != nil || len(r.Problems) != 0 || r.Temp != 0 {
 		t.Fatalf("verify: %+v, %v", r, err)
+	}
+}
+
+// TestBuilderReadsBack: the entries a pack's writer keeps in its index are
+// the ones its table of contents gives a reader.
+func TestBuilderReadsBack(t *testing.T) {
+	b := newPackBuilder(0)
+	for k := uint64(1); k <= 5; k++ {
+		d, img := testDef(k, int(k)+3)
+		b.add(stages.DefinitionVersion, "m", d.Key, img, d.FullKey, d.ContentHash)
+	}
+	data := b.finish()
+	f, err := os.CreateTemp(t.TempDir(), "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, f.Name(), data)
+	r, err := openFile(f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	es, reason, err := readTOC(r, int64(len(data)), nil)
+	if err != nil || reason != "" || !slices.Equal(es, b.entries) {
+		t.Fatalf("read back %+v (%q, %v), built %+v", es, reason, err, b.entries)
 	}
 }
