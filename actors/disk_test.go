@@ -179,8 +179,10 @@ func TestPreload(t *testing.T) {
 			t.Fatal(err)
 		}
 		res := runPass(t, rt, o, 0)
+		// A key of the rejected pack that the preload found gone may be in
+		// the pack its good records were stored again in: the pass loads it.
 		if len(l.Rejected) != res.Pass.StoreRejected || res.Pass.BuiltDefinitions < res.Pass.StoreRejected ||
-			l.Loaded+res.Pass.BuiltDefinitions != c.keys || res.Pass.LoadedDefinitions != l.Loaded {
+			res.Pass.LoadedDefinitions+res.Pass.BuiltDefinitions != c.keys || res.Pass.LoadedDefinitions < l.Loaded {
 			t.Fatalf("%s: preload %+v; pass rejected %d, built %d, loaded %d", o.Name, l, res.Pass.StoreRejected, res.Pass.BuiltDefinitions, res.Pass.LoadedDefinitions)
 		}
 		if len(l.Rejected) == 1 && (len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "rejected")) {
