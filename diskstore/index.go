@@ -76,6 +76,7 @@ func (s *Store) refresh(force bool) (bool, error) {
 	if same && !force {
 		return false, nil
 	}
+	s.scans.Add(1)
 	names, err := readDirNames(s.packDir)
 	if err != nil {
 		return false, err

@@ -217,8 +217,8 @@ type Store struct {
 	// index holds, plus extra (quarantined, temporary and legacy files,
 	// refused packs) as Open and each eviction measured them.
 	size, extra int64
-	// evictions counts the evictions.
-	evictions atomic.Int64
+	// evictions counts the evictions, scans the listings of packs/.
+	evictions, scans atomic.Int64
 }
 
 type pin struct {
