@@ -3,8 +3,6 @@ package actors
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -54,7 +52,9 @@ func TestStoreOnDiskAcrossRuntimes(t *testing.T) {
 }
 
 // TestStoreOnDiskRejects: an image damaged on disk is rejected (counted,
-// warned about, moved aside), recorded again, and the digest is right.
+// warned about, its pack moved aside), recorded again, and the digest is
+// right. The pack's other entries load if their loads pinned the pack
+// before the rejection moved it, else they are misses, recorded again.
 func TestStoreOnDiskRejects(t *testing.T) {
 	dir := t.TempDir()
 	orch := keysModel{keys: 3, calls: 1}.orchestration("disk")
@@ -62,19 +62,15 @@ func TestStoreOnDiskRejects(t *testing.T) {
 	first := newRuntime(t, Config{StoreDir: dir}, nil)
 	runPass(t, first, orch, 0)
 	first.FlushStore()
-	objs, _ := filepath.Glob(filepath.Join(dir, "objects", "*.hbgd"))
-	if len(objs) != 3 {
-		t.Fatalf("%d images on disk, want 3", len(objs))
+	imgs := storeImages(t, dir)
+	if len(imgs) != 3 {
+		t.Fatalf("%d images on disk, want 3", len(imgs))
 	}
-	b, _ := os.ReadFile(objs[0])
-	b[len(b)-1] ^= 0xff
-	if err := os.WriteFile(objs[0], b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	imgs[0].damage(t)
 	second := newRuntime(t, Config{StoreDir: dir}, nil)
 	res := runPass(t, second, orch, 0)
-	if res.Pass.StoreRejected != 1 || res.Pass.BuiltDefinitions != 1 || res.Pass.LoadedDefinitions != 2 || second.Stats.StoreRejected.Load() != 1 {
-		t.Fatalf("rejected %d, built %d, loaded %d; want 1, 1, 2", res.Pass.StoreRejected, res.Pass.BuiltDefinitions, res.Pass.LoadedDefinitions)
+	if res.Pass.StoreRejected != 1 || res.Pass.BuiltDefinitions < 1 || res.Pass.BuiltDefinitions+res.Pass.LoadedDefinitions != 3 || second.Stats.StoreRejected.Load() != 1 {
+		t.Fatalf("rejected %d, built %d, loaded %d; want 1, at least 1, 3 in all", res.Pass.StoreRejected, res.Pass.BuiltDefinitions, res.Pass.LoadedDefinitions)
 	}
 	if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "rejected") {
 		t.Fatalf("warnings %q, want one about the rejection", res.Warnings)
@@ -167,16 +163,10 @@ func TestPreload(t *testing.T) {
 		}
 	}
 
-	// One image damaged: the preload rejects it, the pass records it.
-	objs, _ := filepath.Glob(filepath.Join(dir, "objects", "*.hbgd"))
-	for _, o := range objs {
-		b, _ := os.ReadFile(o)
-		b[len(b)-1] ^= 0xff
-		if err := os.WriteFile(o, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		break
-	}
+	// One image damaged: the preload rejects it (its pack moved aside),
+	// the pass records it and whatever else of the pack the preload did
+	// not load before.
+	storeImages(t, dir)[0].damage(t)
 	rejected := 0
 	for _, c := range []struct {
 		o    *Orchestration
@@ -189,8 +179,10 @@ func TestPreload(t *testing.T) {
 			t.Fatal(err)
 		}
 		res := runPass(t, rt, o, 0)
-		if len(l.Rejected) != res.Pass.StoreRejected || res.Pass.BuiltDefinitions != res.Pass.StoreRejected ||
-			l.Loaded+res.Pass.BuiltDefinitions != c.keys || res.Pass.LoadedDefinitions != l.Loaded {
+		// A key of the rejected pack that the preload found gone may be in
+		// the pack its good records were stored again in: the pass loads it.
+		if len(l.Rejected) != res.Pass.StoreRejected || res.Pass.BuiltDefinitions < res.Pass.StoreRejected ||
+			res.Pass.LoadedDefinitions+res.Pass.BuiltDefinitions != c.keys || res.Pass.LoadedDefinitions < l.Loaded {
 			t.Fatalf("%s: preload %+v; pass rejected %d, built %d, loaded %d", o.Name, l, res.Pass.StoreRejected, res.Pass.BuiltDefinitions, res.Pass.LoadedDefinitions)
 		}
 		if len(l.Rejected) == 1 && (len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "rejected")) {

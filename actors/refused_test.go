@@ -60,32 +60,34 @@ func TestDeviceRefusedStoredImage(t *testing.T) {
 }
 
 // plantUnreadable replaces one entry's image by one the host's load takes
-// and the device refuses.
+// and the device refuses, in a pack of its own (the others' pack stays
+// good when its pack is moved aside).
 func plantUnreadable(t *testing.T, dir, model string) {
 	t.Helper()
 	s, err := diskstore.Open(dir, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
 	list, err := s.List()
 	if err != nil || len(list) == 0 {
 		t.Fatalf("%d entries, %v", len(list), err)
 	}
-	fk, _ := strconv.ParseUint(list[0].FullKey, 16, 64)
-	found, err := s.Find(fk)
-	if found == nil {
-		t.Fatalf("find %s: %v", list[0].Key, err)
+	var items []diskstore.Item
+	for _, e := range list {
+		fk, _ := strconv.ParseUint(e.FullKey, 16, 64)
+		ld, err := s.Load(fk, model)
+		if ld == nil {
+			t.Fatalf("load %s: %v", e.Key, err)
+		}
+		s.Unpin(fk)
+		def, err := stages.DecodeDefinition(ld.Image)
+		if err != nil {
+			t.Fatal(err)
+		}
+		items = append(items, diskstore.Item{Def: def, Image: ld.Image, Model: model})
 	}
-	ld, err := found.Load(model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Unpin(fk)
-	def, err := stages.DecodeDefinition(ld.Image)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s.Close()
+	def := items[0].Def
 	bad := false
 	for i := range def.Scalars {
 		if def.Scalars[i].Boundary {
@@ -105,13 +107,21 @@ func plantUnreadable(t *testing.T, dir, model string) {
 		t.Fatal("the planted image reads in full")
 	}
 	def.ContentHash = stages.DefinitionHash(img)
-	// Put never replaces an entry: the planted one takes the place of the
-	// true one, as a forger's would.
-	idx, _ := filepath.Glob(filepath.Join(dir, "index", list[0].FullKey+"*"))
-	for _, p := range idx {
+	// A put never writes a key the store has: the packs go, and the
+	// store is written again, the planted entry in a pack of its own.
+	packs, _ := filepath.Glob(filepath.Join(dir, "packs", "*.hbgp"))
+	for _, p := range packs {
 		if err := os.Remove(p); err != nil {
 			t.Fatal(err)
 		}
+	}
+	s, err = diskstore.Open(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.PutBatch(items[1:]); err != nil {
+		t.Fatal(err)
 	}
 	if err := s.Put(def, img, model); err != nil {
 		t.Fatal(err)
@@ -125,15 +135,7 @@ func TestRejectionIsTyped(t *testing.T) {
 	dir := t.TempDir()
 	orch := keysModel{keys: 2, calls: 1}.orchestration("typed")
 	fillStore(t, dir, orch)
-	objs, _ := filepath.Glob(filepath.Join(dir, "objects", "*.hbgd"))
-	b, err := os.ReadFile(objs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[len(b)-1] ^= 0xff
-	if err := os.WriteFile(objs[0], b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	storeImages(t, dir)[0].damage(t)
 	rt := newRuntime(t, Config{StoreDir: dir}, nil)
 	l, err := rt.Preload(context.Background(), orch, trace.RunInfo{})
 	if err != nil || len(l.Rejected) != 1 {

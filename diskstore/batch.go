@@ -1,13 +1,14 @@
 package diskstore
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/hbg-dev/hbg/stages"
 )
@@ -20,53 +21,88 @@ type Item struct {
 	Model string
 }
 
-// maxBatch bounds the files one step of a batch holds open.
-const maxBatch = 256
+// maxPackBytes bounds a pack: one is built in memory whole, and an
+// eviction removes it whole, so a pack is also at most an eighth of the
+// store's limit (packLimit).
+const maxPackBytes = 16 << 20
+
+// packLimit is the most a pack of a store limited to max bytes holds (an
+// item larger than that goes in a pack of its own).
+func packLimit(max int64) int { return int(min(max/8, maxPackBytes)) }
 
 // Put stores a built Definition (its image as stages.EncodeDefinition made
-// it) under its full_key, then evicts least-recently-used entries if the
-// store is over its limit. model is the orchestration identity.
+// it) under its full_key, then evicts least-recently-used packs if the
+// store is over its limit. model is the orchestration identity. It is a
+// PutBatch of one.
 func (s *Store) Put(def *stages.Definition, img []byte, model string) error {
 	_, err := s.PutBatch([]Item{{Def: def, Image: img, Model: model}})
 	return err
 }
 
-// PutBatch stores items as Put stores each, with the same atomicity and
-// durability, but makes them durable together: a store written one
-// Definition at a time pays four syncs per Definition (its image, objects/,
-// its entry, index/), and a cold pass of 10^4 new keys spent 55 s on them.
-// It returns how many items are stored (one stored already counts) and
-// the failures, joined; a failed item leaves at most an orphan image.
+// PutBatch stores items in one pack (or a few, past packLimit), durable
+// together: one file written, synced and linked, and one directory sync,
+// for the whole batch. A Definition the index holds already (this
+// process's, or another's it has seen) is not written again. It returns
+// how many items are stored (one stored already counts) and the failures,
+// joined.
 func (s *Store) PutBatch(items []Item) (int, error) {
 	for _, it := range items {
 		if it.Def.ContentHash == 0 || stages.DefinitionHash(it.Image) != it.Def.ContentHash {
 			panic("diskstore: Put of an image that is not its Definition's")
 		}
 	}
-	stored := 0
 	var errs []error
-	for len(items) > 0 {
-		n := min(len(items), maxBatch)
-		if err := s.lock.RLock(); err != nil {
-			return stored, fmt.Errorf("definition store: %w", err)
+	if _, err := s.refresh(false); err != nil {
+		errs = append(errs, err)
+	}
+	stored := 0
+	var todo []Item
+	seen := make(map[uint64]bool, len(items))
+	s.mu.Lock()
+	for _, it := range items {
+		_, have := s.byKey[it.Def.FullKey]
+		switch {
+		case have || seen[it.Def.FullKey]:
+			stored++
+		case len(it.Model) > math.MaxUint16 || len(it.Def.Key) > math.MaxUint16 || len(it.Image) > math.MaxUint32:
+			errs = append(errs, fmt.Errorf("definition store: %q (model %.40q...): a model or key of more than 64 KiB, or an image of more than 4 GiB, does not fit a pack record", it.Def.Key, it.Model))
+		default:
+			seen[it.Def.FullKey] = true
+			todo = append(todo, it)
 		}
-		added, ok, err := s.putBatch(items[:n])
-		_ = s.lock.Unlock()
-		items = items[n:]
-		stored += ok
+	}
+	s.mu.Unlock()
+	limit := packLimit(s.max)
+	for len(todo) > 0 {
+		n, size := 0, 0
+		for n < len(todo) {
+			r := recordSize(todo[n].Model, todo[n].Def.Key, len(todo[n].Image))
+			if n > 0 && size+r > limit {
+				break
+			}
+			size += r
+			n++
+		}
+		if err := s.lock.rlock(); err != nil {
+			return stored, errors.Join(append(errs, err)...)
+		}
+		p, err := s.writePack(todo[:n], size)
+		s.lock.runlock()
 		if err != nil {
 			errs = append(errs, err)
+		} else {
+			stored += n
 		}
+		todo = todo[n:]
 		s.mu.Lock()
-		s.size += added
 		over := s.size > s.max
 		s.mu.Unlock()
-		if over {
-			// Whoever holds the lock is evicting already. An eviction
-			// scans the whole index: evicted to the low-water mark, the
-			// next one is an eighth of the limit away, so a store at its
-			// limit does not scan its 10^5 entries for every put.
-			if _, err := s.evict(lowWater(s.max), false); err != nil && !errors.Is(err, errBusy) {
+		if over && p != nil {
+			// Whoever holds the lock is evicting already. Evicted to the
+			// low-water mark, the next eviction is an eighth of the limit
+			// away, so a store at its limit does not scan its packs for
+			// every put.
+			if _, err := s.evict(lowWater(s.max), false, false); err != nil && !errors.Is(err, errBusy) {
 				errs = append(errs, err)
 			}
 		}
@@ -74,158 +110,63 @@ func (s *Store) PutBatch(items []Item) (int, error) {
 	return stored, errors.Join(errs...)
 }
 
-// staged is one file of a batch written under tmp/, to be linked at path.
-type staged struct {
-	f         *os.File
-	tmp, path string
-	n         int64
-	err       error
-}
-
-// putBatch stores up to maxBatch items: their new images, then their
-// entries, each set written, synced, linked and its directory fsynced.
-func (s *Store) putBatch(items []Item) (added int64, stored int, err error) {
-	var files []*staged
-	defer func() {
-		for _, f := range files {
-			if f.f != nil {
-				_ = f.f.Close()
-			}
-			if f.tmp != "" {
-				_, _ = s.remove(f.tmp)
-			}
-		}
-	}()
-	failed := make([]error, len(items))
-	// Images: each new one once, however many items name it.
-	objOf := make([]*staged, len(items))
-	byPath := map[string]*staged{}
-	var objs []*staged
-	for i, it := range items {
-		obj := s.objectPath(hex16(it.Def.ContentHash))
-		if st := byPath[obj]; st != nil {
-			objOf[i] = st
-			continue
-		}
-		have, err := readRegular(obj)
-		switch {
-		case err == nil && !bytes.Equal(have, it.Image):
-			// Damaged on disk, and left here by an entry that lost its
-			// index (a load moves aside only an index it cannot read; a
-			// missing one is a miss). A link never replaces: moved aside,
-			// or the entry written next would point at it and be rejected
-			// again.
-			s.reject(it.Def.FullKey, "", obj)
-			fallthrough
-		case errors.Is(err, fs.ErrNotExist):
-			st := s.stage(obj, it.Image)
-			files = append(files, st)
-			objs = append(objs, st)
-			byPath[obj], objOf[i] = st, st
-		case err != nil:
-			failed[i] = fmt.Errorf("definition store: %w", err)
-		}
+// writePack writes items as one pack: built in memory, written under tmp/,
+// synced, linked into packs/ under a new name, packs/ synced, the
+// temporary name removed. The pack joins the index.
+func (s *Store) writePack(items []Item, size int) (*pack, error) {
+	b := newPackBuilder(packHeader + size)
+	for _, it := range items {
+		b.add(stages.DefinitionVersion, it.Model, it.Def.Key, it.Image, it.Def.FullKey, it.Def.ContentHash)
 	}
-	added += s.commit(objs, s.objectDir)
-	// Entries, once their images are in place for good.
-	var ents []*staged
-	entOf := make([]*staged, len(items))
-	for i, it := range items {
-		if failed[i] == nil && objOf[i] != nil && objOf[i].err != nil {
-			failed[i] = objOf[i].err
-		}
-		if failed[i] != nil {
-			continue
-		}
-		e := Entry{Format: entryFormat, FullKey: hex16(it.Def.FullKey), Hash: hex16(it.Def.ContentHash), Bytes: int64(len(it.Image)),
-			Version: stages.DefinitionVersion, Model: it.Model, Key: it.Def.Key}
-		data, err := json.Marshal(e)
-		if err != nil {
-			panic(err) // an Entry always marshals
-		}
-		st := s.stage(s.indexPath(it.Def.FullKey), append(data, '\n'))
-		files = append(files, st)
-		ents = append(ents, st)
-		entOf[i] = st
-	}
-	added += s.commit(ents, s.indexDir)
-	var errs []error
-	for i := range items {
-		if failed[i] == nil && entOf[i] != nil {
-			failed[i] = entOf[i].err
-		}
-		if failed[i] == nil {
-			stored++
-		} else if len(errs) < 8 {
-			errs = append(errs, failed[i])
-		}
-	}
-	return added, stored, errors.Join(errs...)
-}
-
-// stage writes data to a new file under tmp/, unsynced, for path.
-func (s *Store) stage(path string, data []byte) *staged {
-	f, err := os.CreateTemp(filepath.Join(s.dir, "tmp"), filepath.Base(path)+".*")
+	data := b.finish()
+	tmp, err := os.CreateTemp(filepath.Join(s.dir, "tmp"), "pack-*")
 	if err != nil {
-		return &staged{path: path, err: fmt.Errorf("definition store: %w", err)}
+		return nil, fmt.Errorf("definition store: %w", err)
 	}
-	st := &staged{f: f, tmp: f.Name(), path: path, n: int64(len(data))}
-	if _, err := f.Write(data); err != nil {
-		st.err = fmt.Errorf("definition store: writing %s: %w", path, err)
+	tmpRel := filepath.Join("tmp", filepath.Base(tmp.Name()))
+	defer func() { _, _ = s.remove(tmpRel) }()
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Sync()
 	}
-	return st
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("definition store: writing a pack of %d Definitions: %w", len(items), err)
+	}
+	var name string
+	for try := 0; ; try++ {
+		name = newPackName()
+		err = s.root.Link(tmpRel, filepath.Join("packs", name))
+		if !errors.Is(err, fs.ErrExist) || try == 8 {
+			break
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("definition store: %w", err)
+	}
+	if err := syncDir(filepath.Join(s.dir, "packs")); err != nil {
+		// Linked but maybe not durable: a caller must not count it stored.
+		return nil, err
+	}
+	p := &pack{name: name, size: int64(len(data)), mod: time.Now(), entries: b.entries}
+	s.mu.Lock()
+	if s.packs[name] == nil {
+		s.addLocked(p)
+	}
+	s.mu.Unlock()
+	// The link changed packs/: noted here, on the writer's time, not by
+	// the next miss of a pass.
+	_, _ = s.refresh(false)
+	return p, nil
 }
 
-// commit makes the staged files durable and links each into place (never
-// replacing: a path that exists already is left as it is, 0 bytes added),
-// then fsyncs dir once. A file that fails keeps its error.
-func (s *Store) commit(files []*staged, dir string) (added int64) {
-	var open []*staged
-	for _, f := range files {
-		if f.err == nil {
-			open = append(open, f)
-		}
-	}
-	if len(open) == 0 {
-		return 0
-	}
-	if err := syncFiles(open); err != nil {
-		for _, f := range open {
-			f.err = fmt.Errorf("definition store: writing %s: %w", f.path, err)
-		}
-		return 0
-	}
-	var linked []*staged
-	for _, f := range open {
-		err := f.f.Close()
-		f.f = nil
-		if err == nil {
-			err = s.root.Link(s.rel(f.tmp), s.rel(f.path))
-		}
-		switch {
-		case errors.Is(err, fs.ErrExist):
-			f.n = 0 // another writer put it first
-		case err != nil:
-			f.err = fmt.Errorf("definition store: %w", err)
-		default:
-			linked = append(linked, f)
-		}
-	}
-	if len(linked) == 0 {
-		return 0
-	}
-	if err := syncDir(filepath.Clean(dir)); err != nil {
-		// Linked but maybe not durable: an entry must not name such an
-		// image, and a caller must not count it stored.
-		for _, f := range linked {
-			f.err = err
-		}
-		return 0
-	}
-	for _, f := range linked {
-		added += f.n
-	}
-	return added
+// newPackName is a name no pack has: the time, which orders packs by when
+// they were written, and 32 random bits, so that two processes writing in
+// the same nanosecond differ (a link never replaces: the loser retries).
+func newPackName() string {
+	return hex16(uint64(time.Now().UnixNano())) + "-" + hex16(rand.Uint64())[8:] + packSuffix
 }
 
 // lowWater is what a put that finds the store over its limit max evicts

@@ -11,7 +11,7 @@ import (
 // directory outside it) or not a directory at all is refused at Open, and
 // the files outside survive.
 func TestLayoutRefused(t *testing.T) {
-	for _, sub := range storeDirs {
+	for _, sub := range append(append([]string(nil), storeDirs...), legacyDirs...) {
 		for _, kind := range []string{"symlink", "file"} {
 			t.Run(sub+"/"+kind, func(t *testing.T) {
 				dir, outside := t.TempDir(), t.TempDir()
@@ -44,7 +44,7 @@ func TestLayoutRefused(t *testing.T) {
 // after Open (the checks at Open passed) does not lead gc or an eviction
 // out of the store: the file planted outside survives both.
 func TestRemovalStaysInside(t *testing.T) {
-	for _, sub := range []string{"quarantine", "tmp", "objects", "index"} {
+	for _, sub := range []string{"quarantine", "tmp", "packs", "objects", "index"} {
 		t.Run(sub, func(t *testing.T) {
 			dir, outside := t.TempDir(), t.TempDir()
 			s := open(t, dir, 200)

@@ -1,17 +1,14 @@
 package diskstore
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/gofrs/flock"
+	"time"
 
 	"github.com/hbg-dev/hbg/stages"
 )
@@ -19,103 +16,131 @@ import (
 // errBusy: another process holds the store lock (it is evicting).
 var errBusy = errors.New("definition store is busy")
 
-// files is one scan of a store directory.
-type files struct {
-	entries    []Entry  // every readable index entry, any format version
-	entryPath  []string // entries[i]'s file
-	entryBytes []int64  // the entry file's own size
-	entryStat  []entryStat
-	badEntries []string // index files that do not parse
-	objects    map[string]int64
-	tmp        []string
-	quarantine map[string]int64
+// leftover is the files of a store that are no pack: under tmp/ (a writer's,
+// or a dead one's), quarantine/, and an earlier layout's objects/ and
+// index/ (legacyDirs).
+type leftover struct {
+	tmp, quarantine, legacy []string // paths relative to the store
+	bytes                   int64    // all of them but tmp/'s
 }
 
-func (s *Store) scan() (*files, error) {
-	f := &files{objects: map[string]int64{}, quarantine: map[string]int64{}}
-	idx, err := os.ReadDir(filepath.Join(s.dir, "index"))
-	if err != nil {
-		return nil, fmt.Errorf("definition store: %w", err)
-	}
-	for _, de := range idx {
-		p := filepath.Join(s.dir, "index", de.Name())
-		info, err := de.Info()
-		if err != nil {
-			continue // removed meanwhile
-		}
-		data, err := readRegular(p)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			continue // removed meanwhile
-		case err != nil:
-			// Unreadable (a directory, no permission): bad, not absent.
-			f.badEntries = append(f.badEntries, p)
+// leftovers lists them. A directory of the store that cannot be read is
+// an error, one that is not there (a legacy one) is empty.
+func (s *Store) leftovers() (*leftover, error) {
+	lo := &leftover{}
+	for _, sub := range []string{"tmp", "quarantine", "objects", "index"} {
+		des, err := fs.ReadDir(s.root.FS(), sub)
+		if errors.Is(err, fs.ErrNotExist) && slices.Contains(legacyDirs, sub) {
 			continue
 		}
-		var e Entry
-		if json.Unmarshal(data, &e) != nil || !validHash(e.Hash) {
-			f.badEntries = append(f.badEntries, p)
-			continue
-		}
-		e.LastUse = info.ModTime()
-		f.entries = append(f.entries, e)
-		f.entryPath = append(f.entryPath, p)
-		f.entryBytes = append(f.entryBytes, info.Size())
-		f.entryStat = append(f.entryStat, statOf(info))
-	}
-	for sub, m := range map[string]map[string]int64{"objects": f.objects, "quarantine": f.quarantine} {
-		des, err := os.ReadDir(filepath.Join(s.dir, sub))
 		if err != nil {
 			return nil, fmt.Errorf("definition store: %w", err)
 		}
 		for _, de := range des {
+			rel := filepath.Join(sub, de.Name())
+			switch sub {
+			case "tmp":
+				lo.tmp = append(lo.tmp, rel)
+				continue
+			case "quarantine":
+				lo.quarantine = append(lo.quarantine, rel)
+			default:
+				lo.legacy = append(lo.legacy, rel)
+			}
 			if info, err := de.Info(); err == nil {
-				m[de.Name()] = info.Size()
+				lo.bytes += info.Size()
 			}
 		}
 	}
-	tmp, err := os.ReadDir(filepath.Join(s.dir, "tmp"))
-	if err != nil {
-		return nil, fmt.Errorf("definition store: %w", err)
-	}
-	for _, de := range tmp {
-		f.tmp = append(f.tmp, filepath.Join(s.dir, "tmp", de.Name()))
-	}
-	return f, nil
+	return lo, nil
 }
 
-// total is every byte the store holds but what is being written.
-func (f *files) total() int64 {
-	var n int64
-	for _, b := range f.entryBytes {
-		n += b
-	}
-	for _, b := range f.objects {
-		n += b
-	}
-	for _, b := range f.quarantine {
-		n += b
-	}
-	return n
-}
-
-func (s *Store) measure() (int64, error) {
-	f, err := s.scan()
-	if err != nil {
-		return 0, err
-	}
-	return f.total(), nil
-}
-
-// List returns every index entry, the most recently used first.
+// List returns every entry of the store, one per full_key and image format
+// version, the most recently used first.
 func (s *Store) List() ([]Entry, error) {
-	f, err := s.scan()
-	if err != nil {
+	if _, err := s.refresh(false); err != nil {
 		return nil, err
 	}
-	out := slices.Clone(f.entries)
-	slices.SortStableFunc(out, func(a, b Entry) int { return b.LastUse.Compare(a.LastUse) })
+	s.refreshUse()
+	s.mu.Lock()
+	type kv struct {
+		fk uint64
+		v  uint16
+	}
+	seen := map[kv]bool{}
+	var out []Entry
+	for _, p := range s.packs {
+		for i := range p.entries {
+			e := &p.entries[i]
+			if k := (kv{e.fullKey, e.version}); !seen[k] {
+				seen[k] = true
+				out = append(out, entryOf(p, e, p.mod))
+			}
+		}
+	}
+	s.mu.Unlock()
+	slices.SortStableFunc(out, func(a, b Entry) int {
+		if c := b.LastUse.Compare(a.LastUse); c != 0 {
+			return c
+		}
+		return strings.Compare(a.FullKey, b.FullKey)
+	})
 	return out, nil
+}
+
+// refreshUse reads each pack's last use: another process's loads touch it.
+func (s *Store) refreshUse() {
+	s.mu.Lock()
+	ps := make([]*pack, 0, len(s.packs))
+	for _, p := range s.packs {
+		ps = append(ps, p)
+	}
+	s.mu.Unlock()
+	for _, p := range ps {
+		if st, err := s.root.Lstat(filepath.Join("packs", p.name)); err == nil {
+			s.mu.Lock()
+			p.mod = st.ModTime()
+			s.mu.Unlock()
+		}
+	}
+}
+
+// shadowed is the packs every entry of which another pack kept holds (two
+// processes that stored the same Definitions): gc removes them. A pack of
+// another format, or one with no entry, is nobody's duplicate.
+func shadowed(packs []*pack) []*pack {
+	type kv struct {
+		fk uint64
+		v  uint16
+	}
+	// The packs with the most entries are kept first, so that fewer files
+	// remain; then the oldest name, for an order every process agrees on.
+	order := slices.Clone(packs)
+	slices.SortFunc(order, func(a, b *pack) int {
+		if c := len(b.entries) - len(a.entries); c != 0 {
+			return c
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	held := map[kv]bool{}
+	var out []*pack
+	for _, p := range order {
+		dup := len(p.entries) > 0 && !p.foreign
+		for i := range p.entries {
+			if !held[kv{p.entries[i].fullKey, p.entries[i].version}] {
+				dup = false
+				break
+			}
+		}
+		if dup {
+			out = append(out, p)
+			continue
+		}
+		for i := range p.entries {
+			held[kv{p.entries[i].fullKey, p.entries[i].version}] = true
+		}
+	}
+	return out
 }
 
 // Problem is one thing Verify found wrong.
@@ -126,221 +151,277 @@ type Problem struct {
 
 // VerifyReport is what Verify found.
 type VerifyReport struct {
-	Entries int // index entries checked
-	Images  int // image files checked
+	Packs   int // pack files checked
+	Entries int // records in them, every one checked
+	Images  int // images checked (the records of this hbg's image format)
 	Bytes   int64
-	// Problems are bad entries and images: a load would reject them.
+	// Problems are bad packs and records: a load would reject them (and
+	// move their pack aside), or never read them.
 	Problems []Problem
-	// Orphans are valid images no entry names (a process killed between
-	// writing an image and its entry, or an entry evicted or rejected);
-	// Temp are files a writer left under tmp/; Quarantined are files moved
-	// aside. None of them is ever read; gc removes them.
-	Orphans, Temp, Quarantined int
+	// Shadowed are packs every entry of which another pack holds (two
+	// processes stored the same Definitions); Temp are files a writer
+	// left under tmp/; Quarantined are files moved aside; Legacy are an
+	// earlier hbg's objects/ and index/ files. None of them is ever read;
+	// gc removes them.
+	Shadowed, Temp, Quarantined, Legacy int
 }
 
-// Verify checks every entry and every image, reading without changing
-// anything (a bad entry is moved aside when a load meets it, or by gc).
+// Verify checks every pack and every record in it, images whole, reading
+// without changing anything (a bad pack is moved aside when a load meets
+// it, or removed by gc).
 func (s *Store) Verify() (*VerifyReport, error) {
-	f, err := s.scan()
+	names, err := readDirNames(s.packDir)
 	if err != nil {
 		return nil, err
 	}
-	r := &VerifyReport{Entries: len(f.entries) + len(f.badEntries), Temp: len(f.tmp), Quarantined: len(f.quarantine), Bytes: f.total()}
-	for _, p := range f.badEntries {
-		r.Problems = append(r.Problems, Problem{p, "index entry does not parse"})
+	slices.Sort(names)
+	lo, err := s.leftovers()
+	if err != nil {
+		return nil, err
 	}
-	named := map[string]bool{}
-	checked := map[string]string{} // object name -> problem ("" when good)
-	for i, e := range f.entries {
-		p := f.entryPath[i]
-		fk, err := strconv.ParseUint(e.FullKey, 16, 64)
+	r := &VerifyReport{Temp: len(lo.tmp), Quarantined: len(lo.quarantine), Legacy: len(lo.legacy), Bytes: lo.bytes}
+	var good []*pack
+	for _, n := range names {
+		path := s.packDir + n
+		p, reason, err := s.readPack(n, nil)
 		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue
 		case err != nil:
-			r.Problems = append(r.Problems, Problem{p, fmt.Sprintf("full_key %q is not hex", e.FullKey)})
-			continue
-		case filepath.Base(p) != fmt.Sprintf("%016x-v%d.json", fk, e.Version):
-			r.Problems = append(r.Problems, Problem{p, fmt.Sprintf("entry for full_key %s version %d under another name", e.FullKey, e.Version)})
-			continue
+			reason = err.Error()
 		}
-		name := e.Hash + ".hbgd"
-		named[name] = true
-		if e.Version != stages.DefinitionVersion {
-			// Another format's entry: this hbg never reads it, and it
-			// does not check it either; gc evicts it when it is old.
-			continue
-		}
-		if _, ok := f.objects[name]; !ok {
-			r.Problems = append(r.Problems, Problem{p, "points to a missing image " + name})
-			continue
-		}
-		img, err := readRegular(s.objectPath(e.Hash))
-		if err != nil {
-			r.Problems = append(r.Problems, Problem{p, err.Error()})
-			continue
-		}
-		_, _, reason := checkImage(img, fk, e)
-		if reason == "" {
-			// A load leaves the rest of the image to the device; verify
-			// checks all of it.
-			if _, err := stages.DecodeDefinition(img); err != nil {
-				reason = fmt.Sprintf("image %s: %v", e.Hash, err)
-			}
-		}
-		checked[name] = reason
+		r.Packs++
 		if reason != "" {
-			r.Problems = append(r.Problems, Problem{s.objectPath(e.Hash), reason})
-		}
-	}
-	for name := range f.objects {
-		if _, ok := checked[name]; ok {
+			r.Problems = append(r.Problems, Problem{path, reason})
 			continue
 		}
-		r.Images++
-		if reason := checkOrphan(filepath.Join(s.dir, "objects", name)); reason != "" {
-			r.Problems = append(r.Problems, Problem{filepath.Join(s.dir, "objects", name), reason})
-		} else if !named[name] {
-			r.Orphans++
+		r.Bytes += p.size
+		r.Entries += len(p.entries)
+		probs, images, err := s.verifyPack(p)
+		if err != nil {
+			return nil, err
+		}
+		r.Images += images
+		for _, pr := range probs {
+			r.Problems = append(r.Problems, Problem{path, pr})
+		}
+		if len(probs) == 0 {
+			good = append(good, p)
 		}
 	}
-	r.Images += len(checked)
-	slices.SortFunc(r.Problems, func(a, b Problem) int { return strings.Compare(a.Path, b.Path) })
+	r.Shadowed = len(shadowed(good))
 	return r, nil
 }
 
-// checkOrphan checks an image no current entry names: it must decode and
-// be named by its content hash.
-func checkOrphan(path string) string {
-	img, err := readRegular(path)
+// verifyPack reads and checks every record of p: its header against the
+// table of contents, and its image in full (stages.DecodeDefinition, which
+// checks what the device would). It returns what is wrong, and how many
+// images it checked.
+func (s *Store) verifyPack(p *pack) ([]string, int, error) {
+	f, err := openFile(s.packDir + p.name)
 	if err != nil {
-		return err.Error()
+		return []string{err.Error()}, 0, nil
 	}
-	def, err := stages.DecodeDefinition(img)
-	if err != nil {
-		return err.Error()
+	defer f.close()
+	head := make([]byte, packHeader)
+	if err := f.readFullAt(head, 0); err != nil {
+		return []string{"header: " + err.Error()}, 0, nil
 	}
-	if want := hex16(def.ContentHash) + ".hbgd"; filepath.Base(path) != want {
-		return "image has content hash " + hex16(def.ContentHash) + ", named " + filepath.Base(path)
+	if reason := checkPackHeader(head); reason != "" || p.foreign {
+		return nil, 0, nil // readPack saw it; another format is not checked
 	}
-	return ""
+	var probs []string
+	images := 0
+	for i := range p.entries {
+		e := &p.entries[i]
+		rec := make([]byte, e.recLen())
+		if err := f.readFullAt(rec, e.off); err != nil {
+			probs = append(probs, fmt.Sprintf("record %d (full_key %016x): %v", i, e.fullKey, err))
+			continue
+		}
+		got, n, reason := parseRecordHeader(rec)
+		switch {
+		case reason != "":
+		case !sameRecord(&got, e) || int64(n) != e.imageOff():
+			reason = "differs from the pack's table of contents"
+		case !loadable(e):
+			continue // another image format's: this hbg never reads it
+		default:
+			images++
+			img := rec[n:]
+			if _, _, reason = checkImage(img, e.fullKey, e); reason == "" {
+				if _, err := decodeFull(img); err != nil {
+					reason = fmt.Sprintf("image %016x: %v", e.hash, err)
+				}
+			}
+		}
+		if reason != "" {
+			probs = append(probs, fmt.Sprintf("record %d (full_key %016x, key %q): %s", i, e.fullKey, e.key, reason))
+		}
+	}
+	return probs, images, nil
 }
 
 // GCReport is what an eviction removed.
 type GCReport struct {
 	Before, After int64
-	// Evicted are entries removed, least recently used first; Pinned the
-	// entries over the limit kept because a pass has them loaded.
+	// Evicted are entries removed with their packs, least recently used
+	// first; Pinned the packs over the limit kept because a pass has one
+	// of their entries loaded.
 	Evicted []Entry
 	Pinned  int
-	// Orphans, Temp, Quarantined and BadEntries are leftover files removed.
-	Orphans, Temp, Quarantined, BadEntries int
+	// Shadowed, Temp, Quarantined, Legacy and BadPacks are files removed:
+	// duplicate packs, leftovers of killed writers, files moved aside, an
+	// earlier layout's files, and packs that do not read.
+	Shadowed, Temp, Quarantined, Legacy, BadPacks int
 }
 
 // GC brings the store under max bytes (0: the store's limit): it removes
-// leftovers (files under tmp/, orphan images, quarantined files, entries
-// that do not parse), then evicts the least recently used entries that no
-// pass pins. It waits for writers to finish.
+// leftovers (files under tmp/, quarantined files, the legacy layout's
+// files, packs that do not read, and packs every entry of which another
+// pack holds), then evicts the least recently used packs that no pass
+// pins. It waits for writers to finish.
 func (s *Store) GC(max int64) (*GCReport, error) {
 	if max <= 0 {
 		max = s.max
 	}
-	return s.evict(max, true)
+	return s.evict(max, true, true)
 }
 
-func (s *Store) evict(max int64, wait bool) (*GCReport, error) {
-	if wait {
-		if err := s.lock.Lock(); err != nil {
-			return nil, fmt.Errorf("definition store: %w", err)
-		}
-	} else {
-		ok, err := s.lock.TryLock()
-		if err != nil {
-			return nil, fmt.Errorf("definition store: %w", err)
-		}
-		if !ok {
-			return nil, errBusy
-		}
-	}
-	defer s.lock.Unlock()
-	s.evictions.Add(1)
-	f, err := s.scan()
+// evict brings the store under max bytes, under the exclusive store lock
+// (waiting for it, or errBusy). gc also removes shadowed packs and lists
+// what it evicted.
+func (s *Store) evict(max int64, wait, gc bool) (*GCReport, error) {
+	ok, err := s.lock.lock(wait)
 	if err != nil {
 		return nil, err
 	}
-	r := &GCReport{Before: f.total()}
-	total := r.Before
+	if !ok {
+		return nil, errBusy
+	}
+	defer s.lock.unlock()
+	s.evictions.Add(1)
+	if _, err := s.refresh(true); err != nil {
+		return nil, err
+	}
+	lo, err := s.leftovers()
+	if err != nil {
+		return nil, err
+	}
+	s.refreshUse()
+	s.mu.Lock()
+	packs := make([]*pack, 0, len(s.packs))
+	mods := make(map[*pack]time.Time, len(s.packs))
+	var total int64
+	for _, p := range s.packs {
+		packs = append(packs, p)
+		mods[p] = p.mod
+		total += p.size
+	}
+	bad := make([]string, 0, len(s.bad))
+	for n := range s.bad {
+		bad = append(bad, n)
+	}
+	s.mu.Unlock()
+	r := &GCReport{}
+	extra := lo.bytes
 	// No writer holds the lock: every temp file is a dead writer's.
-	for _, p := range f.tmp {
-		if _, err := s.remove(p); err == nil {
+	for _, rel := range lo.tmp {
+		if _, err := s.remove(rel); err == nil {
 			r.Temp++
 		}
 	}
-	for _, p := range f.badEntries {
-		if n, err := s.remove(p); err == nil {
-			r.BadEntries++
-			total -= n
-		}
-	}
-	for name, n := range f.quarantine {
-		if _, err := s.remove(filepath.Join(s.dir, "quarantine", name)); err == nil {
+	for _, rel := range lo.quarantine {
+		if n, err := s.remove(rel); err == nil {
 			r.Quarantined++
-			total -= n
+			extra -= n
 		}
 	}
-	named := map[string]bool{}
-	for _, e := range f.entries {
-		named[e.Hash+".hbgd"] = true
-	}
-	for name, n := range f.objects {
-		if named[name] {
-			continue
-		}
-		if _, err := s.remove(filepath.Join(s.dir, "objects", name)); err == nil {
-			r.Orphans++
-			total -= n
+	for _, rel := range lo.legacy {
+		if n, err := s.remove(rel); err == nil {
+			r.Legacy++
+			extra -= n
 		}
 	}
-	order := make([]int, len(f.entries))
-	for i := range order {
-		order[i] = i
+	for _, sub := range legacyDirs {
+		_, _ = s.remove(sub) // when empty
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return f.entries[a].LastUse.Compare(f.entries[b].LastUse) })
-	for _, i := range order {
-		if total <= max {
+	for _, n := range bad {
+		if sz, err := s.remove(filepath.Join("packs", n)); err == nil {
+			r.BadPacks++
+			extra -= sz
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			if st, err := s.root.Lstat(filepath.Join("packs", n)); err == nil && st.Mode().IsRegular() {
+				extra += st.Size()
+			}
+		}
+	}
+	r.Before = total + lo.bytes
+	var gone []*pack
+	var dups map[*pack]bool
+	if gc {
+		dups = map[*pack]bool{}
+		for _, p := range shadowed(packs) {
+			dups[p] = true
+			if s.evictPack(p) {
+				r.Shadowed++
+				total -= p.size
+				gone = append(gone, p)
+			}
+		}
+	}
+	slices.SortStableFunc(packs, func(a, b *pack) int {
+		if c := mods[a].Compare(mods[b]); c != 0 {
+			return c
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	for _, p := range packs {
+		if total+extra <= max {
 			break
 		}
-		e, p := f.entries[i], f.entryPath[i]
-		// A pinned entry holds a shared flock: the exclusive one fails
-		// without waiting, and the entry stays.
-		fl := flock.New(p, flock.SetFlag(os.O_RDONLY))
-		ok, err := fl.TryLock()
-		if err != nil || !ok {
-			_ = fl.Close()
+		if dups[p] {
+			continue
+		}
+		if !s.evictPack(p) {
 			r.Pinned++
 			continue
 		}
-		_, err = s.remove(p)
-		_ = fl.Close()
-		if err != nil {
-			continue
-		}
-		total -= f.entryBytes[i]
-		if n, ok := f.objects[e.Hash+".hbgd"]; ok {
-			if _, err := s.remove(s.objectPath(e.Hash)); err == nil {
-				total -= n
+		total -= p.size
+		gone = append(gone, p)
+		if gc {
+			for i := range p.entries {
+				r.Evicted = append(r.Evicted, entryOf(p, &p.entries[i], mods[p]))
 			}
 		}
-		r.Evicted = append(r.Evicted, e)
 	}
-	for _, dir := range []string{"index", "objects"} {
-		if err := syncDir(filepath.Join(s.dir, dir)); err != nil {
-			return nil, err
-		}
-	}
-	r.After = total
 	s.mu.Lock()
-	s.size = total
+	s.forgetLocked(gone...)
+	s.extra = extra
+	s.size = total + extra
 	s.mu.Unlock()
+	if err := syncDir(filepath.Join(s.dir, "packs")); err != nil {
+		return nil, err
+	}
+	r.After = total + extra
 	return r, nil
+}
+
+// evictPack removes p unless a pass pins it: a pinned pack holds a shared
+// flock, and the exclusive one fails without waiting. The pack is removed
+// while its lock is held, so a load that opened it first sees no link left.
+func (s *Store) evictPack(p *pack) bool {
+	f, err := openFile(s.packDir + p.name)
+	if err != nil {
+		return errors.Is(err, fs.ErrNotExist) // gone already
+	}
+	defer f.close()
+	ok, err := f.lock(true)
+	if err != nil || !ok {
+		return false
+	}
+	_, err = s.remove(filepath.Join("packs", p.name))
+	return err == nil || errors.Is(err, fs.ErrNotExist)
 }
 
 // ParseSize reads a size: bytes, or a number with a unit (KiB, MiB, GiB,
@@ -365,3 +446,6 @@ func ParseSize(s string) (int64, error) {
 	}
 	return int64(v * mult), nil
 }
+
+// decodeFull decodes a whole image, as the device would.
+func decodeFull(img []byte) (*stages.Definition, error) { return stages.DecodeDefinition(img) }

@@ -9,8 +9,8 @@ import (
 )
 
 // TestPlantedFilesEnd: a named pipe or a symbolic link to a device in
-// place of an index entry or an image makes Open, Load, Verify and GC
-// refuse that file and end, instead of blocking in open(2) on the pipe
+// place of a pack, or beside it named as one, makes Open, Load, Verify and
+// GC refuse that file and end, instead of blocking in open(2) on the pipe
 // (which hung run and store verify past SIGTERM) or reading /dev/zero
 // without end.
 func TestPlantedFilesEnd(t *testing.T) {
@@ -27,21 +27,26 @@ func TestPlantedFilesEnd(t *testing.T) {
 		},
 	}
 	for kind, mk := range plant {
-		for _, where := range []string{"index", "object"} {
+		for _, where := range []string{"pack", "beside"} {
 			t.Run(kind+" as "+where, func(t *testing.T) {
 				dir := t.TempDir()
 				d, img := testDef(0xabc, 20)
-				mustPut(t, open(t, dir, 0), d, img, "m")
-				p := filepath.Join(dir, "objects", hex16(d.ContentHash)+".hbgd")
-				if where == "index" {
-					s := open(t, dir, 0)
-					p = s.indexPath(0xabc)
-					s.Close()
-				}
-				if err := os.Remove(p); err != nil {
-					t.Fatal(err)
+				s := open(t, dir, 0)
+				mustPut(t, s, d, img, "m")
+				p, _ := packOf(t, s, 0xabc)
+				if where == "pack" {
+					if err := os.Remove(p); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					p = filepath.Join(dir, "packs", hex16(1)+"-00000000"+packSuffix)
 				}
 				mk(t, p)
+				// s read the pack's table before: its load opens the
+				// planted file.
+				if got, _ := s.Load(0xabc, "m"); got != nil && where == "pack" {
+					t.Fatal("a planted " + kind + " loaded as a Definition")
+				}
 				done := make(chan string, 1)
 				go func() {
 					s, err := Open(dir, 0)
@@ -50,8 +55,8 @@ func TestPlantedFilesEnd(t *testing.T) {
 						return
 					}
 					defer s.Close()
-					if got, _ := s.Load(0xabc, "m"); got != nil {
-						done <- "a planted " + kind + " loaded as a Definition"
+					if got, _ := s.Load(0xabc, "m"); (got != nil) != (where == "beside") {
+						done <- "a planted " + kind + ": the load is wrong"
 						return
 					}
 					if _, err := s.Verify(); err != nil {

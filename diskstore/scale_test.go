@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/hbg-dev/hbg/internal/benchunit"
 )
@@ -138,11 +139,70 @@ func TestEvictionAmortized(t *testing.T) {
 		d, img := testDef(k, 20)
 		mustPut(t, s, d, img, "m")
 	}
-	sz, _ := s.measure()
-	if sz > s.Max() {
+	if sz := measure(t, dir); sz > s.Max() {
 		t.Fatalf("the store holds %d bytes, limit %d", sz, s.Max())
 	}
 	if n := s.evictions.Load(); n > puts/4 {
 		t.Fatalf("%d puts past the limit evicted %d times (a scan of the index each)", puts, n)
+	}
+}
+
+// TestMissesDoNotList: 10^4 misses, spread over some 50 ms, on a store
+// nobody writes list packs/ at most the few times a racy listing (packs/
+// was made within racyWindow of it) takes, not once a miss; and a pack
+// another process (store) writes meanwhile is found once refreshEvery has
+// passed, without reopening.
+func TestMissesDoNotList(t *testing.T) {
+	dir := t.TempDir()
+	s, other := open(t, dir, 0), open(t, dir, 0)
+	before := s.scans.Load()
+	for k := uint64(1); k <= 10000; k++ {
+		if f, err := s.Find(k); f != nil || err != nil {
+			t.Fatalf("find %d in an empty store: %v, %v", k, f, err)
+		}
+		if k%200 == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if n := s.scans.Load() - before; n > 4 {
+		t.Fatalf("10^4 misses listed packs/ %d times", n)
+	}
+	d, img := testDef(77, 10)
+	mustPut(t, other, d, img, "m")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		l, err := s.Load(77, "m")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l != nil {
+			s.Unpin(77)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("another store's pack is not found without reopening")
+		}
+		time.Sleep(refreshEvery / 2)
+	}
+	if n := s.scans.Load() - before; n > 8 {
+		t.Fatalf("finding one new pack listed packs/ %d times", n)
+	}
+}
+
+// TestLimitBelowOneDefinition: a store whose limit is smaller than one
+// Definition stores (no error), keeps nothing unpinned, stays under its
+// limit and verifies clean.
+func TestLimitBelowOneDefinition(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, 64)
+	for k := uint64(1); k <= 5; k++ {
+		d, img := testDef(k, 10)
+		mustPut(t, s, d, img, "m")
+	}
+	if sz := measure(t, dir); sz > s.Max() {
+		t.Fatalf("the store holds %d bytes, limit %d", sz, s.Max())
+	}
+	if r, err := s.Verify(); err != nil || len(r.Problems) != 0 {
+		t.Fatalf("verify: %+v, %v", r, err)
 	}
 }

@@ -92,75 +92,88 @@ func rehash(b []byte) {
 	binary.LittleEndian.PutUint64(b[off:], xxhash.Sum64(b))
 }
 
-// TestCorruption: each way the disk can lie is detected on load, moved
-// aside (not deleted), reported as a rejection; then the Definition is
-// stored again and loads. Nothing panics.
+// packOf is the path of the pack holding fullKey's entry, and the entry.
+func packOf(t testing.TB, s *Store, fullKey uint64) (string, packEntry) {
+	t.Helper()
+	p, e, ok := s.lookup(fullKey)
+	if !ok {
+		t.Fatalf("no entry %016x in the index", fullKey)
+	}
+	return s.packDir + p.name, e
+}
+
+// TestCorruption: each way the disk can lie is detected: on load, moved
+// aside (not deleted) and reported as a rejection, or, for a pack whose
+// table of contents does not read, never used (a miss) and reported by
+// verify; then the Definition is stored again and loads. Nothing panics.
 func TestCorruption(t *testing.T) {
 	const fk, model = 0x1234, "m/full@1"
+	// image is the range of the image in the pack.
+	type at struct{ off, n int }
 	cases := []struct {
 		name   string
-		damage func(t *testing.T, s *Store, obj, idx string)
-		// miss: no rejection, the entry is simply not there.
-		miss   bool
-		reason string
+		damage func(t *testing.T, pack string, img at)
+		// miss: a fresh process does not see the entry (no rejection);
+		// bad: verify names the pack.
+		miss, bad bool
+		reason    string
+		model     string // the model the load asks for
 	}{
-		{"flipped byte", func(t *testing.T, s *Store, obj, idx string) {
-			b := read(t, obj)
-			b[len(b)/2] ^= 0x10
-			write(t, obj, b)
-		}, false, "content hash"},
-		{"truncated", func(t *testing.T, s *Store, obj, idx string) {
-			b := read(t, obj)
-			write(t, obj, b[:len(b)-7])
-		}, false, "bytes, its entry says"},
-		{"another format version", func(t *testing.T, s *Store, obj, idx string) {
-			b := read(t, obj)
-			binary.LittleEndian.PutUint16(b[4:], stages.DefinitionVersion+1)
-			rehash(b)
-			write(t, obj, b)
-		}, false, "version"},
-		{"another model's image under the right name", func(t *testing.T, s *Store, obj, idx string) {
+		{"flipped byte", func(t *testing.T, pack string, img at) {
+			b := read(t, pack)
+			b[img.off+img.n/2] ^= 0x10
+			write(t, pack, b)
+		}, false, true, "content hash", ""},
+		{"another format version", func(t *testing.T, pack string, img at) {
+			b := read(t, pack)
+			im := b[img.off : img.off+img.n]
+			binary.LittleEndian.PutUint16(im[4:], stages.DefinitionVersion+1)
+			rehash(im)
+			write(t, pack, b)
+		}, false, true, "version", ""},
+		{"another key's image in its place", func(t *testing.T, pack string, img at) {
 			_, other := testDef(0x9999, 20) // same size, another full_key
-			write(t, obj, other)
-		}, false, "content hash"},
-		{"index entry of another model", func(t *testing.T, s *Store, obj, idx string) {
-			b := strings.Replace(string(read(t, idx)), model, "other/full@2", 1)
-			write(t, idx, []byte(b))
-		}, false, "model"},
-		{"garbled index entry", func(t *testing.T, s *Store, obj, idx string) {
-			write(t, idx, []byte("{\"format\":1,"))
-		}, false, "JSON"},
-		{"missing index entry", func(t *testing.T, s *Store, obj, idx string) {
-			if err := os.Remove(idx); err != nil {
+			b := read(t, pack)
+			copy(b[img.off:], other)
+			write(t, pack, b)
+		}, false, true, "content hash", ""},
+		{"entry of another model", func(t *testing.T, pack string, img at) {}, false, false, "model", "other/full@2"},
+		{"garbled record header", func(t *testing.T, pack string, img at) {
+			b := read(t, pack)
+			b[packHeader+20] ^= 0xff
+			write(t, pack, b)
+		}, false, true, "sum", ""},
+		{"record's model changed", func(t *testing.T, pack string, img at) {
+			b := read(t, pack)
+			copy(b[packHeader+recHeaderSize:], "M")
+			write(t, pack, b)
+		}, false, true, "sum", ""},
+		{"missing pack", func(t *testing.T, pack string, img at) {
+			if err := os.Remove(pack); err != nil {
 				t.Fatal(err)
 			}
-		}, true, ""},
-		{"index pointing to a missing image", func(t *testing.T, s *Store, obj, idx string) {
-			if err := os.Remove(obj); err != nil {
+		}, true, false, "", ""},
+		{"truncated pack", func(t *testing.T, pack string, img at) {
+			write(t, pack, read(t, pack)[:img.off+img.n-7])
+		}, true, true, "", ""},
+		{"garbled table of contents", func(t *testing.T, pack string, img at) {
+			b := read(t, pack)
+			b[len(b)-footSize-10] ^= 0xff
+			write(t, pack, b)
+		}, true, true, "", ""},
+		{"footer claiming a huge table of contents", func(t *testing.T, pack string, img at) {
+			b := read(t, pack)
+			binary.LittleEndian.PutUint32(b[len(b)-footSize+12:], 1<<31)
+			write(t, pack, b)
+		}, true, true, "", ""},
+		{"pack that is a directory", func(t *testing.T, pack string, img at) {
+			if err := os.Remove(pack); err != nil {
 				t.Fatal(err)
 			}
-		}, false, "missing image"},
-		// The outside tester's: each was rejected at every load and never
-		// moved aside, so every run recorded it again.
-		{"index entry that is a directory", func(t *testing.T, s *Store, obj, idx string) {
-			if err := os.Remove(idx); err != nil {
+			if err := os.Mkdir(pack, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.Mkdir(idx, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if r, _ := s.Verify(); len(r.Problems) == 0 {
-				t.Fatalf("verify: %+v, want the directory named as a problem", r)
-			}
-		}, false, "not a regular file"},
-		{"image that is a directory", func(t *testing.T, s *Store, obj, idx string) {
-			if err := os.Remove(obj); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Mkdir(obj, 0o755); err != nil {
-				t.Fatal(err)
-			}
-		}, false, "not a regular file"},
+		}, true, true, "", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -168,48 +181,65 @@ func TestCorruption(t *testing.T) {
 			d, img := testDef(fk, 20)
 			s := open(t, dir, 0)
 			mustPut(t, s, d, img, model)
-			obj, idx := s.objectPath(hex16(d.ContentHash)), s.indexPath(fk)
-			c.damage(t, s, obj, idx)
-
-			s2 := open(t, dir, 0)
-			got, err := s2.Load(fk, model)
-			if got != nil {
-				t.Fatal("a damaged entry loaded")
+			pack, e := packOf(t, s, fk)
+			c.damage(t, pack, at{int(e.off + e.imageOff()), len(img)})
+			if r, _ := s.Verify(); c.bad != (len(r.Problems) > 0) {
+				t.Fatalf("verify: %+v; want problems: %v", r, c.bad)
 			}
-			if c.miss {
-				if err != nil {
-					t.Fatalf("missing entry: %v, want a miss", err)
+			want := model
+			if c.model != "" {
+				want = c.model
+			}
+			for _, who := range []string{"a fresh process", "the writer, which read the table before"} {
+				s2 := open(t, dir, 0)
+				if who != "a fresh process" {
+					s2 = s
 				}
-				// The image is an orphan now: verify names it, and the
-				// next Put reuses it.
-				r, _ := s2.Verify()
-				if r.Orphans != 1 || len(r.Problems) != 0 {
-					t.Fatalf("verify: %+v, want 1 orphan and no problem", r)
+				got, err := s2.Load(fk, want)
+				if got != nil && s2 == s && strings.Contains(c.name, "table") && string(got.Image) == string(img) {
+					// Only the table is damaged, which s read before:
+					// the record it reads verifies.
+					s.Unpin(fk)
+					continue
 				}
-			} else {
+				if got != nil {
+					t.Fatalf("%s: a damaged entry loaded", who)
+				}
 				var rej *Rejected
-				if !errors.As(err, &rej) || !strings.Contains(rej.Reason, c.reason) {
-					t.Fatalf("load error %v, want a rejection mentioning %q", err, c.reason)
+				switch {
+				case c.miss && err != nil && !errors.As(err, &rej):
+					t.Fatalf("%s: %v, want a miss or a rejection", who, err)
+				case c.miss && who == "a fresh process" && err != nil:
+					t.Fatalf("%s: %v, want a miss", who, err)
+				case !c.miss && (!errors.As(err, &rej) || !strings.Contains(rej.Reason, c.reason)):
+					t.Fatalf("%s: load error %v, want a rejection mentioning %q", who, err, c.reason)
 				}
-				if len(rej.Moved) == 0 {
-					t.Fatal("nothing moved aside")
-				}
-				for _, m := range rej.Moved {
-					if _, err := os.Stat(filepath.Join(dir, m)); err != nil {
-						t.Fatalf("moved aside to %s: %v", m, err)
+				if rej != nil {
+					if len(rej.Moved) == 0 {
+						t.Fatal("nothing moved aside")
 					}
-				}
-				if got, err := s2.Load(fk, model); got != nil || err != nil {
-					t.Fatalf("after the rejection: %v, %v; want a miss", got, err)
+					for _, m := range rej.Moved {
+						if _, err := os.Stat(filepath.Join(dir, m)); err != nil {
+							t.Fatalf("moved aside to %s: %v", m, err)
+						}
+					}
+					if got, err := s2.Load(fk, want); got != nil || err != nil {
+						t.Fatalf("after the rejection: %v, %v; want a miss", got, err)
+					}
+					break // the pack is aside: the writer has nothing left to see
 				}
 			}
 			// Recorded again: stored, and it loads.
-			mustPut(t, s2, d, img, model)
-			if got, err := s2.Load(fk, model); err != nil || got == nil || string(got.Image) != string(img) {
+			s3 := open(t, dir, 0)
+			mustPut(t, s3, d, img, model)
+			if got, err := s3.Load(fk, model); err != nil || got == nil || string(got.Image) != string(img) {
 				t.Fatalf("after storing again: %v, %v", got, err)
 			}
-			if r, _ := s2.Verify(); len(r.Problems) != 0 {
-				t.Fatalf("verify after repair: %+v", r.Problems)
+			if g, err := s3.GC(0); err != nil {
+				t.Fatalf("gc: %+v, %v", g, err)
+			}
+			if r, _ := s3.Verify(); len(r.Problems) != 0 || r.Quarantined != 0 {
+				t.Fatalf("verify after repair and gc: %+v", r)
 			}
 		})
 	}
@@ -231,12 +261,23 @@ func write(t *testing.T, p string, b []byte) {
 	}
 }
 
-// age sets an entry's last use.
+// age sets an entry's last use: its pack's.
 func age(t *testing.T, s *Store, fk uint64, at time.Time) {
 	t.Helper()
-	if err := os.Chtimes(s.indexPath(fk), at, at); err != nil {
+	p, _ := packOf(t, s, fk)
+	if err := os.Chtimes(p, at, at); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// stored is whether the store directory holds fk's pack (as the index of
+// a fresh process finds it).
+func stored(t *testing.T, dir string, fk uint64) bool {
+	t.Helper()
+	s := open(t, dir, 0)
+	defer s.Close()
+	_, _, ok := s.lookup(fk)
+	return ok
 }
 
 // TestEvictionLRU: the store stays under its limit, evicting the least
@@ -262,18 +303,17 @@ func TestEvictionLRU(t *testing.T) {
 		d, img := testDef(k, 50)
 		mustPut(t, s, d, img, "m")
 		age(t, s, k, base.Add(time.Duration(k)*time.Minute))
-		sz, _ := s.measure()
-		if sz > s.Max() {
+		if sz := measure(t, dir); sz > s.Max() {
 			t.Fatalf("after put %d the store holds %d bytes, limit %d", k, sz, s.Max())
 		}
 	}
-	if _, err := os.Stat(s.indexPath(1)); err != nil {
-		t.Fatalf("the pinned entry was evicted: %v", err)
+	if !stored(t, dir, 1) {
+		t.Fatal("the pinned entry was evicted")
 	}
-	if _, err := os.Stat(s.indexPath(2)); err == nil {
+	if stored(t, dir, 2) {
 		t.Fatal("entry 2 (least recently used, not pinned) survived")
 	}
-	if _, err := os.Stat(s.indexPath(8)); err != nil {
+	if !stored(t, dir, 8) {
 		t.Fatal("the newest entry was evicted")
 	}
 	// Another process's gc respects the pin too (flock, not memory).
@@ -285,7 +325,7 @@ func TestEvictionLRU(t *testing.T) {
 	if r.Pinned != 1 || r.After > per {
 		t.Fatalf("gc to 1 byte: %+v; want only the pinned entry kept", r)
 	}
-	if _, err := os.Stat(s.indexPath(1)); err != nil {
+	if !stored(t, dir, 1) {
 		t.Fatal("another process's gc evicted a pinned entry")
 	}
 	s.Unpin(1)
@@ -296,7 +336,8 @@ func TestEvictionLRU(t *testing.T) {
 
 // TestConcurrentPuts: stores in one directory (as separate processes
 // would have: separate locks) write the same Definitions at once; each
-// ends on disk once and valid.
+// ends on disk valid, maybe more than once (each process writes what it
+// has not seen), and gc leaves it once.
 func TestConcurrentPuts(t *testing.T) {
 	dir := t.TempDir()
 	const writers, defs = 4, 8
@@ -317,8 +358,23 @@ func TestConcurrentPuts(t *testing.T) {
 	wg.Wait()
 	s := open(t, dir, 0)
 	r, err := s.Verify()
-	if err != nil || len(r.Problems) != 0 || r.Entries != defs || r.Images != defs || r.Orphans != 0 || r.Temp != 0 {
+	if err != nil || len(r.Problems) != 0 || r.Entries < defs || r.Temp != 0 {
 		t.Fatalf("verify: %+v, %v", r, err)
+	}
+	if l, err := s.List(); err != nil || len(l) != defs {
+		t.Fatalf("list: %d entries, %v; want %d", len(l), err, defs)
+	}
+	if _, err := s.GC(0); err != nil {
+		t.Fatal(err)
+	}
+	r, err = s.Verify()
+	if err != nil || len(r.Problems) != 0 || r.Entries != defs || r.Images != defs || r.Shadowed != 0 {
+		t.Fatalf("verify after gc: %+v, %v", r, err)
+	}
+	for k := uint64(1); k <= defs; k++ {
+		if l, err := s.Load(k, "m"); l == nil || err != nil {
+			t.Fatalf("load %d after gc: %v", k, err)
+		}
 	}
 }
 
@@ -327,12 +383,30 @@ func TestGCRemovesLeftovers(t *testing.T) {
 	s := open(t, dir, 0)
 	d, img := testDef(7, 10)
 	mustPut(t, s, d, img, "m")
-	_, orphan := testDef(8, 10)
-	write(t, filepath.Join(dir, "objects", hex16(stages.DefinitionHash(orphan))+".hbgd"), orphan)
-	write(t, filepath.Join(dir, "tmp", "x.json.123"), []byte("half"))
+	// An earlier hbg's layout: one file per image and per entry.
+	_, old := testDef(8, 10)
+	for _, sub := range legacyDirs {
+		if err := os.Mkdir(filepath.Join(dir, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(t, filepath.Join(dir, "objects", hex16(stages.DefinitionHash(old))+".hbgd"), old)
+	write(t, filepath.Join(dir, "index", hex16(8)+"-v3.json"), []byte(`{"format":1}`))
+	write(t, filepath.Join(dir, "tmp", "pack-123"), []byte("half"))
+	if v, err := s.Verify(); err != nil || v.Legacy != 2 || v.Temp != 1 || len(v.Problems) != 0 {
+		t.Fatalf("verify: %+v, %v; want 2 legacy files, 1 temporary", v, err)
+	}
+	if l, err := s.Load(8, ""); l != nil || err != nil {
+		t.Fatalf("a legacy entry: %v, %v; want a miss", l, err)
+	}
 	r, err := s.GC(0)
-	if err != nil || r.Orphans != 1 || r.Temp != 1 || len(r.Evicted) != 0 {
+	if err != nil || r.Legacy != 2 || r.Temp != 1 || len(r.Evicted) != 0 {
 		t.Fatalf("gc: %+v, %v", r, err)
+	}
+	for _, sub := range legacyDirs {
+		if _, err := os.Lstat(filepath.Join(dir, sub)); err == nil {
+			t.Fatalf("gc left the legacy %s/", sub)
+		}
 	}
 	if l, err := s.Load(7, "m"); l == nil || err != nil {
 		t.Fatal("gc removed a live entry", err)
@@ -352,36 +426,53 @@ func TestParseSize(t *testing.T) {
 	}
 }
 
-// TestEntryChangedAfterOpen: Open keeps the entries its scan read, but a
-// load uses one only while its file is in the state it was read in; an
-// entry rewritten since (here in place, keeping its length) is read again,
-// and its damage found.
+// TestEntryChangedAfterOpen: Open keeps every pack's table of contents,
+// but a load checks the record it reads against it; an entry rewritten
+// since (here in place, keeping its length) is found out.
 func TestEntryChangedAfterOpen(t *testing.T) {
 	const fk = 0x77
 	dir := t.TempDir()
 	d, img := testDef(fk, 20)
 	mustPut(t, open(t, dir, 0), d, img, "m/full@1")
-	s := open(t, dir, 0) // its scan read the entry
-	idx := s.indexPath(fk)
-	b := strings.Replace(string(read(t, idx)), "m/full@1", "m/full@2", 1)
-	write(t, idx, []byte(b))
+	s := open(t, dir, 0) // read the table
+	p, _ := packOf(t, s, fk)
+	write(t, p, []byte(strings.ReplaceAll(string(read(t, p)), "m/full@1", "m/full@2")))
 	later := time.Now().Add(time.Hour)
-	if err := os.Chtimes(idx, later, later); err != nil {
+	if err := os.Chtimes(p, later, later); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.Load(fk, "m/full@1")
 	var rej *Rejected
-	if got != nil || !errors.As(err, &rej) || !strings.Contains(rej.Reason, "model") {
+	if got != nil || !errors.As(err, &rej) || !strings.Contains(rej.Reason, "record") {
 		t.Fatalf("load of an entry rewritten for another model: %v, %v; want a rejection", got, err)
 	}
 	mustPut(t, s, d, img, "m/full@1")
-	for range 2 { // read, then known
+	for range 2 {
 		got, err := s.Load(fk, "m/full@1")
 		if err != nil || got == nil || string(got.Image) != string(img) {
 			t.Fatalf("after storing again: %v, %v", got, err)
 		}
 		s.Unpin(fk)
 	}
+}
+
+// measure is the bytes of every file in the store directory.
+func measure(t testing.TB, dir string) int64 {
+	t.Helper()
+	var n int64
+	err := filepath.WalkDir(dir, func(p string, de os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if info, err := de.Info(); err == nil && info.Mode().IsRegular() && de.Name() != "lock" {
+			n += info.Size()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // TestKnownFor: the entries of one orchestration identity that Open found,

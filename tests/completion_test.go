@@ -50,6 +50,6 @@ func TestStoreHumanUnits(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	assert.Regexp(t, regexp.MustCompile(`(?m)^8 Definitions, [0-9.]+ KiB of images in .* \(limit 1\.0 GiB\)$`), out)
 	assert.Regexp(t, regexp.MustCompile(`\s[0-9.]+ (B|KiB)\s`), out)
-	_, err := os.Stat(filepath.Join(dir, "index"))
+	_, err := os.Stat(filepath.Join(dir, "packs"))
 	require.NoError(t, err)
 }

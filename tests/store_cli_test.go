@@ -30,19 +30,36 @@ func TestStoreCommandExitCodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	objs, _ := filepath.Glob(filepath.Join(dir, "objects", "*.hbgd"))
-	if len(objs) != 1 {
-		t.Fatalf("objects: %v", objs)
+	packs, _ := filepath.Glob(filepath.Join(dir, "packs", "*.hbgp"))
+	if len(packs) != 1 {
+		t.Fatalf("packs: %v", packs)
 	}
 	if _, _, code := runCLI(t, "store", "verify", "--store", dir); code != 0 {
 		t.Fatalf("store verify of a good store: exit %d", code)
 	}
-	if err := os.WriteFile(objs[0], img[:50], 0o644); err != nil {
+	// describe prints a pack: its records, each image as a tree.
+	if out, stderr, code := runCLI(t, "describe", packs[0]); code != 0 || !strings.Contains(out, "pack, ") ||
+		!strings.Contains(out, "1 records") || !strings.Contains(out, `key "k", model "m/full@1"`) || !strings.Contains(out, "definition image") {
+		t.Errorf("describe of a pack: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+	b, err := os.ReadFile(packs[0])
+	if err != nil {
 		t.Fatal(err)
 	}
+	recs, err := diskstore.ReadPack(b)
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("the pack: %d records, %v", len(recs), err)
+	}
+	b[recs[0].ImageOffset+50] ^= 0xff
+	if err := os.WriteFile(packs[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, stderr, code := runCLI(t, "describe", packs[0]); code != 1 || !strings.Contains(out, "content_hash") {
+		t.Errorf("describe of a pack with a damaged image: exit %d, stdout %q, stderr %q; want exit 1", code, out, stderr)
+	}
 	out, stderr, code := runCLI(t, "store", "verify", "--store", dir)
-	if code != 1 || !strings.Contains(out, "bad: "+objs[0]) {
-		t.Errorf("store verify of a damaged image: exit %d, stdout %q, stderr %q; want exit 1 naming %s", code, out, stderr, objs[0])
+	if code != 1 || !strings.Contains(out, "bad: "+packs[0]) {
+		t.Errorf("store verify of a damaged image: exit %d, stdout %q, stderr %q; want exit 1 naming %s", code, out, stderr, packs[0])
 	}
 	for _, args := range [][]string{{"store", "frob"}, {"store", "ls", "extra", "--store", dir}} {
 		out, stderr, code := runCLI(t, args...)

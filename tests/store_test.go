@@ -18,6 +18,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/hbg-dev/hbg/diskstore"
 	"github.com/hbg-dev/hbg/stages"
 	"github.com/hbg-dev/hbg/trace"
 )
@@ -118,19 +119,32 @@ func verifyClean(t *testing.T, dir string) string {
 	return out
 }
 
-// storeFiles names one entry of a store: its index file and its image.
-func storeFiles(t *testing.T, dir string) (idx, obj string) {
+// storedImage is one image in a store's packs: the pack's path, and where
+// the image is in it.
+type storedImage struct {
+	pack   string
+	off, n int
+}
+
+// storeImages lists the images of the store in dir, pack by pack.
+func storeImages(t *testing.T, dir string) []storedImage {
 	t.Helper()
-	names, err := filepath.Glob(filepath.Join(dir, "index", "*.json"))
-	if err != nil || len(names) == 0 {
-		t.Fatalf("no index entry in %s: %v", dir, err)
+	packs, _ := filepath.Glob(filepath.Join(dir, "packs", "*.hbgp"))
+	sort.Strings(packs)
+	var out []storedImage
+	for _, p := range packs {
+		recs, err := diskstore.ReadPack(readFile(t, p))
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		for _, r := range recs {
+			out = append(out, storedImage{pack: p, off: int(r.ImageOffset), n: int(r.Entry.Bytes)})
+		}
 	}
-	sort.Strings(names)
-	var e struct{ Hash string }
-	if err := json.Unmarshal(readFile(t, names[0]), &e); err != nil {
-		t.Fatal(err)
+	if len(out) == 0 {
+		t.Fatalf("no image in %s", dir)
 	}
-	return names[0], filepath.Join(dir, "objects", e.Hash+".hbgd")
+	return out
 }
 
 func readFile(t *testing.T, p string) []byte {
@@ -150,63 +164,63 @@ func copyDir(t *testing.T, from, to string) {
 }
 
 // TestStoreCorruption: each way the disk can lie, on one of the 8 entries,
-// is detected, moved aside, recorded again and counted; the other 7 load;
-// the digest is eager's. A missing index entry is a miss: recorded again,
-// not counted as a rejection (nothing on disk says it was ever there).
+// is detected and the run's digest is eager's. A damaged record is rejected
+// (counted, its pack moved aside); its pack's other entries load if their
+// loads pinned the pack first, else are recorded again. A pack that is gone,
+// or whose table of contents does not read, is a miss for each of its
+// entries (nothing says they were ever there: not counted as rejections);
+// a bad one stays, never read, until gc removes it. The next process loads
+// all 8.
 func TestStoreCorruption(t *testing.T) {
 	filled := t.TempDir()
 	cold(t, runStored(t, filled), 8, 0, 0)
 	cases := []struct {
 		name     string
-		damage   func(t *testing.T, idx, obj string)
+		damage   func(t *testing.T, im storedImage)
 		rejected int
+		bad      bool // verify reports it until gc
 	}{
-		{"flipped byte", func(t *testing.T, idx, obj string) {
-			b := readFile(t, obj)
-			b[len(b)/3] ^= 0x01
-			writeFile(t, obj, b)
-		}, 1},
-		{"truncated", func(t *testing.T, idx, obj string) {
-			writeFile(t, obj, readFile(t, obj)[:100])
-		}, 1},
-		{"another format version", func(t *testing.T, idx, obj string) {
-			b := readFile(t, obj)
-			binary.LittleEndian.PutUint16(b[4:], stages.DefinitionVersion+1)
-			binary.LittleEndian.PutUint64(b[16:], 0)
-			binary.LittleEndian.PutUint64(b[16:], xxhash.Sum64(b))
-			writeFile(t, obj, b)
-		}, 1},
-		{"another model's image under the right name", func(t *testing.T, idx, obj string) {
-			// Another entry's image is another key's Definition: as good
-			// as another model's, and well formed.
-			others, _ := filepath.Glob(filepath.Join(filepath.Dir(obj), "*.hbgd"))
-			for _, o := range others {
-				if o != obj {
-					writeFile(t, obj, readFile(t, o))
-					return
-				}
-			}
-			t.Fatal("no other image")
-		}, 1},
-		{"missing index entry", func(t *testing.T, idx, obj string) {
-			if err := os.Remove(idx); err != nil {
+		{"flipped byte", func(t *testing.T, im storedImage) {
+			b := readFile(t, im.pack)
+			b[im.off+im.n/3] ^= 0x01
+			writeFile(t, im.pack, b)
+		}, 1, false},
+		{"another format version", func(t *testing.T, im storedImage) {
+			b := readFile(t, im.pack)
+			img := b[im.off : im.off+im.n]
+			binary.LittleEndian.PutUint16(img[4:], stages.DefinitionVersion+1)
+			binary.LittleEndian.PutUint64(img[16:], 0)
+			binary.LittleEndian.PutUint64(img[16:], xxhash.Sum64(img))
+			writeFile(t, im.pack, b)
+		}, 1, false},
+		{"truncated pack", func(t *testing.T, im storedImage) {
+			writeFile(t, im.pack, readFile(t, im.pack)[:im.off+100])
+		}, 0, true},
+		{"missing pack", func(t *testing.T, im storedImage) {
+			if err := os.Remove(im.pack); err != nil {
 				t.Fatal(err)
 			}
-		}, 0},
-		{"index pointing to a missing image", func(t *testing.T, idx, obj string) {
-			if err := os.Remove(obj); err != nil {
+		}, 0, false},
+		{"pack that is a directory", func(t *testing.T, im storedImage) {
+			if err := os.Remove(im.pack); err != nil {
 				t.Fatal(err)
 			}
-		}, 1},
+			if err := os.Mkdir(im.pack, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, 0, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			copyDir(t, filled, dir)
-			idx, obj := storeFiles(t, dir)
-			c.damage(t, idx, obj)
+			c.damage(t, storeImages(t, dir)[0])
 			rep := runStored(t, dir)
-			cold(t, rep, 1, 7, c.rejected)
+			p := rep.Passes[0]
+			if p.StoreRejected != c.rejected || p.BuiltDefinitions < 1 || p.BuiltDefinitions+p.LoadedDefinitions != 8 {
+				t.Fatalf("first pass: built %d, loaded %d, rejected %d; want at least 1, 8 in all, %d (warnings %q)",
+					p.BuiltDefinitions, p.LoadedDefinitions, p.StoreRejected, c.rejected, rep.Warnings)
+			}
 			if c.rejected > 0 {
 				found := false
 				for _, w := range rep.Warnings {
@@ -221,6 +235,12 @@ func TestStoreCorruption(t *testing.T) {
 			}
 			// Recorded again and stored: the next process loads all 8.
 			cold(t, runStored(t, dir), 0, 8, 0)
+			if out, _, code := runCLI(t, "store", "verify", "--store", dir); (code != 0) != c.bad {
+				t.Fatalf("store verify: exit %d: %s; want a problem: %v", code, out, c.bad)
+			}
+			if out, stderr, code := runCLI(t, "store", "gc", "--store", dir); code != 0 {
+				t.Fatalf("store gc: exit %d: %s%s", code, out, stderr)
+			}
 			verifyClean(t, dir)
 		})
 	}
@@ -268,9 +288,22 @@ func TestStoreConcurrentProcesses(t *testing.T) {
 			t.Errorf("process %d: %s", i, e)
 		}
 	}
+	// Each process writes what it has not seen another write: a
+	// Definition may be in two packs, harmless, and gc removes a pack
+	// every entry of which another holds.
 	out := verifyClean(t, dir)
-	if !strings.HasPrefix(out, "8 entries, 8 images,") || !strings.Contains(out, " 0 orphan images, 0 temporary files, 0 quarantined") {
-		t.Fatalf("store verify: %s; want 8 entries and 8 images, nothing else", out)
+	if !strings.Contains(out, " 0 temporary files, 0 quarantined") {
+		t.Fatalf("store verify: %s; want no temporary or quarantined file", out)
+	}
+	if out, stderr, code := runCLI(t, "store", "gc", "--store", dir); code != 0 {
+		t.Fatalf("store gc: exit %d: %s%s", code, out, stderr)
+	}
+	if out := verifyClean(t, dir); !strings.Contains(out, " 0 duplicate packs, 0 temporary files, 0 quarantined") {
+		t.Fatalf("store verify after gc: %s", out)
+	}
+	out, stderr, code := runCLI(t, "store", "ls", "--store", dir)
+	if code != 0 || !strings.Contains(out, "\n8 Definitions,") {
+		t.Fatalf("store ls: exit %d: %s%s; want 8 Definitions", code, out, stderr)
 	}
 	cold(t, runStored(t, dir), 0, 8, 0)
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/hbg-dev/hbg/diskstore"
 	"github.com/hbg-dev/hbg/stages"
 )
 
@@ -132,8 +133,8 @@ func (d *imageDump) close() {
 }
 
 // finish writes the Definitions the run images replay, once the runtime has
-// stopped: read from the store at storeDir (objects/<hash>.hbgd, package
-// diskstore's layout) and checked. It says on stderr what it wrote, which
+// stopped: read from the store at storeDir (diskstore.Store.Image finds
+// each in its pack) and checked. It says on stderr what it wrote, which
 // is every file there is: a file that failed is not there.
 func (d *imageDump) finish(storeDir string, stderr io.Writer) error {
 	d.mu.Lock()
@@ -145,9 +146,17 @@ func (d *imageDump) finish(storeDir string, stderr io.Writer) error {
 	}
 	slices.Sort(hashes)
 	written := 0
+	store, serr := diskstore.Open(storeDir, 0)
+	if serr == nil {
+		defer store.Close()
+	}
 	for _, h := range hashes {
 		name := fmt.Sprintf("%016x", h)
-		b, rerr := os.ReadFile(filepath.Join(storeDir, "objects", name+".hbgd"))
+		var b []byte
+		rerr := serr
+		if rerr == nil {
+			b, rerr = store.Image(h)
+		}
 		if rerr == nil && stages.DefinitionHash(b) != h {
 			rerr = fmt.Errorf("its content hash is %#016x", stages.DefinitionHash(b))
 		}

@@ -154,13 +154,13 @@ func storeVerify(out io.Writer, s *diskstore.Store) error {
 	for _, p := range r.Problems {
 		fmt.Fprintf(&b, "bad: %s: %s\n", p.Path, p.Reason)
 	}
-	fmt.Fprintf(&b, "%d entries, %d images, %s: %d bad; %d orphan images, %d temporary files, %d quarantined files (gc removes them)\n",
-		r.Entries, r.Images, humanBytes(r.Bytes), len(r.Problems), r.Orphans, r.Temp, r.Quarantined)
+	fmt.Fprintf(&b, "%d packs, %d entries, %d images, %s: %d bad; %d duplicate packs, %d temporary files, %d quarantined files, %d files of the old layout (gc removes them)\n",
+		r.Packs, r.Entries, r.Images, humanBytes(r.Bytes), len(r.Problems), r.Shadowed, r.Temp, r.Quarantined, r.Legacy)
 	if _, err := io.WriteString(out, b.String()); err != nil {
 		return err
 	}
 	if len(r.Problems) > 0 {
-		return fmt.Errorf("store %s: %d bad entries or images", s.Dir(), len(r.Problems))
+		return fmt.Errorf("store %s: %d bad packs or records", s.Dir(), len(r.Problems))
 	}
 	return nil
 }
@@ -173,7 +173,7 @@ func storeGC(out io.Writer, s *diskstore.Store) error {
 	for _, e := range r.Evicted {
 		fmt.Fprintf(out, "evicted %s %s (%s, last used %s)\n", e.Key, e.Model, humanBytes(e.Bytes), e.LastUse.Format(time.DateTime))
 	}
-	_, err = fmt.Fprintf(out, "%s -> %s (limit %s): %d evicted, %d pinned by a running pass; removed %d orphan images, %d temporary files, %d quarantined files, %d unreadable entries\n",
-		humanBytes(r.Before), humanBytes(r.After), humanBytes(s.Max()), len(r.Evicted), r.Pinned, r.Orphans, r.Temp, r.Quarantined, r.BadEntries)
+	_, err = fmt.Fprintf(out, "%s -> %s (limit %s): %d evicted, %d packs pinned by a running pass; removed %d duplicate packs, %d temporary files, %d quarantined files, %d files of the old layout, %d unreadable packs\n",
+		humanBytes(r.Before), humanBytes(r.After), humanBytes(s.Max()), len(r.Evicted), r.Pinned, r.Shadowed, r.Temp, r.Quarantined, r.Legacy, r.BadPacks)
 	return err
 }
