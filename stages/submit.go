@@ -375,18 +375,9 @@ func (o *OrdinaryPath) ReplayGraph(m *Matcher, sig []BoundarySlot, wantScalars, 
 	if mm := m.matchCounts(sig, wantScalars, wantExt, call); mm != nil {
 		return 0, mm
 	}
-	id := TaskID(len(o.img.Tasks))
 	args, info, tm, fs := call.Boundary, o.info, &o.tm, &o.fs
 	manual := o.scopes.inManual()
-	fs.Begin(id)
-	for _, d := range call.ExtDeps {
-		fs.Add(d)
-	}
-	o.retiring, o.registering = o.retiring[:0], o.registering[:0]
-	// Each slot goes into the image narrow, as the image ships it, as soon
-	// as it matched: past Bound's end until every slot has.
-	out := o.boundSlots(len(args))
-	gen := m.begin()
+	id, out, gen := o.replayBegin(m, call, len(args))
 	for i := range args {
 		a, s := &args[i], &sig[i]
 		if a.Tag != s.Tag || !a.View.SameLayout(&s.Layout) {
@@ -423,15 +414,36 @@ func (o *OrdinaryPath) ReplayGraph(m *Matcher, sig []BoundarySlot, wantScalars, 
 			o.registering = append(o.registering, regionOf(&a.View))
 		}
 	}
-	o.img.Bound = o.img.Bound[:len(o.img.Bound)+len(out)]
-	for _, g := range o.retiring {
-		tm.slot(g.root).retire(g.start, g.end)
-	}
-	for _, g := range o.registering {
-		tm.register(g, id)
-	}
+	o.replayEnd(id, out)
 	o.registerAlso(args, alsoWrites, id)
 	return o.graphTask(call, sub, heapBytes, len(args)), nil
+}
+
+// replayBegin starts a replay of call, nb boundary slots wide: the outer
+// task's id, its fanin begun with the call's external dependencies, the
+// room its narrow boundary records take in the image (each slot goes in as
+// soon as it matched, past Bound's end until every slot has) and the
+// call's alias generation.
+func (o *OrdinaryPath) replayBegin(m *Matcher, call *GraphCall, nb int) (TaskID, []byte, uint32) {
+	id := TaskID(len(o.img.Tasks))
+	o.fs.Begin(id)
+	for _, d := range call.ExtDeps {
+		o.fs.Add(d)
+	}
+	o.retiring, o.registering = o.retiring[:0], o.registering[:0]
+	return id, o.boundSlots(nb), m.begin()
+}
+
+// replayEnd ends a replay whose every slot matched: its boundary records
+// join the image and the TensorMap changes it deferred are made.
+func (o *OrdinaryPath) replayEnd(id TaskID, out []byte) {
+	o.img.Bound = o.img.Bound[:len(o.img.Bound)+len(out)]
+	for _, g := range o.retiring {
+		o.tm.slot(g.root).retire(g.start, g.end)
+	}
+	for _, g := range o.registering {
+		o.tm.register(g, id)
+	}
 }
 
 // ReplayLocs is ReplayGraph for a call by template whose template the
@@ -446,16 +458,9 @@ func (o *OrdinaryPath) ReplayLocs(m *Matcher, slots []locSlot, wantScalars, want
 	if len(locs) != len(slots) || len(call.Scalars) != wantScalars || len(call.ExtDeps) != wantExt {
 		return 0, false
 	}
-	id := TaskID(len(o.img.Tasks))
 	info, tm, fs := o.info, &o.tm, &o.fs
 	manual := o.scopes.inManual()
-	fs.Begin(id)
-	for _, d := range call.ExtDeps {
-		fs.Add(d)
-	}
-	o.retiring, o.registering = o.retiring[:0], o.registering[:0]
-	out := o.boundSlots(len(locs))
-	gen := m.begin()
+	id, out, gen := o.replayBegin(m, call, len(locs))
 	for i := range locs {
 		l, s := &locs[i], &slots[i]
 		r := l.Root
@@ -489,13 +494,7 @@ func (o *OrdinaryPath) ReplayLocs(m *Matcher, slots []locSlot, wantScalars, want
 			o.registering = append(o.registering, g)
 		}
 	}
-	o.img.Bound = o.img.Bound[:len(o.img.Bound)+len(out)]
-	for _, g := range o.retiring {
-		tm.slot(g.root).retire(g.start, g.end)
-	}
-	for _, g := range o.registering {
-		tm.register(g, id)
-	}
+	o.replayEnd(id, out)
 	if !manual {
 		for _, i := range alsoWrites {
 			l, s := &locs[i], &slots[i]
