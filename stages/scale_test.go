@@ -146,55 +146,74 @@ func BenchmarkScaleKeysHost(b *testing.B) {
 // is width tensors (over width/2 roots, so the alias partition is
 // exercised) through the Host and the Replay, per boundary tensor of a
 // call: the match, the outer task's fanin and its GraphSubmission are
-// O(width), 8 to 4096 tensors.
+// O(width), 8 to 4096 tensors. whole passes each call's boundary as Args;
+// template passes it by a BoundaryTemplate and Locs, as the model
+// interpreter does.
 func BenchmarkScaleWidth(b *testing.B) {
 	const calls = 16
-	for _, w := range []int{8, 32, 128, 512, 2048, 4096} {
-		b.Run(fmt.Sprint("width=", w), func(b *testing.B) {
-			call, roots := wideCall(w, 4)
-			h, r := NewHost(0, PassConfig{SkipDevice: true}), NewReplay()
-			var rec Recorder
-			pass := func() {
-				h.Begin("wide", roots, 4, 0)
-				o := hostOnly{h}
-				for i := 0; i < calls; i++ {
-					o.Graph(call)
-				}
-				jobs := h.TakeJobs()
-				p := h.End(nil)
-				r.Handoff(p)
-				for _, j := range jobs {
-					d, err := rec.Record(j.Key, j.FullKey, j.Boundary, j.Roots, j.Scalars, j.ExtDeps, j.Body)
-					if err != nil {
-						b.Fatal(err)
-					}
-					r.Defined(Outcome{Pass: j.Pass, StoreKey: j.StoreKey, Verify: j.Verify, Recorded: !j.Verify,
-						Def: &Published{Def: d, Hash: d.ContentHash, Written: d.WrittenSlots()}})
-				}
-				for _, a := range r.Actions() {
-					if a.Kind == ActLearn {
-						h.Learn(a.Learned)
-					}
-				}
-				r.DeviceReplied(nil)
-				for _, a := range r.Actions() {
-					if a.Kind == ActReply {
-						if a.Pass.Err != nil || a.Pass.Counts.GraphSubmissions != calls {
-							b.Fatalf("pass: %v, counts %+v", a.Pass.Err, a.Pass.Counts)
-						}
-						h.Recycle(a.Pass.Image)
-					}
-				}
-			}
-			pass()
-			pass()
-			u := benchunit.Start(b)
-			for b.Loop() {
-				pass()
-			}
-			u.Report(calls*w, "tensor")
-		})
+	for _, mode := range []string{"whole", "template"} {
+		for _, w := range []int{8, 32, 128, 512, 2048, 4096} {
+			b.Run(fmt.Sprint(mode, "/width=", w), func(b *testing.B) {
+				benchWidth(b, w, calls, mode == "template")
+			})
+		}
 	}
+}
+
+func benchWidth(b *testing.B, w, calls int, byTemplate bool) {
+	call, roots := wideCall(w, 4)
+	if byTemplate {
+		c := *call
+		c.Template, c.Locs = NewBoundaryTemplate(call.Boundary), make([]Loc, w)
+		for i, a := range call.Boundary {
+			c.Locs[i] = Loc{Root: a.View.Root, Offset: a.View.Offset}
+		}
+		call = &c
+	}
+	h, r := NewHost(0, PassConfig{SkipDevice: true}), NewReplay()
+	var rec Recorder
+	pass := func() {
+		h.Begin("wide", roots, 4, 0)
+		o := hostOnly{h}
+		for i := 0; i < calls; i++ {
+			if byTemplate {
+				call.Boundary = nil // the Host materializes it where it must
+			}
+			o.Graph(call)
+		}
+		jobs := h.TakeJobs()
+		p := h.End(nil)
+		r.Handoff(p)
+		for _, j := range jobs {
+			d, err := rec.Record(j.Key, j.FullKey, j.Boundary, j.Roots, j.Scalars, j.ExtDeps, j.Body)
+			if err != nil {
+				b.Fatal(err)
+			}
+			r.Defined(Outcome{Pass: j.Pass, StoreKey: j.StoreKey, Verify: j.Verify, Recorded: !j.Verify,
+				Def: &Published{Def: d, Hash: d.ContentHash, Written: d.WrittenSlots()}})
+		}
+		for _, a := range r.Actions() {
+			if a.Kind == ActLearn {
+				h.Learn(a.Learned)
+			}
+		}
+		r.DeviceReplied(nil)
+		for _, a := range r.Actions() {
+			if a.Kind == ActReply {
+				if a.Pass.Err != nil || a.Pass.Counts.GraphSubmissions != calls {
+					b.Fatalf("pass: %v, counts %+v", a.Pass.Err, a.Pass.Counts)
+				}
+				h.Recycle(a.Pass.Image)
+			}
+		}
+	}
+	pass()
+	pass()
+	u := benchunit.Start(b)
+	for b.Loop() {
+		pass()
+	}
+	u.Report(calls*w, "tensor")
 }
 
 // BenchmarkScaleDefinition is a Definition of n nodes recorded, built and
