@@ -160,6 +160,7 @@ func BenchmarkScaleWidth(b *testing.B) {
 	}
 }
 
+// benchWidth is BenchmarkScaleWidth at width w.
 func benchWidth(b *testing.B, w, calls int, byTemplate bool) {
 	call, roots := wideCall(w, 4)
 	if byTemplate {
@@ -172,6 +173,7 @@ func benchWidth(b *testing.B, w, calls int, byTemplate bool) {
 	}
 	h, r := NewHost(0, PassConfig{SkipDevice: true}), NewReplay()
 	var rec Recorder
+	warm := false
 	pass := func() {
 		h.Begin("wide", roots, 4, 0)
 		o := hostOnly{h}
@@ -203,12 +205,16 @@ func benchWidth(b *testing.B, w, calls int, byTemplate bool) {
 				if a.Pass.Err != nil || a.Pass.Counts.GraphSubmissions != calls {
 					b.Fatalf("pass: %v, counts %+v", a.Pass.Err, a.Pass.Counts)
 				}
+				if warm && byTemplate && a.Pass.ByTemplate() != calls {
+					b.Fatalf("%d of %d calls replayed by template", a.Pass.ByTemplate(), calls)
+				}
 				h.Recycle(a.Pass.Image)
 			}
 		}
 	}
 	pass()
 	pass()
+	warm = true
 	u := benchunit.Start(b)
 	for b.Loop() {
 		pass()
