@@ -184,6 +184,9 @@ func (h *Host) Graph(call *GraphCall, o Submitter) TaskID {
 		e = h.keys[sk]
 	}
 	if t := call.Template; t != nil {
+		if len(call.Locs) != t.Len() {
+			panic(fmt.Sprintf("stages: Graph call %q by a template of %d slots passes %d Locs", call.Key, t.Len(), len(call.Locs)))
+		}
 		if locs := e.template(t); locs != nil && e.failed == nil {
 			if id, ok := h.replayLocs(e, locs, call, fk); ok {
 				h.cur = append(h.cur, e)
