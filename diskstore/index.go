@@ -126,6 +126,11 @@ func (s *Store) refresh(force bool) (bool, error) {
 	return true, nil
 }
 
+// notOurs is why a pack path that holds no regular file is refused: hbg
+// writes only regular files and removes only those (a link, pipe or
+// device there is someone else's), so verify's report says who clears it.
+const notOurs = "not a regular file, so not one hbg wrote: gc leaves it; remove it by hand"
+
 // readPack reads the table of contents of packs/name: the pack, or why it
 // is refused (not named as a pack, not a regular file, a bad footer or
 // table). intern (the store's under scanMu, or nil) shares model strings.
@@ -136,7 +141,7 @@ func (s *Store) readPack(name string, intern map[string]string) (*pack, string, 
 	f, err := openFile(s.packDir + name)
 	if err != nil {
 		if errors.Is(err, errNotRegular) {
-			return nil, "not a regular file: " + err.Error(), nil
+			return nil, notOurs + ": " + err.Error(), nil
 		}
 		return nil, "", err
 	}
@@ -146,14 +151,14 @@ func (s *Store) readPack(name string, intern map[string]string) (*pack, string, 
 		return nil, "", err
 	}
 	if !st.regular {
-		return nil, "not a regular file", nil
+		return nil, notOurs, nil
 	}
 	es, reason, err := readTOC(f, st.size, intern)
 	switch {
 	case errors.Is(err, errForeign):
 		return &pack{name: name, size: st.size, mod: st.mod, foreign: true}, "", nil
 	case errors.Is(err, errNotRegular):
-		return nil, "not a regular file", nil
+		return nil, notOurs, nil
 	case err != nil:
 		return nil, "", fmt.Errorf("definition store: reading %s: %w", name, err)
 	}
