@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hbg-dev/hbg/internal/storetest"
 	"github.com/hbg-dev/hbg/trace"
 )
 
@@ -62,11 +63,11 @@ func TestStoreOnDiskRejects(t *testing.T) {
 	first := newRuntime(t, Config{StoreDir: dir}, nil)
 	runPass(t, first, orch, 0)
 	first.FlushStore()
-	imgs := storeImages(t, dir)
+	imgs := storetest.Images(t, dir)
 	if len(imgs) != 3 {
 		t.Fatalf("%d images on disk, want 3", len(imgs))
 	}
-	imgs[0].damage(t)
+	damage(t, imgs[0])
 	second := newRuntime(t, Config{StoreDir: dir}, nil)
 	res := runPass(t, second, orch, 0)
 	if res.Pass.StoreRejected != 1 || res.Pass.BuiltDefinitions < 1 || res.Pass.BuiltDefinitions+res.Pass.LoadedDefinitions != 3 || second.Stats.StoreRejected.Load() != 1 {
@@ -166,7 +167,7 @@ func TestPreload(t *testing.T) {
 	// One image damaged: the preload rejects it (its pack moved aside),
 	// the pass records it and whatever else of the pack the preload did
 	// not load before.
-	storeImages(t, dir)[0].damage(t)
+	damage(t, storetest.Images(t, dir)[0])
 	rejected := 0
 	for _, c := range []struct {
 		o    *Orchestration

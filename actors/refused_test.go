@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/hbg-dev/hbg/diskstore"
+	"github.com/hbg-dev/hbg/internal/storetest"
 	"github.com/hbg-dev/hbg/stages"
 	"github.com/hbg-dev/hbg/trace"
 )
@@ -135,7 +136,7 @@ func TestRejectionIsTyped(t *testing.T) {
 	dir := t.TempDir()
 	orch := keysModel{keys: 2, calls: 1}.orchestration("typed")
 	fillStore(t, dir, orch)
-	storeImages(t, dir)[0].damage(t)
+	damage(t, storetest.Images(t, dir)[0])
 	rt := newRuntime(t, Config{StoreDir: dir}, nil)
 	l, err := rt.Preload(context.Background(), orch, trace.RunInfo{})
 	if err != nil || len(l.Rejected) != 1 {

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,7 +17,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
-	"github.com/hbg-dev/hbg/diskstore"
+	"github.com/hbg-dev/hbg/internal/storetest"
 	"github.com/hbg-dev/hbg/stages"
 	"github.com/hbg-dev/hbg/trace"
 )
@@ -119,28 +118,11 @@ func verifyClean(t *testing.T, dir string) string {
 	return out
 }
 
-// storedImage is one image in a store's packs: the pack's path, and where
-// the image is in it.
-type storedImage struct {
-	pack   string
-	off, n int
-}
-
-// storeImages lists the images of the store in dir, pack by pack.
-func storeImages(t *testing.T, dir string) []storedImage {
+// storeImages lists the images of the store in dir (storetest.Images),
+// at least one.
+func storeImages(t *testing.T, dir string) []storetest.Image {
 	t.Helper()
-	packs, _ := filepath.Glob(filepath.Join(dir, "packs", "*.hbgp"))
-	sort.Strings(packs)
-	var out []storedImage
-	for _, p := range packs {
-		recs, err := diskstore.ReadPack(readFile(t, p))
-		if err != nil {
-			t.Fatalf("%s: %v", p, err)
-		}
-		for _, r := range recs {
-			out = append(out, storedImage{pack: p, off: int(r.ImageOffset), n: int(r.Entry.Bytes)})
-		}
-	}
+	out := storetest.Images(t, dir)
 	if len(out) == 0 {
 		t.Fatalf("no image in %s", dir)
 	}
@@ -176,36 +158,36 @@ func TestStoreCorruption(t *testing.T) {
 	cold(t, runStored(t, filled), 8, 0, 0)
 	cases := []struct {
 		name     string
-		damage   func(t *testing.T, im storedImage)
+		damage   func(t *testing.T, im storetest.Image)
 		rejected int
 		bad      bool // verify reports it until gc
 	}{
-		{"flipped byte", func(t *testing.T, im storedImage) {
-			b := readFile(t, im.pack)
-			b[im.off+im.n/3] ^= 0x01
-			writeFile(t, im.pack, b)
+		{"flipped byte", func(t *testing.T, im storetest.Image) {
+			b := readFile(t, im.Pack)
+			b[im.Off+im.N/3] ^= 0x01
+			writeFile(t, im.Pack, b)
 		}, 1, false},
-		{"another format version", func(t *testing.T, im storedImage) {
-			b := readFile(t, im.pack)
-			img := b[im.off : im.off+im.n]
+		{"another format version", func(t *testing.T, im storetest.Image) {
+			b := readFile(t, im.Pack)
+			img := b[im.Off : im.Off+im.N]
 			binary.LittleEndian.PutUint16(img[4:], stages.DefinitionVersion+1)
 			binary.LittleEndian.PutUint64(img[16:], 0)
 			binary.LittleEndian.PutUint64(img[16:], xxhash.Sum64(img))
-			writeFile(t, im.pack, b)
+			writeFile(t, im.Pack, b)
 		}, 1, false},
-		{"truncated pack", func(t *testing.T, im storedImage) {
-			writeFile(t, im.pack, readFile(t, im.pack)[:im.off+100])
+		{"truncated pack", func(t *testing.T, im storetest.Image) {
+			writeFile(t, im.Pack, readFile(t, im.Pack)[:im.Off+100])
 		}, 0, true},
-		{"missing pack", func(t *testing.T, im storedImage) {
-			if err := os.Remove(im.pack); err != nil {
+		{"missing pack", func(t *testing.T, im storetest.Image) {
+			if err := os.Remove(im.Pack); err != nil {
 				t.Fatal(err)
 			}
 		}, 0, false},
-		{"pack that is a directory", func(t *testing.T, im storedImage) {
-			if err := os.Remove(im.pack); err != nil {
+		{"pack that is a directory", func(t *testing.T, im storetest.Image) {
+			if err := os.Remove(im.Pack); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.Mkdir(im.pack, 0o755); err != nil {
+			if err := os.Mkdir(im.Pack, 0o755); err != nil {
 				t.Fatal(err)
 			}
 		}, 0, true},
