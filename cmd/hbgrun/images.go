@@ -87,6 +87,15 @@ func newImageDump(dir string, storeDir *string, noRetain bool) (*imageDump, erro
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, usageError{fmt.Errorf("--images: %w", err)}
 	}
+	// A directory that exists but takes no file (read-only, another
+	// user's) is refused now, as --out and --trace-out are, not after the
+	// run it would cost.
+	probe, err := os.CreateTemp(dir, ".hbgrun-probe-*.tmp")
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--images: %s takes no file: %w", dir, err)}
+	}
+	probe.Close()
+	os.Remove(probe.Name())
 	d := &imageDump{dir: dir, defs: map[uint64]bool{}, create: createTemp}
 	if *storeDir == "" {
 		tmp, err := os.MkdirTemp("", "hbgrun-images-store")

@@ -112,3 +112,24 @@ func TestImagesFullDisk(t *testing.T) {
 		t.Errorf("run-0001.run is not the whole image (%d bytes of %d): %v", len(got), len(first), err)
 	}
 }
+
+// TestImagesDirRefusedUpFront: --images naming a directory that exists but
+// takes no file is refused before the first pass, as a usage error (exit
+// 2), with nothing run or printed: it once cost the whole run, then failed
+// (FINDINGS.md F15). /proc refuses a new file to root too.
+func TestImagesDirRefusedUpFront(t *testing.T) {
+	if st, err := os.Stat("/proc"); err != nil || !st.IsDir() {
+		t.Skip("no /proc here")
+	}
+	f := testFlags(t, "--form", "full", "--rounds", "2", "--skip-device", "--store", "off")
+	f.images = "/proc"
+	var stdout bytes.Buffer
+	err := runCmd(context.Background(), &stdout, &bytes.Buffer{}, "", f)
+	var ue usageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--images: /proc takes no file") {
+		t.Fatalf("got %v, want a usage error naming --images and /proc", err)
+	}
+	if stdout.Len() != 0 {
+		t.Fatalf("a run was reported before the refusal:\n%s", stdout.String())
+	}
+}
