@@ -45,6 +45,17 @@ func (e runError) Unwrap() error { return e.err }
 // reported what it measured.
 var errInterrupted = errors.New("interrupted")
 
+// interruption is errInterrupted when no pass had ended: no report is
+// written, so stderr says so with the count a script can tell from a
+// report lost (FINDINGS.md F16).
+type interruption struct{ ended, total int }
+
+func (i *interruption) Error() string {
+	return fmt.Sprintf("interrupted: %d of %d passes ended", i.ended, i.total)
+}
+
+func (i *interruption) Is(target error) bool { return target == errInterrupted }
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := execute(ctx, os.Args[1:], os.Stdout, os.Stderr, stop)
@@ -77,7 +88,11 @@ func exitCode(err error, stderr io.Writer) int {
 		for _, e := range besides(err, errInterrupted) {
 			fmt.Fprintln(stderr, "hbgrun:", e)
 		}
-		fmt.Fprintln(stderr, "hbgrun: interrupted")
+		msg := errInterrupted.Error()
+		if in := (*interruption)(nil); errors.As(err, &in) {
+			msg = in.Error()
+		}
+		fmt.Fprintln(stderr, "hbgrun:", msg)
 		return exitInterrupted
 	}
 	fmt.Fprintln(stderr, "hbgrun:", err)

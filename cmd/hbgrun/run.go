@@ -283,7 +283,8 @@ func runCmd(ctx context.Context, out, stderr io.Writer, path string, f *runFlags
 
 // runForm runs one form for f.rounds on f.ranks and builds its report. When
 // the command is interrupted it stops the runtime and reports the passes
-// that ended, with errInterrupted; it reports none (nil) when none ended.
+// that ended, with errInterrupted; it reports none (nil) when none ended,
+// and says so in the error (an interruption).
 func runForm(ctx context.Context, s *session, f *runFlags, orch *actors.Orchestration, info trace.RunInfo) (*trace.Report, []*actors.PassResult, error) {
 	var rt interface {
 		Run(context.Context, actors.RunSpec) ([]*actors.PassResult, error)
@@ -352,6 +353,9 @@ func runForm(ctx context.Context, s *session, f *runFlags, orch *actors.Orchestr
 			stop = r.err
 		}
 		if len(passes) == 0 {
+			if interrupted(ctx) {
+				stop = &interruption{ended: 0, total: f.rounds * f.ranks}
+			}
 			return nil, nil, stop
 		}
 		slices.SortFunc(passes, func(a, b *actors.PassResult) int {
