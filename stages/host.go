@@ -252,7 +252,7 @@ func (h *Host) Graph(call *GraphCall, o Submitter) TaskID {
 // another size, another alias partition, or a value a verifying recording
 // must see).
 func (h *Host) replayLocs(e *keyState, locs []locSlot, call *GraphCall, fk uint64) (TaskID, bool) {
-	if len(call.Scalars) != e.nscalars || !call.KeyComplete && !e.verifyAsked && differsLocs(e, call) {
+	if len(call.Scalars) != e.nscalars || !call.KeyComplete && !e.verifyAsked && differs(e, call) {
 		return 0, false
 	}
 	sub := GraphSubmission{FullKey: fk}
@@ -304,29 +304,20 @@ func (h *Host) job(call *GraphCall, fk, sk uint64, verify bool) *RecordRequest {
 // differs reports whether a call passes other boundary values than the
 // recorded one: only then can a re-recording reveal a baked value.
 func differs(e *keyState, call *GraphCall) bool {
-	for i := range call.Scalars {
-		if call.Scalars[i] != e.firstScalar[i] {
-			return true
+	if !slices.Equal(call.Scalars, e.firstScalar) {
+		return true
+	}
+	if call.Boundary == nil { // by template, not materialized
+		for i, l := range call.Locs {
+			if b := &e.first[i].View; l.Root != b.Root || l.Offset != b.Offset {
+				return true
+			}
 		}
+		return false
 	}
 	for i := range call.Boundary {
 		a, b := &call.Boundary[i].View, &e.first[i].View
 		if a.Root != b.Root || a.Offset != b.Offset {
-			return true
-		}
-	}
-	return false
-}
-
-// differsLocs is differs for a call by template.
-func differsLocs(e *keyState, call *GraphCall) bool {
-	for i := range call.Scalars {
-		if call.Scalars[i] != e.firstScalar[i] {
-			return true
-		}
-	}
-	for i, l := range call.Locs {
-		if b := &e.first[i].View; l.Root != b.Root || l.Offset != b.Offset {
 			return true
 		}
 	}
