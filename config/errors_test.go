@@ -85,7 +85,11 @@ func TestConfigErrors(t *testing.T) {
 		atRunTime bool     // found by Validate (interpreting the forms), not Load
 		not       []string // substrings the message must not have: advice that does not apply
 	}{
-		{name: "malformed YAML", old: "    params: [l]", new: "    params: [l", at: "  layer:\n", want: []string{"malformed YAML"}},
+		{name: "malformed YAML", old: "    params: [l]", new: "    params: [l", at: "    params: [l\n", want: []string{"malformed YAML"}},
+		// yaml.v3 puts a parser error at the start of the enclosing block
+		// (line 12 for a mistake at line 21); the error names the line of
+		// the mistake, and the block's start as well.
+		{name: "list item indented one space too few", old: "          - loop: {var: e, to: 2}", new: "         - loop: {var: e, to: 2}", at: "         - loop:", want: []string{"malformed YAML", "did not find expected key", "(in the construct that starts at line"}},
 		{name: "unknown kernel", old: "k: act,", new: "k: gelu,", at: "k: gelu", want: []string{`k "gelu"`, "unknown kernel"}},
 		{name: "unknown tensor", old: `"in tmp[e]"`, new: `"in tmq[e]"`, at: "tmq", want: []string{`"in tmq[e]"`, `unknown tensor "tmq"`}},
 		{name: "view outside its root", old: `"in h as [1, 16]"`, new: `"in h as [2, 16]"`, at: "h as [2, 16]", atRunTime: true, want: []string{`view "h as [2, 16]": outside its root`}},

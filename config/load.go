@@ -32,7 +32,7 @@ func Parse(name string, data []byte) (*Model, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
-		return nil, &Error{File: name, Line: yamlErrLine(err), Msg: "malformed YAML: " + strings.TrimPrefix(err.Error(), "yaml: "), Err: err}
+		return nil, malformed(name, data, err)
 	}
 	// A document of only "---" (or ~) is a null root: empty too, which
 	// says more than plainTree's null would.
@@ -48,7 +48,7 @@ func Parse(name string, data []byte) (*Model, error) {
 		}
 		return nil, &Error{File: name, Line: line, Key: "---", Value: "second document", Msg: "a model file holds one YAML document (remove the \"---\" and what follows, or move it to its own file)"}
 	} else if !errors.Is(err, io.EOF) {
-		return nil, &Error{File: name, Line: yamlErrLine(err), Msg: "malformed YAML: " + strings.TrimPrefix(err.Error(), "yaml: "), Err: err}
+		return nil, malformed(name, data, err)
 	}
 	if err := plainTree(name, doc.Content[0], "model config"); err != nil {
 		return nil, err
@@ -125,6 +125,54 @@ func plainNode(file string, n *yaml.Node, key string) error {
 		return nil
 	}
 	return &Error{File: file, Line: n.Line, Key: key, Value: n.Tag + " " + shorten(nodeText(n)), Msg: "unsupported YAML tag (the loader reads untagged text; the standard tags !!str, !!int on a decimal integer, !!bool on true or false, !!map and !!seq are taken where they agree with it)"}
+}
+
+// malformed is the error for a document yaml.v3 cannot parse, at the line
+// of the mistake. yaml.v3 reports a parser error at its context mark, the
+// start of the construct it was parsing ("did not find expected key" at the
+// line of the enclosing block mapping): a list item indented one space too
+// few at line 21 was reported at line 12, where its block began. The line of
+// the mistake is the first line at which a prefix of the document fails
+// with the same complaint (a prefix of valid YAML parses, unless it cuts a
+// construct that spans lines, whose complaint is another one).
+func malformed(name string, data []byte, err error) *Error {
+	ctx := yamlErrLine(err)
+	msg := yamlErrMsg(err)
+	line := problemLine(data, ctx, msg)
+	text := "malformed YAML: " + msg
+	if line != ctx {
+		text += fmt.Sprintf(" (in the construct that starts at line %d)", ctx)
+	}
+	return &Error{File: name, Line: line, Msg: text, Err: err}
+}
+
+// maxProblemScan bounds the prefixes problemLine parses (each is a parse of
+// up to the whole file, on the error path only).
+const maxProblemScan = 4096
+
+// problemLine is the first line from ctx on at which the document's prefix
+// fails with msg; ctx when none does within maxProblemScan lines.
+func problemLine(data []byte, ctx int, msg string) int {
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	for k := max(ctx, 1); k <= len(lines) && k < ctx+maxProblemScan; k++ {
+		var n yaml.Node
+		err := yaml.Unmarshal(bytes.Join(lines[:k], nil), &n)
+		if err != nil && yamlErrMsg(err) == msg {
+			return k
+		}
+	}
+	return ctx
+}
+
+// yamlErrMsg is a yaml.v3 error without its "yaml: line N: " prefix.
+func yamlErrMsg(err error) string {
+	s := strings.TrimPrefix(err.Error(), "yaml: ")
+	if strings.HasPrefix(s, "line ") {
+		if _, rest, ok := strings.Cut(s, ": "); ok {
+			return rest
+		}
+	}
+	return s
 }
 
 // yamlErrLine digs the line out of a yaml.v3 error ("yaml: line 3: ...").
