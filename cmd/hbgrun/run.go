@@ -65,7 +65,7 @@ func (f *runFlags) register(c *cobra.Command, withForm bool) {
 	fl.IntVar(&f.rounds, "rounds", 5, "passes per rank; the first pass of each rank is reported apart as cold")
 	fl.IntVar(&f.ranks, "ranks", 1, "ranks run concurrently, each with its own device")
 	fl.IntVar(&f.recorders, "recorders", 0, "size of the prewarmed recorder pool (0: the runtime's default, the processors Go runs on, at least 2)")
-	fl.BoolVar(&f.noRetain, "no-retain", false, "drop Definitions after every pass, so each pass records, builds and uploads again (upstream's behaviour)")
+	fl.BoolVar(&f.noRetain, "no-retain", false, "drop Definitions after every pass, so each pass records, builds and uploads again (what upstream, the C++ runtime hbg follows, does)")
 	fl.BoolVar(&f.skipDevice, "skip-device", false, "stop each pass after the run image is copied: no simulation, no golden check")
 	fl.BoolVar(&f.json, "json", false, "write the report as JSON")
 	fl.StringVar(&f.otlp, "otlp", "", "export spans over OTLP to ENDPOINT (grpc://host:4317 or http://host:4318); default: the OTEL_EXPORTER_OTLP_* variables, else nowhere")
@@ -75,7 +75,7 @@ func (f *runFlags) register(c *cobra.Command, withForm bool) {
 	fl.StringVar(&f.html, "html", "", "write the report as one self-contained HTML page to FILE (charts inline, nothing loaded: it opens offline)")
 	fl.StringVar(&f.defects, "defects", "error", "what a detected body defect does: error or warn")
 	fl.IntVar(&f.inFlight, "in-flight", 2, "passes of one rank in flight: the host orchestrates the next while the device runs the previous (1: they take turns; 0: the runtime's default)")
-	fl.BoolVar(&f.strict, "strict", false, "fail a pass when a body records something unsupported, instead of running that key on the ordinary path")
+	fl.BoolVar(&f.strict, "strict", false, "fail a pass when a body records something a Definition cannot hold, instead of running that key on the ordinary path (each task submitted alone, its dependencies resolved against every earlier writer)")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print a line on stderr as each pass ends")
 	fl.BoolVar(&f.reduce, "reduce-edges", true, "ship the transitive reduction of the task graph's fanin, in the run image and each Definition (--reduce-edges=false ships every edge the TensorMap resolved)")
 	fl.BoolVar(&f.race, "race", true, "check every device run for races (--race=false skips the detector; the golden check then compares digests only)")
@@ -173,14 +173,24 @@ func init() {
 	var f runFlags
 	c := &cobra.Command{
 		Use:   "run [MODEL]",
-		Short: "Run a model form for some rounds on some ranks and print upstream's phase table",
-		Long: `Run MODEL's form on the host path, the Graph pipeline and the simulated
-a2a3 device, and report per phase the min / median / max over the warm passes
-(the first pass of each rank apart, as cold), the control-plane total, the
-per-operation totals, the counts and the golden check: each pass against its
-inline twin (every Graph call's body run inline, ordered as the call orders
-it) and the eager form, and every device run checked for races. A golden
-mismatch or a race exits 1.
+		Short: "Run a form of a model for some rounds on some ranks and print its phase table",
+		Long: `Run a form of MODEL (which of its blocks run as Graphs: a block recorded
+once as a Definition, uploaded once, and replayed at every later call) for
+--rounds passes on each of --ranks ranks, each rank with its own simulated
+a2a3 device.
+
+It prints a headline, then per phase the min / median / max over the warm
+passes (every pass after a rank's first); the first pass of each rank, which
+records the Definitions, is reported apart as cold. The control plane is the
+host's work per pass: host_orch (the orchestration: every task submitted
+alone and every Graph call), graph_upload (waiting for new Definitions,
+encoding the pass's run image) and arena_h2d (copying the run image to the device); its total
+row is the spread of per-pass sums. Then the per-operation totals, the counts
+and the golden check: each pass's device result against its inline twin (the
+same program with every Graph call's body submitted inline, as ordinary
+tasks) and against the eager form (the model with no Graphs), and every
+device run checked for races. A golden mismatch or a race exits 1.
+docs/reading-output.md explains every line.
 Without MODEL it runs the embedded default, config/models/dsv4_flash_decode.yaml.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
