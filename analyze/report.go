@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -233,7 +234,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	tw.Flush()
 	fmt.Fprintln(w, "(boundary: tensors+scalars; positions compared on each recording: kernel code, each argument's tag, source and layout, each scalar, fanin, predicate)")
 	for _, b := range r.Map.Blocks {
-		fmt.Fprintf(w, "\n%s (line %d): %d occurrences at lines %s: %s\n", b.Info.Name, b.Info.Line, len(b.Calls), joinInts(b.Sites), occurrences(b.Info, b.Calls))
+		fmt.Fprintf(w, "\n%s (line %d): %s at %s %s: %s\n", b.Info.Name, b.Info.Line, plural(len(b.Calls), "occurrence"), pluralWord(len(b.Sites), "line"), joinInts(b.Sites), occurrences(b.Info, b.Calls))
 		if len(b.Within) > 0 {
 			fmt.Fprintf(w, "  called inside %s\n", strings.Join(b.Within, ", "))
 		}
@@ -242,7 +243,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			continue
 		}
 		for i, k := range b.Classes {
-			fmt.Fprintf(w, "  class %d: %d occurrences (%s), %d nodes, boundary %d tensors and %d scalars\n", i+1, len(k.Calls), occurrences(b.Info, k.Calls), k.Nodes, k.Width, k.Scalars)
+			fmt.Fprintf(w, "  class %d: %s (%s), %s, boundary %s and %s\n", i+1, plural(len(k.Calls), "occurrence"), occurrences(b.Info, k.Calls), plural(k.Nodes, "node"), plural(k.Width, "tensor"), plural(k.Scalars, "scalar"))
 			if i > 0 {
 				for _, d := range b.Diffs[i-1] {
 					fmt.Fprintf(w, "    differs from class 1 at %s\n", d)
@@ -272,7 +273,7 @@ func (r *Report) WriteText(w io.Writer) error {
 				}
 			}
 		}
-		fmt.Fprintf(w, "  key (construction values): %s; a Graph of it records %d Definitions\n", key, len(b.Definitions))
+		fmt.Fprintf(w, "  key (construction values): %s; a Graph of it records %s\n", key, plural(len(b.Definitions), "Definition"))
 		for i, n := range b.Info.Structural {
 			if slices.Contains(b.Separating, n) {
 				fmt.Fprintf(w, "    the body's structure depends on %s at line %d: a choice the host settles when the body is recorded, so it must be in the key\n", n, b.Info.StructuralLines[i])
@@ -366,4 +367,17 @@ func rootsText(st *Step, p Patched) string {
 		parts[i] = fmt.Sprintf("%s at %s", r, strings.Join(where, "; "))
 	}
 	return strings.Join(parts, " | ")
+}
+
+// plural is n and its noun, in the plural unless n is 1 ("1 occurrence").
+func plural(n int, noun string) string {
+	return strconv.Itoa(n) + " " + pluralWord(n, noun)
+}
+
+// pluralWord is noun, in the plural unless n is 1.
+func pluralWord(n int, noun string) string {
+	if n == 1 {
+		return noun
+	}
+	return noun + "s"
 }

@@ -399,7 +399,7 @@ func (r *Report) writeText(w io.Writer, headline, all bool) error {
 		b.WriteString(r.Headline())
 		b.WriteByte('\n')
 	}
-	fmt.Fprintf(&b, "model %s, form %s, %d rounds x %d ranks, device %s\n", r.Model, r.Form, r.Rounds, r.Ranks, r.Device)
+	fmt.Fprintf(&b, "model %s, form %s, %s x %s, device %s\n", r.Model, r.Form, Plural(int64(r.Rounds), "round"), Plural(int64(r.Ranks), "rank"), r.Device)
 	t := r.Table()
 	if err := t.writeText(&b, all); err != nil {
 		return err
@@ -413,7 +413,7 @@ func (r *Report) writeText(w io.Writer, headline, all bool) error {
 		fmt.Fprintf(&b, "counts (whole run): loaded_definitions %d (%d bytes), store_rejected %d\n", c.LoadedDefinitions, c.LoadedBytes, c.StoreRejected)
 	}
 	if p := r.Preload; p != nil && (all || p.Definitions != 0 || p.Rejected != 0) {
-		fmt.Fprintf(&b, "preload (before the first pass): %d Definitions (%d bytes) from the store on disk in %s ms, %d rejected\n", p.Definitions, p.Bytes, ms(p.WallNs), p.Rejected)
+		fmt.Fprintf(&b, "preload (before the first pass): %s (%d bytes) from the store on disk in %s ms, %d rejected\n", Plural(int64(p.Definitions), "Definition"), p.Bytes, ms(p.WallNs), p.Rejected)
 	}
 	if all || c.FetchedDefinitions != 0 || c.FetchedBytes != 0 || c.FetchRejected != 0 {
 		fmt.Fprintf(&b, "counts (whole run): fetched_definitions %d (%d bytes), fetch_rejected %d\n", c.FetchedDefinitions, c.FetchedBytes, c.FetchRejected)

@@ -215,3 +215,16 @@ func writeOps(b *strings.Builder, o *Ops, all bool) {
 
 // ms renders ns as ms with µs resolution, the unit upstream's table uses.
 func ms(ns int64) string { return strconv.FormatFloat(float64(ns)/1e6, 'f', 3, 64) }
+
+// Plural is n and its noun, the noun in the plural unless n is 1: "1 rank",
+// "5 rounds", "1 Definition". nouns is the singular, or the singular and
+// the plural when adding s will not do.
+func Plural(n int64, nouns ...string) string {
+	if n == 1 {
+		return strconv.FormatInt(n, 10) + " " + nouns[0]
+	}
+	if len(nouns) > 1 {
+		return strconv.FormatInt(n, 10) + " " + nouns[1]
+	}
+	return strconv.FormatInt(n, 10) + " " + nouns[0] + "s"
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hbg-dev/hbg/diskstore"
 	"github.com/hbg-dev/hbg/stages"
+	"github.com/hbg-dev/hbg/trace"
 )
 
 // imageDump writes what the device got (run --images DIR): every run image
@@ -181,6 +182,6 @@ func (d *imageDump) finish(storeDir string, stderr io.Writer) error {
 			err = errors.Join(err, fmt.Errorf("--images: Definition %s, which a run image replays: %w", name, rerr))
 		}
 	}
-	fmt.Fprintf(stderr, "hbgrun: wrote %d run images and %d Definitions to %s (hbgrun describe FILE prints one)\n", d.written, written, d.dir)
+	fmt.Fprintf(stderr, "hbgrun: wrote %s and %s to %s (hbgrun describe FILE prints one)\n", trace.Plural(int64(d.written), "run image"), trace.Plural(int64(written), "Definition"), d.dir)
 	return err
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/hbg-dev/hbg/diskstore"
+	"github.com/hbg-dev/hbg/trace"
 )
 
 // storeFlags are --store and --store-max, which run, compare and store
@@ -141,7 +142,7 @@ func storeLs(out io.Writer, s *diskstore.Store) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(out, "%d Definitions, %s of images in %s (limit %s)\n", len(list), humanBytes(total), s.Dir(), humanBytes(s.Max()))
+	_, err = fmt.Fprintf(out, "%s, %s of images in %s (limit %s)\n", trace.Plural(int64(len(list)), "Definition"), humanBytes(total), s.Dir(), humanBytes(s.Max()))
 	return err
 }
 
