@@ -34,7 +34,7 @@ func TestDocs(t *testing.T) {
 		Dir: "testdata/docs",
 		Setup: func(env *testscript.Env) error {
 			// The pages' paths are relative to the clone's top directory.
-			for _, d := range []string{"config", "tests"} {
+			for _, d := range []string{"config", "tests", "stages"} {
 				if err := os.Symlink(filepath.Join(repoRoot, d), filepath.Join(env.WorkDir, d)); err != nil {
 					return err
 				}
@@ -312,6 +312,10 @@ func pageCommands(t *testing.T, page string) []pageCommand {
 			if r, ok := strings.CutPrefix(l, "go run ./cmd/hbgrun "); ok {
 				l = "hbgrun " + r
 			}
+			// "> FILE" is the script's exec and cp stdout FILE.
+			if i := strings.Index(l, " > "); i >= 0 {
+				l = l[:i]
+			}
 			if pending != nil {
 				pending.text += " " + strings.TrimSuffix(l, `\`)
 				pending.text = strings.Join(strings.Fields(pending.text), " ")
@@ -365,4 +369,33 @@ func makeRecipe(t *testing.T, target string) string {
 	}
 	r := strings.ReplaceAll(recipe[1], "$(GO) run ./cmd/hbgrun", "hbgrun")
 	return strings.ReplaceAll(r, "$(MODEL)", model[1])
+}
+
+var exampleMark = regexp.MustCompile("(?s)<!-- example: ([^ ]+) -->\n```go\n(.*?)```\n")
+
+// TestDocExamples: a page's Go code after <!-- example: FILE --> is FILE's
+// text, so the page shows code that compiles and whose Output is checked.
+func TestDocExamples(t *testing.T) {
+	n := 0
+	for _, page := range docPages(t) {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, _ := filepath.Rel(repoRoot, page)
+		for _, m := range exampleMark.FindAllStringSubmatch(string(b), -1) {
+			n++
+			src, err := os.ReadFile(filepath.Join(repoRoot, m[1]))
+			if err != nil {
+				t.Errorf("%s: %v", rel, err)
+				continue
+			}
+			if !strings.Contains(string(src), m[2]) {
+				t.Errorf("%s: its example is not %s's text (copy it again)", rel, m[1])
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no page shows an example (docs/embedding.md did)")
+	}
 }
