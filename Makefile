@@ -1,7 +1,7 @@
 GO ?= go
 MODEL ?= config/models/dsv4_flash_decode.yaml
 
-.PHONY: run test bench bench-scale lint build jaeger chromium proto
+.PHONY: run test bench bench-scale bench-md lint build jaeger chromium proto
 
 build:
 	$(GO) build ./...
@@ -13,17 +13,24 @@ test: lint chromium
 	$(GO) test -race -count=1 -timeout 60m ./...
 
 bench:
-	$(GO) test -run '^$$' -bench . -skip Scale -benchmem -count 6 ./... | tee bench.txt
+	$(GO) test -run '^$$' -bench . -skip Scale -benchmem -count 6 ./... | tee docs/bench/bench.txt
 	$(MAKE) bench-scale
+	$(MAKE) bench-md
+
+# BENCHMARKS.md, one current table, rendered from the last run's output
+# (docs/bench/bench.txt, docs/bench/bench-scale.md); its history is
+# docs/benchmarks-history.md.
+bench-md:
+	$(GO) run ./tools/benchmd -bench docs/bench/bench.txt -scale docs/bench/bench-scale.md -go "$$($(GO) env GOVERSION)" -o BENCHMARKS.md
 
 # The scaling benchmarks (issue 28): each over sizes a factor of 4 or more
 # apart, per unit of work. Their largest sizes take seconds an iteration
 # (a cold pass of 10^4 keys with the store on disk, tens of seconds on a
 # loaded box), so they run a fixed 3 iterations, 3 times. benchplot draws
-# bench-*.png beside BENCHMARKS.md and writes bench-scale.md, the table.
+# docs/bench/bench-scale*.png and writes docs/bench/bench-scale.md, the table.
 bench-scale:
-	$(GO) test -run '^$$' -bench Scale -benchtime 3x -count 3 -timeout 90m ./stages ./diskstore ./tests | tee bench-scale.txt
-	cd tools/benchplot && $(GO) run . -out ../.. -table ../../bench-scale.md ../../bench-scale.txt
+	$(GO) test -run '^$$' -bench Scale -benchtime 3x -count 3 -timeout 90m ./stages ./diskstore ./tests | tee docs/bench/bench-scale.txt
+	cd tools/benchplot && $(GO) run . -out ../../docs/bench -table ../../docs/bench/bench-scale.md ../../docs/bench/bench-scale.txt
 
 lint:
 	@out=$$(gofmt -l $$(find . -name '*.go' -not -path './.git/*')); \

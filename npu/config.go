@@ -33,13 +33,13 @@ import (
 //   - calibrated: HBMBytesPerSec alone, fitted once to one measurement
 //     (Qwen3-14B decode's 39.3 ms device wall) and then checked, with no
 //     further fitting, against a second (DSv4 flash decode's 35.47 ms);
-//     BENCHMARKS.md, "Cost model calibration";
+//     docs/benchmarks-history.md, "Cost model calibration";
 //   - assumed: this simulator's estimate, no measurement behind it (the
 //     upstream repository has no per-kernel timing table, workloads.md §5).
 //     The assumed figures shape the timeline but do not set either wall:
 //     both steps are memory bound, and halving or doubling any one of them
 //     moves either wall by at most 4.3% (CoreBytesPerSec halved, DSv4),
-//     where the HBM bandwidth moves them by 43-96% (BENCHMARKS.md).
+//     where the HBM bandwidth moves them by 43-96% (docs/benchmarks-history.md).
 //
 // A kernel block's time is DispatchNs + max(bytes / bandwidth share, ops /
 // core throughput) (sim_cost.go), its bytes being what the kernel reads of

@@ -12,7 +12,7 @@ import (
 // simulate within 20% of the measurement: DSv4 flash decode's Graph form
 // (35.47 ms device_wall; the full form here) and Qwen3-14B decode's Graph
 // form (39.3 ms). The bandwidth was fitted to Qwen3 alone; DSv4 is the
-// check (BENCHMARKS.md, "Cost model calibration").
+// check (docs/benchmarks-history.md, "Cost model calibration").
 //
 // The eager forms count the TensorMap's whole edge set (the reference
 // traces' 44412 and 23563) as fanin_edges, and ship fewer: the host's

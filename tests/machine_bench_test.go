@@ -9,7 +9,7 @@ import (
 
 // The benchmarks here measure the machine, not hbg: the three costs that
 // set the floor under a cold pass and under a warm pass that follows other
-// work. BENCHMARKS.md ("The machine's floor") reads hbg's figures against
+// work. docs/benchmarks-history.md ("The machine's floor") reads hbg's figures against
 // them.
 
 // evictSize is more than the last-level cache a core sees here.

@@ -43,7 +43,7 @@ func TestQwen3GraphForm(t *testing.T) {
 		t.Errorf("recorded %d Definitions of %d nodes over 5 rounds, want 1 of 277", recorded, nodes)
 	}
 	// The cost model's defaults are calibrated against upstream's measured
-	// device wall for this step (BENCHMARKS.md, "Cost model calibration").
+	// device wall for this step (docs/benchmarks-history.md, "Cost model calibration").
 	const upstreamWallNs = 39.3e6
 	if w := float64(passes[0].Device.SimNs); w < 0.75*upstreamWallNs || w > 1.25*upstreamWallNs {
 		t.Errorf("simulated device wall %.2f ms, want within 25%% of upstream's measured %.1f ms", w/1e6, upstreamWallNs/1e6)
