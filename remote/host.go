@@ -13,7 +13,7 @@ import (
 
 	"github.com/hbg-dev/hbg/actors"
 	"github.com/hbg-dev/hbg/config"
-	"github.com/hbg-dev/hbg/remote/authn"
+	"github.com/hbg-dev/hbg/authn"
 	"github.com/hbg-dev/hbg/trace"
 	"github.com/hbg-dev/hbg/wire"
 )

@@ -9,7 +9,7 @@ import (
 
 	paremote "github.com/asynkron/protoactor-go/remote"
 
-	"github.com/hbg-dev/hbg/remote/authn"
+	"github.com/hbg-dev/hbg/authn"
 	"github.com/hbg-dev/hbg/wire"
 )
 

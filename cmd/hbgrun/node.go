@@ -20,7 +20,7 @@ import (
 	"github.com/hbg-dev/hbg/diskstore"
 	"github.com/hbg-dev/hbg/peer"
 	"github.com/hbg-dev/hbg/remote"
-	"github.com/hbg-dev/hbg/remote/authn"
+	"github.com/hbg-dev/hbg/authn"
 	"github.com/hbg-dev/hbg/trace"
 )
 
