@@ -18,9 +18,9 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 
 	"github.com/hbg-dev/hbg/actors"
+	"github.com/hbg-dev/hbg/authn"
 	"github.com/hbg-dev/hbg/config"
 	"github.com/hbg-dev/hbg/config/models"
-	"github.com/hbg-dev/hbg/authn"
 	"github.com/hbg-dev/hbg/stages"
 	"github.com/hbg-dev/hbg/trace"
 )

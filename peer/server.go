@@ -10,8 +10,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/hbg-dev/hbg/actors"
-	"github.com/hbg-dev/hbg/diskstore"
 	"github.com/hbg-dev/hbg/authn"
+	"github.com/hbg-dev/hbg/diskstore"
 	"github.com/hbg-dev/hbg/stages"
 	"github.com/hbg-dev/hbg/trace"
 )

@@ -12,8 +12,8 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/hbg-dev/hbg/actors"
-	"github.com/hbg-dev/hbg/config"
 	"github.com/hbg-dev/hbg/authn"
+	"github.com/hbg-dev/hbg/config"
 	"github.com/hbg-dev/hbg/trace"
 	"github.com/hbg-dev/hbg/wire"
 )

@@ -16,11 +16,11 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/hbg-dev/hbg/actors"
+	"github.com/hbg-dev/hbg/authn"
 	"github.com/hbg-dev/hbg/config/models"
 	"github.com/hbg-dev/hbg/diskstore"
 	"github.com/hbg-dev/hbg/peer"
 	"github.com/hbg-dev/hbg/remote"
-	"github.com/hbg-dev/hbg/authn"
 	"github.com/hbg-dev/hbg/trace"
 )
 
