@@ -125,7 +125,7 @@ var host = sync.OnceValues(func() (*actor.ActorSystem, error) {
 // stamped is a remote's configuration as a node's: every message it
 // receives stamped with its connection (package authn).
 func stamped() *remote.Config {
-	server, dial, err := authn.Options(authn.Files{}, 16<<20, authn.Conns{})
+	server, dial, err := authn.Options(authn.Files{}, 16<<20, authn.Conns{}, authn.Guard{})
 	if err != nil {
 		panic(err)
 	}
