@@ -153,7 +153,7 @@ func headlineFacts(r *trace.Report) []fact {
 	if bl := r.Baseline; bl != nil {
 		fs = append(fs, fact{Field: "baseline_host_orch_ns", Label: bl.Form + " host_orch (the ordinary path)",
 			Value: strconv.FormatInt(bl.HostOrchNs, 10), Text: msText(bl.HostOrchNs)})
-		if bl.Saving != nil {
+		if bl.Saving != nil && bl.Form != r.Form {
 			fs = append(fs, fact{Field: "saving", Label: "saving", Value: strconv.FormatFloat(*bl.Saving, 'g', -1, 64),
 				Text: fmt.Sprintf("%.3gx", *bl.Saving)})
 		}
@@ -163,6 +163,9 @@ func headlineFacts(r *trace.Report) []fact {
 		text := strconv.Itoa(g.Races)
 		if g.DeclaredRaces > 0 {
 			text += fmt.Sprintf(" (%d declared)", g.DeclaredRaces)
+		}
+		if g.EagerRaces > 0 && g.Races == 0 {
+			text += fmt.Sprintf(" (its eager form: %d)", g.EagerRaces)
 		}
 		fs = append(fs, fact{Field: "races", Label: "races", Value: strconv.Itoa(g.Races), Text: text, Bad: g.Races > 0})
 	} else {
