@@ -21,6 +21,7 @@ var errBusy = errors.New("definition store is busy")
 // index/ (legacyDirs).
 type leftover struct {
 	tmp, quarantine, legacy []string // paths relative to the store
+	foreign                 []string // names hbg's layout never makes: left alone
 	bytes                   int64    // all of them but tmp/'s
 }
 
@@ -38,6 +39,10 @@ func (s *Store) leftovers() (*leftover, error) {
 		}
 		for _, de := range des {
 			rel := filepath.Join(sub, de.Name())
+			if !ownName(sub, de.Name()) {
+				lo.foreign = append(lo.foreign, rel)
+				continue
+			}
 			switch sub {
 			case "tmp":
 				lo.tmp = append(lo.tmp, rel)
@@ -180,6 +185,9 @@ func (s *Store) Verify() (*VerifyReport, error) {
 		return nil, err
 	}
 	r := &VerifyReport{Temp: len(lo.tmp), Quarantined: len(lo.quarantine), Legacy: len(lo.legacy), Bytes: lo.bytes}
+	for _, rel := range lo.foreign {
+		r.Problems = append(r.Problems, Problem{filepath.Join(s.dir, rel), "not one hbg wrote (a name its layout never makes): gc leaves it; remove it by hand"})
+	}
 	var good []*pack
 	for _, n := range names {
 		path := s.packDir + n
