@@ -282,6 +282,9 @@ type GCReport struct {
 	// duplicate packs, leftovers of killed writers, files moved aside, an
 	// earlier layout's files, and packs that do not read.
 	Shadowed, Temp, Quarantined, Legacy, BadPacks int
+	// Unreadable are packs moved aside (then removed) for an image that
+	// does not check in full, their good records stored again.
+	Unreadable int
 }
 
 // GC brings the store under max bytes (0: the store's limit): it removes
@@ -289,11 +292,51 @@ type GCReport struct {
 // files, packs that do not read, and packs every entry of which another
 // pack holds), then evicts the least recently used packs that no pass
 // pins. It waits for writers to finish.
+//
+// gc checks every image in full first, as verify does, and moves aside a
+// pack with an image the device would refuse (keeping its good records),
+// so a store that fails runs is mended by gc alone.
 func (s *Store) GC(max int64) (*GCReport, error) {
 	if max <= 0 {
 		max = s.max
 	}
-	return s.evict(max, true, true)
+	unreadable, err := s.moveUnreadable()
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.evict(max, true, true)
+	if r != nil {
+		r.Unreadable = unreadable
+	}
+	return r, err
+}
+
+// moveUnreadable moves aside each pack of the index with a record that
+// does not check in full; it returns how many.
+func (s *Store) moveUnreadable() (int, error) {
+	if _, err := s.refresh(true); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	packs := make([]*pack, 0, len(s.packs))
+	for _, p := range s.packs {
+		packs = append(packs, p)
+	}
+	s.mu.Unlock()
+	n := 0
+	for _, p := range packs {
+		probs, _, err := s.verifyPack(p)
+		if err != nil {
+			return n, err
+		}
+		if len(probs) > 0 {
+			// No key of the pack is excluded from salvage (0 is no
+			// full_key a recording makes): each good record is kept.
+			s.reject(0, probs[0], p)
+			n++
+		}
+	}
+	return n, nil
 }
 
 // evict brings the store under max bytes, under the exclusive store lock

@@ -193,6 +193,9 @@ type Store struct {
 	lock *storeLock
 	// packDir ends with a separator.
 	packDir string
+	// strict: the device refused an image this store gave (Quarantine),
+	// so each load checks its image in full.
+	strict atomic.Bool
 
 	// scanMu serializes refreshes; mu guards what follows.
 	scanMu sync.Mutex
@@ -517,6 +520,11 @@ func (fd *Found) Load(model string) (*Loaded, error) {
 	}
 	img := rec[n:]
 	def, written, reason := checkImage(img, fullKey, e)
+	if reason == "" && s.strict.Load() {
+		if _, err := decodeFull(img); err != nil {
+			reason = fmt.Sprintf("image %016x: %v", e.hash, err)
+		}
+	}
 	if reason != "" {
 		return nil, s.reject(fullKey, "pack "+p.name+": "+reason, p)
 	}
@@ -627,8 +635,13 @@ func (s *Store) salvage(p *pack, fullKey uint64) []Item {
 		if reason != "" || !sameRecord(&got, e) || int64(n) != e.imageOff() {
 			continue
 		}
+		// Checked in full, as the device reads it: a pack is moved aside
+		// also for an image the device refused, and its neighbours,
+		// written by the same batch, may be as bad.
 		if def, _, reason := checkImage(rec[n:], e.fullKey, e); reason == "" {
-			keep = append(keep, Item{Def: def, Image: rec[n:], Model: e.model})
+			if _, err := decodeFull(rec[n:]); err == nil {
+				keep = append(keep, Item{Def: def, Image: rec[n:], Model: e.model})
+			}
 		}
 	}
 	return keep
@@ -653,7 +666,13 @@ func (s *Store) moveAside(rel string) string {
 // it bad does: for an entry whose image the host's checks took and the
 // device then refused. Its other entries become misses. It returns what it
 // moved (nil when there was no entry).
+//
+// A refusal makes the store strict: from then on a load checks each image
+// in full, as the device does, so the other images a bad batch or a bad
+// writer left are refused on load, in one pass, rather than one at a
+// device launch each.
 func (s *Store) Quarantine(fullKey uint64, reason string) *Rejected {
+	s.strict.Store(true)
 	p, _, ok := s.lookup(fullKey)
 	if !ok {
 		return nil

@@ -173,7 +173,7 @@ func storeGC(out io.Writer, s *diskstore.Store) error {
 	for _, e := range r.Evicted {
 		fmt.Fprintf(out, "evicted %s %s (%s, last used %s)\n", e.Key, e.Model, humanBytes(e.Bytes), e.LastUse.Format(time.DateTime))
 	}
-	_, err = fmt.Fprintf(out, "%s -> %s (limit %s): %d evicted, %d packs pinned by a running pass; removed %d duplicate packs, %d temporary files, %d quarantined files, %d files of the old layout, %d unreadable packs\n",
-		humanBytes(r.Before), humanBytes(r.After), humanBytes(s.Max()), len(r.Evicted), r.Pinned, r.Shadowed, r.Temp, r.Quarantined, r.Legacy, r.BadPacks)
+	_, err = fmt.Fprintf(out, "%s -> %s (limit %s): %d evicted, %d packs pinned by a running pass; removed %d duplicate packs, %d temporary files, %d quarantined files, %d files of the old layout, %d unreadable packs, %d packs with an image the device refuses (their good Definitions kept)\n",
+		humanBytes(r.Before), humanBytes(r.After), humanBytes(s.Max()), len(r.Evicted), r.Pinned, r.Shadowed, r.Temp, r.Quarantined, r.Legacy, r.BadPacks, r.Unreadable)
 	return err
 }
