@@ -1,6 +1,7 @@
 package diskstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -174,7 +175,12 @@ type VerifyReport struct {
 // Verify checks every pack and every record in it, images whole, reading
 // without changing anything (a bad pack is moved aside when a load meets
 // it, or removed by gc).
-func (s *Store) Verify() (*VerifyReport, error) {
+func (s *Store) Verify() (*VerifyReport, error) { return s.VerifyContext(context.Background()) }
+
+// VerifyContext is Verify, ended early (with ctx's error) when ctx is: it
+// checks ctx before each record, so a store of large images stops within
+// one image's check.
+func (s *Store) VerifyContext(ctx context.Context) (*VerifyReport, error) {
 	names, err := readDirNames(s.packDir)
 	if err != nil {
 		return nil, err
@@ -205,7 +211,7 @@ func (s *Store) Verify() (*VerifyReport, error) {
 		}
 		r.Bytes += p.size
 		r.Entries += len(p.entries)
-		probs, images, err := s.verifyPack(p)
+		probs, images, err := s.verifyPack(ctx, p)
 		if err != nil {
 			return nil, err
 		}
@@ -225,7 +231,7 @@ func (s *Store) Verify() (*VerifyReport, error) {
 // table of contents, and its image in full (stages.DecodeDefinition, which
 // checks what the device would). It returns what is wrong, and how many
 // images it checked.
-func (s *Store) verifyPack(p *pack) ([]string, int, error) {
+func (s *Store) verifyPack(ctx context.Context, p *pack) ([]string, int, error) {
 	f, err := openFile(s.packDir + p.name)
 	if err != nil {
 		return []string{err.Error()}, 0, nil
@@ -241,6 +247,9 @@ func (s *Store) verifyPack(p *pack) ([]string, int, error) {
 	var probs []string
 	images := 0
 	for i := range p.entries {
+		if err := ctx.Err(); err != nil {
+			return nil, images, fmt.Errorf("definition store: verify: %w", err)
+		}
 		e := &p.entries[i]
 		rec := make([]byte, e.recLen())
 		if err := f.readFullAt(rec, e.off); err != nil {
@@ -296,11 +305,15 @@ type GCReport struct {
 // gc checks every image in full first, as verify does, and moves aside a
 // pack with an image the device would refuse (keeping its good records),
 // so a store that fails runs is mended by gc alone.
-func (s *Store) GC(max int64) (*GCReport, error) {
+func (s *Store) GC(max int64) (*GCReport, error) { return s.GCContext(context.Background(), max) }
+
+// GCContext is GC, whose check of every image ends early (with ctx's
+// error, nothing removed) when ctx is.
+func (s *Store) GCContext(ctx context.Context, max int64) (*GCReport, error) {
 	if max <= 0 {
 		max = s.max
 	}
-	unreadable, err := s.moveUnreadable()
+	unreadable, err := s.moveUnreadable(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -313,7 +326,7 @@ func (s *Store) GC(max int64) (*GCReport, error) {
 
 // moveUnreadable moves aside each pack of the index with a record that
 // does not check in full; it returns how many.
-func (s *Store) moveUnreadable() (int, error) {
+func (s *Store) moveUnreadable(ctx context.Context) (int, error) {
 	if _, err := s.refresh(true); err != nil {
 		return 0, err
 	}
@@ -325,7 +338,7 @@ func (s *Store) moveUnreadable() (int, error) {
 	s.mu.Unlock()
 	n := 0
 	for _, p := range packs {
-		probs, _, err := s.verifyPack(p)
+		probs, _, err := s.verifyPack(ctx, p)
 		if err != nil {
 			return n, err
 		}

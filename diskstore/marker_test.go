@@ -1,6 +1,7 @@
 package diskstore
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"io/fs"
@@ -279,5 +280,27 @@ func TestDeclaredImageBounded(t *testing.T) {
 	_, reason := parseTOC(toc, xxhash.Sum64(toc), packHeader+int64(len(hdr))+2<<30, 1, nil)
 	if !strings.Contains(reason, "over the") {
 		t.Fatalf("a 2 GiB image in a table of contents: %q, want it refused by the bound", reason)
+	}
+}
+
+// TestVerifyInterrupted: verify and gc with an ended context stop before
+// the next record, with the context's error, removing nothing.
+func TestVerifyInterrupted(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, 0)
+	for k := uint64(1); k <= 4; k++ {
+		d, img := testDef(k, 10)
+		mustPut(t, s, d, img, "m")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.VerifyContext(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("verify: %v, want context.Canceled", err)
+	}
+	if _, err := s.GCContext(ctx, 1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("gc: %v, want context.Canceled", err)
+	}
+	if l, _ := s.List(); len(l) != 4 {
+		t.Fatalf("an interrupted gc left %d entries of 4", len(l))
 	}
 }
