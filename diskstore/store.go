@@ -5,6 +5,8 @@
 //
 // Layout of a store directory:
 //
+//	HBG-STORE             the marker: a directory is a store when it holds it
+//	                      (marker.go says when one is written or refused)
 //	lock                  held shared by writers, exclusive by eviction and gc
 //	packs/<name>.hbgp     a pack: the Definitions one batch stored, each a
 //	                      record (its entry: full_key, content hash, image
