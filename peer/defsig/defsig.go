@@ -45,6 +45,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -243,4 +244,32 @@ func RecorderSAN() *url.URL {
 		panic(err) // a constant
 	}
 	return u
+}
+
+// Load makes a node's Signer and Verifier from its TLS files (etcd's
+// --cert-file, --key-file, --trusted-ca-file): the Verifier trusts the
+// CAs in caFile; the Signer is nil when the node's certificate lacks the
+// recorder role (the node then signs nothing, and its peers record what it
+// sends them).
+func Load(certFile, keyFile, caFile string) (*Signer, *Verifier, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("defsig: %s, %s: %w", certFile, keyFile, err)
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("defsig: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, nil, fmt.Errorf("defsig: %s: no PEM certificate in it", caFile)
+	}
+	s, err := NewSigner(cert)
+	if errors.Is(err, ErrNoRole) {
+		s, err = nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, NewVerifier(pool), nil
 }
