@@ -634,5 +634,16 @@ func (s *Store[J]) Refused(k, hash uint64, err error) bool {
 	if s.cfg.Disk {
 		s.do(StoreAction[J]{Kind: StoreQuarantine, Key: k, GraphKey: key, Err: rej})
 	}
+	// The device refuses one image a launch: every other one held from
+	// the disk or the cluster is as suspect (one bad writer, one bad
+	// batch), so it is dropped and loaded again, now checked in full
+	// (the disk's strict loads), and the rerun that follows records every
+	// bad one at once instead of one a run.
+	for k2, e2 := range s.keys {
+		if k2 != k && e2.def != nil && e2.origin != fromRecording && !e2.inflight {
+			e2.def, e2.verified = nil, false
+			s.drop(k2)
+		}
+	}
 	return true
 }
