@@ -212,8 +212,10 @@ func runDSv4(t *testing.T, nodes []*nodeProc, flags ...string) (string, string, 
 func TestRemoteTLS(t *testing.T) {
 	want := localDigest(t)
 	ca := newPKI(t, "hbg test CA")
-	a := startNodeProc(t, "127.0.0.1:0", ca.issue(t, "node-a")...)
-	b := startNodeProc(t, "127.0.0.1:0", ca.issue(t, "node-b")...)
+	// Recorder certificates: the nodes sign what they record, and replay
+	// each other's (unsigned, a fetched image is recorded here instead).
+	a := startNodeProc(t, "127.0.0.1:0", ca.issueRecorder(t, "node-a")...)
+	b := startNodeProc(t, "127.0.0.1:0", ca.issueRecorder(t, "node-b")...)
 	nodes := []*nodeProc{a, b}
 	assert.NotContains(t, a.log.String(), "no TLS")
 
