@@ -42,6 +42,7 @@ import (
 	"github.com/hbg-dev/hbg/config"
 	"github.com/hbg-dev/hbg/npu"
 	"github.com/hbg-dev/hbg/peer"
+	"github.com/hbg-dev/hbg/peer/defsig"
 	"github.com/hbg-dev/hbg/trace"
 	"github.com/hbg-dev/hbg/wire"
 )
@@ -84,9 +85,12 @@ type NodeConfig struct {
 	// on loopback, unless Insecure.
 	Transport Transport
 	Insecure  bool
-	// TrustPeers keeps an image a peer sent (fetched or published) without
-	// recording it here first to check it (peer.Config.TrustPeers).
-	TrustPeers bool
+	// Rerecord checks even a well-signed image from a peer by recording
+	// it here once (peer.Config.Rerecord). With TLS, the node signs what it
+	// records when its certificate has the recorder role, and replays a
+	// peer's image without recording it when its signature verifies
+	// (package peer/defsig).
+	Rerecord bool
 	// OnPeerRefused, if set, hears every peer message the node refused
 	// (peer.Config.OnRefused).
 	OnPeerRefused func(peer.Refused)
@@ -130,6 +134,9 @@ type Node struct {
 	mu      sync.Mutex
 	hosts   map[*host]bool
 	stopped bool
+	// signer and verifier sign and check Definitions (nil without TLS).
+	signer   *defsig.Signer
+	verifier *defsig.Verifier
 	// placing is the placements taken or being built, by their driver's
 	// address: the limits count them.
 	placing map[*host]string
@@ -162,6 +169,12 @@ func StartNode(sys *actor.ActorSystem, cfg NodeConfig) (*Node, error) {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	n := &Node{sys: sys, cfg: cfg, hosts: map[*host]bool{}, placing: map[*host]string{}, unplaced: map[string]string{}}
+	if f := cfg.Transport.TLS; f.On() {
+		var err error
+		if n.signer, n.verifier, err = defsig.Load(f.CertFile, f.KeyFile, f.TrustedCAFile); err != nil {
+			return nil, fmt.Errorf("node: signing Definitions: %w", err)
+		}
+	}
 	rem, err := startRemote(sys, cfg.Listen, cfg.Advertise, cfg.Transport, append(cfg.RemoteOptions, paremote.WithKinds(n.kinds()...)))
 	if err != nil {
 		return nil, err
@@ -242,7 +255,7 @@ func nodeConfig(n *Node, p *wire.Place) actors.Config {
 	// fails only when the store on disk cannot be opened, which fails the
 	// runtime's own start too, and says why.
 	if nodes := p.GetNodes(); len(nodes) > 1 {
-		pc := peer.Config{StoreDir: n.cfg.StoreDir, StoreMax: n.cfg.StoreMax, Tracer: n.cfg.Tracer, TrustPeers: n.cfg.TrustPeers, OnRefused: n.cfg.OnPeerRefused}
+		pc := peer.Config{StoreDir: n.cfg.StoreDir, StoreMax: n.cfg.StoreMax, Tracer: n.cfg.Tracer, Signer: n.signer, Verifier: n.verifier, Rerecord: n.cfg.Rerecord, OnRefused: n.cfg.OnPeerRefused}
 		if src, err := peer.Attach(n.sys, pc, n.addr, nodes); err == nil {
 			cfg.Peers = src
 		}

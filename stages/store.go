@@ -436,7 +436,9 @@ func (s *Store[J]) checked(j J, e *storeKeyState[J], b Recording) bool {
 		if s.cfg.Disk {
 			s.do(StoreAction[J]{Kind: StoreWrite, Job: j, Key: r.StoreKey, Def: d})
 		}
-		s.publish(r.StoreKey, d, fromPeer, func(o *Outcome) { o.Fetch = f })
+		// The recording that checked it is this pass's work: it counts in
+		// record_node (not as a Definition built).
+		s.publish(r.StoreKey, d, fromPeer, func(o *Outcome) { o.Fetch, o.RecordedNodes, o.RecordNs = f, b.Nodes, b.RecordNs })
 		return true
 	}
 	err := fmt.Errorf("graph %q: image from peer %s rejected: %w: content hash %016x", r.Key, peer, ErrPeerMismatch, d.Hash)
