@@ -60,7 +60,7 @@ type FetchResult struct {
 	Warning string
 	// Trusted says the image may be kept as it came: it is this node's
 	// own (from its store on disk), or the operator trusts every peer
-	// (hbgrun node --trust-peers). Otherwise the store records the
+	// (its recorder's signature verifies, package peer/defsig). Otherwise the store records the
 	// Definition here once and takes the image only if its content hash is
 	// the recording's (stages.Store.FetchCheck).
 	Trusted bool

@@ -30,8 +30,10 @@ func TestDeviceRefusedStoredImage(t *testing.T) {
 
 	rt := newRuntime(t, Config{StoreDir: dir}, nil)
 	res := runPass(t, rt, orch, 0)
-	if res.Pass.BuiltDefinitions != 1 || res.Pass.LoadedDefinitions != 3 || res.Pass.StoreRejected != 1 || rt.Stats.DeviceRefused.Load() != 1 {
-		t.Fatalf("the pass: built %d, loaded %d, rejected %d, device refused %d; want 1, 3, 1, 1 (warnings %q)",
+	// Loaded 5: the 3 of the first try, and the 2 good ones again for the
+	// rerun (a refusal makes every image from the store suspect).
+	if res.Pass.BuiltDefinitions != 1 || res.Pass.LoadedDefinitions != 5 || res.Pass.StoreRejected != 1 || rt.Stats.DeviceRefused.Load() != 1 {
+		t.Fatalf("the pass: built %d, loaded %d, rejected %d, device refused %d; want 1, 5, 1, 1 (warnings %q)",
 			res.Pass.BuiltDefinitions, res.Pass.LoadedDefinitions, res.Pass.StoreRejected, rt.Stats.DeviceRefused.Load(), res.Warnings)
 	}
 	if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "device refused") || !strings.Contains(res.Warnings[0], "recorded again") {
@@ -63,15 +65,19 @@ func TestDeviceRefusedStoredImage(t *testing.T) {
 // plantUnreadable replaces one entry's image by one the host's load takes
 // and the device refuses, in a pack of its own (the others' pack stays
 // good when its pack is moved aside).
-func plantUnreadable(t *testing.T, dir, model string) {
+func plantUnreadable(t *testing.T, dir, model string) { plantUnreadableN(t, dir, model, 1, false) }
+
+// plantUnreadableN spoils n entries' images so (together in one pack, or
+// each in a pack of its own), the others in a pack of theirs.
+func plantUnreadableN(t *testing.T, dir, model string, n int, apart bool) {
 	t.Helper()
 	s, err := diskstore.Open(dir, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	list, err := s.List()
-	if err != nil || len(list) == 0 {
-		t.Fatalf("%d entries, %v", len(list), err)
+	if err != nil || len(list) < n {
+		t.Fatalf("%d entries, %v; want %d", len(list), err, n)
 	}
 	var items []diskstore.Item
 	for _, e := range list {
@@ -88,28 +94,31 @@ func plantUnreadable(t *testing.T, dir, model string) {
 		items = append(items, diskstore.Item{Def: def, Image: ld.Image, Model: model})
 	}
 	s.Close()
-	def := items[0].Def
-	bad := false
-	for i := range def.Scalars {
-		if def.Scalars[i].Boundary {
-			def.Scalars[i].Slot = 999
-			bad = true
-			break
+	for i := range items[:n] {
+		def := items[i].Def
+		bad := false
+		for j := range def.Scalars {
+			if def.Scalars[j].Boundary {
+				def.Scalars[j].Slot = 999
+				bad = true
+				break
+			}
 		}
+		if !bad {
+			t.Fatal("no boundary scalar to spoil")
+		}
+		img := stages.EncodeDefinition(def)
+		if _, _, err := stages.DecodeDefinitionHost(img); err != nil {
+			t.Fatalf("the host refuses the planted image (%v): it would not reach the device", err)
+		}
+		if _, err := stages.DecodeDefinition(img); err == nil {
+			t.Fatal("the planted image reads in full")
+		}
+		def.ContentHash = stages.DefinitionHash(img)
+		items[i].Image = img
 	}
-	if !bad {
-		t.Fatal("no boundary scalar to spoil")
-	}
-	img := stages.EncodeDefinition(def)
-	if _, _, err := stages.DecodeDefinitionHost(img); err != nil {
-		t.Fatalf("the host refuses the planted image (%v): it would not reach the device", err)
-	}
-	if _, err := stages.DecodeDefinition(img); err == nil {
-		t.Fatal("the planted image reads in full")
-	}
-	def.ContentHash = stages.DefinitionHash(img)
 	// A put never writes a key the store has: the packs go, and the
-	// store is written again, the planted entry in a pack of its own.
+	// store is written again, the planted entries in packs of their own.
 	packs, _ := filepath.Glob(filepath.Join(dir, "packs", "*.hbgp"))
 	for _, p := range packs {
 		if err := os.Remove(p); err != nil {
@@ -121,11 +130,66 @@ func plantUnreadable(t *testing.T, dir, model string) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := s.PutBatch(items[1:]); err != nil {
-		t.Fatal(err)
+	if len(items) > n {
+		if _, err := s.PutBatch(items[n:]); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := s.Put(def, img, model); err != nil {
-		t.Fatal(err)
+	if !apart {
+		if _, err := s.PutBatch(items[:n]); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	for _, it := range items[:n] {
+		if err := s.Put(it.Def, it.Image, model); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestDeviceRefusedClearedInOneRun: eight stored entries the device
+// refuses (in one pack, or each in its own) are all out of the store after
+// one run, which ends with eager's digest; on the code before, each run
+// moved two aside and failed, so four runs cleared eight. And store gc,
+// on its own, removes them (it checks every image as the device would):
+// before, gc cleared none.
+func TestDeviceRefusedClearedInOneRun(t *testing.T) {
+	for _, apart := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one pack", true: "a pack each"}[apart], func(t *testing.T) {
+			orch := keysModel{keys: 10, calls: 1}.orchestration("refused8")
+			digest, _ := eagerDigest(t, orch)
+			dir := t.TempDir()
+			fillStore(t, dir, orch)
+			plantUnreadableN(t, dir, orch.Name, 8, apart)
+			rt := newRuntime(t, Config{StoreDir: dir}, nil)
+			res := runPass(t, rt, orch, 0)
+			if res.Device.Digest != digest {
+				t.Fatalf("digest %016x, eager %016x", res.Device.Digest, digest)
+			}
+			if errs := rt.FlushStore(); len(errs) != 0 {
+				t.Fatal(errs)
+			}
+			rep, err := rt.Disk().Verify()
+			if err != nil || len(rep.Problems) != 0 {
+				t.Fatalf("store verify after one run: %+v, %v; want every refused entry out of packs/", rep, err)
+			}
+
+			dir = t.TempDir()
+			fillStore(t, dir, orch)
+			plantUnreadableN(t, dir, orch.Name, 8, apart)
+			s, err := diskstore.Open(dir, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if _, err := s.GC(0); err != nil {
+				t.Fatal(err)
+			}
+			if rep, err := s.Verify(); err != nil || len(rep.Problems) != 0 || rep.Entries != 2 {
+				t.Fatalf("store verify after gc: %+v, %v; want the 2 good entries and no problem", rep, err)
+			}
+		})
 	}
 }
 

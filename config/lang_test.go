@@ -448,11 +448,13 @@ func TestMaxTasksBound(t *testing.T) {
 // FuzzParse checks that no model text makes the loader, the size
 // computation or the interpreter panic; seeds are the small models of the
 // tests above and the key findings' (Graph keys that meet).
-func FuzzParse(f *testing.F) {
-	f.Add(tinyModel)
-	f.Add(readFile(f, "testdata/keys/shared_key.yaml"))
-	f.Add(readFile(f, "testdata/keys/interpolated_key.yaml"))
-	f.Add(langHeader + `blocks:
+// parseSeeds is the small models FuzzParse starts from, which
+// FuzzSizeMatchesRun mutates too.
+func parseSeeds(tb testing.TB) []string {
+	return []string{tinyModel,
+		readFile(tb, "testdata/keys/shared_key.yaml"),
+		readFile(tb, "testdata/keys/interpolated_key.yaml"),
+		langHeader + `blocks:
   layer:
     params: [l]
     tensors: [h]
@@ -477,10 +479,10 @@ program:
 forms:
   eager: {}
   graph: {graphs: {layer: {key: layer}}}
-`)
-	// Issue 25's constructs: host reads, data, strided views, per-variant
-	// scalars, launch flags, alloc ids and conditional deps, source.
-	f.Add(dataHeader + `blocks:
+`,
+		// Issue 25's constructs: host reads, data, strided views, per-variant
+		// scalars, launch flags, alloc ids and conditional deps, source.
+		dataHeader + `blocks:
   kv:
     params: [v, f]
     variants: [a, b]
@@ -512,7 +514,14 @@ program:
 forms:
   eager: {}
   graph: {graphs: {kv: {key: "kv{variant}{v}"}}}
-`)
+`,
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	for _, s := range parseSeeds(f) {
+		f.Add(s)
+	}
 	f.Fuzz(func(t *testing.T, src string) {
 		m, err := config.Parse("fuzz.yaml", []byte(src))
 		if err != nil {

@@ -21,13 +21,21 @@ type TensorReader interface {
 // Run interprets the model's program as an orchestration on o in the given
 // form: block calls that the form makes Graphs go through o.Graph, all other
 // ops are submitted directly.
-func (m *Model) Run(o stages.Submitter, form string) (err error) {
+func (m *Model) Run(o stages.Submitter, form string) error {
+	_, err := m.run(o, form)
+	return err
+}
+
+// run is Run, returning the runner's own count of what it did (the tasks
+// it submitted and its work, as the sizer counts them), so that a test
+// holds the sizer to it (FuzzSizeMatchesRun).
+func (m *Model) run(o stages.Submitter, form string) (cost, error) {
 	f := m.formIdx[form]
 	if f == nil {
-		return fmt.Errorf("config: model %s has %w %q (want one of %s)", m.Name, ErrNoForm, form, strings.Join(m.Forms(), ", "))
+		return cost{}, fmt.Errorf("config: model %s has %w %q (want one of %s)", m.Name, ErrNoForm, form, strings.Join(m.Forms(), ", "))
 	}
 	if err := m.checkSize(f); err != nil {
-		return err
+		return cost{}, err
 	}
 	r := m.getRunner(f)
 	defer m.putRunner(r)
@@ -36,7 +44,7 @@ func (m *Model) Run(o stages.Submitter, form string) (err error) {
 	copy(fr.tensors, m.entryViews)
 	fr.resetTasks()
 	r.body(o, fr, m.program.body)
-	return r.err
+	return *r.did, r.err
 }
 
 // runner holds one interpretation's scratch: frames (one per block, reused
@@ -50,10 +58,15 @@ type runner struct {
 	taskBuf    []stages.TaskID
 	exprErr    evalErr
 	err        error
+	// did is what the run did, counted as the sizer counts it: tasks
+	// submitted, and work (tasks, loop iterations, task list elements
+	// declared or set). A Graph body run during the call adds to its
+	// caller's.
+	did *cost
 }
 
 func (m *Model) newRunner(f *form) *runner {
-	return &runner{model: m, form: f, frames: make([]*frame, len(m.blocks)+1)}
+	return &runner{model: m, form: f, frames: make([]*frame, len(m.blocks)+1), did: &cost{}}
 }
 
 // getRunner reuses a runner (its frames and buffers) from an earlier Run, so
@@ -61,6 +74,7 @@ func (m *Model) newRunner(f *form) *runner {
 func (m *Model) getRunner(f *form) *runner {
 	if r, ok := m.runners.Get().(*runner); ok {
 		r.form, r.err, r.exprErr = f, nil, evalErr{}
+		*r.did = cost{}
 		return r
 	}
 	return m.newRunner(f)
@@ -231,8 +245,12 @@ func (r *runner) body(o stages.Submitter, fr *frame, ops []*op) {
 		}
 		switch op.kind {
 		case opAlloc:
+			r.did.tasks++
+			r.did.work++
 			r.alloc(o, fr, op)
 		case opTask:
+			r.did.tasks++
+			r.did.work++
 			t := op.task[0]
 			if len(op.task) > 1 {
 				t = op.task[fr.env[fr.block.variantSlot]]
@@ -255,6 +273,7 @@ func (r *runner) body(o stages.Submitter, fr *frame, ops []*op) {
 				}
 			}
 			for v := from; v < to && r.err == nil; {
+				r.did.work++
 				fr.env[op.loopSlot] = v
 				r.body(o, fr, op.body)
 				if v > math.MaxInt64-step {

@@ -249,8 +249,11 @@ func (r *runner) graphBody(cf *frame) {
 	m, cb := r.model, cf.block
 	// The form is read when the body runs (Body) or is detached (Detach),
 	// not when the closures are made: a pooled runner serves every form.
-	run := func(f *form, key string, env []int64, tensorArgs []stages.View, taskParams [][]stages.TaskID, slotOf, scalarOf [][]int32, bo stages.Submitter, b *stages.Boundary) error {
+	run := func(f *form, key string, env []int64, tensorArgs []stages.View, taskParams [][]stages.TaskID, slotOf, scalarOf [][]int32, did *cost, bo stages.Submitter, b *stages.Boundary) error {
 		br := m.newRunner(f)
+		if did != nil {
+			br.did = did
+		}
 		bf := newFrame(cb)
 		copy(bf.env, env)
 		copy(bf.tensorArgs, tensorArgs)
@@ -262,7 +265,8 @@ func (r *runner) graphBody(cf *frame) {
 		return nil
 	}
 	cf.graphCall.Body = func(bo stages.Submitter, b *stages.Boundary) error {
-		err := run(r.form, cf.graphCall.Key, cf.env, cf.tensorArgs, cf.taskParams, cf.graphSlotOf, cf.graphScalarOf, bo, b)
+		// Run during the call: what the body does is the caller's run's.
+		err := run(r.form, cf.graphCall.Key, cf.env, cf.tensorArgs, cf.taskParams, cf.graphSlotOf, cf.graphScalarOf, r.did, bo, b)
 		if be, ok := err.(*BodyError); ok && r.err == nil {
 			// Run inline, during Run: the run fails with the body's error
 			// whatever the Submitter does with it.
@@ -280,7 +284,7 @@ func (r *runner) graphBody(cf *frame) {
 		}
 		slotOf, scalarOf := clone2(cf.graphSlotOf), clone2(cf.graphScalarOf)
 		return func(bo stages.Submitter, b *stages.Boundary) error {
-			return run(f, key, env, tensorArgs, taskParams, slotOf, scalarOf, bo, b)
+			return run(f, key, env, tensorArgs, taskParams, slotOf, scalarOf, nil, bo, b)
 		}
 	}
 }

@@ -74,14 +74,21 @@ func (m *Model) size(form string, limit int64) (int64, error) {
 	if f == nil {
 		return 0, fmt.Errorf("config: model %s has %w %q", m.Name, ErrNoForm, form)
 	}
+	n, err := m.sizeCost(f, limit)
+	return n.tasks, err
+}
+
+// sizeCost is what one pass of form f costs, tasks and work, as the runner
+// counts what it did (runner.did).
+func (m *Model) sizeCost(f *form, limit int64) (cost, error) {
 	s := &sizer{m: m, limit: limit}
 	env := make([]int64, m.program.envSize)
 	copy(env, f.params)
 	n := s.ops(m.program, env, m.program.body)
 	if s.err != nil && s.isOver {
-		return n.tasks, &overError{err: s.err, limit: limit}
+		return n, &overError{err: s.err, limit: limit}
 	}
-	return n.tasks, s.err
+	return n, s.err
 }
 
 // overError is size's error when the pass crosses the bound, as opposed to
@@ -318,6 +325,19 @@ func bodyVaries(ops []*op, slot int) bool {
 				if reads(x) {
 					return true
 				}
+			}
+		}
+		// A task list's size, a set's run of elements: work that changes
+		// with the slot (issue 35: tasks: {L: "i*256+1"} in a loop of 4000
+		// was multiplied out as its first iteration's).
+		for _, d := range o.taskDecls {
+			if reads(d.size) {
+				return true
+			}
+		}
+		for _, st := range o.sets {
+			if reads(st.target.count) {
+				return true
 			}
 		}
 		if o.call != nil {

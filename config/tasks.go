@@ -383,6 +383,7 @@ func (r *runner) declareTasks(fr *frame, op *op) {
 			r.failAt(op.line, "tasks."+fr.block.taskLists[d.list], d.size.src, "task list %s: size %d (want 1 to %d)", fr.block.taskLists[d.list], n, maxTaskList)
 			return
 		}
+		r.did.work += n
 		s := fr.taskLists[d.list][:0]
 		for range n {
 			s = append(s, stages.NoTask)
@@ -406,6 +407,9 @@ func (r *runner) setTasks(fr *frame, op *op) {
 			}
 		}
 		r.taskBuf = buf
+		if s.target.count != nil {
+			r.did.work += max(r.eval(s.target.count, fr, s.line), 0)
+		}
 		r.store(fr, s.target, buf, s.line)
 	}
 }

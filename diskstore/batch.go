@@ -64,8 +64,8 @@ func (s *Store) PutBatch(items []Item) (int, error) {
 		switch {
 		case have || seen[it.Def.FullKey]:
 			stored++
-		case len(it.Model) > math.MaxUint16 || len(it.Def.Key) > math.MaxUint16 || len(it.Image) > math.MaxUint32:
-			errs = append(errs, fmt.Errorf("definition store: %q (model %.40q...): a model or key of more than 64 KiB, or an image of more than 4 GiB, does not fit a pack record", it.Def.Key, it.Model))
+		case len(it.Model) > math.MaxUint16 || len(it.Def.Key) > math.MaxUint16 || len(it.Image) > maxImageBytes:
+			errs = append(errs, fmt.Errorf("definition store: %q (model %.40q...): a model or key of more than 64 KiB, or an image of more than %d bytes, does not fit a pack record", it.Def.Key, it.Model, maxImageBytes))
 		default:
 			seen[it.Def.FullKey] = true
 			todo = append(todo, it)

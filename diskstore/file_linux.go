@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"syscall"
 	"time"
 
@@ -163,3 +164,22 @@ func retry(f func() error) error {
 
 // noFile is no open file.
 var noFile = rfile{-1}
+
+// links is how many names the file of st has (a planted hard link has two).
+func links(st fs.FileInfo) uint64 {
+	if s, ok := st.Sys().(*syscall.Stat_t); ok {
+		return uint64(s.Nlink)
+	}
+	return 1
+}
+
+// sparse reports whether the file has far fewer bytes on disk than its
+// length claims: hbg never writes a sparse pack, and a 52 KB file that
+// declares 16 GiB of images must not be read as 16 GiB of zeros.
+func (f rfile) sparse() bool {
+	var s unix.Stat_t
+	if err := retry(func() error { return unix.Fstat(f.fd, &s) }); err != nil {
+		return false
+	}
+	return s.Size > sparseSlack && s.Blocks*512 < s.Size/2
+}

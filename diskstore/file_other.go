@@ -123,3 +123,9 @@ func readDirNames(path string) ([]string, error) {
 
 // noFile is no open file.
 var noFile = rfile{}
+
+// links is 1 where the platform does not say.
+func links(fs.FileInfo) uint64 { return 1 }
+
+// sparse is false where the platform does not say.
+func (rfile) sparse() bool { return false }

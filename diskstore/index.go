@@ -153,6 +153,9 @@ func (s *Store) readPack(name string, intern map[string]string) (*pack, string, 
 	if !st.regular {
 		return nil, notOurs, nil
 	}
+	if f.sparse() {
+		return nil, fmt.Sprintf("a sparse file (%d bytes long, far fewer on disk): hbg never writes one", st.size), nil
+	}
 	es, reason, err := readTOC(f, st.size, intern)
 	switch {
 	case errors.Is(err, errForeign):

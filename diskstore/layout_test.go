@@ -17,7 +17,11 @@ func TestLayoutRefused(t *testing.T) {
 				dir, outside := t.TempDir(), t.TempDir()
 				planted := filepath.Join(outside, "precious")
 				write(t, planted, []byte("not the store's"))
+				open(t, dir, 0).Close() // hbg's store, marker and all
 				p := filepath.Join(dir, sub)
+				if err := os.RemoveAll(p); err != nil {
+					t.Fatal(err)
+				}
 				if kind == "symlink" {
 					if err := os.Symlink(outside, p); err != nil {
 						t.Fatal(err)

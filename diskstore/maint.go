@@ -1,6 +1,7 @@
 package diskstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -21,6 +22,7 @@ var errBusy = errors.New("definition store is busy")
 // index/ (legacyDirs).
 type leftover struct {
 	tmp, quarantine, legacy []string // paths relative to the store
+	foreign                 []string // names hbg's layout never makes: left alone
 	bytes                   int64    // all of them but tmp/'s
 }
 
@@ -38,6 +40,10 @@ func (s *Store) leftovers() (*leftover, error) {
 		}
 		for _, de := range des {
 			rel := filepath.Join(sub, de.Name())
+			if !ownName(sub, de.Name()) {
+				lo.foreign = append(lo.foreign, rel)
+				continue
+			}
 			switch sub {
 			case "tmp":
 				lo.tmp = append(lo.tmp, rel)
@@ -169,7 +175,12 @@ type VerifyReport struct {
 // Verify checks every pack and every record in it, images whole, reading
 // without changing anything (a bad pack is moved aside when a load meets
 // it, or removed by gc).
-func (s *Store) Verify() (*VerifyReport, error) {
+func (s *Store) Verify() (*VerifyReport, error) { return s.VerifyContext(context.Background()) }
+
+// VerifyContext is Verify, ended early (with ctx's error) when ctx is: it
+// checks ctx before each record, so a store of large images stops within
+// one image's check.
+func (s *Store) VerifyContext(ctx context.Context) (*VerifyReport, error) {
 	names, err := readDirNames(s.packDir)
 	if err != nil {
 		return nil, err
@@ -180,6 +191,9 @@ func (s *Store) Verify() (*VerifyReport, error) {
 		return nil, err
 	}
 	r := &VerifyReport{Temp: len(lo.tmp), Quarantined: len(lo.quarantine), Legacy: len(lo.legacy), Bytes: lo.bytes}
+	for _, rel := range lo.foreign {
+		r.Problems = append(r.Problems, Problem{filepath.Join(s.dir, rel), "not one hbg wrote (a name its layout never makes): gc leaves it; remove it by hand"})
+	}
 	var good []*pack
 	for _, n := range names {
 		path := s.packDir + n
@@ -197,7 +211,7 @@ func (s *Store) Verify() (*VerifyReport, error) {
 		}
 		r.Bytes += p.size
 		r.Entries += len(p.entries)
-		probs, images, err := s.verifyPack(p)
+		probs, images, err := s.verifyPack(ctx, p)
 		if err != nil {
 			return nil, err
 		}
@@ -217,7 +231,7 @@ func (s *Store) Verify() (*VerifyReport, error) {
 // table of contents, and its image in full (stages.DecodeDefinition, which
 // checks what the device would). It returns what is wrong, and how many
 // images it checked.
-func (s *Store) verifyPack(p *pack) ([]string, int, error) {
+func (s *Store) verifyPack(ctx context.Context, p *pack) ([]string, int, error) {
 	f, err := openFile(s.packDir + p.name)
 	if err != nil {
 		return []string{err.Error()}, 0, nil
@@ -233,6 +247,9 @@ func (s *Store) verifyPack(p *pack) ([]string, int, error) {
 	var probs []string
 	images := 0
 	for i := range p.entries {
+		if err := ctx.Err(); err != nil {
+			return nil, images, fmt.Errorf("definition store: verify: %w", err)
+		}
 		e := &p.entries[i]
 		rec := make([]byte, e.recLen())
 		if err := f.readFullAt(rec, e.off); err != nil {
@@ -274,6 +291,9 @@ type GCReport struct {
 	// duplicate packs, leftovers of killed writers, files moved aside, an
 	// earlier layout's files, and packs that do not read.
 	Shadowed, Temp, Quarantined, Legacy, BadPacks int
+	// Unreadable are packs moved aside (then removed) for an image that
+	// does not check in full, their good records stored again.
+	Unreadable int
 }
 
 // GC brings the store under max bytes (0: the store's limit): it removes
@@ -281,11 +301,55 @@ type GCReport struct {
 // files, packs that do not read, and packs every entry of which another
 // pack holds), then evicts the least recently used packs that no pass
 // pins. It waits for writers to finish.
-func (s *Store) GC(max int64) (*GCReport, error) {
+//
+// gc checks every image in full first, as verify does, and moves aside a
+// pack with an image the device would refuse (keeping its good records),
+// so a store that fails runs is mended by gc alone.
+func (s *Store) GC(max int64) (*GCReport, error) { return s.GCContext(context.Background(), max) }
+
+// GCContext is GC, whose check of every image ends early (with ctx's
+// error, nothing removed) when ctx is.
+func (s *Store) GCContext(ctx context.Context, max int64) (*GCReport, error) {
 	if max <= 0 {
 		max = s.max
 	}
-	return s.evict(max, true, true)
+	unreadable, err := s.moveUnreadable(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.evict(max, true, true)
+	if r != nil {
+		r.Unreadable = unreadable
+	}
+	return r, err
+}
+
+// moveUnreadable moves aside each pack of the index with a record that
+// does not check in full; it returns how many.
+func (s *Store) moveUnreadable(ctx context.Context) (int, error) {
+	if _, err := s.refresh(true); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	packs := make([]*pack, 0, len(s.packs))
+	for _, p := range s.packs {
+		packs = append(packs, p)
+	}
+	s.mu.Unlock()
+	n := 0
+	for _, p := range packs {
+		probs, _, err := s.verifyPack(ctx, p)
+		if err != nil {
+			return n, err
+		}
+		if len(probs) > 0 {
+			// No key of the pack is excluded from salvage (0 is no
+			// full_key a recording makes): each good record is kept.
+			s.reject(0, probs[0], p)
+			n++
+		}
+	}
+	return n, nil
 }
 
 // evict brings the store under max bytes, under the exclusive store lock

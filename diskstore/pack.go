@@ -43,6 +43,14 @@ const (
 	// maxTOC bounds the table of contents a reader allocates: far beyond
 	// what the largest pack a store writes (maxPackBytes) holds.
 	maxTOC = 64 << 20
+	// maxImageBytes bounds one image a reader allocates, whatever a table
+	// of contents declares: a Definition of 10^5 nodes is a few MB, and a
+	// pack's lengths are checked only against the file's size, which a
+	// sparse file makes as large as it likes.
+	maxImageBytes = 256 << 20
+	// sparseSlack is the size below which a pack is never called sparse
+	// (a small file's last block may be partly empty).
+	sparseSlack = 1 << 20
 )
 
 // packEntry is one record of a pack, as its table of contents says.
@@ -215,6 +223,9 @@ func parseTOC(toc []byte, tocSum uint64, tocOff int64, count int, intern map[str
 		}
 		toc = toc[8+n:]
 		e.off = off
+		if e.imageLen > maxImageBytes {
+			return nil, fmt.Sprintf("table of contents declares record %d's image as %d bytes, over the %d an image may have", i, e.imageLen, maxImageBytes)
+		}
 		if off != next || off+e.recLen() > tocOff {
 			return nil, fmt.Sprintf("table of contents places record %d (%d bytes) at %d, want %d, before %d", i, e.recLen(), off, next, tocOff)
 		}

@@ -5,6 +5,8 @@
 //
 // Layout of a store directory:
 //
+//	HBG-STORE             the marker: a directory is a store when it holds it
+//	                      (marker.go says when one is written or refused)
 //	lock                  held shared by writers, exclusive by eviction and gc
 //	packs/<name>.hbgp     a pack: the Definitions one batch stored, each a
 //	                      record (its entry: full_key, content hash, image
@@ -193,6 +195,9 @@ type Store struct {
 	lock *storeLock
 	// packDir ends with a separator.
 	packDir string
+	// strict: the device refused an image this store gave (Quarantine),
+	// so each load checks its image in full.
+	strict atomic.Bool
 
 	// scanMu serializes refreshes; mu guards what follows.
 	scanMu sync.Mutex
@@ -302,8 +307,8 @@ var (
 
 // openLayout makes (or checks) the store's directories and opens its root.
 func openLayout(dir string) (*os.Root, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("definition store: %w", err)
+	if err := claim(dir); err != nil {
+		return nil, err
 	}
 	for _, sub := range append(slices.Clone(storeDirs), legacyDirs...) {
 		p := filepath.Join(dir, sub)
@@ -358,15 +363,32 @@ func kindOf(m fs.FileMode) string {
 // empty directory goes too: remove never recurses, so it deletes nothing
 // else.
 func (s *Store) remove(rel string) (int64, error) {
+	sub, name := filepath.Split(rel)
+	sub = filepath.Clean(sub)
+	if name == "" || (sub == "." && !slices.Contains(legacyDirs, name)) || (sub != "." && !ownName(sub, name)) {
+		return 0, fmt.Errorf("definition store: not removing %s: %w", rel, errNotOwn)
+	}
 	st, err := s.root.Lstat(rel)
 	if err != nil {
 		return 0, err
 	}
-	if !st.Mode().IsRegular() && !st.IsDir() {
+	switch {
+	case st.IsDir(): // only when empty: Remove never recurses
+	case !st.Mode().IsRegular():
 		return 0, fmt.Errorf("definition store: not removing %s: %w (a %s)", rel, errNotRegular, kindOf(st.Mode()))
+	case links(st) != 1 && sub != "tmp":
+		// A hard link to a file elsewhere: the store does not own what
+		// it points at. (A pack being written has a second name once it
+		// is linked into packs/, and a writer killed then leaves it so:
+		// removing a name under tmp/ never changes the file.)
+		return 0, fmt.Errorf("definition store: not removing %s: %w (%d links)", rel, errNotOwn, links(st))
 	}
 	return st.Size(), s.root.Remove(rel)
 }
+
+// errNotOwn: a file whose name hbg's layout does not make, or that has
+// another name outside the store: maintenance leaves it.
+var errNotOwn = errors.New("not a file of hbg's store")
 
 func hex16(v uint64) string {
 	var b [16]byte
@@ -500,6 +522,11 @@ func (fd *Found) Load(model string) (*Loaded, error) {
 	}
 	img := rec[n:]
 	def, written, reason := checkImage(img, fullKey, e)
+	if reason == "" && s.strict.Load() {
+		if _, err := decodeFull(img); err != nil {
+			reason = fmt.Sprintf("image %016x: %v", e.hash, err)
+		}
+	}
 	if reason != "" {
 		return nil, s.reject(fullKey, "pack "+p.name+": "+reason, p)
 	}
@@ -507,7 +534,7 @@ func (fd *Found) Load(model string) (*Loaded, error) {
 	// so that loading a store that is in use writes nothing to it.
 	now := time.Now()
 	mod := st.mod
-	if now.Sub(st.mod) > touchEvery && f.touch(now) == nil {
+	if st.nlink == 1 && now.Sub(st.mod) > touchEvery && f.touch(now) == nil {
 		mod = now
 	}
 	s.mu.Lock()
@@ -610,8 +637,13 @@ func (s *Store) salvage(p *pack, fullKey uint64) []Item {
 		if reason != "" || !sameRecord(&got, e) || int64(n) != e.imageOff() {
 			continue
 		}
+		// Checked in full, as the device reads it: a pack is moved aside
+		// also for an image the device refused, and its neighbours,
+		// written by the same batch, may be as bad.
 		if def, _, reason := checkImage(rec[n:], e.fullKey, e); reason == "" {
-			keep = append(keep, Item{Def: def, Image: rec[n:], Model: e.model})
+			if _, err := decodeFull(rec[n:]); err == nil {
+				keep = append(keep, Item{Def: def, Image: rec[n:], Model: e.model})
+			}
 		}
 	}
 	return keep
@@ -621,6 +653,9 @@ func (s *Store) salvage(p *pack, fullKey uint64) []Item {
 // its new path relative to the store ("" when it is not there: another
 // process moved it already).
 func (s *Store) moveAside(rel string) string {
+	if sub, name := filepath.Split(rel); !ownName(filepath.Clean(sub), name) {
+		return ""
+	}
 	stamp := time.Now().UTC().Format("20060102T150405.000000000")
 	dst := filepath.Join("quarantine", filepath.Base(rel)+"."+stamp)
 	if err := s.root.Rename(rel, dst); err != nil {
@@ -633,7 +668,13 @@ func (s *Store) moveAside(rel string) string {
 // it bad does: for an entry whose image the host's checks took and the
 // device then refused. Its other entries become misses. It returns what it
 // moved (nil when there was no entry).
+//
+// A refusal makes the store strict: from then on a load checks each image
+// in full, as the device does, so the other images a bad batch or a bad
+// writer left are refused on load, in one pass, rather than one at a
+// device launch each.
 func (s *Store) Quarantine(fullKey uint64, reason string) *Rejected {
+	s.strict.Store(true)
 	p, _, ok := s.lookup(fullKey)
 	if !ok {
 		return nil

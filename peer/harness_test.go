@@ -3,6 +3,8 @@ package peer
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,9 +20,10 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 
 	"github.com/hbg-dev/hbg/actors"
+	"github.com/hbg-dev/hbg/authn"
 	"github.com/hbg-dev/hbg/config"
 	"github.com/hbg-dev/hbg/config/models"
-	"github.com/hbg-dev/hbg/remote/authn"
+	"github.com/hbg-dev/hbg/peer/defsig"
 	"github.com/hbg-dev/hbg/stages"
 	"github.com/hbg-dev/hbg/trace"
 )
@@ -125,7 +128,7 @@ var host = sync.OnceValues(func() (*actor.ActorSystem, error) {
 // stamped is a remote's configuration as a node's: every message it
 // receives stamped with its connection (package authn).
 func stamped() *remote.Config {
-	server, dial, err := authn.Options(authn.Files{}, 16<<20, authn.Conns{})
+	server, dial, err := authn.Options(authn.Files{}, 16<<20, authn.Conns{}, authn.Guard{})
 	if err != nil {
 		panic(err)
 	}
@@ -150,13 +153,15 @@ type nodeSpec struct {
 	AskTimeout   time.Duration `json:"ask_timeout,omitempty"`
 	ClaimTimeout time.Duration `json:"claim_timeout,omitempty"`
 	StoreDir     string        `json:"store_dir,omitempty"`
-	// onRefused hears a local node's refusals.
+	// onRefused hears a local node's refusals; verifier checks a local
+	// node's fetched images' signatures.
 	onRefused func(Refused)
+	verifier  *defsig.Verifier
 }
 
 func startNode(sys *actor.ActorSystem, spec nodeSpec) (*node, error) {
 	nd := &node{sys: sys, addr: sys.Address()}
-	pc := Config{AskTimeout: spec.AskTimeout, ClaimTimeout: spec.ClaimTimeout, OnRefused: spec.onRefused}
+	pc := Config{AskTimeout: spec.AskTimeout, ClaimTimeout: spec.ClaimTimeout, OnRefused: spec.onRefused, Verifier: spec.verifier}
 	if o := spec.Owner; o != "" {
 		pc.owner = func(uint64) string { return o }
 	}
@@ -231,6 +236,10 @@ type command struct {
 	Round int      `json:"round"`
 	// Mode is how a bad peer spoils its images (badImage).
 	Mode string `json:"mode"`
+	// SignCert and SignKey (DER: certificate, PKCS#8 key), when set, make
+	// a bad peer sign what it sends (signedAnswer).
+	SignCert []byte `json:"sign_cert,omitempty"`
+	SignKey  []byte `json:"sign_key,omitempty"`
 	// Owner and FullKey: hold asks Owner for FullKey and keeps the claim.
 	Owner   string `json:"owner"`
 	FullKey uint64 `json:"full_key"`
@@ -255,7 +264,8 @@ func nodeHost(in io.Reader, out io.Writer) int {
 	var nd *node
 	var mode struct {
 		sync.Mutex
-		name string
+		name   string
+		signer *defsig.Signer
 	}
 	sc := bufio.NewScanner(in)
 	for sc.Scan() {
@@ -276,7 +286,16 @@ func nodeHost(in io.Reader, out io.Writer) int {
 		case "bad":
 			mode.Lock()
 			first := mode.name == ""
-			mode.name = c.Mode
+			mode.name, mode.signer = c.Mode, nil
+			if c.SignCert != nil {
+				k, err := x509.ParsePKCS8PrivateKey(c.SignKey)
+				if err == nil {
+					mode.signer, err = defsig.NewSigner(tls.Certificate{Certificate: [][]byte{c.SignCert}, PrivateKey: k})
+				}
+				if err != nil {
+					r.Err = err.Error()
+				}
+			}
 			mode.Unlock()
 			if first {
 				ref, err := dsv4Reference()
@@ -287,9 +306,9 @@ func nodeHost(in io.Reader, out io.Writer) int {
 				_, err = sys.Root.SpawnNamed(actor.PropsFromFunc(func(ctx actor.Context) {
 					if a, ok := ctx.Message().(*Ask); ok && ctx.Sender() != nil {
 						mode.Lock()
-						m := mode.name
+						m, sg := mode.name, mode.signer
 						mode.Unlock()
-						ctx.Send(ctx.Sender(), badImage(ref, m, a))
+						ctx.Send(ctx.Sender(), signedAnswer(ref, m, sg, a))
 					}
 				}), ActorName)
 				if err != nil {
@@ -359,6 +378,30 @@ func badImage(ref *reference, mode string, a *Ask) *Answer {
 		hash = stages.DefinitionHash(img)
 	}
 	return &Answer{Id: a.Id, FullKey: a.FullKey, Result: &Answer_Image{Image: &Image{Image: img, ContentHash: hash, FormatVersion: stages.DefinitionVersion}}}
+}
+
+// signedAnswer is badImage's answer signed by sg (when set): mode
+// "other-bytes" sends the chain forgery with a signature over the true
+// image's content hash; any other mode signs what it sends.
+func signedAnswer(ref *reference, mode string, sg *defsig.Signer, a *Ask) *Answer {
+	if mode == "other-bytes" {
+		mode = "chain"
+	}
+	ans := badImage(ref, mode, a)
+	if sg == nil {
+		return ans
+	}
+	img := ans.GetImage()
+	hash := img.ContentHash
+	if mode == "chain" {
+		hash = stages.DefinitionHash(ref.images[a.FullKey])
+	}
+	sig, err := sg.Sign(a.FullKey, hash, stages.DefinitionVersion)
+	if err != nil {
+		panic(err) // the test's own key
+	}
+	img.Signature, img.SignerCert = sig.Sig, sig.Cert
+	return ans
 }
 
 // chain is a forgery of img: every node also waits for the one before it

@@ -50,10 +50,20 @@
 // recorded locally. The owner checks a Published image the same way before
 // it serves it. None of that proves the image right: its sender made its
 // hash, and a Definition with extra fanin edges decodes, keeps the pass's
-// digest and runs slower. So the asker also records the Definition once
-// itself and takes the image only if the content hashes match
-// (actors.FetchResult.Trusted, unless Config.TrustPeers); a match is kept
-// in its store, memory and disk, like one it recorded. An Answer is taken
+// digest and runs slower. What proves it is a signature: the node that
+// records a Definition signs (full_key, content hash, format version) with
+// its TLS key (package peer/defsig), and the asker replays the image
+// without recording it (actors.FetchResult.Trusted) only when that
+// signature verifies against a recorder certificate of the cluster's CA,
+// valid now and not revoked. An image that fails (unsigned, a stranger's,
+// revoked, expired, or a signature over other bytes) is dropped, refused
+// (Config.OnRefused) and recorded here. Without TLS there is nothing to
+// verify against: the asker records the Definition once itself and takes
+// the image only if the content hashes match, as it does with
+// Config.Rerecord for every image; a match is kept in its store, memory
+// and disk, like one it recorded. An owner that serves an image from its
+// own store on disk signs it as it sends it (it vouches for its own
+// store; the store on disk does not keep signatures). An Answer is taken
 // only from the node asked: ask ids are random, and the connection must
 // speak for the owner's host (its certificate's names, or without TLS its
 // IP address).
@@ -81,6 +91,7 @@ import (
 
 	"github.com/hbg-dev/hbg/actors"
 	"github.com/hbg-dev/hbg/diskstore"
+	"github.com/hbg-dev/hbg/peer/defsig"
 	"github.com/hbg-dev/hbg/stages"
 	"github.com/hbg-dev/hbg/trace"
 )
@@ -120,10 +131,18 @@ type Config struct {
 	MaxHeld int64
 	// Tracer makes the peer_serve spans; nil traces nothing.
 	Tracer *trace.Tracer
-	// TrustPeers keeps a fetched image without recording it here to check
-	// it (actors.FetchResult.Trusted): for clusters whose every node the
-	// operator trusts.
-	TrustPeers bool
+	// Signer signs the images this node records or serves from its own
+	// store (nil: it signs nothing; its peers record what it sends).
+	// Verifier checks the signatures of images from peers: an image whose
+	// signature verifies is replayed without recording it here
+	// (actors.FetchResult.Trusted); any other is dropped and recorded here.
+	// Nil Verifier (no TLS): no image from a peer is trusted, each is
+	// checked by recording it here (stages.Store.FetchCheck).
+	Signer   *defsig.Signer
+	Verifier *defsig.Verifier
+	// Rerecord (the paranoid's flag) checks even a well-signed image by
+	// recording it here once and comparing content hashes.
+	Rerecord bool
 	// OnRefused, if set, hears every message the node refused (from
 	// the node's actor: it must not block).
 	OnRefused func(Refused)
@@ -305,4 +324,19 @@ func checkImage(fullKey uint64, img *Image) error {
 		return fmt.Errorf("image is full_key %016x, want %016x", def.FullKey, fullKey)
 	}
 	return nil
+}
+
+// sigOf is an image's signature as it travels.
+func sigOf(img *Image) defsig.Signature {
+	return defsig.Signature{Sig: img.GetSignature(), Cert: img.GetSignerCert()}
+}
+
+// verifySig checks an image's signature over the content hash of the bytes
+// it came with (checkImage has checked that hash against the bytes).
+func (c *Config) verifySig(fullKey uint64, img *Image) error {
+	if c.Verifier == nil {
+		return fmt.Errorf("%w (this node has no TLS: no cluster CA to check a signature against)", defsig.ErrUntrusted)
+	}
+	_, err := c.Verifier.Verify(fullKey, stages.DefinitionHash(img.GetImage()), uint16(img.GetFormatVersion()), sigOf(img))
+	return err
 }

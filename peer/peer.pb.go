@@ -237,6 +237,12 @@ type Image struct {
 	Image         []byte                 `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`
 	ContentHash   uint64                 `protobuf:"fixed64,2,opt,name=content_hash,json=contentHash,proto3" json:"content_hash,omitempty"`
 	FormatVersion uint32                 `protobuf:"varint,3,opt,name=format_version,json=formatVersion,proto3" json:"format_version,omitempty"`
+	// signature is the recording node's signature over (full_key,
+	// content_hash, format_version) (package peer/defsig), signer_cert its
+	// certificate (DER); both empty for an unsigned image, which a receiver
+	// never replays without recording it.
+	Signature     []byte `protobuf:"bytes,4,opt,name=signature,proto3" json:"signature,omitempty"`
+	SignerCert    []byte `protobuf:"bytes,5,opt,name=signer_cert,json=signerCert,proto3" json:"signer_cert,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -290,6 +296,20 @@ func (x *Image) GetFormatVersion() uint32 {
 		return x.FormatVersion
 	}
 	return 0
+}
+
+func (x *Image) GetSignature() []byte {
+	if x != nil {
+		return x.Signature
+	}
+	return nil
+}
+
+func (x *Image) GetSignerCert() []byte {
+	if x != nil {
+		return x.SignerCert
+	}
+	return nil
 }
 
 // Grant makes the asker the cluster's recorder of the key: it records it,
@@ -505,11 +525,14 @@ const file_peer_proto_rawDesc = "" +
 	"\x05image\x18\x03 \x01(\v2\x0f.hbg.peer.ImageH\x00R\x05image\x12'\n" +
 	"\x05grant\x18\x04 \x01(\v2\x0f.hbg.peer.GrantH\x00R\x05grant\x12-\n" +
 	"\arefusal\x18\x05 \x01(\v2\x11.hbg.peer.RefusalH\x00R\arefusalB\b\n" +
-	"\x06result\"g\n" +
+	"\x06result\"\xa6\x01\n" +
 	"\x05Image\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\fR\x05image\x12!\n" +
 	"\fcontent_hash\x18\x02 \x01(\x06R\vcontentHash\x12%\n" +
-	"\x0eformat_version\x18\x03 \x01(\rR\rformatVersion\"\a\n" +
+	"\x0eformat_version\x18\x03 \x01(\rR\rformatVersion\x12\x1c\n" +
+	"\tsignature\x18\x04 \x01(\fR\tsignature\x12\x1f\n" +
+	"\vsigner_cert\x18\x05 \x01(\fR\n" +
+	"signerCert\"\a\n" +
 	"\x05Grant\"!\n" +
 	"\aRefusal\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"K\n" +

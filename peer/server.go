@@ -10,8 +10,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/hbg-dev/hbg/actors"
+	"github.com/hbg-dev/hbg/authn"
 	"github.com/hbg-dev/hbg/diskstore"
-	"github.com/hbg-dev/hbg/remote/authn"
+	"github.com/hbg-dev/hbg/peer/defsig"
 	"github.com/hbg-dev/hbg/stages"
 	"github.com/hbg-dev/hbg/trace"
 )
@@ -67,6 +68,9 @@ type held struct {
 	// local: this node recorded it or read it from its own store on disk;
 	// else a peer published it, and whoever takes it checks it first.
 	local bool
+	// sig is the recorder's signature (empty until this node signs its own
+	// image, or when the publisher's did not verify).
+	sig defsig.Signature
 }
 
 // ask is one of this node's requests, open until answered.
@@ -234,9 +238,17 @@ func (s *server) grant(ctx actor.Context, fullKey uint64, c *claim, w waiter) {
 func (s *server) sendImage(ctx actor.Context, w waiter, fullKey uint64, h held) {
 	if w.pid == nil {
 		if a := s.take(w.id); a != nil {
-			a.done(actors.FetchResult{Image: h.image, Hash: h.hash, Peer: h.from, Outcome: "image", Trusted: h.local || s.cfg.TrustPeers})
+			a.done(actors.FetchResult{Image: h.image, Hash: h.hash, Peer: h.from, Outcome: "image", Trusted: h.local || (!s.cfg.Rerecord && !h.sig.Empty())})
 		}
 		return
+	}
+	if h.local && h.sig.Empty() && s.cfg.Signer != nil {
+		// This node's own image (recorded here, or from its own store):
+		// it vouches for the bytes it serves.
+		if sig, err := s.cfg.Signer.Sign(fullKey, h.hash, stages.DefinitionVersion); err == nil {
+			h.sig = sig
+			s.images.put(fullKey, h)
+		}
 	}
 	if len(h.image) > s.cfg.MaxImage {
 		ctx.Send(w.pid, &Answer{Id: w.id, FullKey: fullKey, Result: &Answer_Refusal{Refusal: &Refusal{
@@ -244,7 +256,7 @@ func (s *server) sendImage(ctx actor.Context, w waiter, fullKey uint64, h held) 
 		return
 	}
 	ctx.Send(w.pid, &Answer{Id: w.id, FullKey: fullKey, Result: &Answer_Image{Image: &Image{
-		Image: h.image, ContentHash: h.hash, FormatVersion: stages.DefinitionVersion}}})
+		Image: h.image, ContentHash: h.hash, FormatVersion: stages.DefinitionVersion, Signature: h.sig.Sig, SignerCert: h.sig.Cert}}})
 }
 
 // passClaim gives a key's claim to its next waiter still waiting, or
@@ -279,7 +291,7 @@ func (s *server) answered(ctx actor.Context, m *Answer) {
 	s.take(m.Id)
 	switch r := m.Result.(type) {
 	case *Answer_Image:
-		a.done(actors.FetchResult{Image: r.Image.GetImage(), Hash: r.Image.GetContentHash(), Peer: a.owner, Outcome: "image", Trusted: s.cfg.TrustPeers})
+		s.fetchedImage(ctx, a, r.Image)
 	case *Answer_Grant:
 		s.granted[a.req.FullKey] = true
 		a.done(actors.FetchResult{Peer: a.owner, Outcome: "record"})
@@ -290,6 +302,32 @@ func (s *server) answered(ctx actor.Context, m *Answer) {
 		a.done(actors.FetchResult{Peer: a.owner, Outcome: "fallback",
 			Warning: fmt.Sprintf("node %s, the key's owner, answered nothing usable; recorded here", a.owner)})
 	}
+}
+
+// fetchedImage is an owner's image for one of this node's asks: replayed
+// as it came when its recorder's signature verifies (unless
+// Config.Rerecord); with no TLS, checked by recording it here; otherwise
+// dropped, counted and recorded here: a stranger's, an expired or revoked
+// certificate's, an unsigned image or a signature over other bytes is
+// never replayed.
+func (s *server) fetchedImage(ctx actor.Context, a *ask, img *Image) {
+	fk := a.req.FullKey
+	if err := checkImage(fk, img); err != nil {
+		// The store checks again and counts it rejected.
+		a.done(actors.FetchResult{Image: img.GetImage(), Hash: img.GetContentHash(), Peer: a.owner, Outcome: "image"})
+		return
+	}
+	if s.cfg.Verifier == nil {
+		a.done(actors.FetchResult{Image: img.GetImage(), Hash: img.GetContentHash(), Peer: a.owner, Outcome: "image"})
+		return
+	}
+	if err := s.cfg.verifySig(fk, img); err != nil {
+		s.refuse("signed image", fk, ctx, err.Error())
+		a.done(actors.FetchResult{Peer: a.owner, Outcome: "fallback",
+			Warning: fmt.Sprintf("node %s, the key's owner, sent an image whose signature is refused (%v): recorded here", a.owner, err)})
+		return
+	}
+	a.done(actors.FetchResult{Image: img.GetImage(), Hash: img.GetContentHash(), Peer: a.owner, Outcome: "image", Trusted: !s.cfg.Rerecord})
 }
 
 // localRecorded is this node's recording of a key it asked for: kept and
@@ -307,6 +345,11 @@ func (s *server) localRecorded(ctx actor.Context, m *localRecorded) {
 		return
 	}
 	img := &Image{Image: m.image, ContentHash: stages.DefinitionHash(m.image), FormatVersion: stages.DefinitionVersion}
+	if s.cfg.Signer != nil {
+		if sig, err := s.cfg.Signer.Sign(fk, img.ContentHash, stages.DefinitionVersion); err == nil {
+			img.Signature, img.SignerCert = sig.Sig, sig.Cert
+		}
+	}
 	if owner == m.v.self {
 		s.published(ctx, fk, img, nil, m.v.self)
 		return
@@ -338,7 +381,18 @@ func (s *server) published(ctx actor.Context, fullKey uint64, img *Image, from *
 		s.abandoned(ctx, fullKey, holderAddr(from))
 		return
 	}
-	h := held{image: img.Image, hash: img.ContentHash, from: addr, local: from == nil}
+	h := held{image: img.Image, hash: img.ContentHash, from: addr, local: from == nil, sig: sigOf(img)}
+	if from != nil && s.cfg.Verifier != nil {
+		// A published image is served only with its recorder's signature:
+		// one that does not verify is refused like a bad image.
+		if err := s.cfg.verifySig(fullKey, img); err != nil {
+			s.refuse("Publish", fullKey, ctx, "its signature is refused: "+err.Error())
+			s.abandoned(ctx, fullKey, holderAddr(from))
+			return
+		}
+	} else if from != nil {
+		h.sig = defsig.Signature{} // nothing to check it against: not vouched for
+	}
 	s.images.put(fullKey, h)
 	c := s.claims[fullKey]
 	if c == nil {

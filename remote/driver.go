@@ -25,6 +25,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hbg-dev/hbg/actors"
+	"github.com/hbg-dev/hbg/authn"
 	"github.com/hbg-dev/hbg/config"
 	"github.com/hbg-dev/hbg/trace"
 	"github.com/hbg-dev/hbg/wire"
@@ -206,6 +207,11 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 	if cfg.Listen == "" && cfg.Remote == nil {
 		cfg.Listen = net.JoinHostPort(localHostFor(cfg.Nodes[0]), "0")
 	}
+	if cfg.Remote == nil {
+		if err := checkOwnName(cfg.Transport, cfg.Listen, cfg.Advertise); err != nil {
+			return nil, fmt.Errorf("remote: driver: %w", err)
+		}
+	}
 	rem := cfg.Remote
 	if rem == nil {
 		if rem, err = startRemote(sys, cfg.Listen, cfg.Advertise, cfg.Transport, cfg.RemoteOptions); err != nil {
@@ -235,6 +241,15 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 	rt.sub = sys.EventStream.Subscribe(func(ev any) {
 		if e, ok := ev.(*paremote.EndpointTerminatedEvent); ok {
 			rt.lostAddr(e.Address, func(placed bool) string {
+				// The node's guard says why it ended the stream (a
+				// message over its limit, a refused batch); its
+				// connection limits, on a new connection.
+				if r := authn.LastRefusal(e.Address); r != "" {
+					return "it refused this driver: " + r
+				}
+				if r := authn.Refusal(e.Address, time.Second); r != "" {
+					return "it refused this driver's connection: " + r
+				}
 				if !placed {
 					// It never answered its placement: nothing listens
 					// there, or it went before it answered.
@@ -318,6 +333,9 @@ func (rt *Runtime) place(i int) error {
 		// up but cannot reach it looks the same from here.
 		return lost(fmt.Sprintf("no answer within %v (--node-timeout) to spawning the run's ranks, at this driver's %s: %v",
 			rt.cfg.NodeTimeout, rt.sys.Address(), err))
+	}
+	if resp.GetStatusCode() == paremote.ResponseStatusCodeUNAVAILABLE.ToInt32() {
+		return fmt.Errorf("node %s: spawning the run's ranks: %w: the node holds its limit of them (--max-unplaced), or this driver's share of it", ns.addr, ErrTooManyUnplaced)
 	}
 	if resp.GetStatusCode() != 0 || resp.GetPid() == nil {
 		return fmt.Errorf("node %s: spawning the run's ranks (kind %s): status %d", ns.addr, Kind, resp.GetStatusCode())
@@ -413,13 +431,19 @@ func probeAll(cfg Config) error {
 	return errors.Join(errs...)
 }
 
+// maxBeat bounds the heartbeat's interval, well inside a node's
+// DefaultPlacementIdle.
+const maxBeat = 30 * time.Second
+
 // heartbeat pings node i's host every quarter of NodeTimeout; a ping not
 // answered within three quarters of it loses the node, so a node that
 // stops answering fails its passes about NodeTimeout after its last word.
 func (rt *Runtime) heartbeat(i int) {
 	defer rt.beats.Done()
 	ns := rt.nodes[i]
-	t := time.NewTicker(rt.cfg.NodeTimeout / 4)
+	// At most maxBeat apart: a node releases a placement whose driver is
+	// silent for its --placement-idle.
+	t := time.NewTicker(min(rt.cfg.NodeTimeout/4, maxBeat))
 	defer t.Stop()
 	wait := rt.cfg.NodeTimeout * 3 / 4
 	for seq := uint64(1); ; seq++ {

@@ -12,8 +12,8 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/hbg-dev/hbg/actors"
+	"github.com/hbg-dev/hbg/authn"
 	"github.com/hbg-dev/hbg/config"
-	"github.com/hbg-dev/hbg/remote/authn"
 	"github.com/hbg-dev/hbg/trace"
 	"github.com/hbg-dev/hbg/wire"
 )
@@ -42,6 +42,8 @@ type host struct {
 	conn authn.Conn
 	// token is the placement's (wire.Place.Token), in every answer.
 	token []byte
+	// heard is when the driver last sent anything (the actor's own).
+	heard time.Time
 
 	// passes are the passes accepted and not yet answered, by the
 	// driver's seq: a CancelPass ends one.
@@ -55,9 +57,14 @@ type host struct {
 	stopErr  error
 }
 
-// unplacedTimeout is how long a host may wait for its placement: the
-// driver's wait for the placement's answer, and a minute more.
-const unplacedTimeout = placeTimeout + time.Minute
+// unplacedTimeout is how long a host may wait for its placement: a driver
+// sends it as soon as the spawn is answered, so a minute is the transfer
+// of the largest model over a slow link.
+const unplacedTimeout = time.Minute
+
+// idleCheck is the host's tick to release a placement whose driver fell
+// silent (NodeConfig.PlacementIdle).
+type idleCheck struct{}
 
 type unplaced struct{}
 
@@ -79,14 +86,45 @@ func (h *host) Receive(ctx actor.Context) {
 			// Nothing placed: the actor holds nothing worth keeping.
 			ctx.Stop(ctx.Self())
 		}
+		if err == nil {
+			h.n.settle(ctx.Self().Id)
+			h.heard = time.Now()
+			h.tickIdle(ctx)
+		}
 	case *wire.PassRequest, *wire.CancelPass, *wire.Ping, *wire.Release:
 		if h.rt == nil || !sameDriver(h.conn, authn.Of(ctx)) {
 			// Not the placing driver's: dropped unanswered (an answer
 			// would go to the driver, who did not ask).
 			return
 		}
+		h.heard = time.Now()
 		h.driverMessage(ctx)
+	case idleCheck:
+		if h.rt == nil || h.stopping() {
+			return
+		}
+		if time.Since(h.heard) < h.n.cfg.PlacementIdle {
+			h.tickIdle(ctx)
+			return
+		}
+		// The driver has sent nothing, not even its heartbeat: its slot
+		// goes back to the node.
+		sctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+		_ = h.shutdown(sctx)
+		cancel()
+		ctx.Stop(ctx.Self())
 	case *actor.Terminated:
+		// Only the driver's own end releases the run: a Terminated from
+		// the wire names whom it likes (a peer node of the run could name
+		// itself), so it must be for the driver this host watches and
+		// come from this process (protoactor's endpoint watcher, when the
+		// driver's connection ends) or over the driver's own connection.
+		if h.rt == nil || !sameActor(m.GetWho(), h.driver) {
+			return
+		}
+		if c := authn.Of(ctx); c.Remote() && !sameDriver(h.conn, c) {
+			return
+		}
 		// The driver is gone: nobody will read these ranks' results.
 		sctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 		_ = h.shutdown(sctx)
@@ -102,6 +140,7 @@ func (h *host) Receive(ctx actor.Context) {
 			ctx.Stop(ctx.Self())
 		}
 	case *actor.Stopping:
+		h.n.settle(ctx.Self().Id)
 		sctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 		_ = h.shutdown(sctx)
 		cancel()
@@ -116,6 +155,17 @@ func (h *host) Receive(ctx actor.Context) {
 // that ends loses the node to its run.
 func sameDriver(placed, c authn.Conn) bool {
 	return placed.Addr == c.Addr && slices.Equal(placed.Names, c.Names)
+}
+
+// sameActor says whether two PIDs name one actor.
+func sameActor(a, b *actor.PID) bool {
+	return a != nil && b != nil && a.GetAddress() == b.GetAddress() && a.GetId() == b.GetId()
+}
+
+// tickIdle asks for the next idle check a quarter of PlacementIdle on.
+func (h *host) tickIdle(ctx actor.Context) {
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	time.AfterFunc(h.n.cfg.PlacementIdle/4, func() { root.Send(self, idleCheck{}) })
 }
 
 // driverMessage is a message of the placing driver's.

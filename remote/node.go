@@ -38,10 +38,11 @@ import (
 	paremote "github.com/asynkron/protoactor-go/remote"
 
 	"github.com/hbg-dev/hbg/actors"
+	"github.com/hbg-dev/hbg/authn"
 	"github.com/hbg-dev/hbg/config"
 	"github.com/hbg-dev/hbg/npu"
 	"github.com/hbg-dev/hbg/peer"
-	"github.com/hbg-dev/hbg/remote/authn"
+	"github.com/hbg-dev/hbg/peer/defsig"
 	"github.com/hbg-dev/hbg/trace"
 	"github.com/hbg-dev/hbg/wire"
 )
@@ -84,9 +85,12 @@ type NodeConfig struct {
 	// on loopback, unless Insecure.
 	Transport Transport
 	Insecure  bool
-	// TrustPeers keeps an image a peer sent (fetched or published) without
-	// recording it here first to check it (peer.Config.TrustPeers).
-	TrustPeers bool
+	// Rerecord checks even a well-signed image from a peer by recording
+	// it here once (peer.Config.Rerecord). With TLS, the node signs what it
+	// records when its certificate has the recorder role, and replays a
+	// peer's image without recording it when its signature verifies
+	// (package peer/defsig).
+	Rerecord bool
 	// OnPeerRefused, if set, hears every peer message the node refused
 	// (peer.Config.OnRefused).
 	OnPeerRefused func(peer.Refused)
@@ -95,6 +99,16 @@ type NodeConfig struct {
 	// MaxPlacements the runs placed at once (DefaultMaxPlacements),
 	// MaxDrivers the drivers they come from (DefaultMaxDrivers).
 	MaxRanks, MaxPlacements, MaxDrivers int
+	// MaxUnplaced bounds the run hosts spawned and not yet placed
+	// (DefaultMaxUnplaced), a quarter of them (at least one) from one
+	// connection: a spawn over it is refused (ErrTooManyUnplaced, said to
+	// the driver as the activator's status), so spawning alone piles
+	// nothing up on the node.
+	MaxUnplaced int
+	// PlacementIdle releases a placed run whose driver has sent nothing
+	// for that long (DefaultPlacementIdle): a driver's heartbeat comes
+	// every quarter of its node timeout, at most maxBeat apart.
+	PlacementIdle time.Duration
 }
 
 // Defaults of a node's limits.
@@ -102,7 +116,12 @@ const (
 	DefaultMaxRanks      = 4096
 	DefaultMaxPlacements = 16
 	DefaultMaxDrivers    = 8
+	DefaultMaxUnplaced   = 64
+	DefaultPlacementIdle = 5 * time.Minute
 )
+
+// ErrTooManyUnplaced is a spawn refused over NodeConfig.MaxUnplaced.
+var ErrTooManyUnplaced = errors.New("too many run hosts waiting for their placement")
 
 // Node hosts ranks for drivers: it serves Kind over protoactor remote until
 // Stop.
@@ -115,9 +134,15 @@ type Node struct {
 	mu      sync.Mutex
 	hosts   map[*host]bool
 	stopped bool
+	// signer and verifier sign and check Definitions (nil without TLS).
+	signer   *defsig.Signer
+	verifier *defsig.Verifier
 	// placing is the placements taken or being built, by their driver's
 	// address: the limits count them.
 	placing map[*host]string
+	// unplaced is the hosts spawned and not yet placed (by actor id), with
+	// the identity of the connection that spawned each.
+	unplaced map[string]string
 }
 
 // StartNode starts protoactor remote on sys, listening on cfg.Listen, and
@@ -126,7 +151,7 @@ func StartNode(sys *actor.ActorSystem, cfg NodeConfig) (*Node, error) {
 	for _, l := range []struct {
 		v *int
 		d int
-	}{{&cfg.MaxRanks, DefaultMaxRanks}, {&cfg.MaxPlacements, DefaultMaxPlacements}, {&cfg.MaxDrivers, DefaultMaxDrivers}} {
+	}{{&cfg.MaxRanks, DefaultMaxRanks}, {&cfg.MaxPlacements, DefaultMaxPlacements}, {&cfg.MaxDrivers, DefaultMaxDrivers}, {&cfg.MaxUnplaced, DefaultMaxUnplaced}} {
 		if *l.v < 0 {
 			return nil, fmt.Errorf("node: limits %d ranks, %d placements, %d drivers: want positive numbers", cfg.MaxRanks, cfg.MaxPlacements, cfg.MaxDrivers)
 		}
@@ -134,10 +159,22 @@ func StartNode(sys *actor.ActorSystem, cfg NodeConfig) (*Node, error) {
 			*l.v = l.d
 		}
 	}
+	if cfg.PlacementIdle <= 0 {
+		cfg.PlacementIdle = DefaultPlacementIdle
+	}
 	if err := checkExposure(cfg.Listen, cfg.Advertise, cfg.Transport, cfg.Insecure); err != nil {
 		return nil, err
 	}
-	n := &Node{sys: sys, cfg: cfg, hosts: map[*host]bool{}, placing: map[*host]string{}}
+	if err := checkOwnName(cfg.Transport, cfg.Listen, cfg.Advertise); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	n := &Node{sys: sys, cfg: cfg, hosts: map[*host]bool{}, placing: map[*host]string{}, unplaced: map[string]string{}}
+	if f := cfg.Transport.TLS; f.On() {
+		var err error
+		if n.signer, n.verifier, err = defsig.Load(f.CertFile, f.KeyFile, f.TrustedCAFile); err != nil {
+			return nil, fmt.Errorf("node: signing Definitions: %w", err)
+		}
+	}
 	rem, err := startRemote(sys, cfg.Listen, cfg.Advertise, cfg.Transport, append(cfg.RemoteOptions, paremote.WithKinds(n.kinds()...)))
 	if err != nil {
 		return nil, err
@@ -150,8 +187,47 @@ func StartNode(sys *actor.ActorSystem, cfg NodeConfig) (*Node, error) {
 // whatever else a node serves its peers.
 func (n *Node) kinds() []*paremote.Kind {
 	return []*paremote.Kind{
-		paremote.NewKind(Kind, actor.PropsFromProducer(func() actor.Actor { return &host{n: n} })),
+		paremote.NewKind(Kind, actor.PropsFromProducer(func() actor.Actor { return &host{n: n} }, actor.WithSpawnFunc(n.spawnHost))),
 	}
+}
+
+// spawnHost spawns a run host for the activator, within MaxUnplaced: a
+// remote spawn is the one thing anyone who connects may ask, and each
+// host holds its actor until its placement or unplacedTimeout.
+func (n *Node) spawnHost(sys *actor.ActorSystem, id string, props *actor.Props, parent actor.SpawnerContext) (*actor.PID, error) {
+	who := ""
+	if c, ok := parent.(actor.Context); ok {
+		who = authn.Of(c).Identity()
+	}
+	per := max(n.cfg.MaxUnplaced/4, 1)
+	n.mu.Lock()
+	k := 0
+	for _, w := range n.unplaced {
+		if w == who {
+			k++
+		}
+	}
+	full := len(n.unplaced) >= n.cfg.MaxUnplaced || k >= per
+	if !full {
+		n.unplaced[id] = who
+	}
+	n.mu.Unlock()
+	if full {
+		// The activator answers the code and does not panic.
+		return nil, &paremote.ActivatorError{Code: paremote.ResponseStatusCodeUNAVAILABLE.ToInt32(), DoNotPanic: true}
+	}
+	pid, err := actor.DefaultSpawner(sys, id, props, parent)
+	if err != nil {
+		n.settle(id)
+	}
+	return pid, err
+}
+
+// settle counts a host out of the unplaced: placed, or gone.
+func (n *Node) settle(id string) {
+	n.mu.Lock()
+	delete(n.unplaced, id)
+	n.mu.Unlock()
 }
 
 // nodeConfig is the runtime a placement's ranks run in on this node: the
@@ -179,7 +255,7 @@ func nodeConfig(n *Node, p *wire.Place) actors.Config {
 	// fails only when the store on disk cannot be opened, which fails the
 	// runtime's own start too, and says why.
 	if nodes := p.GetNodes(); len(nodes) > 1 {
-		pc := peer.Config{StoreDir: n.cfg.StoreDir, StoreMax: n.cfg.StoreMax, Tracer: n.cfg.Tracer, TrustPeers: n.cfg.TrustPeers, OnRefused: n.cfg.OnPeerRefused}
+		pc := peer.Config{StoreDir: n.cfg.StoreDir, StoreMax: n.cfg.StoreMax, Tracer: n.cfg.Tracer, Signer: n.signer, Verifier: n.verifier, Rerecord: n.cfg.Rerecord, OnRefused: n.cfg.OnPeerRefused}
 		if src, err := peer.Attach(n.sys, pc, n.addr, nodes); err == nil {
 			cfg.Peers = src
 		}

@@ -2,6 +2,7 @@ package remote
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -9,7 +10,7 @@ import (
 
 	paremote "github.com/asynkron/protoactor-go/remote"
 
-	"github.com/hbg-dev/hbg/remote/authn"
+	"github.com/hbg-dev/hbg/authn"
 	"github.com/hbg-dev/hbg/wire"
 )
 
@@ -51,13 +52,31 @@ type Transport struct {
 	// (default DefaultMaxConns): one over it is closed at once, and
 	// OnConnRefused, if set, hears its address and the number open. A
 	// connection must finish its handshake within HandshakeTimeout.
-	MaxConns      int
-	OnConnRefused func(addr string, open int)
+	MaxConns int
+	// MaxConnsPerPeer bounds those from one remote IP address (default
+	// DefaultMaxConnsPerPeer): a flood from one address fills its share.
+	MaxConnsPerPeer int
+	// IdleTimeout closes a connection with no stream open for that long
+	// (default DefaultIdleTimeout): a stranger's handshaken, silent one.
+	IdleTimeout   time.Duration
+	OnConnRefused func(addr string, open int, why error)
+	// OnGuard, if set, hears each call or batch the guard refused and
+	// each handler panic it recovered (authn.Guard).
+	OnGuard func(authn.Event)
 }
 
 // DefaultMaxConns bounds a process's connections (Transport.MaxConns): a
 // driver and each peer hold one each.
 const DefaultMaxConns = 1024
+
+// DefaultMaxConnsPerPeer bounds one address's connections: a machine's
+// processes (a driver, nodes, their probes) hold one each to this one.
+const DefaultMaxConnsPerPeer = 32
+
+// DefaultIdleTimeout closes a connection that holds no stream: every
+// peer of protoactor remote holds its message stream open while it is
+// connected, so only a stranger's connection is ever idle.
+const DefaultIdleTimeout = 30 * time.Second
 
 // HandshakeTimeout bounds a connection's TLS handshake and HTTP/2 preface:
 // one that sends nothing holds its slot no longer (gRPC's default is 120 s).
@@ -73,6 +92,20 @@ func (t Transport) maxConns() int {
 	return t.MaxConns
 }
 
+func (t Transport) perPeer() int {
+	if t.MaxConnsPerPeer <= 0 {
+		return DefaultMaxConnsPerPeer
+	}
+	return t.MaxConnsPerPeer
+}
+
+func (t Transport) idle() time.Duration {
+	if t.IdleTimeout <= 0 {
+		return DefaultIdleTimeout
+	}
+	return t.IdleTimeout
+}
+
 func (t Transport) maxModel() int {
 	if t.MaxModel <= 0 {
 		return DefaultMaxModel
@@ -84,7 +117,8 @@ func (t Transport) maxModel() int {
 // other options set, never replacing it.
 func (t Transport) option() (paremote.ConfigOption, error) {
 	server, dial, err := authn.Options(t.TLS, t.maxModel()+messageSlack,
-		authn.Conns{Max: t.maxConns(), Handshake: HandshakeTimeout, OnRefused: t.OnConnRefused})
+		authn.Conns{Max: t.maxConns(), PerPeer: t.perPeer(), Idle: t.idle(), Handshake: HandshakeTimeout, OnRefused: t.OnConnRefused},
+		authn.Guard{FirstMessage: HandshakeTimeout, MessageLimit: fmt.Sprintf("--max-model %d and %d bytes beside", t.maxModel(), messageSlack), OnEvent: t.OnGuard})
 	if err != nil {
 		return nil, err
 	}
@@ -115,13 +149,16 @@ func probe(addr string, client *tls.Config, timeout time.Duration) error {
 		if c.Handshake() == nil {
 			return fmt.Errorf("node %s: %w: it serves only mutual TLS, and this driver has no certificate (give --cert-file, --key-file and --trusted-ca-file)", addr, ErrTLS)
 		}
-		return nil
+		return refused(addr, timeout)
 	}
 	cfg := client.Clone()
 	cfg.NextProtos = []string{"h2"}
 	cfg.ServerName = host
 	c := tls.Client(raw, cfg)
 	if err := c.Handshake(); err != nil {
+		if r := refused(addr, timeout); r != nil {
+			return r
+		}
 		return fmt.Errorf("node %s: %w handshake: %v", addr, ErrTLS, err)
 	}
 	// A gRPC server speaks first (its HTTP/2 settings); a TLS 1.3 server
@@ -133,6 +170,19 @@ func probe(addr string, client *tls.Config, timeout time.Duration) error {
 			return nil
 		}
 		return fmt.Errorf("node %s: %w: the node refused this driver's certificate: %v", addr, ErrTLS, err)
+	}
+	return nil
+}
+
+// ErrConnRefused is a connection a node closed over one of its
+// connection limits (it says which).
+var ErrConnRefused = errors.New("connection refused by the node's limit")
+
+// refused is the limit the node at addr refuses connections over, if it
+// does (authn.Refusal), as the driver's error.
+func refused(addr string, timeout time.Duration) error {
+	if r := authn.Refusal(addr, min(timeout, 2*time.Second)); r != "" {
+		return fmt.Errorf("node %s: %w: %s", addr, ErrConnRefused, r)
 	}
 	return nil
 }
@@ -151,6 +201,41 @@ func checkExposure(listen, advertise string, t Transport, insecure bool) error {
 		if err == nil && !authn.Loopback(h) {
 			return fmt.Errorf("%w: %s is reachable from other machines, and without TLS anyone who reaches it can place models, run passes and write Definitions: give --cert-file, --key-file and --trusted-ca-file (or --insecure to serve so anyway)", ErrInsecure, a)
 		}
+	}
+	return nil
+}
+
+// ErrNotNamed is a process whose own certificate does not name the host
+// it serves at: every peer that dials it (a node answering a driver, a
+// peer fetching) verifies that name, and would refuse it.
+var ErrNotNamed = errors.New("certificate does not name this process's host")
+
+// checkOwnName checks, with TLS, that the process's certificate names the
+// host others reach it at (advertise, else listen), by its subject
+// alternative names as Go's TLS verifies them: said at start, not as a
+// spawn left unanswered NodeTimeout later.
+func checkOwnName(t Transport, listen, advertise string) error {
+	if !t.TLS.On() {
+		return nil
+	}
+	addr := advertise
+	if addr == "" {
+		addr = listen
+	}
+	h, _, err := net.SplitHostPort(addr)
+	if err != nil || wildcard(h) {
+		return nil // refused with its own message elsewhere
+	}
+	cert, err := tls.LoadX509KeyPair(t.TLS.CertFile, t.TLS.KeyFile)
+	if err != nil {
+		return fmt.Errorf("TLS: --cert-file %s, --key-file %s: %w", t.TLS.CertFile, t.TLS.KeyFile, err)
+	}
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	if err != nil {
+		return fmt.Errorf("TLS: --cert-file %s: %w", t.TLS.CertFile, err)
+	}
+	if err := leaf.VerifyHostname(h); err != nil {
+		return fmt.Errorf("%w: --cert-file %s: %v (its SANs: DNS %v, IP %v); peers verify %s by it and would refuse every answer", ErrNotNamed, t.TLS.CertFile, err, leaf.DNSNames, leaf.IPAddresses, addr)
 	}
 	return nil
 }

@@ -50,7 +50,7 @@ th:first-child, td:first-child { text-align: left; }
 {{if .Warm}}<h3>Warm passes: phases per pass</h3>{{.Warm}}{{end}}
 {{if .Cold}}<h3>Cold passes (first of each rank): phases per pass</h3>{{.Cold}}{{end}}
 {{if .Timeline}}<h3>Device timeline (simulated) of rank {{.R.Timeline.Rank}} round {{.R.Timeline.Round}}: {{.R.Timeline.Slices}} slices on {{len .R.Timeline.Cores}} cores, coloured by Graph key</h3>{{.Timeline}}
-{{else}}<p>No device timeline in this report (the device was skipped, or the run kept none).</p>{{end}}
+{{else}}<p class="notimeline">{{.NoTimeline}}</p>{{end}}
 <h3>Counts</h3>
 <table class="counts">
 {{range .Counts}}<tr><td>{{.Label}}</td><td data-field="{{.Field}}" data-value="{{.Value}}">{{.Text}}</td></tr>

@@ -70,7 +70,15 @@ func Write(w io.Writer, p Page) error {
 		fv.Warm = phaseBars(r, false)
 		fv.Cold = phaseBars(r, true)
 		if r.Timeline != nil {
+			// The reader checks a saved report's timeline; a caller's own
+			// is checked here, so a bad key is an error and never an index
+			// out of range.
+			if err := r.Timeline.Check(); err != nil {
+				return fmt.Errorf("report: form %s: %w", r.Form, err)
+			}
 			fv.Timeline = timelineSVG(r.Timeline)
+		} else {
+			fv.NoTimeline = noTimeline(r)
 		}
 		fv.Counts = counts(r)
 		if p.Ratios != nil {
@@ -108,7 +116,20 @@ type formView struct {
 	Warm     template.HTML
 	Cold     template.HTML
 	Timeline template.HTML
-	Counts   []fact
+	// NoTimeline says why there is no timeline.
+	NoTimeline string
+	Counts     []fact
+}
+
+// noTimeline says why a report has no device timeline: the device was
+// skipped, or it ran and the run kept none (run --json keeps one only with
+// --html or --trace-out, which is not the device being skipped).
+func noTimeline(r *trace.Report) string {
+	if ns, ok := r.DeviceWall(); ok {
+		return "The device ran (device wall " + msText(ns) + " simulated), but this report keeps no timeline of it: " +
+			"run and compare keep one with --html or --trace-out."
+	}
+	return "No device timeline: the device did not run in this report (--skip-device)."
 }
 
 // fact is one figure: its name, its exact value (data-value) and how a
@@ -132,7 +153,7 @@ func headlineFacts(r *trace.Report) []fact {
 	if bl := r.Baseline; bl != nil {
 		fs = append(fs, fact{Field: "baseline_host_orch_ns", Label: bl.Form + " host_orch (the ordinary path)",
 			Value: strconv.FormatInt(bl.HostOrchNs, 10), Text: msText(bl.HostOrchNs)})
-		if bl.Saving != nil {
+		if bl.Saving != nil && bl.Form != r.Form {
 			fs = append(fs, fact{Field: "saving", Label: "saving", Value: strconv.FormatFloat(*bl.Saving, 'g', -1, 64),
 				Text: fmt.Sprintf("%.3gx", *bl.Saving)})
 		}
@@ -142,6 +163,9 @@ func headlineFacts(r *trace.Report) []fact {
 		text := strconv.Itoa(g.Races)
 		if g.DeclaredRaces > 0 {
 			text += fmt.Sprintf(" (%d declared)", g.DeclaredRaces)
+		}
+		if g.EagerRaces > 0 && g.Races == 0 {
+			text += fmt.Sprintf(" (its eager form: %d)", g.EagerRaces)
 		}
 		fs = append(fs, fact{Field: "races", Label: "races", Value: strconv.Itoa(g.Races), Text: text, Bad: g.Races > 0})
 	} else {

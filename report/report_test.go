@@ -75,3 +75,24 @@ func TestPageHeadlineValues(t *testing.T) {
 	assert.Contains(t, html, "attn")
 	assert.Contains(t, html, "ordinary tasks")
 }
+
+// TestPageNoTimelineSaysWhy: a report whose device ran but kept no timeline
+// (run --json without --html) does not say the device was skipped (the
+// code before did), and one whose device was skipped says so.
+func TestPageNoTimelineSaysWhy(t *testing.T) {
+	r := sample("full", 200_000)
+	r.Timeline = nil
+	var b bytes.Buffer
+	require.NoError(t, Write(&b, Run(r)))
+	assert.NotContains(t, b.String(), "skipped")
+	assert.Contains(t, b.String(), "The device ran (device wall 68.000 ms simulated)")
+
+	var passes []trace.Pass
+	p := trace.Pass{Cold: true}
+	p.Set(trace.PhaseHostOrch, 1000)
+	passes = append(passes, p)
+	skipped := trace.NewReport(trace.RunInfo{Model: "m", Form: "f", Rounds: 1, Ranks: 1}, passes)
+	b.Reset()
+	require.NoError(t, Write(&b, Run(skipped)))
+	assert.Contains(t, b.String(), "the device did not run")
+}

@@ -304,7 +304,23 @@ func (r *Replay) rerunRefused(p *Pass, hash uint64) bool {
 	p.repaired = true
 	p.step = stepDone
 	r.remove(p)
-	r.actions = append(r.actions, Action{Kind: ActRerun, Pass: p, Learned: []Learned{{StoreKey: d.Def.FullKey, Forget: true}}})
+	// Every Definition the pass used is forgotten, not only the refused
+	// one: the device refuses one image a launch, and the others from the
+	// same store may be as bad (the store drops and reloads them, checked
+	// in full; a recorded one is answered again at once). One rerun then
+	// repairs them all.
+	forget := make([]Learned, 0, len(p.used))
+	seen := make(map[uint64]bool, len(p.used))
+	for _, u := range p.used {
+		if k := u.Def.FullKey; !seen[k] {
+			seen[k] = true
+			forget = append(forget, Learned{StoreKey: k, Forget: true})
+		}
+	}
+	if !seen[d.Def.FullKey] {
+		forget = append(forget, Learned{StoreKey: d.Def.FullKey, Forget: true})
+	}
+	r.actions = append(r.actions, Action{Kind: ActRerun, Pass: p, Learned: forget})
 	return true
 }
 

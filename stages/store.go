@@ -436,7 +436,9 @@ func (s *Store[J]) checked(j J, e *storeKeyState[J], b Recording) bool {
 		if s.cfg.Disk {
 			s.do(StoreAction[J]{Kind: StoreWrite, Job: j, Key: r.StoreKey, Def: d})
 		}
-		s.publish(r.StoreKey, d, fromPeer, func(o *Outcome) { o.Fetch = f })
+		// The recording that checked it is this pass's work: it counts in
+		// record_node (not as a Definition built).
+		s.publish(r.StoreKey, d, fromPeer, func(o *Outcome) { o.Fetch, o.RecordedNodes, o.RecordNs = f, b.Nodes, b.RecordNs })
 		return true
 	}
 	err := fmt.Errorf("graph %q: image from peer %s rejected: %w: content hash %016x", r.Key, peer, ErrPeerMismatch, d.Hash)
@@ -631,6 +633,17 @@ func (s *Store[J]) Refused(k, hash uint64, err error) bool {
 	e.rejected = append(e.rejected, rej)
 	if s.cfg.Disk {
 		s.do(StoreAction[J]{Kind: StoreQuarantine, Key: k, GraphKey: key, Err: rej})
+	}
+	// The device refuses one image a launch: every other one held from
+	// the disk or the cluster is as suspect (one bad writer, one bad
+	// batch), so it is dropped and loaded again, now checked in full
+	// (the disk's strict loads), and the rerun that follows records every
+	// bad one at once instead of one a run.
+	for k2, e2 := range s.keys {
+		if k2 != k && e2.def != nil && e2.origin != fromRecording && !e2.inflight {
+			e2.def, e2.verified = nil, false
+			s.drop(k2)
+		}
 	}
 	return true
 }

@@ -351,8 +351,11 @@ func TestCompareBlock(t *testing.T) {
 		if !slices.Equal(order, tc.want) {
 			t.Errorf("%v: passes ran in order\n%s\nwant\n%s", tc.block, strings.Join(order, "\n"), strings.Join(tc.want, "\n"))
 		}
-		if first, _, _ := strings.Cut(out, "\n"); first != tc.order {
-			t.Errorf("%v: first line %q, want %q", tc.block, first, tc.order)
+		// The headline first (issue 39: compare began with its order), then
+		// the order.
+		lines := strings.SplitN(out, "\n", 3)
+		if len(lines) < 3 || !strings.HasPrefix(lines[0], "headline: full saves ") || lines[1] != tc.order {
+			t.Errorf("%v: first lines %q, want the headline then %q", tc.block, lines[:min(2, len(lines))], tc.order)
 		}
 	}
 }

@@ -249,7 +249,7 @@ func TestNodeConnLimit(t *testing.T) {
 		conns = append(conns, c)
 	}
 	waitLines(t, "hbgrun node: closed a connection from 127.0.0.1:", 1, 30*time.Second, n)
-	assert.Contains(t, n.log.String(), "too many connections: 4 open, the node's limit (--max-conns 4)")
+	assert.Contains(t, n.log.String(), "too many connections: 4 open, the limit (--max-conns 4)")
 	for i, c := range conns {
 		require.NoError(t, c.SetReadDeadline(time.Now().Add(3*remote.HandshakeTimeout)))
 		// The node speaks first (its HTTP/2 settings); then it hangs up.

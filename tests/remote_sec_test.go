@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,6 +37,7 @@ import (
 	"github.com/hbg-dev/hbg/actors"
 	"github.com/hbg-dev/hbg/config"
 	"github.com/hbg-dev/hbg/peer"
+	"github.com/hbg-dev/hbg/peer/defsig"
 	"github.com/hbg-dev/hbg/remote"
 	"github.com/hbg-dev/hbg/stages"
 	"github.com/hbg-dev/hbg/trace"
@@ -152,6 +154,18 @@ func (p *pki) caFile() string { return filepath.Join(p.dir, "ca.crt") }
 // for dialling, and returns the three flags that use it.
 func (p *pki) issue(t *testing.T, cn string) []string {
 	t.Helper()
+	return p.issueURIs(t, cn)
+}
+
+// issueRecorder is issue with the recorder role (defsig.RecorderURI): the
+// node signs the Definitions it records.
+func (p *pki) issueRecorder(t *testing.T, cn string) []string {
+	t.Helper()
+	return p.issueURIs(t, cn, defsig.RecorderSAN())
+}
+
+func (p *pki) issueURIs(t *testing.T, cn string, uris ...*url.URL) []string {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
 	p.next++
@@ -160,7 +174,7 @@ func (p *pki) issue(t *testing.T, cn string) []string {
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"}, URIs: uris,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.key)
 	require.NoError(t, err)
@@ -198,8 +212,10 @@ func runDSv4(t *testing.T, nodes []*nodeProc, flags ...string) (string, string, 
 func TestRemoteTLS(t *testing.T) {
 	want := localDigest(t)
 	ca := newPKI(t, "hbg test CA")
-	a := startNodeProc(t, "127.0.0.1:0", ca.issue(t, "node-a")...)
-	b := startNodeProc(t, "127.0.0.1:0", ca.issue(t, "node-b")...)
+	// Recorder certificates: the nodes sign what they record, and replay
+	// each other's (unsigned, a fetched image is recorded here instead).
+	a := startNodeProc(t, "127.0.0.1:0", ca.issueRecorder(t, "node-a")...)
+	b := startNodeProc(t, "127.0.0.1:0", ca.issueRecorder(t, "node-b")...)
 	nodes := []*nodeProc{a, b}
 	assert.NotContains(t, a.log.String(), "no TLS")
 

@@ -28,6 +28,8 @@ func (r *Report) Headline() string {
 	case bl == nil:
 		b.WriteString("; the ordinary path's host_orch not measured here (hbgrun compare measures it)")
 	case bl.Form == r.Form:
+		// The baseline's own host_orch over its control plane is no
+		// saving: it is what the others are measured against.
 		fmt.Fprintf(&b, "; %s is the ordinary path (host_orch %s ms)", bl.Form, ms(bl.HostOrchNs))
 	case bl.Saving != nil:
 		fmt.Fprintf(&b, "; %s host_orch %s ms, %.3gx saving", bl.Form, ms(bl.HostOrchNs), *bl.Saving)
@@ -38,6 +40,12 @@ func (r *Report) Headline() string {
 		fmt.Fprintf(&b, "; golden %s, %d races", g.Verdict, g.Races)
 		if g.DeclaredRaces > 0 {
 			fmt.Fprintf(&b, " (%d declared)", g.DeclaredRaces)
+		}
+		// A Graph form can order what its eager program leaves racing (a
+		// body's calls are ordered by its outer task): "0 races" alone
+		// would hide that the program it stands for races.
+		if g.EagerRaces > 0 && g.Races == 0 {
+			fmt.Fprintf(&b, ", but its eager form races (%s)", plural(g.EagerRaces, "race", "races"))
 		}
 	} else {
 		fmt.Fprintf(&b, "; golden not checked")
@@ -63,4 +71,12 @@ func (r *Report) DeviceWall() (int64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// plural is n with its noun: "1 race", "2 races".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

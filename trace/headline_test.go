@@ -76,3 +76,15 @@ func TestDeviceTimelineMerges(t *testing.T) {
 	assert.Equal(t, int64(410), tl.Cores[1].BusyNs)
 	assert.Equal(t, 6, tl.Slices)
 }
+
+// TestHeadlineEagerRaces: a Graph form with no race of its own whose eager
+// form races says so (the code before headlined "golden match, 0 races").
+func TestHeadlineEagerRaces(t *testing.T) {
+	p := Pass{Cold: true}
+	p.Set(PhaseHostOrch, 1000)
+	r := NewReport(RunInfo{Model: "m", Form: "full", Rounds: 1, Ranks: 1}, []Pass{p})
+	r.Golden = &Golden{Reference: "inline twin", Verdict: "match", EagerRaces: 3}
+	if h := r.Headline(); !strings.Contains(h, "golden match, 0 races, but its eager form races (3 races)") {
+		t.Errorf("headline %q", h)
+	}
+}

@@ -2,6 +2,7 @@ package trace
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 )
 
@@ -131,4 +132,28 @@ func NewDeviceTimeline(slices_ []TimelineSlice, wallNs int64, width int, coreNam
 		t.Cores = append(t.Cores, row)
 	}
 	return t
+}
+
+// Check says what a timeline read back from a report holds that the page
+// cannot draw: a segment whose key is not in Keys, negative times, no
+// width. NewDeviceTimeline makes none of these; a file edited by hand or
+// by another program can.
+func (t *DeviceTimeline) Check() error {
+	if t.Width < 0 || t.WallNs < 0 || t.IdleNs < 0 || t.Slices < 0 {
+		return fmt.Errorf("timeline: width %d, wall_ns %d, idle_ns %d, slices %d: want none negative", t.Width, t.WallNs, t.IdleNs, t.Slices)
+	}
+	if len(t.Keys) == 0 {
+		return fmt.Errorf("timeline: no keys: want at least \"\" (the ordinary tasks) at 0")
+	}
+	for i, c := range t.Cores {
+		for j, s := range c.Segments {
+			if s.Key < 0 || s.Key >= len(t.Keys) {
+				return fmt.Errorf("timeline: cores[%d] (%q) segments[%d]: key %d: want 0..%d (an index of keys)", i, c.Name, j, s.Key, len(t.Keys)-1)
+			}
+			if s.StartNs < 0 || s.DurNs < 0 || s.BusyNs < 0 || s.Slices < 0 {
+				return fmt.Errorf("timeline: cores[%d] (%q) segments[%d]: start_ns %d, dur_ns %d, busy_ns %d, slices %d: want none negative", i, c.Name, j, s.StartNs, s.DurNs, s.BusyNs, s.Slices)
+			}
+		}
+	}
+	return nil
 }

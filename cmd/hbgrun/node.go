@@ -16,11 +16,11 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/hbg-dev/hbg/actors"
+	"github.com/hbg-dev/hbg/authn"
 	"github.com/hbg-dev/hbg/config/models"
 	"github.com/hbg-dev/hbg/diskstore"
 	"github.com/hbg-dev/hbg/peer"
 	"github.com/hbg-dev/hbg/remote"
-	"github.com/hbg-dev/hbg/remote/authn"
 	"github.com/hbg-dev/hbg/trace"
 )
 
@@ -35,8 +35,10 @@ type nodeFlags struct {
 	store                                         storeFlags
 	tls                                           tlsFlags
 	insecure                                      bool
-	trust                                         bool
+	rerecord                                      bool
 	maxRanks, maxPlacements, maxDrivers, maxConns int
+	maxConnsPerPeer, maxUnplaced                  int
+	idleTimeout, placementIdle                    time.Duration
 	maxModel                                      string
 }
 
@@ -93,12 +95,16 @@ max_tasks never lifts the node's --max-tasks (4194304 when not given).`,
 	f.store.register(fl)
 	f.tls.register(fl, "", "this node's")
 	fl.BoolVar(&f.insecure, "insecure", false, "serve without TLS on an address other machines reach (anyone who reaches it can place runs and write Definitions)")
-	fl.BoolVar(&f.trust, "trust-peers", false, "keep a Definition another node sent without recording it here once to check it")
+	fl.BoolVar(&f.rerecord, "rerecord-signed", false, "record here once, to check it, even a Definition another node sent signed by a recorder of the cluster's CA (without TLS every fetched Definition is checked so)")
 	fl.IntVar(&f.maxRanks, "max-ranks", remote.DefaultMaxRanks, "refuse a placement of more ranks than this")
 	fl.IntVar(&f.maxPlacements, "max-placements", remote.DefaultMaxPlacements, "refuse a placement while this many runs are placed here")
 	fl.IntVar(&f.maxDrivers, "max-drivers", remote.DefaultMaxDrivers, "refuse a placement from a new driver while this many drivers have runs placed here")
 	fl.StringVar(&f.maxModel, "max-model", "64MiB", "refuse a placement whose model is larger than this")
 	fl.IntVar(&f.maxConns, "max-conns", remote.DefaultMaxConns, "close a connection at once while this many are open (drivers and peers hold one each; one that sends nothing is closed after 10s)")
+	fl.IntVar(&f.maxConnsPerPeer, "max-conns-per-peer", remote.DefaultMaxConnsPerPeer, "close a connection at once while this many are open from its IP address")
+	fl.DurationVar(&f.idleTimeout, "idle-timeout", remote.DefaultIdleTimeout, "close a connection that holds no message stream for this long")
+	fl.IntVar(&f.maxUnplaced, "max-unplaced", remote.DefaultMaxUnplaced, "refuse to spawn a run host while this many wait for their placement (a quarter of them from one connection)")
+	fl.DurationVar(&f.placementIdle, "placement-idle", remote.DefaultPlacementIdle, "release a placed run whose driver has sent nothing (not even its heartbeat) for this long")
 	addMaxTasks(c)
 	commands = append(commands, c)
 }
@@ -123,10 +129,13 @@ func nodeCmd(ctx context.Context, stderr io.Writer, f *nodeFlags) error {
 	for _, l := range []struct {
 		flag string
 		v    int
-	}{{"--max-ranks", f.maxRanks}, {"--max-placements", f.maxPlacements}, {"--max-drivers", f.maxDrivers}, {"--max-conns", f.maxConns}} {
+	}{{"--max-ranks", f.maxRanks}, {"--max-placements", f.maxPlacements}, {"--max-drivers", f.maxDrivers}, {"--max-conns", f.maxConns}, {"--max-conns-per-peer", f.maxConnsPerPeer}, {"--max-unplaced", f.maxUnplaced}} {
 		if l.v < 1 {
 			return usageError{fmt.Errorf("%s %d: want at least 1", l.flag, l.v)}
 		}
+	}
+	if f.idleTimeout <= 0 || f.placementIdle <= 0 {
+		return usageError{fmt.Errorf("--idle-timeout %v, --placement-idle %v: want positive durations", f.idleTimeout, f.placementIdle)}
 	}
 	p, shutdown, err := trace.Setup(ctx, trace.Config{Endpoint: f.otlp, ServiceVersion: version(), Attributes: instance("hbgrun-node")})
 	if err != nil {
@@ -137,8 +146,9 @@ func nodeCmd(ctx context.Context, stderr io.Writer, f *nodeFlags) error {
 	n, err := remote.StartNode(sys, remote.NodeConfig{
 		Listen: f.listen, Advertise: f.advertise, StoreDir: f.store.dir, StoreMax: f.store.max, MaxTasks: maxTasksFlag,
 		Tracer: p.Tracer(), Flush: flusher(p),
-		Transport: remote.Transport{TLS: f.tls.files, MaxModel: int(maxModel), MaxConns: f.maxConns, OnConnRefused: connRefused(stderr, f.maxConns)}, Insecure: f.insecure, TrustPeers: f.trust,
-		MaxRanks: f.maxRanks, MaxPlacements: f.maxPlacements, MaxDrivers: f.maxDrivers,
+		Transport: remote.Transport{TLS: f.tls.files, MaxModel: int(maxModel), MaxConns: f.maxConns, MaxConnsPerPeer: f.maxConnsPerPeer,
+			IdleTimeout: f.idleTimeout, OnConnRefused: connRefused(stderr), OnGuard: guarded(stderr)}, Insecure: f.insecure, Rerecord: f.rerecord,
+		MaxRanks: f.maxRanks, MaxPlacements: f.maxPlacements, MaxDrivers: f.maxDrivers, MaxUnplaced: f.maxUnplaced, PlacementIdle: f.placementIdle,
 		OnPeerRefused: func(r peer.Refused) { fmt.Fprintf(stderr, "hbgrun node: peer: %v\n", r) },
 	})
 	if err != nil {
@@ -163,13 +173,28 @@ func nodeCmd(ctx context.Context, stderr io.Writer, f *nodeFlags) error {
 }
 
 // connRefused says on stderr that a connection was closed over
-// --max-conns: the first, then every thousandth (an attacker's flood is
-// one line a thousand, not a line each).
-func connRefused(stderr io.Writer, limit int) func(string, int) {
+// --max-conns or --max-conns-per-peer: the first, then every thousandth
+// (an attacker's flood is one line a thousand, not a line each).
+func connRefused(stderr io.Writer) func(string, int, error) {
 	var n atomic.Int64
-	return func(addr string, open int) {
+	return func(addr string, open int, why error) {
 		if k := n.Add(1); k == 1 || k%1000 == 0 {
-			fmt.Fprintf(stderr, "hbgrun node: closed a connection from %s: %v: %d open, the node's limit (--max-conns %d) (%d closed so far)\n", addr, remote.ErrTooManyConns, open, limit, k)
+			fmt.Fprintf(stderr, "hbgrun node: closed a connection from %s: %v (%d open; %d closed so far)\n", addr, why, open, k)
+		}
+	}
+}
+
+// guarded says on stderr what the wire guard refused or recovered: the
+// first, then every hundredth, each panic with its stack.
+func guarded(stderr io.Writer) func(authn.Event) {
+	var n atomic.Int64
+	return func(e authn.Event) {
+		k := n.Add(1)
+		switch {
+		case e.Panic:
+			fmt.Fprintf(stderr, "hbgrun node: guard: recovered a panic serving %s (%s), the call failed: %v\n", e.Peer, e.Method, e.Err)
+		case k == 1 || k%100 == 0:
+			fmt.Fprintf(stderr, "hbgrun node: guard: refused %s from %s: %v (%d refused so far)\n", e.Method, e.Peer, e.Err, k)
 		}
 	}
 }

@@ -89,6 +89,11 @@ func parseReport(path string, b []byte) (report.Page, error) {
 			if r.Schema != trace.ReportSchema {
 				return report.Page{}, usageError{fmt.Errorf("%s: compare --json: forms[%d] (%q): report schema %d: want %d (made by another hbgrun)", path, i, r.Form, r.Schema, trace.ReportSchema)}
 			}
+			if r.Timeline != nil {
+				if err := r.Timeline.Check(); err != nil {
+					return report.Page{}, usageError{fmt.Errorf("%s: compare --json: forms[%d] (%q): %w", path, i, r.Form, err)}
+				}
+			}
 		}
 		return report.Compare(doc.Forms), nil
 	}
@@ -101,6 +106,13 @@ func parseReport(path string, b []byte) (report.Page, error) {
 	var r trace.Report
 	if err := strictJSON(b, &r); err != nil {
 		return report.Page{}, usageError{fmt.Errorf("%s: run --json: %w", path, err)}
+	}
+	if r.Timeline != nil {
+		// A segment's key indexes the timeline's keys: one out of range,
+		// from a file edited by hand, is named here, not met by the drawer.
+		if err := r.Timeline.Check(); err != nil {
+			return report.Page{}, usageError{fmt.Errorf("%s: run --json: %w", path, err)}
+		}
 	}
 	return report.Run(&r), nil
 }

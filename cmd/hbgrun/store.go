@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -108,7 +110,7 @@ on the machine: a fresh process replays what an earlier one recorded.
 		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
 	f.register(c.PersistentFlags())
-	sub := func(use, short string, fn func(io.Writer, *diskstore.Store) error) {
+	sub := func(use, short string, fn func(context.Context, io.Writer, *diskstore.Store) error) {
 		c.AddCommand(&cobra.Command{
 			Use: use, Short: short, Args: cobra.NoArgs,
 			RunE: func(c *cobra.Command, _ []string) error {
@@ -117,7 +119,11 @@ on the machine: a fresh process replays what an earlier one recorded.
 					return err
 				}
 				defer s.Close()
-				return fn(c.OutOrStdout(), s)
+				err = fn(c.Context(), c.OutOrStdout(), s)
+				if errors.Is(err, context.Canceled) {
+					return errInterrupted
+				}
+				return err
 			},
 		})
 	}
@@ -127,7 +133,7 @@ on the machine: a fresh process replays what an earlier one recorded.
 	commands = append(commands, c)
 }
 
-func storeLs(out io.Writer, s *diskstore.Store) error {
+func storeLs(_ context.Context, out io.Writer, s *diskstore.Store) error {
 	list, err := s.List()
 	if err != nil {
 		return err
@@ -146,8 +152,8 @@ func storeLs(out io.Writer, s *diskstore.Store) error {
 	return err
 }
 
-func storeVerify(out io.Writer, s *diskstore.Store) error {
-	r, err := s.Verify()
+func storeVerify(ctx context.Context, out io.Writer, s *diskstore.Store) error {
+	r, err := s.VerifyContext(ctx)
 	if err != nil {
 		return err
 	}
@@ -166,15 +172,15 @@ func storeVerify(out io.Writer, s *diskstore.Store) error {
 	return nil
 }
 
-func storeGC(out io.Writer, s *diskstore.Store) error {
-	r, err := s.GC(0)
+func storeGC(ctx context.Context, out io.Writer, s *diskstore.Store) error {
+	r, err := s.GCContext(ctx, 0)
 	if err != nil {
 		return err
 	}
 	for _, e := range r.Evicted {
 		fmt.Fprintf(out, "evicted %s %s (%s, last used %s)\n", e.Key, e.Model, humanBytes(e.Bytes), e.LastUse.Format(time.DateTime))
 	}
-	_, err = fmt.Fprintf(out, "%s -> %s (limit %s): %d evicted, %d packs pinned by a running pass; removed %d duplicate packs, %d temporary files, %d quarantined files, %d files of the old layout, %d unreadable packs\n",
-		humanBytes(r.Before), humanBytes(r.After), humanBytes(s.Max()), len(r.Evicted), r.Pinned, r.Shadowed, r.Temp, r.Quarantined, r.Legacy, r.BadPacks)
+	_, err = fmt.Fprintf(out, "%s -> %s (limit %s): %d evicted, %d packs pinned by a running pass; removed %d duplicate packs, %d temporary files, %d quarantined files, %d files of the old layout, %d unreadable packs, %d packs with an image the device refuses (their good Definitions kept)\n",
+		humanBytes(r.Before), humanBytes(r.After), humanBytes(s.Max()), len(r.Evicted), r.Pinned, r.Shadowed, r.Temp, r.Quarantined, r.Legacy, r.BadPacks, r.Unreadable)
 	return err
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -33,9 +34,9 @@ It prints a one-line summary; any error exits with status 2.`,
 			if err := autoForm(cmd.Context(), m, []string{form}, cmd.ErrOrStderr()); err != nil {
 				return err
 			}
-			sum, err := config.Validate(m)
+			sum, err := validateCtx(cmd.Context(), m)
 			if err != nil {
-				return usageError{err}
+				return err
 			}
 			for _, w := range sum.Warnings {
 				fmt.Fprintf(cmd.ErrOrStderr(), "hbgrun: warning: %s\n", w)
@@ -52,4 +53,29 @@ It prints a one-line summary; any error exits with status 2.`,
 	cmd.Flags().StringVar(&form, "form", "", "auto: also the form hbgrun analyze proposes (calibrated on this machine first)")
 	addMaxTasks(cmd)
 	commands = append(commands, cmd)
+}
+
+// validateCtx is config.Validate ended by ctx: the checks run every form
+// of the model, seconds for a large one, and take no context, so they run
+// on a goroutine of their own, which a signal abandons (the process exits
+// just after; nothing is written). A second Ctrl-C is the same.
+func validateCtx(ctx context.Context, m *config.Model) (*config.Summary, error) {
+	type result struct {
+		sum *config.Summary
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		sum, err := config.Validate(m)
+		done <- result{sum, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return nil, usageError{r.err}
+		}
+		return r.sum, nil
+	case <-ctx.Done():
+		return nil, errInterrupted
+	}
 }

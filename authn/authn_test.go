@@ -18,9 +18,14 @@ func TestCertNames(t *testing.T) {
 	leaf := &x509.Certificate{Subject: pkix.Name{CommonName: "node-a"}, DNSNames: []string{"a.example", "bad,name"},
 		IPAddresses: []net.IP{net.ParseIP("10.0.0.2")}, URIs: []*url.URL{u}}
 	got := certNames(leaf)
-	want := []string{"node-a", "a.example", "10.0.0.2", "spiffe://hbg/node-a"}
+	want := []string{"a.example", "10.0.0.2", "spiffe://hbg/node-a"}
 	if !slices.Equal(got, want) {
-		t.Fatalf("certNames = %q, want %q (a name with a comma dropped)", got, want)
+		t.Fatalf("certNames = %q, want %q (SANs only, a name with a comma dropped)", got, want)
+	}
+	// A certificate whose CN alone is a node's address names nothing.
+	cnOnly := &x509.Certificate{Subject: pkix.Name{CommonName: "127.0.0.1"}}
+	if got := certNames(cnOnly); len(got) != 0 || (Conn{Addr: "127.0.0.2:1", Names: got}).Vouches("127.0.0.1") {
+		t.Fatalf("CN-only certificate: names %q, want none", got)
 	}
 }
 

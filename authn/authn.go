@@ -108,21 +108,33 @@ type Conns struct {
 	// Handshake bounds a connection's TLS handshake and HTTP/2 preface
 	// (grpc.ConnectionTimeout); 0: gRPC's default.
 	Handshake time.Duration
-	// OnRefused, if set, hears each connection closed over Max: its
-	// remote address and the number open.
-	OnRefused func(addr string, open int)
+	// PerPeer is how many of them one remote IP address may hold (0: no
+	// bound of its own): a stranger's flood from one address fills its
+	// own share, not the process's.
+	PerPeer int
+	// Idle closes a connection that has had no stream for that long
+	// (grpc keepalive's MaxConnectionIdle; 0: never), and pings a silent
+	// peer at that interval, closing it when the ping goes unanswered.
+	Idle time.Duration
+	// OnRefused, if set, hears each connection closed over Max or
+	// PerPeer: its remote address, the number open and the refusal.
+	OnRefused func(addr string, open int, why error)
 }
 
 // Options are the gRPC options of a process's protoactor remote: its
-// server stamps every envelope with its connection (Of), takes messages
-// up to maxMessage bytes and holds connections within conns; with TLS
-// (files set), both the server and every connection it dials are mutual
-// TLS.
-func Options(f Files, maxMessage int, conns Conns) ([]grpc.ServerOption, []grpc.DialOption, error) {
-	server := []grpc.ServerOption{grpc.ChainStreamInterceptor(stamp), grpc.MaxRecvMsgSize(maxMessage)}
-	dial := []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage))}
+// server is behind guard (first), stamps every envelope with its
+// connection (Of), takes messages up to maxMessage bytes and holds
+// connections within conns; with TLS (files set), both the server and
+// every connection it dials are mutual TLS. Every connection it dials
+// records the status a peer ended its stream with (LastRefusal).
+func Options(f Files, maxMessage int, conns Conns, guard Guard) ([]grpc.ServerOption, []grpc.DialOption, error) {
+	server := append(guard.ServerOptions(), grpc.ChainStreamInterceptor(stamp), grpc.MaxRecvMsgSize(maxMessage))
+	dial := []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage)), grpc.WithChainStreamInterceptor(recordRefusal)}
 	if conns.Handshake > 0 {
 		server = append(server, grpc.ConnectionTimeout(conns.Handshake))
+	}
+	if conns.Idle > 0 {
+		server = append(server, Idle(conns.Idle, conns.Idle))
 	}
 	var creds credentials.TransportCredentials = insecure.NewCredentials()
 	if f.On() {
@@ -133,40 +145,92 @@ func Options(f Files, maxMessage int, conns Conns) ([]grpc.ServerOption, []grpc.
 		creds = credentials.NewTLS(s)
 		dial = append(dial, grpc.WithTransportCredentials(credentials.NewTLS(c)))
 	}
-	if conns.Max > 0 {
-		creds = &boundedCreds{TransportCredentials: creds, slots: make(chan struct{}, conns.Max), onRefused: conns.OnRefused}
+	if conns.Max > 0 || conns.PerPeer > 0 {
+		creds = &boundedCreds{TransportCredentials: creds, slots: &slots{max: conns.Max, perPeer: conns.PerPeer, by: map[string]int{}}, onRefused: conns.OnRefused}
 	}
 	server = append(server, grpc.Creds(creds))
 	return server, dial, nil
 }
 
 // ErrTooManyConns is a connection closed because the server holds its
-// limit of them (Conns.Max).
-var ErrTooManyConns = errors.New("too many connections")
+// limit of them (Conns.Max); ErrTooManyPeerConns, its limit from one
+// address (Conns.PerPeer).
+var (
+	ErrTooManyConns     = errors.New("too many connections")
+	ErrTooManyPeerConns = errors.New("too many connections from one address")
+)
+
+// RefusalPrefix starts the line a refused connection is sent before it is
+// closed (before any TLS or HTTP/2), so that a client that looks (a
+// driver's probe) can say which limit refused it, not that the
+// connection ended.
+const RefusalPrefix = "HBG-REFUSED "
+
+// slots counts connections, in all and by remote IP.
+type slots struct {
+	mu           sync.Mutex
+	max, perPeer int
+	open         int
+	by           map[string]int
+}
+
+func (s *slots) take(addr string) (open int, err error) {
+	ip := addr
+	if h, _, e := net.SplitHostPort(addr); e == nil {
+		ip = h
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.max > 0 && s.open >= s.max:
+		return s.open, fmt.Errorf("%w: %d open, the limit (--max-conns %d)", ErrTooManyConns, s.open, s.max)
+	case s.perPeer > 0 && s.by[ip] >= s.perPeer:
+		return s.open, fmt.Errorf("%w: %d open from %s, the limit (--max-conns-per-peer %d)", ErrTooManyPeerConns, s.by[ip], ip, s.perPeer)
+	}
+	s.open++
+	s.by[ip]++
+	return s.open, nil
+}
+
+func (s *slots) give(addr string) {
+	ip := addr
+	if h, _, e := net.SplitHostPort(addr); e == nil {
+		ip = h
+	}
+	s.mu.Lock()
+	s.open--
+	if s.by[ip]--; s.by[ip] <= 0 {
+		delete(s.by, ip)
+	}
+	s.mu.Unlock()
+}
 
 // boundedCreds takes a slot for each connection from before its
 // handshake until it closes.
 type boundedCreds struct {
 	credentials.TransportCredentials
-	slots     chan struct{}
-	onRefused func(string, int)
+	slots     *slots
+	onRefused func(string, int, error)
 }
 
 func (b *boundedCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
-	select {
-	case b.slots <- struct{}{}:
-	default:
+	addr := raw.RemoteAddr().String()
+	if open, err := b.slots.take(addr); err != nil {
 		if b.onRefused != nil {
-			b.onRefused(raw.RemoteAddr().String(), len(b.slots))
+			b.onRefused(addr, open, err)
 		}
-		return nil, nil, fmt.Errorf("%w: %d open, the limit", ErrTooManyConns, cap(b.slots))
+		// Said before TLS: the refused client may have no certificate
+		// this process would take, and still deserves the reason.
+		_ = raw.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = raw.Write([]byte(RefusalPrefix + err.Error() + "\n"))
+		return nil, nil, err
 	}
 	c, info, err := b.TransportCredentials.ServerHandshake(raw)
 	if err != nil {
-		<-b.slots
+		b.slots.give(addr)
 		return nil, nil, err
 	}
-	return &slotConn{Conn: c, free: func() { <-b.slots }}, info, nil
+	return &slotConn{Conn: c, free: func() { b.slots.give(addr) }}, info, nil
 }
 
 func (b *boundedCreds) Clone() credentials.TransportCredentials {
@@ -268,8 +332,11 @@ type Conn struct {
 	// address the sender serves at); "" for a message from this process,
 	// or from a remote without the stamp.
 	Addr string
-	// Names are the verified client certificate's subject common name and
-	// subject alternative names (DNS, IP, URI); none without TLS.
+	// Names are the verified client certificate's subject alternative
+	// names (DNS, IP, URI); none without TLS. Never its subject common
+	// name: Go's TLS verifies a server by its SANs alone, and a CA that
+	// signs a certificate with any CN (a client's, a user's) must not
+	// thereby have signed a node's name.
 	Names []string
 }
 
@@ -289,11 +356,7 @@ func connOf(ctx context.Context) Conn {
 }
 
 func certNames(leaf *x509.Certificate) []string {
-	var ns []string
-	if cn := leaf.Subject.CommonName; cn != "" {
-		ns = append(ns, cn)
-	}
-	ns = append(ns, leaf.DNSNames...)
+	ns := slices.Clone(leaf.DNSNames)
 	for _, ip := range leaf.IPAddresses {
 		ns = append(ns, ip.String())
 	}
