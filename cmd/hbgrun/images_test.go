@@ -93,7 +93,7 @@ func TestImagesFullDisk(t *testing.T) {
 	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "run-0002.run") {
 		t.Errorf("want the full disk naming run-0002.run, got %v", err)
 	}
-	if want := fmt.Sprintf("wrote 1 run images and 0 Definitions to %s", dir); !strings.Contains(stderr.String(), want) {
+	if want := fmt.Sprintf("wrote 1 run image and 0 Definitions to %s", dir); !strings.Contains(stderr.String(), want) {
 		t.Errorf("stderr %q does not say %q", stderr.String(), want)
 	}
 	ents, err := os.ReadDir(dir)
