@@ -105,7 +105,10 @@ type submission struct {
 	inFlight   int
 	cur        *passRun
 	curCtx     context.Context // the host_orch span, parent of recordings
-	ctx        actor.Context   // valid during a turn only
+	// inGraph is the key of the Graph call the orchestration is in, ""
+	// outside one: what a Goexit on the ordinary path names (runGuarded).
+	inGraph string
+	ctx     actor.Context // valid during a turn only
 }
 
 func (s *submission) Receive(ctx actor.Context) {
@@ -211,16 +214,39 @@ func (s *submission) orchestrate(run *passRun, p *stages.Pass) {
 	s.ctx.Send(s.replay, &handoff{run: run})
 }
 
+// runGuarded runs orch's code, the caller's, on a goroutine of its own and
+// waits for it, as the recorder runs a body (recordBody): a panic is its
+// error, and so is a runtime.Goexit (as t.Fatal does), which run in this
+// turn would end the submission's mailbox goroutine, which nothing
+// restarts, and with it the rank: every later pass would wait for its ctx
+// and Stop for its bound. A body run on the ordinary path (a key that fell
+// back) runs here, so this is where its Goexit lands; the error names the
+// Graph call it was in (s.inGraph). The actor's turn is blocked while the
+// goroutine runs, so the orchestration still owns the rank's state alone.
 func (s *submission) runGuarded(orch *Orchestration) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("orchestration %q panicked: %w", orch.Name, panicError(p))
+	done := make(chan struct{})
+	go func() {
+		returned := false
+		defer func() {
+			if !returned {
+				if p := recover(); p != nil {
+					err = fmt.Errorf("orchestration %q panicked: %w", orch.Name, panicError(p))
+				} else if s.inGraph != "" {
+					err = fmt.Errorf("orchestration %q: graph %q on the ordinary path: %w", orch.Name, s.inGraph, ErrBodyExited)
+				} else {
+					err = fmt.Errorf("orchestration %q: %w", orch.Name, ErrOrchestrationExited)
+				}
+			}
+			s.inGraph = ""
+			close(done)
+		}()
+		if e := orch.Run(submitter{s}); e != nil {
+			err = fmt.Errorf("orchestration %q: %w", orch.Name, e)
 		}
+		returned = true
 	}()
-	if err := orch.Run(submitter{s}); err != nil {
-		return fmt.Errorf("orchestration %q: %w", orch.Name, err)
-	}
-	return nil
+	<-done
+	return err
 }
 
 // graph is one Graph call: the Host decides, the shell sends what it asks
@@ -228,7 +254,10 @@ func (s *submission) runGuarded(orch *Orchestration) (err error) {
 func (s *submission) graph(call *stages.GraphCall) stages.TaskID {
 	t0 := trace.Now()
 	graphs := s.host.Ordinary().NumGraphs()
+	outer := s.inGraph
+	s.inGraph = call.Key
 	id := s.host.Graph(call, submitter{s})
+	s.inGraph = outer
 	if jobs := s.host.TakeJobs(); len(jobs) > 0 {
 		tc := trace.Inject(s.curCtx)
 		for _, j := range jobs {
