@@ -33,39 +33,44 @@ type passRun struct {
 	pass  *stages.Pass
 	res   *PassResult
 	ops   trace.Ops
-	phase trace.PhaseSpan
-	open  bool // phase is running
-	ph    trace.Phase
+	phase trace.PhaseSpan // the phase span open now, if any
 	// image is the encoded run image, the device's to read until it has
 	// answered the copy.
 	image []byte
-	// beginNs and shipNs are when host_orch began and the image was sent
-	// to the device (trace.Now), which place the pass on the device's
-	// timeline (stages.DeviceAxis); placed says it was.
-	beginNs, shipNs int64
-	placed          bool
-	// rerunNs is the reruns' orchestration, which runs inside the open
-	// graph_upload span and is host_orch's: graph_upload's figure leaves it
-	// out, so the control plane counts it once. uploadNs is graph_upload's
-	// figure before a rerun that came after the ship (a Definition the
-	// device refused), which opens graph_upload again and adds to it.
-	rerunNs, uploadNs int64
+	// clock is the pass's control-plane arithmetic (the pure
+	// stages.PhaseClock): the shells feed it the clock readings their spans
+	// took, and set the figures it gives. It also places the pass on the
+	// device's timeline (stages.DeviceAxis); placed says it was.
+	clock  stages.PhaseClock
+	placed bool
 }
 
+// startPhase opens ph's span; graph_upload's opening is the clock's too.
 func (r *passRun) startPhase(tr *trace.Tracer, ph trace.Phase, rank int) context.Context {
 	ctx, span := tr.StartPhase(r.req.run.Context(context.Background()), ph, rank, r.req.round)
-	r.phase, r.ph, r.open = span, ph, true
+	r.phase = span
+	if ph == trace.PhaseGraphUpload {
+		r.clock.UploadOpened(span.StartNs())
+	}
 	return ctx
 }
 
-func (r *passRun) finishPhase() int64 {
-	r.open = false
-	ns := r.phase.Finish()
-	if r.ph == trace.PhaseGraphUpload {
-		ns += r.uploadNs - r.rerunNs
+// endPhase ends the open span and says when it ended, on trace.Now's axis
+// (its start plus the duration it exported, so a span and its figure agree).
+func (r *passRun) endPhase() int64 {
+	return r.phase.StartNs() + r.phase.Finish()
+}
+
+// closeUpload ends graph_upload's span at a ship (or at a failure before
+// one) and sets its figure from the clock.
+func (r *passRun) closeUpload(shipped bool) {
+	at := r.endPhase()
+	if shipped {
+		r.clock.Shipped(at)
+	} else {
+		r.clock.UploadClosed(at)
 	}
-	r.res.Pass.Set(r.ph, ns)
-	return ns
+	r.res.Pass.Set(trace.PhaseGraphUpload, r.clock.GraphUpload)
 }
 
 // The submission's and the replay's messages to each other.
@@ -174,38 +179,37 @@ func (s *submission) start(req *passReq) {
 		s.ctx.Send(s.device, &mailbox.RegisterDevice{Entry: req.orch.Entry, Kernels: req.orch.Kernels})
 		s.registered = req.orch.Name
 	}
-	run.finishPhase()
+	run.res.Pass.Set(trace.PhaseArgs, run.phase.Finish())
 	s.curCtx = run.startPhase(s.rt.tracer, trace.PhaseHostOrch, s.rank)
-	run.beginNs = trace.Now()
 	s.orchestrate(run, s.host.Begin(req.orch.Name, req.orch.Entry, len(req.orch.Kernels), req.round))
 }
 
 // orchestrate runs the orchestration inside this turn and hands the pass
-// off. A rerun runs inside the pass's open graph_upload span and adds its
-// time to host_orch (and not to graph_upload's figure: rerunNs).
+// off. The clock (stages.PhaseClock) says where its time goes: a first
+// orchestration is host_orch's span; a rerun runs inside the pass's open
+// graph_upload span, or after the ship, and its time is host_orch's alone.
 func (s *submission) orchestrate(run *passRun, p *stages.Pass) {
 	rerun := run.pass != nil
 	run.pass = p
 	s.cur = run
 	run.ops = trace.Ops{} // a rerun starts its counts over
-	t0 := trace.Now()
+	begin := trace.Now()
+	if !rerun {
+		begin = run.phase.StartNs()
+	}
 	err := s.runGuarded(run.req.orch)
 	p = s.host.End(err)
 	s.cur = nil
-	switch {
-	case rerun && !run.open:
-		// Rerun after the ship: graph_upload was closed; it opens again
-		// after this orchestration, and keeps what it had.
-		run.res.Pass.Phases[trace.PhaseHostOrch] += trace.Now() - t0
-		run.uploadNs, run.rerunNs = run.res.Pass.Phases[trace.PhaseGraphUpload], 0
-		run.startPhase(s.rt.tracer, trace.PhaseGraphUpload, s.rank)
-	case rerun:
-		ns := trace.Now() - t0
-		run.res.Pass.Phases[trace.PhaseHostOrch] += ns
-		run.rerunNs += ns
-	default:
+	var end int64
+	if rerun {
+		end = trace.Now()
+	} else {
 		run.phase.SetOps(&run.ops)
-		run.finishPhase()
+		end = run.endPhase()
+	}
+	open := run.clock.Orchestrated(begin, end)
+	run.res.Pass.Set(trace.PhaseHostOrch, run.clock.HostOrch)
+	if open {
 		run.startPhase(s.rt.tracer, trace.PhaseGraphUpload, s.rank)
 	}
 	if !rerun {
