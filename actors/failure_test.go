@@ -377,9 +377,9 @@ func TestManyCallersOneRank(t *testing.T) {
 	defer g.release()
 	rt = newRuntime(t, Config{InFlight: 1, QueueDepth: 2}, g.hook)
 	orch = keysModel{keys: 1, calls: 1}.orchestration("busy")
-	var waiting []*call
+	var waiting []*Pending
 	for round := 0; round < 3; round++ { // one in flight, two queued
-		c, err := rt.submit(context.Background(), orch, 3, round)
+		c, err := rt.Ask(context.Background(), orch, 3, round)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -393,7 +393,7 @@ func TestManyCallersOneRank(t *testing.T) {
 	g.release()
 	for _, c := range waiting {
 		ctx, cancel := context.WithTimeout(context.Background(), prompt)
-		if _, err := rt.wait(ctx, c); err != nil {
+		if _, err := c.Wait(ctx); err != nil {
 			t.Errorf("queued pass: %v", err)
 		}
 		cancel()
