@@ -42,16 +42,6 @@ func (rt *Runtime) AskPass(ctx context.Context, orch *Orchestration, rank, round
 	return rt.Ask(ctx, orch, rank, round)
 }
 
-// Drop cancels the pass and waits for its rank to answer it.
-func (p *Pending) Drop() {
-	rt, c := p.rt, p.c
-	rt.sys.Root.Send(c.sub, &cancelPass{id: c.req.id, err: context.Canceled})
-	select {
-	case <-c.req.reply:
-	case <-rt.stopped:
-	}
-}
-
 // Run runs every rank concurrently, each its rounds in order, and returns
 // the passes rank by rank, round by round. Each rank has its own submission
 // actor and device; the Definition store and the recorders are shared, so a

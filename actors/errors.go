@@ -70,5 +70,10 @@ var (
 	ErrBodyExited   = errors.New("body exited its goroutine (runtime.Goexit) instead of returning")
 )
 
+// ErrOrchestrationExited marks a pass failed by an orchestration that
+// called runtime.Goexit outside any Graph call; the rank serves the next
+// pass.
+var ErrOrchestrationExited = errors.New("orchestration exited its goroutine (runtime.Goexit) instead of returning")
+
 // panicError is stages.PanicError, for the shells' recovers.
 var panicError = stages.PanicError

@@ -377,9 +377,9 @@ func TestManyCallersOneRank(t *testing.T) {
 	defer g.release()
 	rt = newRuntime(t, Config{InFlight: 1, QueueDepth: 2}, g.hook)
 	orch = keysModel{keys: 1, calls: 1}.orchestration("busy")
-	var waiting []*call
+	var waiting []*Pending
 	for round := 0; round < 3; round++ { // one in flight, two queued
-		c, err := rt.submit(context.Background(), orch, 3, round)
+		c, err := rt.Ask(context.Background(), orch, 3, round)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -393,7 +393,7 @@ func TestManyCallersOneRank(t *testing.T) {
 	g.release()
 	for _, c := range waiting {
 		ctx, cancel := context.WithTimeout(context.Background(), prompt)
-		if _, err := rt.wait(ctx, c); err != nil {
+		if _, err := c.Wait(ctx); err != nil {
 			t.Errorf("queued pass: %v", err)
 		}
 		cancel()
@@ -413,5 +413,40 @@ func TestInvalidPass(t *testing.T) {
 		if err := f(); !errors.Is(err, ErrInvalidPass) {
 			t.Errorf("%s: %v, want ErrInvalidPass", name, err)
 		}
+	}
+}
+
+// TestBodyGoexitOrdinary: the key whose recording exited its goroutine
+// runs on the ordinary path in the next pass, where the body runs inside
+// the submission's own turn; its Goexit fails that pass at once with
+// ErrBodyExited (the orchestration runs on a goroutine of its own), the rank
+// still serves a clean pass after it, and Stop returns. The Goexit once
+// ended the submission's mailbox goroutine: the second pass waited for its
+// ctx and Stop timed out.
+func TestBodyGoexitOrdinary(t *testing.T) {
+	exiting := func(o stages.Submitter, b *stages.Boundary) error {
+		runtime.Goexit()
+		return nil
+	}
+	sys := NewActorSystem(nil)
+	defer sys.Shutdown()
+	rt, err := start(sys, Config{Recorders: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), prompt)
+	defer cancel()
+	orch := keysModel{keys: 1, calls: 1, body: exiting}.orchestration("goexit")
+	for round := 0; round < 3; round++ {
+		if _, err := rt.Pass(ctx, orch, 0, round); !errors.Is(err, ErrBodyExited) {
+			t.Fatalf("round %d: want ErrBodyExited, got %v", round, err)
+		}
+	}
+	res, err := rt.Pass(ctx, keysModel{keys: 2, calls: 2}.orchestration("clean"), 0, 3)
+	if err != nil || res.Pass.BuiltDefinitions != 2 {
+		t.Fatalf("clean pass after the Goexits: %v", err)
+	}
+	if err := rt.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
 	}
 }

@@ -59,10 +59,10 @@ func (r *recorder) record(ctx actor.Context, job *mailbox.RecordJob) {
 		// go with it); its mailbox, and so every queued job, survives the
 		// restart.
 		span.Finish(r.rec.Nodes(), aborted)
-		ctx.Send(r.store, &mailbox.Built{Recorder: ctx.Self(), Job: job, Err: aborted, Panicked: true})
+		ctx.Send(r.store, &mailbox.Built{Recorder: ctx.Self(), Job: job, Recording: stages.Recording{Err: aborted, Panicked: true}})
 		panic(aborted)
 	}
-	out := &mailbox.Built{Recorder: ctx.Self(), Job: job, Err: err, Nodes: r.rec.Nodes()}
+	out := &mailbox.Built{Recorder: ctx.Self(), Job: job, Recording: stages.Recording{Err: err, Nodes: r.rec.Nodes()}}
 	out.Defects = append(out.Defects, r.rec.Defects...)
 	out.RecordNs = trace.Now() - t0
 	span.Finish(out.Nodes, err)

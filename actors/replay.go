@@ -74,13 +74,13 @@ func (r *replayActor) deviceReplied(ctx actor.Context, err error, result *npu.Re
 	}
 	res := run.res
 	if !launched {
-		res.Pass.Set(trace.PhaseArenaH2D, ns)
+		run.clock.Copied(ns)
+		res.Pass.Set(trace.PhaseArenaH2D, run.clock.ArenaH2D)
 		return
 	}
 	res.DeviceStartNs = startNs
 	if err == nil {
-		ready := run.shipNs + res.Pass.Phases[trace.PhaseArenaH2D]
-		res.Pass.DeviceIdleNs = r.axis.Place(run.beginNs, ready, result.SimNs)
+		res.Pass.DeviceIdleNs = r.axis.Place(run.clock.Begin, run.clock.Ready(), result.SimNs)
 		run.placed = true
 		res.Pass.Set(trace.PhaseDeviceWall, result.SimNs)
 		res.Pass.SimulationNs = ns
@@ -142,8 +142,7 @@ func (r *replayActor) ship(ctx actor.Context, run *passRun) {
 		buf, r.free = r.free[n-1], r.free[:n-1]
 	}
 	run.image = stages.AppendRunImage(buf, img)
-	run.finishPhase() // graph_upload
-	run.shipNs = trace.Now()
+	run.closeUpload(true)
 	ph := mailbox.DevicePhase{Tracer: r.rt.tracer, Run: run.req.run, Rank: r.rank, Round: run.req.round}
 	sendDevice(ctx, r.device, &mailbox.CopyRun{Bytes: run.image, Phase: ph})
 	if !r.rt.cfg.SkipDevice {
@@ -154,8 +153,8 @@ func (r *replayActor) ship(ctx actor.Context, run *passRun) {
 // reply answers the caller and frees the pass's slot on the rank.
 func (r *replayActor) reply(ctx actor.Context, run *passRun) {
 	p := run.pass
-	if run.open {
-		run.finishPhase() // graph_upload, of a pass that failed before shipping
+	if run.clock.Uploading() {
+		run.closeUpload(false) // a pass that failed before shipping
 	}
 	res := run.res
 	res.Counts = p.Counts

@@ -46,6 +46,7 @@ type Runtime struct {
 	dispatch *warmDispatcher
 	mu       sync.Mutex
 	ranks    map[int]*actor.PID // submission actors, cached from the supervisor
+	caller   PassCaller         // the caller side of every pass (localPasses)
 	// recorderHook injects faults in tests; imageHook tampers with a run
 	// image before it is copied (the golden check's own test).
 	recorderHook func(*mailbox.RecordJob)
@@ -67,6 +68,7 @@ func start(sys *actor.ActorSystem, cfg Config, hook func(*mailbox.RecordJob)) (*
 	if rt.tracer == nil {
 		rt.tracer = trace.NewTracer(nil)
 	}
+	rt.caller = PassCaller{Transport: localPasses{rt}, Timeout: cfg.PassTimeout, Stopped: rt.stopped}
 	if err := rt.openDisk(); err != nil {
 		return nil, err
 	}
@@ -135,61 +137,41 @@ func (rt *Runtime) Stop(ctx context.Context) error {
 // errors.Is(err, ctx.Err()) at once and frees the rank (work already at the
 // device finishes there, unreported). A pass's error is also res.Err.
 func (rt *Runtime) Pass(ctx context.Context, orch *Orchestration, rank, round int) (*PassResult, error) {
-	c, err := rt.submit(ctx, orch, rank, round)
-	if err != nil {
-		return nil, err
-	}
-	return rt.wait(ctx, c)
+	return rt.caller.Pass(ctx, orch, rank, round)
 }
 
 // Pending is a pass asked for with Ask and not yet waited for.
-type Pending struct {
-	rt *Runtime
-	c  *call
-}
+type Pending struct{ *CalledPass }
 
 // Ask asks for a pass without waiting for it: the passes of one rank asked
 // for in order start in that order, so a caller (a rank host serving
 // passes from another process) keeps several in flight as Run does. ctx
 // gives the pass its parent span and can end it, as in Pass. Every Pending
-// must be waited for.
+// must be waited for (Wait, as Pass waits) or dropped (Drop: it returns
+// once the rank has let the pass go).
 func (rt *Runtime) Ask(ctx context.Context, orch *Orchestration, rank, round int) (*Pending, error) {
-	c, err := rt.submit(ctx, orch, rank, round)
+	p, err := rt.caller.Ask(ctx, orch, rank, round)
 	if err != nil {
 		return nil, err
 	}
-	return &Pending{rt: rt, c: c}, nil
+	return &Pending{p}, nil
 }
 
-// Wait waits for the pass's result, as Pass does.
-func (p *Pending) Wait(ctx context.Context) (*PassResult, error) { return p.rt.wait(ctx, p.c) }
+// localPasses is the Runtime as the caller side of a pass sees it
+// (PassTransport): a pass goes to its rank's submission actor.
+type localPasses struct{ rt *Runtime }
 
-// call is a pass asked for and not yet waited for.
-type call struct {
-	req  *passReq
-	sub  *actor.PID
-	rank int
+// localTicket is one pass sent to a rank's submission.
+type localTicket struct {
+	rt  *Runtime
+	req *passReq
+	sub *actor.PID
 }
 
-func (rt *Runtime) submit(ctx context.Context, orch *Orchestration, rank, round int) (*call, error) {
-	switch {
-	case orch == nil:
-		return nil, fmt.Errorf("rank %d round %d: %w: nil orchestration", rank, round, ErrInvalidPass)
-	case orch.Run == nil:
-		return nil, fmt.Errorf("rank %d round %d: %w: orchestration %q has no Run function", rank, round, ErrInvalidPass, orch.Name)
-	case rank < 0:
-		return nil, fmt.Errorf("rank %d round %d: %w: negative rank", rank, round, ErrInvalidPass)
-	case round < 0:
-		return nil, fmt.Errorf("rank %d round %d: %w: negative round", rank, round, ErrInvalidPass)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("rank %d round %d: %w", rank, round, err)
-	}
-	select {
-	case <-rt.stopped:
-		return nil, fmt.Errorf("rank %d round %d: %w", rank, round, ErrStopped)
-	default:
-	}
+func (localPasses) CheckPass(*Orchestration, int, int) error { return nil }
+
+func (l localPasses) SendPass(ctx context.Context, orch *Orchestration, rank, round int) (PassTicket, error) {
+	rt := l.rt
 	if rt.cfg.Golden {
 		// The reference is made once per orchestration, before its first
 		// pass is asked for: made after a pass returned, it would hold up
@@ -205,27 +187,24 @@ func (rt *Runtime) submit(ctx context.Context, orch *Orchestration, rank, round 
 	}
 	req := &passReq{id: rt.nextCall.Add(1), orch: orch, round: round, run: trace.Inject(ctx), reply: make(chan *PassResult, 1)}
 	rt.sys.Root.Send(sub, req)
-	return &call{req: req, sub: sub, rank: rank}, nil
+	return &localTicket{rt: rt, req: req, sub: sub}, nil
 }
 
-func (rt *Runtime) wait(ctx context.Context, c *call) (*PassResult, error) {
-	t := time.NewTimer(rt.cfg.PassTimeout)
-	defer t.Stop()
-	var err error
+func (t *localTicket) Reply() <-chan *PassResult { return t.req.reply }
+
+func (t *localTicket) Answered(res *PassResult) { t.rt.checkGolden(t.req.orch, res) }
+
+// GiveUp frees the rank: the pass leaves its queue, or its replay answers
+// it now (on the reply, which says the rank let it go). After Stop there
+// is no rank to tell.
+func (t *localTicket) GiveUp(err error) <-chan *PassResult {
 	select {
-	case res := <-c.req.reply:
-		rt.checkGolden(c.req.orch, res)
-		return res, res.Err
-	case <-ctx.Done():
-		err = fmt.Errorf("rank %d round %d: %w", c.rank, c.req.round, ctx.Err())
-	case <-t.C:
-		err = fmt.Errorf("rank %d round %d: no result after %v (Config.PassTimeout): %w", c.rank, c.req.round, rt.cfg.PassTimeout, context.DeadlineExceeded)
-	case <-rt.stopped:
-		return nil, fmt.Errorf("rank %d round %d: %w", c.rank, c.req.round, ErrStopped)
+	case <-t.rt.stopped:
+		return nil
+	default:
 	}
-	// Free the rank: the pass leaves its queue, or its replay answers it now.
-	rt.sys.Root.Send(c.sub, &cancelPass{id: c.req.id, err: err})
-	return nil, err
+	t.rt.sys.Root.Send(t.sub, &cancelPass{id: t.req.id, err: err})
+	return t.req.reply
 }
 
 func (rt *Runtime) rankActor(rank int) (*actor.PID, error) {

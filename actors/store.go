@@ -81,10 +81,7 @@ func (s *store) Receive(ctx actor.Context) {
 		s.st.Request(m)
 	case *mailbox.Built:
 		s.checkedSpan(m.Job, m)
-		s.st.Built(m.Recorder.Id, m.Job, stages.Recording{
-			Def: m.Def, Defects: m.Defects, Nodes: m.Nodes, Err: m.Err, Panicked: m.Panicked,
-			RecordNs: m.RecordNs, BuildNs: m.BuildNs,
-		})
+		s.st.Built(m.Recorder.Id, m.Job, m.Recording)
 	case *fetched:
 		s.fetchDone(m)
 	case *diskLoaded:

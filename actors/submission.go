@@ -33,39 +33,44 @@ type passRun struct {
 	pass  *stages.Pass
 	res   *PassResult
 	ops   trace.Ops
-	phase trace.PhaseSpan
-	open  bool // phase is running
-	ph    trace.Phase
+	phase trace.PhaseSpan // the phase span open now, if any
 	// image is the encoded run image, the device's to read until it has
 	// answered the copy.
 	image []byte
-	// beginNs and shipNs are when host_orch began and the image was sent
-	// to the device (trace.Now), which place the pass on the device's
-	// timeline (stages.DeviceAxis); placed says it was.
-	beginNs, shipNs int64
-	placed          bool
-	// rerunNs is the reruns' orchestration, which runs inside the open
-	// graph_upload span and is host_orch's: graph_upload's figure leaves it
-	// out, so the control plane counts it once. uploadNs is graph_upload's
-	// figure before a rerun that came after the ship (a Definition the
-	// device refused), which opens graph_upload again and adds to it.
-	rerunNs, uploadNs int64
+	// clock is the pass's control-plane arithmetic (the pure
+	// stages.PhaseClock): the shells feed it the clock readings their spans
+	// took, and set the figures it gives. It also places the pass on the
+	// device's timeline (stages.DeviceAxis); placed says it was.
+	clock  stages.PhaseClock
+	placed bool
 }
 
+// startPhase opens ph's span; graph_upload's opening is the clock's too.
 func (r *passRun) startPhase(tr *trace.Tracer, ph trace.Phase, rank int) context.Context {
 	ctx, span := tr.StartPhase(r.req.run.Context(context.Background()), ph, rank, r.req.round)
-	r.phase, r.ph, r.open = span, ph, true
+	r.phase = span
+	if ph == trace.PhaseGraphUpload {
+		r.clock.UploadOpened(span.StartNs())
+	}
 	return ctx
 }
 
-func (r *passRun) finishPhase() int64 {
-	r.open = false
-	ns := r.phase.Finish()
-	if r.ph == trace.PhaseGraphUpload {
-		ns += r.uploadNs - r.rerunNs
+// endPhase ends the open span and says when it ended, on trace.Now's axis
+// (its start plus the duration it exported, so a span and its figure agree).
+func (r *passRun) endPhase() int64 {
+	return r.phase.StartNs() + r.phase.Finish()
+}
+
+// closeUpload ends graph_upload's span at a ship (or at a failure before
+// one) and sets its figure from the clock.
+func (r *passRun) closeUpload(shipped bool) {
+	at := r.endPhase()
+	if shipped {
+		r.clock.Shipped(at)
+	} else {
+		r.clock.UploadClosed(at)
 	}
-	r.res.Pass.Set(r.ph, ns)
-	return ns
+	r.res.Pass.Set(trace.PhaseGraphUpload, r.clock.GraphUpload)
 }
 
 // The submission's and the replay's messages to each other.
@@ -105,7 +110,10 @@ type submission struct {
 	inFlight   int
 	cur        *passRun
 	curCtx     context.Context // the host_orch span, parent of recordings
-	ctx        actor.Context   // valid during a turn only
+	// inGraph is the key of the Graph call the orchestration is in, ""
+	// outside one: what a Goexit on the ordinary path names (runGuarded).
+	inGraph string
+	ctx     actor.Context // valid during a turn only
 }
 
 func (s *submission) Receive(ctx actor.Context) {
@@ -171,38 +179,37 @@ func (s *submission) start(req *passReq) {
 		s.ctx.Send(s.device, &mailbox.RegisterDevice{Entry: req.orch.Entry, Kernels: req.orch.Kernels})
 		s.registered = req.orch.Name
 	}
-	run.finishPhase()
+	run.res.Pass.Set(trace.PhaseArgs, run.phase.Finish())
 	s.curCtx = run.startPhase(s.rt.tracer, trace.PhaseHostOrch, s.rank)
-	run.beginNs = trace.Now()
 	s.orchestrate(run, s.host.Begin(req.orch.Name, req.orch.Entry, len(req.orch.Kernels), req.round))
 }
 
 // orchestrate runs the orchestration inside this turn and hands the pass
-// off. A rerun runs inside the pass's open graph_upload span and adds its
-// time to host_orch (and not to graph_upload's figure: rerunNs).
+// off. The clock (stages.PhaseClock) says where its time goes: a first
+// orchestration is host_orch's span; a rerun runs inside the pass's open
+// graph_upload span, or after the ship, and its time is host_orch's alone.
 func (s *submission) orchestrate(run *passRun, p *stages.Pass) {
 	rerun := run.pass != nil
 	run.pass = p
 	s.cur = run
 	run.ops = trace.Ops{} // a rerun starts its counts over
-	t0 := trace.Now()
+	begin := trace.Now()
+	if !rerun {
+		begin = run.phase.StartNs()
+	}
 	err := s.runGuarded(run.req.orch)
 	p = s.host.End(err)
 	s.cur = nil
-	switch {
-	case rerun && !run.open:
-		// Rerun after the ship: graph_upload was closed; it opens again
-		// after this orchestration, and keeps what it had.
-		run.res.Pass.Phases[trace.PhaseHostOrch] += trace.Now() - t0
-		run.uploadNs, run.rerunNs = run.res.Pass.Phases[trace.PhaseGraphUpload], 0
-		run.startPhase(s.rt.tracer, trace.PhaseGraphUpload, s.rank)
-	case rerun:
-		ns := trace.Now() - t0
-		run.res.Pass.Phases[trace.PhaseHostOrch] += ns
-		run.rerunNs += ns
-	default:
+	var end int64
+	if rerun {
+		end = trace.Now()
+	} else {
 		run.phase.SetOps(&run.ops)
-		run.finishPhase()
+		end = run.endPhase()
+	}
+	open := run.clock.Orchestrated(begin, end)
+	run.res.Pass.Set(trace.PhaseHostOrch, run.clock.HostOrch)
+	if open {
 		run.startPhase(s.rt.tracer, trace.PhaseGraphUpload, s.rank)
 	}
 	if !rerun {
@@ -211,16 +218,39 @@ func (s *submission) orchestrate(run *passRun, p *stages.Pass) {
 	s.ctx.Send(s.replay, &handoff{run: run})
 }
 
+// runGuarded runs orch's code, the caller's, on a goroutine of its own and
+// waits for it, as the recorder runs a body (recordBody): a panic is its
+// error, and so is a runtime.Goexit (as t.Fatal does), which run in this
+// turn would end the submission's mailbox goroutine, which nothing
+// restarts, and with it the rank: every later pass would wait for its ctx
+// and Stop for its bound. A body run on the ordinary path (a key that fell
+// back) runs here, so this is where its Goexit lands; the error names the
+// Graph call it was in (s.inGraph). The actor's turn is blocked while the
+// goroutine runs, so the orchestration still owns the rank's state alone.
 func (s *submission) runGuarded(orch *Orchestration) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("orchestration %q panicked: %w", orch.Name, panicError(p))
+	done := make(chan struct{})
+	go func() {
+		returned := false
+		defer func() {
+			if !returned {
+				if p := recover(); p != nil {
+					err = fmt.Errorf("orchestration %q panicked: %w", orch.Name, panicError(p))
+				} else if s.inGraph != "" {
+					err = fmt.Errorf("orchestration %q: graph %q on the ordinary path: %w", orch.Name, s.inGraph, ErrBodyExited)
+				} else {
+					err = fmt.Errorf("orchestration %q: %w", orch.Name, ErrOrchestrationExited)
+				}
+			}
+			s.inGraph = ""
+			close(done)
+		}()
+		if e := orch.Run(submitter{s}); e != nil {
+			err = fmt.Errorf("orchestration %q: %w", orch.Name, e)
 		}
+		returned = true
 	}()
-	if err := orch.Run(submitter{s}); err != nil {
-		return fmt.Errorf("orchestration %q: %w", orch.Name, err)
-	}
-	return nil
+	<-done
+	return err
 }
 
 // graph is one Graph call: the Host decides, the shell sends what it asks
@@ -228,7 +258,10 @@ func (s *submission) runGuarded(orch *Orchestration) (err error) {
 func (s *submission) graph(call *stages.GraphCall) stages.TaskID {
 	t0 := trace.Now()
 	graphs := s.host.Ordinary().NumGraphs()
+	outer := s.inGraph
+	s.inGraph = call.Key
 	id := s.host.Graph(call, submitter{s})
+	s.inGraph = outer
 	if jobs := s.host.TakeJobs(); len(jobs) > 0 {
 		tc := trace.Inject(s.curCtx)
 		for _, j := range jobs {

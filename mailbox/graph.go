@@ -33,18 +33,12 @@ func (j *RecordJob) Request() *stages.RecordRequest { return &j.RecordRequest }
 type Built struct {
 	Recorder *actor.PID
 	Job      *RecordJob
-	// Def is the Definition, its image and hash; nil when Err is set.
-	Def     *Definition
-	Defects []stages.Defect
-	Nodes   int
-	// Err is a recording failure: an unsupported construct, or a panic
-	// (Panicked set), either way with the key and the cause.
-	Err      error
-	Panicked bool
-	// RecordNs and BuildNs are the recorder's record_node and
-	// build_definition times for this job.
-	RecordNs int64
-	BuildNs  int64
+	// Recording is the result itself, as the store stage takes it: the
+	// Definition, its image and hash (nil when Err is set), the defects,
+	// nodes, the failure (an unsupported construct, or a panic or Goexit:
+	// Panicked set, either way with the key and the cause), and the
+	// recorder's record_node and build_definition times.
+	stages.Recording
 }
 
 // Definition is a published Definition as the store keeps it: immutable once

@@ -124,6 +124,7 @@ type Runtime struct {
 
 	stopped  chan struct{}
 	stopOnce sync.Once
+	caller   actors.PassCaller // the caller side of every pass (remotePasses)
 	// placed is set when Start has placed every rank: a node lost before
 	// that is Start's error, said once, not also OnNodeLost's.
 	placed   atomic.Bool
@@ -162,6 +163,7 @@ type nodeState struct {
 
 // pending is a pass asked of a node and not yet answered.
 type pending struct {
+	seq               uint64
 	rank, round, node int
 	reply             chan *actors.PassResult
 	span              oteltrace.Span
@@ -230,6 +232,7 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 	if rt.tracer == nil {
 		rt.tracer = trace.NewTracer(tp)
 	}
+	rt.caller = actors.PassCaller{Transport: remotePasses{rt}, Timeout: cfg.Runtime.PassTimeout, Stopped: rt.stopped}
 	for _, a := range cfg.Nodes {
 		rt.nodes = append(rt.nodes, &nodeState{addr: a, gone: make(chan struct{}), token: newToken()})
 	}
@@ -477,32 +480,26 @@ func (rt *Runtime) heartbeat(i int) {
 // sent. A pass of a rank whose node is lost fails with a *NodeError
 // (errors.Is(err, ErrNodeLost)).
 func (rt *Runtime) Pass(ctx context.Context, orch *actors.Orchestration, rank, round int) (*actors.PassResult, error) {
-	seq, p, err := rt.submit(ctx, orch, rank, round)
-	if err != nil {
-		return nil, err
-	}
-	return rt.wait(ctx, seq, p)
+	return rt.caller.Pass(ctx, orch, rank, round)
 }
 
-func (rt *Runtime) submit(ctx context.Context, orch *actors.Orchestration, rank, round int) (uint64, *pending, error) {
+// remotePasses is the driver as the one caller side of a pass
+// (actors.PassCaller) sees it: a pass goes to its rank's node.
+type remotePasses struct{ rt *Runtime }
+
+func (r remotePasses) CheckPass(orch *actors.Orchestration, rank, round int) error {
+	rt := r.rt
 	switch {
-	case orch == nil:
-		return 0, nil, fmt.Errorf("rank %d round %d: %w: nil orchestration", rank, round, actors.ErrInvalidPass)
 	case orch.Name != rt.orch.Name:
-		return 0, nil, fmt.Errorf("rank %d round %d: %w: orchestration %q, but the nodes run %q", rank, round, actors.ErrInvalidPass, orch.Name, rt.orch.Name)
-	case rank < 0 || rank >= rt.cfg.Ranks:
-		return 0, nil, fmt.Errorf("rank %d round %d: %w: ranks are 0 to %d", rank, round, actors.ErrInvalidPass, rt.cfg.Ranks-1)
-	case round < 0:
-		return 0, nil, fmt.Errorf("rank %d round %d: %w: negative round", rank, round, actors.ErrInvalidPass)
+		return fmt.Errorf("rank %d round %d: %w: orchestration %q, but the nodes run %q", rank, round, actors.ErrInvalidPass, orch.Name, rt.orch.Name)
+	case rank >= rt.cfg.Ranks:
+		return fmt.Errorf("rank %d round %d: %w: ranks are 0 to %d", rank, round, actors.ErrInvalidPass, rt.cfg.Ranks-1)
 	}
-	if err := ctx.Err(); err != nil {
-		return 0, nil, fmt.Errorf("rank %d round %d: %w", rank, round, err)
-	}
-	select {
-	case <-rt.stopped:
-		return 0, nil, fmt.Errorf("rank %d round %d: %w", rank, round, actors.ErrStopped)
-	default:
-	}
+	return nil
+}
+
+func (r remotePasses) SendPass(ctx context.Context, orch *actors.Orchestration, rank, round int) (actors.PassTicket, error) {
+	rt := r.rt
 	i := rank % len(rt.nodes)
 	ns := rt.nodes[i]
 	sctx, span := rt.otel.Start(ctx, SpanPass, oteltrace.WithAttributes(
@@ -514,54 +511,54 @@ func (rt *Runtime) submit(ctx context.Context, orch *actors.Orchestration, rank,
 	if ns.lost != nil {
 		err := ns.lost.forPass(rank, round)
 		rt.mu.Unlock()
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
-		span.End()
-		return 0, nil, err
+		endSpan(span, err)
+		return nil, err
 	}
 	rt.nextSeq++
-	seq := rt.nextSeq
-	rt.pending[seq] = p
+	p.seq = rt.nextSeq
+	rt.pending[p.seq] = p
 	rt.mu.Unlock()
-	req := &wire.PassRequest{Run: rt.run, Seq: seq, Rank: int32(rank), Round: int32(round), Trace: carrier}
+	req := &wire.PassRequest{Run: rt.run, Seq: p.seq, Rank: int32(rank), Round: int32(round), Trace: carrier}
 	rt.Wire.Sent.Add(1)
 	rt.Wire.SentBytes.Add(int64(proto.Size(req)))
 	rt.sys.Root.Send(ns.pid, req)
-	return seq, p, nil
+	return &remoteTicket{rt: rt, p: p}, nil
 }
 
-func (rt *Runtime) wait(ctx context.Context, seq uint64, p *pending) (*actors.PassResult, error) {
-	t := time.NewTimer(rt.cfg.Runtime.PassTimeout)
-	defer t.Stop()
-	var err error
-	select {
-	case res := <-p.reply:
-		if res.Err != nil {
-			p.span.RecordError(res.Err)
-			p.span.SetStatus(codes.Error, res.Err.Error())
-		}
-		p.span.End()
-		return res, res.Err
-	case <-ctx.Done():
-		err = fmt.Errorf("rank %d round %d: %w", p.rank, p.round, ctx.Err())
-	case <-t.C:
-		err = fmt.Errorf("rank %d round %d: no result after %v (Config.PassTimeout): %w", p.rank, p.round, rt.cfg.Runtime.PassTimeout, context.DeadlineExceeded)
-	}
-	// Given up on: the node is told to end it, and its answer, if it
-	// comes, is dropped.
+// remoteTicket is one pass sent to a node.
+type remoteTicket struct {
+	rt *Runtime
+	p  *pending
+}
+
+func (t *remoteTicket) Reply() <-chan *actors.PassResult { return t.p.reply }
+
+func (t *remoteTicket) Answered(res *actors.PassResult) { endSpan(t.p.span, res.Err) }
+
+// GiveUp tells the node to end the pass; its answer, if it comes, is
+// dropped (deliver), so nothing here says when the node let it go.
+func (t *remoteTicket) GiveUp(err error) <-chan *actors.PassResult {
+	rt, p := t.rt, t.p
 	rt.mu.Lock()
-	_, open := rt.pending[seq]
-	delete(rt.pending, seq)
+	_, open := rt.pending[p.seq]
+	delete(rt.pending, p.seq)
 	pid := rt.nodes[p.node].pid
 	rt.mu.Unlock()
-	if open && pid != nil {
+	if open && pid != nil && !errors.Is(err, actors.ErrStopped) {
 		rt.Wire.Cancels.Add(1)
-		rt.sys.Root.Send(pid, &wire.CancelPass{Run: rt.run, Seq: seq, Reason: err.Error()})
+		rt.sys.Root.Send(pid, &wire.CancelPass{Run: rt.run, Seq: p.seq, Reason: err.Error()})
 	}
-	p.span.RecordError(err)
-	p.span.SetStatus(codes.Error, err.Error())
-	p.span.End()
-	return nil, err
+	endSpan(p.span, err)
+	return nil
+}
+
+// endSpan ends a pass's span, failed with err if there is one.
+func endSpan(span oteltrace.Span, err error) {
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
 }
 
 // deliver hands a node's answer to the pass waiting for it.
@@ -681,31 +678,10 @@ func (rt *Runtime) Run(ctx context.Context, spec actors.RunSpec) ([]*actors.Pass
 }
 
 // AskPass implements actors.PassAsker: the pass is sent to its rank's node
-// at once, and waited for later.
+// at once, and waited for later (or dropped: its node is told to end it,
+// and its answer, if it comes, is dropped).
 func (rt *Runtime) AskPass(ctx context.Context, orch *actors.Orchestration, rank, round int) (actors.AskedPass, error) {
-	seq, p, err := rt.submit(ctx, orch, rank, round)
-	if err != nil {
-		return nil, err
-	}
-	return &askedPass{rt: rt, seq: seq, p: p}, nil
-}
-
-type askedPass struct {
-	rt  *Runtime
-	seq uint64
-	p   *pending
-}
-
-func (a *askedPass) Wait(ctx context.Context) (*actors.PassResult, error) {
-	return a.rt.wait(ctx, a.seq, a.p)
-}
-
-// Drop gives the pass up: its node is told to end it, and its answer, if
-// it comes, is dropped.
-func (a *askedPass) Drop() {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	_, _ = a.rt.wait(ctx, a.seq, a.p)
+	return rt.caller.Ask(ctx, orch, rank, round)
 }
 
 // Stop fails every pass in flight with actors.ErrStopped, releases the

@@ -391,10 +391,11 @@ func TestGivenUpPassEnds(t *testing.T) {
 	require.NoError(t, err)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	seq, p, err := rt.submit(ctx, rt.Orchestration(), 0, 1)
+	p, err := rt.AskPass(ctx, rt.Orchestration(), 0, 1)
 	require.NoError(t, err)
+	const seq = uint64(2) // the run's second pass
 	cancel()
-	_, err = rt.wait(ctx, seq, p)
+	_, err = p.Wait(ctx)
 	require.ErrorIs(t, err, context.Canceled)
 	assert.Equal(t, int64(1), rt.Wire.Cancels.Load())
 	select {

@@ -26,6 +26,12 @@ import (
 //	device [err=TEXT] [refused=K]                   the device's next reply (refused: for K's Definition)
 //	cancel pass=N                                   the caller gave up
 //	rerun                                           the Host reruns the pass the replay gave back
+//
+// Any command takes at=T, the clock reading (ns) when it happens: a script
+// that gives one drives each pass's PhaseClock too (begin and rerun start an
+// orchestration, end ends it, a ship and a failure close graph_upload at
+// the command's time, device took=N is the copy's arena_h2d) and prints its
+// figures.
 func TestPassScripts(t *testing.T) {
 	datadriven.Walk(t, "testdata/pass", func(t *testing.T, path string) {
 		var env *passEnv
@@ -49,6 +55,11 @@ type passEnv struct {
 	orch   Submitter
 	rerun  *Pass
 	out    strings.Builder
+	// The phase clock, in a script that gives times (at=).
+	timed  bool
+	now    int64
+	orchAt int64                  // when the running orchestration began
+	clocks map[uint64]*PhaseClock // by pass id; a rerun's is its pass's
 }
 
 const scriptRows = 64
@@ -64,7 +75,7 @@ func newPassEnv(d *datadriven.TestData) *passEnv {
 	cfg.StrictRecording = d.HasArg("strict")
 	cfg.DefectsAsWarnings = d.HasArg("warn")
 	cfg.SkipDevice = d.HasArg("skip-device")
-	e := &passEnv{host: NewHost(0, cfg), replay: NewReplay(), names: map[uint64]string{}}
+	e := &passEnv{host: NewHost(0, cfg), replay: NewReplay(), names: map[uint64]string{}, clocks: map[uint64]*PhaseClock{}}
 	e.orch = scriptSubmitter{e}
 	return e
 }
@@ -162,9 +173,13 @@ func (e *passEnv) printf(format string, a ...any) { fmt.Fprintf(&e.out, format, 
 
 func (e *passEnv) handle(t *testing.T, d *datadriven.TestData) string {
 	e.out.Reset()
+	if d.HasArg("at") {
+		e.timed, e.now = true, int64(intArg(t, d, "at", 0))
+	}
 	switch d.Cmd {
 	case "begin":
 		p := e.host.Begin("script", scriptEntry, 1, intArg(t, d, "round", 0))
+		e.clocks[p.ID], e.orchAt = &PhaseClock{}, e.now
 		e.printf("pass %d: host_orch\n", p.ID)
 	case "call":
 		e.call(t, d)
@@ -176,6 +191,16 @@ func (e *passEnv) handle(t *testing.T, d *datadriven.TestData) string {
 		p := e.host.End(err)
 		c := p.Counts
 		e.printf("pass %d: handoff: %d tasks (%d Graph), waiting for %s\n", p.ID, c.HostSubmissions, c.GraphSubmissions, e.keyList(p.Waiting()))
+		if e.timed {
+			clock := e.clocks[p.ID]
+			open := clock.Orchestrated(e.orchAt, e.now)
+			e.printf("clock: host_orch %d", clock.HostOrch)
+			if open {
+				clock.UploadOpened(e.now)
+				e.printf(", graph_upload opens at %d", e.now)
+			}
+			e.printf("\n")
+		}
 		e.replay.Handoff(p)
 	case "defined":
 		e.replay.Defined(e.outcome(t, d))
@@ -199,6 +224,11 @@ func (e *passEnv) handle(t *testing.T, d *datadriven.TestData) string {
 			e.printf("pass %d: launched\n", p.ID)
 		default:
 			e.printf("pass %d: copied\n", p.ID)
+			if e.timed {
+				clock := e.clocks[p.ID]
+				clock.Copied(int64(intArg(t, d, "took", 0)))
+				e.printf("clock: arena_h2d %d, on the device at %d\n", clock.ArenaH2D, clock.Ready())
+			}
 		}
 	case "cancel":
 		e.replay.Cancel(uint64(intArg(t, d, "pass", 0)), errors.New("context canceled"))
@@ -207,6 +237,7 @@ func (e *passEnv) handle(t *testing.T, d *datadriven.TestData) string {
 			d.Fatalf(t, "no pass to rerun")
 		}
 		p := e.host.Rerun(e.rerun)
+		e.clocks[p.ID], e.orchAt = e.clocks[e.rerun.ID], e.now
 		e.rerun = nil
 		e.printf("pass %d: host_orch (rerun)\n", p.ID)
 	default:
@@ -333,6 +364,11 @@ func (e *passEnv) actions() {
 				e.rerun = p
 			}
 		case ActShip:
+			if e.timed {
+				clock := e.clocks[p.ID]
+				clock.Shipped(e.now)
+				e.printf("clock: graph_upload %d, shipped at %d\n", clock.GraphUpload, clock.Ship)
+			}
 			img := p.Image
 			var heap []string
 			for _, g := range img.Graphs {
@@ -351,6 +387,13 @@ func (e *passEnv) actions() {
 				c.GraphCalls, c.GraphSubmissions, c.BoundaryMismatches, c.FallbackCalls, c.Verified, c.Demoted, p.BuiltDefinitions, p.RecordedNodes, p.UploadedBytes)
 			for _, w := range p.Warnings {
 				e.printf("  warning: %s\n", w)
+			}
+			if clock := e.clocks[p.ID]; e.timed {
+				if clock.Uploading() {
+					clock.UploadClosed(e.now) // failed before it shipped
+				}
+				e.printf("  clock: host_orch %d + graph_upload %d + arena_h2d %d = control plane %d, within %d since begin\n",
+					clock.HostOrch, clock.GraphUpload, clock.ArenaH2D, clock.HostOrch+clock.GraphUpload+clock.ArenaH2D, e.now-clock.Begin)
 			}
 			e.host.Recycle(p.Image)
 		}
