@@ -63,6 +63,14 @@ func claim(dir string) error {
 	if err != nil {
 		return fmt.Errorf("definition store: reading %s: %w", dir, err)
 	}
+	// Another process may be claiming the same new directory: its
+	// temporary marker, or the marker it linked after our read, is
+	// hbg's own, not a user's file.
+	if slices.Contains(names, markerName) {
+		_, err := readMarker(dir)
+		return err
+	}
+	names = slices.DeleteFunc(names, func(n string) bool { return strings.HasPrefix(n, "."+markerName+"-") })
 	if len(names) == 0 {
 		return writeMarker(dir)
 	}
@@ -165,7 +173,7 @@ func notLayout(dir string, names []string) string {
 	slices.Sort(names)
 	for _, n := range names {
 		switch {
-		case n == "lock", strings.HasPrefix(n, "."+markerName+"-"):
+		case n == "lock":
 			continue
 		case slices.Contains(storeDirs, n), slices.Contains(legacyDirs, n):
 		default:

@@ -122,6 +122,36 @@ func TestMarkerMade(t *testing.T) {
 	}
 }
 
+// TestClaimConcurrent: processes that open one new directory at once all
+// get the store; another's temporary marker, or the marker it linked
+// between our read and our listing, is hbg's own and never "not a store".
+func TestClaimConcurrent(t *testing.T) {
+	for round := range 20 {
+		dir := filepath.Join(t.TempDir(), "store")
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		errs := make(chan error, 8)
+		for range cap(errs) {
+			go func() { errs <- claim(dir) }()
+		}
+		for range cap(errs) {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		if ok, err := readMarker(dir); !ok || err != nil {
+			t.Fatalf("round %d: marker %v, %v", round, ok, err)
+		}
+	}
+	// A temporary marker left by a killed process is no user's file.
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "."+markerName+"-123"), []byte(markerHead))
+	if err := claim(dir); err != nil {
+		t.Fatalf("a killed claim's temporary marker: %v", err)
+	}
+}
+
 // TestMaintenanceLeavesForeignNames: in a store of hbg's, a file that is
 // not of hbg's layout (a user's file dropped into tmp/ or quarantine/)
 // is left by gc and by eviction, and named by verify.

@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hbg-dev/hbg/actors"
+	"github.com/hbg-dev/hbg/authn"
 	"github.com/hbg-dev/hbg/config"
 	"github.com/hbg-dev/hbg/wire"
 )
@@ -71,6 +72,12 @@ func serveNode(listen string) int {
 	if err := n.Stop(sctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
+	}
+	// A handler panic the guard recovered is a message the guard should
+	// have refused: every test's node fails on one.
+	if p := authn.GuardStats.Panics.Load(); p != 0 {
+		fmt.Fprintf(os.Stderr, "node %s: %d handler panics recovered, want none reaching protoactor\n", n.Addr(), p)
+		return 3
 	}
 	return 0
 }
