@@ -82,9 +82,11 @@ func (a *Device) Receive(ctx actor.Context) {
 		reply(ctx, m.ReplyTo, &mailbox.Uploaded{Object: id, Hash: stages.DefinitionHash(m.Bytes), Err: err})
 	case *mailbox.CopyRun:
 		ph := startPhase(m.Phase, trace.PhaseArenaH2D)
-		err := a.safe(func() error { return a.dev.CopyRun(m.Bytes) })
+		var sent int
+		err := a.safe(func() (err error) { sent, err = a.dev.PatchRun(m.Bytes, m.Tag, m.Base, m.Changed); return err })
+		ph.SetBytes(sent)
 		ph.Fail(err)
-		reply(ctx, m.ReplyTo, &mailbox.RunCopied{Bytes: len(m.Bytes), Err: err, StartNs: ph.StartNs(), Ns: ph.Finish()})
+		reply(ctx, m.ReplyTo, &mailbox.RunCopied{Bytes: sent, Err: err, StartNs: ph.StartNs(), Ns: ph.Finish()})
 	case *mailbox.Launch:
 		ph := startPhase(m.Phase, trace.PhaseDeviceWall)
 		var res *npu.Result

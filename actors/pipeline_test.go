@@ -23,6 +23,9 @@ type keysModel struct {
 	// first, if set, receives the id of the dummy task the orchestration
 	// submits before its Graph calls.
 	first *stages.TaskID
+	// shift, if set, is added to every call's boundary scalar as the pass
+	// runs: a step whose boundary values change from pass to pass.
+	shift *uint64
 }
 
 const rowsPerCall = 4
@@ -57,13 +60,17 @@ func (m keysModel) orchestration(name string) *Orchestration {
 			for c := 0; c < m.calls; c++ {
 				for k := 0; k < m.keys; k++ {
 					row := int64((c*m.keys + k) * rowsPerCall)
+					var shift uint64
+					if m.shift != nil {
+						shift = *m.shift
+					}
 					call := &stages.GraphCall{
 						Key: fmt.Sprintf("key-%d", k),
 						Boundary: []stages.Arg{
 							{Tag: stages.TagInput, View: stages.NewView(0, row*16, stages.FP32, rowsPerCall, 16)},
 							{Tag: wtag, View: stages.NewView(1, row*16, stages.FP32, rowsPerCall, 16)},
 						},
-						Scalars: []uint64{uint64(c*1000 + k)},
+						Scalars: []uint64{uint64(c*1000+k) + shift},
 						Body:    body,
 					}
 					if m.config != nil {

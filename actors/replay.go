@@ -24,6 +24,13 @@ type replayActor struct {
 	axis       stages.DeviceAxis
 	runs       map[uint64]*passRun // by stages.Pass.ID, until the device owes them nothing
 	free       [][]byte            // run image buffers the device has read
+	// last is the run image last shipped (its bytes are what the device
+	// holds, once it has read them) and lastTag its name: the next pass
+	// sends only the ranges that differ from it. lastRead is whether the
+	// device has read it (then it goes to free when it is replaced).
+	last     []byte
+	lastTag  uint64
+	lastRead bool
 }
 
 func (r *replayActor) Receive(ctx actor.Context) {
@@ -39,9 +46,9 @@ func (r *replayActor) Receive(ctx actor.Context) {
 	case *mailbox.DefinitionUploaded:
 		r.rp.Defined(m.Outcome)
 	case *mailbox.RunCopied:
-		r.deviceReplied(ctx, m.Err, nil, m.StartNs, m.Ns)
+		r.deviceReplied(ctx, m.Err, nil, m.Bytes, m.StartNs, m.Ns)
 	case *mailbox.Launched:
-		r.deviceReplied(ctx, m.Err, m.Result, m.StartNs, m.Ns)
+		r.deviceReplied(ctx, m.Err, m.Result, 0, m.StartNs, m.Ns)
 	case *cancelPass:
 		for id, run := range r.runs {
 			if run.req.id == m.id && !run.pass.Done() {
@@ -58,13 +65,12 @@ type replayWire struct{ submission *actor.PID }
 // deviceReplied takes the device's next answer, a copy's or a launch's
 // (the device answers in order): its error, the launch's result, and when
 // the phase began and how long it took.
-func (r *replayActor) deviceReplied(ctx actor.Context, err error, result *npu.Result, startNs, ns int64) {
+func (r *replayActor) deviceReplied(ctx actor.Context, err error, result *npu.Result, sent int, startNs, ns int64) {
 	r.refused(ctx, err)
 	p, launched, over := r.rp.DeviceReplied(err)
 	run := r.runs[p.ID]
 	if !p.AtDevice() {
-		r.free = append(r.free, run.image[:0])
-		run.image = nil
+		r.release(run)
 		if over {
 			delete(r.runs, p.ID)
 		}
@@ -74,6 +80,7 @@ func (r *replayActor) deviceReplied(ctx actor.Context, err error, result *npu.Re
 	}
 	res := run.res
 	if !launched {
+		res.Pass.RunImageSentBytes = int64(sent)
 		run.clock.Copied(ns)
 		res.Pass.Set(trace.PhaseArenaH2D, run.clock.ArenaH2D)
 		return
@@ -142,12 +149,37 @@ func (r *replayActor) ship(ctx actor.Context, run *passRun) {
 		buf, r.free = r.free[n-1], r.free[:n-1]
 	}
 	run.image = stages.AppendRunImage(buf, img)
+	cp := &mailbox.CopyRun{Bytes: run.image, Base: r.lastTag}
+	if changed, ok := stages.DiffRunImage(nil, r.last, run.image); ok && r.last != nil {
+		cp.Changed = changed
+	} else {
+		cp.Base = 0
+	}
+	if r.last != nil && r.lastRead {
+		r.free = append(r.free, r.last[:0])
+	}
+	r.lastTag++
+	r.last, r.lastRead, cp.Tag = run.image, false, r.lastTag
+	run.res.Pass.RunImageBytes = int64(len(run.image))
 	run.closeUpload(true)
 	ph := mailbox.DevicePhase{Tracer: r.rt.tracer, Run: run.req.run, Rank: r.rank, Round: run.req.round}
-	sendDevice(ctx, r.device, &mailbox.CopyRun{Bytes: run.image, Phase: ph})
+	cp.Phase = ph
+	sendDevice(ctx, r.device, cp)
 	if !r.rt.cfg.SkipDevice {
 		sendDevice(ctx, r.device, &mailbox.Launch{Timeline: r.rt.cfg.Timeline, Phase: ph})
 	}
+}
+
+// release takes back a run image the device has read: its buffer is
+// reused for a later image, unless it is the last shipped, which the next
+// image is compared with.
+func (r *replayActor) release(run *passRun) {
+	if len(run.image) > 0 && len(r.last) > 0 && &run.image[0] == &r.last[0] {
+		r.lastRead = true
+	} else {
+		r.free = append(r.free, run.image[:0])
+	}
+	run.image = nil
 }
 
 // reply answers the caller and frees the pass's slot on the rank.

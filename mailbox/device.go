@@ -52,14 +52,20 @@ type Uploaded struct {
 type CopyRun struct {
 	Bytes   []byte
 	ReplyTo *actor.PID
+	// Tag names this image (0: unnamed, copied whole). When the device's
+	// resident image is the one named Base, only Changed is copied
+	// (npu.Die.PatchRun): a warm pass sends only what changed.
+	Tag, Base uint64
+	Changed   []stages.ImageRange
 	// Phase is the pass the copy belongs to: the device spans arena_h2d
 	// itself, so the phase covers the copy and not the wait behind the
 	// previous pass's launch in the device's queue.
 	Phase DevicePhase
 }
 
-// RunCopied answers CopyRun: StartNs is when the copy began (trace.Now's
-// clock) and Ns how long it took (arena_h2d).
+// RunCopied answers CopyRun: Bytes is what crossed (the changed ranges
+// of a patch), StartNs when the copy began (trace.Now's clock) and Ns how
+// long it took (arena_h2d).
 type RunCopied struct {
 	Bytes       int
 	Err         error

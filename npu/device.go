@@ -87,6 +87,9 @@ type Die struct {
 	nextDef   uint64
 	run       []byte
 	runGen    uint64
+	// runTag is the sender's name for the resident run image (0: none or
+	// unnamed): a patch applies only over the image it was made against.
+	runTag uint64
 	// runDec decodes each copied run image into storage reused launch
 	// after launch: the plan made from one image is dropped (CopyRun,
 	// Reset) before the next image is decoded over it.
@@ -267,10 +270,39 @@ func (d *Die) CopyRun(image []byte) error {
 	}
 	d.run = append(d.run[:0], image...)
 	d.runGen++
+	d.runTag = 0
 	d.plan = nil
 	d.stats.H2DBytes += int64(len(image))
 	d.stats.H2DCopies++
 	return nil
+}
+
+// PatchRun brings the resident run image to image, naming it tag. When the
+// resident image is the one named base (and of image's length), only the
+// changed ranges are copied, and an image with none changed keeps the
+// launch plan already made from it; otherwise the whole image is copied.
+// sent is the bytes that crossed. A range outside image is the sender's
+// bug: PatchRun panics.
+func (d *Die) PatchRun(image []byte, tag, base uint64, changed []stages.ImageRange) (sent int, err error) {
+	if base == 0 || base != d.runTag || len(d.run) != len(image) || len(image) == 0 {
+		if err := d.CopyRun(image); err != nil {
+			return 0, err
+		}
+		d.runTag = tag
+		return len(image), nil
+	}
+	for _, r := range changed {
+		copy(d.run[r.Off:r.Off+r.Len], image[r.Off:r.Off+r.Len])
+		sent += r.Len
+	}
+	d.runTag = tag
+	d.stats.H2DCopies += len(changed)
+	d.stats.H2DBytes += int64(sent)
+	if len(changed) > 0 {
+		d.runGen++
+		d.plan = nil
+	}
+	return sent, nil
 }
 
 // Launch decodes and checks the resident run image, simulates it and
@@ -316,6 +348,7 @@ func (d *Die) Reset() {
 	d.nextDef = defRegionBase
 	d.run = d.run[:0]
 	d.runGen++
+	d.runTag = 0
 	d.plan = nil
 	entries, eb := d.stats.EntryRoots, d.stats.EntryBytes
 	d.stats = Stats{EntryRoots: entries, EntryBytes: eb}

@@ -1,6 +1,7 @@
 package npu
 
 import (
+	"bytes"
 	"errors"
 	"reflect"
 	"strings"
@@ -450,5 +451,60 @@ func TestInOutKeepsHistory(t *testing.T) {
 	raced[kNorm].RaceGroup = 1
 	if run(raced, a1, acc) != run(raced, a2, acc) {
 		t.Errorf("a declared racing kernel's inout kept what the region held")
+	}
+}
+
+// TestPatchRun: a patch over the image it was made against launches as the
+// whole image would; over any other image (another tag, a reset die, a
+// different length) the whole image is copied; an unchanged image sends
+// nothing and launches the same.
+func TestPatchRun(t *testing.T) {
+	base := synth(synthOpts{}).bytes()
+	b := synth(synthOpts{})
+	b.img.Scalars[b.img.Tasks[1].Scalars.Off]++
+	next := b.bytes()
+	want := launchOnce(t, newDevice(t), next)
+
+	d := newDevice(t)
+	if sent, err := d.PatchRun(base, 1, 0, nil); err != nil || sent != len(base) {
+		t.Fatalf("first image: sent %d, %v; want all %d bytes", sent, err, len(base))
+	}
+	first, err := d.Launch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed, ok := stages.DiffRunImage(nil, base, next)
+	if !ok || len(changed) == 0 {
+		t.Fatalf("diff: %v, %v", changed, ok)
+	}
+	sent, err := d.PatchRun(next, 2, 1, changed)
+	if err != nil || sent != stages.RangeBytes(changed) || sent >= len(next) {
+		t.Fatalf("patch: sent %d of %d, %v; want the %d changed bytes", sent, len(next), err, stages.RangeBytes(changed))
+	}
+	if r, err := d.Launch(); err != nil || r.Digest != want.Digest || r.Digest == first.Digest {
+		t.Fatalf("patched launch: %v; digest %#x, want %#x (the whole image's)", err, r.Digest, want.Digest)
+	}
+	if sent, err := d.PatchRun(next, 3, 2, nil); err != nil || sent != 0 {
+		t.Fatalf("unchanged image: sent %d, %v; want nothing", sent, err)
+	}
+	if r, err := d.Launch(); err != nil || r.Digest != want.Digest {
+		t.Fatalf("unchanged image's launch: %v, digest %#x, want %#x", err, r.Digest, want.Digest)
+	}
+	// Over an image it was not made against, a patch would launch a mix:
+	// the whole image goes instead.
+	for name, tc := range map[string]struct {
+		reset bool
+		base  uint64
+	}{"another tag": {base: 2}, "a reset die": {reset: true, base: 3}} {
+		if tc.reset {
+			d.Reset()
+		}
+		sent, err := d.PatchRun(base, 4, tc.base, nil)
+		if err != nil || sent != len(base) {
+			t.Fatalf("%s: sent %d, %v; want the whole %d bytes", name, sent, err, len(base))
+		}
+	}
+	if sent, _ := d.PatchRun(append(bytes.Clone(base), 0), 5, 4, nil); sent != len(base)+1 {
+		t.Fatalf("another length: sent %d, want the whole image", sent)
 	}
 }

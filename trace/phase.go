@@ -180,6 +180,11 @@ type Pass struct {
 	// UploadedDefinitionBytes is the Definition image bytes uploaded in this
 	// pass (the run image is not counted: it goes with arena_h2d).
 	UploadedDefinitionBytes int64
+	// RunImageBytes is the pass's run image and RunImageSentBytes what of
+	// it crossed to the device: only the ranges that changed since the
+	// image the device holds (nothing, for a warm pass whose boundary
+	// values are the last pass's).
+	RunImageBytes, RunImageSentBytes int64
 	// LoadedDefinitions and LoadedBytes count the Definitions this pass
 	// loaded from the store on disk instead of recording them, and their
 	// image bytes; StoreRejected the entries found bad there (moved aside

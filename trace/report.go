@@ -535,6 +535,8 @@ type passJSON struct {
 	RecordedNodes           int         `json:"recorded_nodes"`
 	BuiltDefinitions        int         `json:"built_definitions"`
 	UploadedDefinitionBytes int64       `json:"uploaded_definition_bytes"`
+	RunImageBytes           int64       `json:"run_image_bytes"`
+	RunImageSentBytes       int64       `json:"run_image_sent_bytes"`
 	LoadedDefinitions       int         `json:"loaded_definitions"`
 	LoadedBytes             int64       `json:"loaded_bytes"`
 	StoreRejected           int         `json:"store_rejected"`
@@ -552,6 +554,7 @@ func (p Pass) MarshalJSON() ([]byte, error) {
 		Rank: p.Rank, Round: p.Round, Cold: p.Cold,
 		RecordedNodes: p.RecordedNodes, BuiltDefinitions: p.BuiltDefinitions,
 		UploadedDefinitionBytes: p.UploadedDefinitionBytes, SimulationNs: p.SimulationNs,
+		RunImageBytes: p.RunImageBytes, RunImageSentBytes: p.RunImageSentBytes,
 		LoadedDefinitions: p.LoadedDefinitions, LoadedBytes: p.LoadedBytes, StoreRejected: p.StoreRejected,
 		FetchedDefinitions: p.FetchedDefinitions, FetchedBytes: p.FetchedBytes, FetchRejected: p.FetchRejected,
 		Ops: p.Ops,
@@ -579,6 +582,7 @@ func (p *Pass) UnmarshalJSON(b []byte) error {
 		Rank: j.Rank, Round: j.Round, Cold: j.Cold,
 		RecordedNodes: j.RecordedNodes, BuiltDefinitions: j.BuiltDefinitions,
 		UploadedDefinitionBytes: j.UploadedDefinitionBytes, SimulationNs: j.SimulationNs,
+		RunImageBytes: j.RunImageBytes, RunImageSentBytes: j.RunImageSentBytes,
 		LoadedDefinitions: j.LoadedDefinitions, LoadedBytes: j.LoadedBytes, StoreRejected: j.StoreRejected,
 		FetchedDefinitions: j.FetchedDefinitions, FetchedBytes: j.FetchedBytes, FetchRejected: j.FetchRejected,
 		Ops: j.Ops,

@@ -268,6 +268,13 @@ func (s PhaseSpan) FinishDevice(simNs int64) (sim, wall int64) {
 	return simNs, s.Finish()
 }
 
+// SetBytes puts the bytes the phase moved on its span (KeyBytes).
+func (s PhaseSpan) SetBytes(n int) {
+	if !s.noop {
+		s.s.SetAttributes(KeyBytes.Int(n))
+	}
+}
+
 // SetOps puts per-operation totals on the span (hbg.ops.<op>.count and
 // hbg.ops.<op>.total_ns), for host_orch. Operations with count 0 are left
 // out.
