@@ -1,7 +1,14 @@
 package actors
 
 import (
+	"context"
+	"errors"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/hbg-dev/hbg/golden"
+	"github.com/hbg-dev/hbg/stages"
 )
 
 // TestWarmPassSendsOnlyChanges: the cold pass sends its whole run image; a
@@ -33,5 +40,33 @@ func TestWarmPassSendsOnlyChanges(t *testing.T) {
 	}
 	if digests[0] == digests[7] {
 		t.Fatal("the shifted scalars left the digest unchanged: the test cannot see a stale patch")
+	}
+}
+
+// TestEdgeBoundEndsPass: a pass whose run image or recording passes its
+// orchestration's bound on dependency edges fails with ErrTooManyEdges
+// (not as a panic of the caller's code), and the rank serves the next
+// pass: on the code before, the fanin grew until memory ran out.
+func TestEdgeBoundEndsPass(t *testing.T) {
+	m := keysModel{keys: 4, calls: 8}
+	for name, orch := range map[string]*Orchestration{
+		"a recording":       m.orchestration("bounded"),
+		"the ordinary path": golden.Inline(m.orchestration("bounded")),
+	} {
+		rt := newRuntime(t, Config{}, nil)
+		orch.MaxEdges = 1 // the run image's and each Definition's
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		res, err := rt.Pass(ctx, orch, 1, 0)
+		cancel()
+		if err == nil {
+			err = res.Err
+		}
+		if !errors.Is(err, stages.ErrTooManyEdges) || strings.Contains(err.Error(), "panicked") {
+			t.Fatalf("%s, bound %d: %v, want ErrTooManyEdges, not a panic", name, orch.MaxEdges, err)
+		}
+		orch.MaxEdges = 0
+		if res := runPass(t, rt, orch, 2); res.Device == nil {
+			t.Fatalf("%s: the next pass: %+v", name, res)
+		}
 	}
 }

@@ -93,7 +93,13 @@ func (r *recorder) recordBody(job *mailbox.RecordJob) (err, aborted error) {
 		returned := false
 		defer func() {
 			if !returned {
-				if p := recover(); p != nil {
+				p := recover()
+				if b, ok := p.(*stages.EdgeBoundError); ok {
+					// Not the body's panic but the bound's: the
+					// recording fails, the recorder is reset as after
+					// a panic.
+					aborted = b
+				} else if p != nil {
 					aborted = fmt.Errorf("graph %q: %w while recording: %w", job.Key, ErrBodyPanicked, panicError(p))
 				} else {
 					aborted = fmt.Errorf("graph %q: %w while recording", job.Key, ErrBodyExited)
@@ -105,6 +111,7 @@ func (r *recorder) recordBody(job *mailbox.RecordJob) (err, aborted error) {
 			r.hook(job)
 		}
 		r.rec.SetFullEdges(job.FullEdges)
+		r.rec.SetMaxEdges(job.MaxEdges)
 		err = r.rec.RecordBody(job.Key, job.FullKey, job.Boundary, job.Roots, job.Scalars, job.ExtDeps, job.Body)
 		returned = true
 	}()

@@ -181,7 +181,7 @@ func (s *submission) start(req *passReq) {
 	}
 	run.res.Pass.Set(trace.PhaseArgs, run.phase.Finish())
 	s.curCtx = run.startPhase(s.rt.tracer, trace.PhaseHostOrch, s.rank)
-	s.orchestrate(run, s.host.Begin(req.orch.Name, req.orch.Entry, len(req.orch.Kernels), req.round))
+	s.orchestrate(run, s.host.BeginBounded(req.orch.Name, req.orch.Entry, len(req.orch.Kernels), req.round, req.orch.MaxEdges))
 }
 
 // orchestrate runs the orchestration inside this turn and hands the pass
@@ -235,6 +235,9 @@ func (s *submission) runGuarded(orch *Orchestration) (err error) {
 			if !returned {
 				if p := recover(); p != nil {
 					err = fmt.Errorf("orchestration %q panicked: %w", orch.Name, panicError(p))
+					if b, ok := p.(*stages.EdgeBoundError); ok {
+						err = fmt.Errorf("orchestration %q: %w", orch.Name, b)
+					}
 				} else if s.inGraph != "" {
 					err = fmt.Errorf("orchestration %q: graph %q on the ordinary path: %w", orch.Name, s.inGraph, ErrBodyExited)
 				} else {

@@ -11,7 +11,8 @@
 //
 //	model: NAME
 //	source: {repo: OWNER/NAME, commit: HEX, path: FILE}   # optional: the upstream program it was written from
-//	max_tasks: N                          # bound on a pass's device tasks (default 4194304)
+//	max_tasks: N                          # bound on a pass's device tasks (default and most 4194304; --max-tasks raises it)
+//	max_edges: N                          # bound on a pass's dependency edges, run image and each Definition (default and most 16777216; --max-edges raises it)
 //	constants: {NAME: INT, ...}          # usable in every expression
 //	entry:
 //	  tensors:                            # RootIDs 0..N-1, in this order

@@ -211,6 +211,7 @@ type modelDoc struct {
 	Model     *yaml.Node `yaml:"model"`
 	Source    *yaml.Node `yaml:"source"`
 	MaxTasks  *yaml.Node `yaml:"max_tasks"`
+	MaxEdges  *yaml.Node `yaml:"max_edges"`
 	Constants *yaml.Node `yaml:"constants"`
 	Entry     *yaml.Node `yaml:"entry"`
 	Kernels   *yaml.Node `yaml:"kernels"`
@@ -252,6 +253,14 @@ func (l *loader) model(n *yaml.Node) error {
 		}
 		if l.m.maxTasks <= 0 {
 			return l.errf(mt, "max_tasks", mt.Value, "want a positive number of tasks per pass")
+		}
+	}
+	if me := d.MaxEdges; me != nil {
+		if l.m.maxEdges, err = l.constInt(me, "max_edges"); err != nil {
+			return err
+		}
+		if l.m.maxEdges <= 0 {
+			return l.errf(me, "max_edges", me.Value, "want a positive number of dependency edges per pass")
 		}
 	}
 	if err := l.entry(d.Entry); err != nil {

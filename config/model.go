@@ -40,8 +40,11 @@ type Model struct {
 	// its user's (LimitTasks), sizes the forms checked against a bound.
 	maxTasks  int64
 	taskLimit int64
-	sizeMu    sync.Mutex
-	sizes     map[string]sizeCheck
+	// maxEdges is the model's own bound on a pass's dependency edges
+	// (max_edges:), edgeLimit its user's (LimitEdges).
+	maxEdges, edgeLimit int64
+	sizeMu              sync.Mutex
+	sizes               map[string]sizeCheck
 }
 
 type entryTensor struct {

@@ -22,5 +22,7 @@ func (m *Model) Orchestration(form string) (*stages.Orchestration, error) {
 		Kernels: m.Kernels(),
 		Run:     func(o stages.Submitter) error { return m.Run(o, form) },
 		File:    m.File(),
+		// A model's bound holds until a command or a node sets its own.
+		MaxEdges: m.MaxEdges(),
 	}, nil
 }

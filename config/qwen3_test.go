@@ -61,8 +61,8 @@ func TestQwen3Validates(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []config.FormSummary{
-		{Name: "eager", Tasks: 11087, HostSubmits: 11087},
-		{Name: "graph", Tasks: 11087, HostSubmits: 47, GraphCalls: 40},
+		{Name: "eager", Tasks: 11087, Edges: 23563, HostSubmits: 11087},
+		{Name: "graph", Tasks: 11087, Edges: 23563, HostSubmits: 47, GraphCalls: 40},
 	}
 	for i, w := range want {
 		if sum.Forms[i] != w {

@@ -29,7 +29,7 @@ func (m *Model) Run(o stages.Submitter, form string) error {
 // run is Run, returning the runner's own count of what it did (the tasks
 // it submitted and its work, as the sizer counts them), so that a test
 // holds the sizer to it (FuzzSizeMatchesRun).
-func (m *Model) run(o stages.Submitter, form string) (cost, error) {
+func (m *Model) run(o stages.Submitter, form string) (_ cost, err error) {
 	f := m.formIdx[form]
 	if f == nil {
 		return cost{}, fmt.Errorf("config: model %s has %w %q (want one of %s)", m.Name, ErrNoForm, form, strings.Join(m.Forms(), ", "))
@@ -38,18 +38,39 @@ func (m *Model) run(o stages.Submitter, form string) (cost, error) {
 		return cost{}, err
 	}
 	r := m.getRunner(f)
-	defer m.putRunner(r)
+	done := false
+	defer func() {
+		if done {
+			m.putRunner(r) // one a panic left half-way is not reused
+			return
+		}
+		p := recover()
+		b, ok := p.(*stages.EdgeBoundError)
+		switch {
+		case p == nil: // a Goexit goes on
+			return
+		case !ok:
+			panic(p)
+		}
+		// The task op whose submission crossed the bound.
+		err = &Error{File: m.file, Line: max(r.line, 1), Key: "max_edges", Value: fmt.Sprint(b.Limit), Msg: fmt.Sprintf("form %s: %v", form, b), Err: b}
+	}()
+	r.line = 0
 	fr := r.frame(m.program)
 	copy(fr.env, f.params)
 	copy(fr.tensors, m.entryViews)
 	fr.resetTasks()
 	r.body(o, fr, m.program.body)
+	done = true
 	return *r.did, r.err
 }
 
 // runner holds one interpretation's scratch: frames (one per block, reused
 // across calls) and the task buffers Submit copies from.
 type runner struct {
+	// line is the task op last submitted: where a pass that crossed the
+	// edge bound says it did.
+	line       int
 	model      *Model
 	form       *form
 	frames     []*frame
@@ -255,6 +276,7 @@ func (r *runner) body(o stages.Submitter, fr *frame, ops []*op) {
 			if len(op.task) > 1 {
 				t = op.task[fr.env[fr.block.variantSlot]]
 			}
+			r.line = op.line
 			r.submit(o, fr, t, op.line)
 		case opScope:
 			o.ScopeBegin(op.mode)

@@ -23,14 +23,21 @@ func (m *Model) MaxTasks() int64 {
 	return m.maxTasksLocked()
 }
 
-func (m *Model) maxTasksLocked() int64 {
+func (m *Model) maxTasksLocked() int64 { return bound(m.taskLimit, m.maxTasks, DefaultMaxTasks) }
+
+// bound is the bound that holds: the user's (a command's flag, a node's),
+// else the model's own, which may lower the default but not raise it: a
+// model that allows itself 10^12 tasks is the file's word, and the
+// process's memory is not the file's to give away (a node refuses the
+// same, remote/host.go).
+func bound(user, model, def int64) int64 {
 	switch {
-	case m.taskLimit > 0:
-		return m.taskLimit
-	case m.maxTasks > 0:
-		return m.maxTasks
+	case user > 0:
+		return user
+	case model > 0:
+		return min(model, def)
 	}
-	return DefaultMaxTasks
+	return def
 }
 
 // LimitTasks bounds the model's passes at n device tasks whatever its
@@ -41,6 +48,25 @@ func (m *Model) LimitTasks(n int64) {
 	m.sizeMu.Lock()
 	m.taskLimit = max(n, 0)
 	m.sizes = nil
+	m.sizeMu.Unlock()
+}
+
+// MaxEdges is the bound on a pass's dependency edges that holds for this
+// model: LimitEdges's, else the model's max_edges, else
+// stages.DefaultMaxEdges. The pass counts its edges as it resolves them
+// (stages.EdgeBoundError).
+func (m *Model) MaxEdges() int64 {
+	m.sizeMu.Lock()
+	defer m.sizeMu.Unlock()
+	return bound(m.edgeLimit, m.maxEdges, stages.DefaultMaxEdges)
+}
+
+// LimitEdges bounds the model's passes at n dependency edges whatever its
+// max_edges says: a command's --max-edges, or a node's own (0: no such
+// bound).
+func (m *Model) LimitEdges(n int64) {
+	m.sizeMu.Lock()
+	m.edgeLimit = max(n, 0)
 	m.sizeMu.Unlock()
 }
 
@@ -100,7 +126,7 @@ type overError struct {
 }
 
 func (e *overError) Error() string {
-	return fmt.Sprintf("%v (a pass is bounded by max_tasks: %d; raise it with max_tasks: in the model or --max-tasks)", e.err, e.limit)
+	return fmt.Sprintf("%v (a pass is bounded by max_tasks: %d; raise it with --max-tasks, or with max_tasks: in the model up to %d)", e.err, e.limit, DefaultMaxTasks)
 }
 
 func (e *overError) Unwrap() error { return e.err }

@@ -19,6 +19,7 @@ type Summary struct {
 type FormSummary struct {
 	Name        string
 	Tasks       int // device tasks (Graph bodies expanded)
+	Edges       int // their dependency edges (Graph bodies expanded)
 	HostSubmits int // ordinary tasks + Graph calls
 	GraphCalls  int
 }
@@ -44,7 +45,7 @@ func Validate(m *Model) (*Summary, error) {
 			seen[err.Error()] = true
 			continue
 		}
-		s.Forms = append(s.Forms, FormSummary{Name: f.name, Tasks: c.tasks, HostSubmits: c.ordinary + c.graphs, GraphCalls: c.graphs})
+		s.Forms = append(s.Forms, FormSummary{Name: f.name, Tasks: c.tasks, Edges: len(c.o.Image().Fanin), HostSubmits: c.ordinary + c.graphs, GraphCalls: c.graphs})
 		s.Warnings = append(s.Warnings, m.idleGraphs(f, c)...)
 		s.Warnings = append(s.Warnings, m.layoutWarnings(f)...)
 	}
@@ -77,7 +78,9 @@ type counter struct {
 }
 
 func newCounter(m *Model) *counter {
-	return &counter{o: stages.NewOrdinaryPath(m.EntryRoots()), asGraph: make([]bool, len(m.blocks)), callInGraph: make([]bool, len(m.blocks))}
+	o := stages.NewOrdinaryPath(m.EntryRoots())
+	o.SetMaxEdges(m.MaxEdges())
+	return &counter{o: o, asGraph: make([]bool, len(m.blocks)), callInGraph: make([]bool, len(m.blocks))}
 }
 
 // graphCall implements graphUser.

@@ -62,7 +62,10 @@ func Compute(orch *stages.Orchestration, cfg npu.Config) (*Reference, error) {
 // runtime's goroutine that computes the reference says so.
 func runGuarded(orch *stages.Orchestration, o stages.Submitter) (err error) {
 	defer func() {
-		if p := recover(); p != nil {
+		p := recover()
+		if b, ok := p.(*stages.EdgeBoundError); ok {
+			err = b
+		} else if p != nil {
 			err = fmt.Errorf("orchestration panicked: %w", stages.PanicError(p))
 		}
 	}()

@@ -147,6 +147,11 @@ type Config struct {
 	NoRace bool
 	// MaxRaces caps Result.Races (0: 256); Result.RaceCount counts all.
 	MaxRaces int
+	// MaxRaceWork bounds the race detector's steps in one launch (0:
+	// DefaultMaxRaceWork): past it the launch fails with ErrRaceWork
+	// rather than take minutes, or call a graph it did not finish
+	// checking race-free.
+	MaxRaceWork int64
 }
 
 // DefaultConfig returns a2a3-like parameters.
@@ -182,6 +187,18 @@ var ErrInvalidConfig = errors.New("invalid device config")
 // value and what was expected. It is hbg's one such type: npu.Config's
 // Validate returns it, and so does actors.Config's (actors.ConfigError is
 // this type), so a command can name its own flag for any field.
+// DefaultMaxRaceWork is the race detector's bound on steps when
+// Config.MaxRaceWork is 0: a few seconds of checking; DSv4's and Qwen3's
+// launches take under a million.
+const DefaultMaxRaceWork int64 = 1 << 29
+
+func (c *Config) maxRaceWork() int64 {
+	if c.MaxRaceWork > 0 {
+		return c.MaxRaceWork
+	}
+	return DefaultMaxRaceWork
+}
+
 type ConfigError struct {
 	Field string
 	Value any
@@ -224,6 +241,9 @@ func (c *Config) EnsureDefaults() {
 // rate and cost must be positive (and finite), and no scheduler thread may
 // be left without a cluster to serve. MaxRaces may be 0 (the default cap).
 func (c *Config) Validate() error {
+	if c.MaxRaceWork < 0 {
+		return &ConfigError{Field: "MaxRaceWork", Value: c.MaxRaceWork, Want: "0 (the default bound) or more"}
+	}
 	if c.MaxRaces < 0 {
 		return &ConfigError{Field: "MaxRaces", Value: c.MaxRaces, Want: "0 (the default cap) or more"}
 	}

@@ -29,6 +29,10 @@ var (
 	// ErrInvalidImage: the run image or a Definition decodes but breaks a
 	// device rule (unknown root, heap overlap, kernel slots, ...).
 	ErrInvalidImage = errors.New("npu: invalid image")
+	// ErrRaceWork: the race detector passed Config.MaxRaceWork steps
+	// (a launch of tens of millions of unordered accesses): the launch
+	// fails instead of taking minutes.
+	ErrRaceWork = errors.New("npu: race detection past its bound")
 )
 
 // ObjectID names a shared device object (an uploaded Definition): its

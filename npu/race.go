@@ -151,6 +151,9 @@ type rcell struct {
 
 // raceState is the detector's buffers, reused across launches.
 type raceState struct {
+	// work counts the detector's steps (a producer visited walking back, a
+	// pair checked), bounded by Config.MaxRaceWork.
+	work   int64
 	order  []int32 // position -> sim task, or ^inst for an instance's exit
 	posOf  []int32 // sim task -> position (a GRAPH task: its entry)
 	outPos []int32 // instance -> its exit's position
@@ -182,7 +185,7 @@ type raceState struct {
 }
 
 // detectRaces runs the detector over the finished simulation.
-func (s *sim) detectRaces() ([]Race, int, int) {
+func (s *sim) detectRaces() ([]Race, int, int, error) {
 	rs := &s.race
 	p := s.p
 	s.raceOrder()
@@ -246,18 +249,24 @@ func (s *sim) detectRaces() ([]Race, int, int) {
 	}
 	rs.cells = rs.cells[:0]
 	rs.races = rs.races[:0]
-	rs.count, rs.declared = 0, 0
+	rs.count, rs.declared, rs.work = 0, 0, 0
+	limit := s.cfg.maxRaceWork()
 	for i := range rs.acc {
 		a := &rs.acc[i]
 		if !rs.wrote[a.obj] {
 			continue
 		}
 		s.raceAccess(a)
+		if rs.work > limit {
+			// A graph whose check would take minutes is not checked
+			// partly and called race-free: the launch fails, saying so.
+			return nil, 0, 0, fmt.Errorf("%w: past %d steps at access %d of %d (%d tasks); raise npu.Config.MaxRaceWork, or skip the detector (hbgrun --race=false)", ErrRaceWork, limit, i, len(rs.acc), n)
+		}
 	}
 	if rs.count == 0 {
-		return nil, 0, rs.declared
+		return nil, 0, rs.declared, nil
 	}
-	return append([]Race(nil), rs.races...), rs.count, rs.declared
+	return append([]Race(nil), rs.races...), rs.count, rs.declared, nil
 }
 
 // shiftOr ORs src, shifted up by d bits, into dst (bit k of src is the
@@ -381,6 +390,7 @@ func (s *sim) reachesWalk(a, b int32) bool {
 		x := rs.stack[len(rs.stack)-1]
 		rs.stack = rs.stack[:len(rs.stack)-1]
 		for _, q := range rs.pIdx[rs.pOff[x]:rs.pOff[x+1]] {
+			rs.work++
 			switch {
 			case q == a:
 				return true
@@ -472,6 +482,7 @@ func splitAt(segs []rseg, x int64) []rseg {
 // raceCheck reports the pair (other, a) unless a path orders them. The
 // interval is the segment's part of a's.
 func (s *sim) raceCheck(a *access, other, oarg int32, otherWrites bool, slo, shi int64) {
+	s.race.work++
 	if s.reaches(other, a.pos) {
 		return
 	}

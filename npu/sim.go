@@ -366,7 +366,10 @@ func (s *sim) run(d *Die, p *plan) (*Result, error) {
 	r := s.result(d, p)
 	s.segments(r)
 	if !s.cfg.NoRace {
-		r.Races, r.RaceCount, r.DeclaredRaces = s.detectRaces()
+		var err error
+		if r.Races, r.RaceCount, r.DeclaredRaces, err = s.detectRaces(); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }

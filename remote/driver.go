@@ -63,6 +63,10 @@ type Config struct {
 	// (config.Model.LimitTasks: the driver's --max-tasks); each node has
 	// its own (NodeConfig.MaxTasks).
 	MaxTasks int64
+	// MaxEdges, when positive, bounds the dependency edges of the driver's
+	// pass of the model (the driver's --max-edges); each node has its own
+	// (NodeConfig.MaxEdges).
+	MaxEdges int64
 	// Runtime is the nodes' runtime options: Recorders, NoRetain,
 	// SkipDevice, DefectsAsWarnings, StrictRecording, InFlight, Golden,
 	// Device.NoRace and PassTimeout cross to every node; Tracer makes the
@@ -202,6 +206,7 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 		return nil, err
 	}
 	model.LimitTasks(cfg.MaxTasks)
+	model.LimitEdges(cfg.MaxEdges)
 	orch, err := model.Orchestration(cfg.Form)
 	if err != nil {
 		return nil, err

@@ -14,6 +14,7 @@ import (
 	"github.com/hbg-dev/hbg/actors"
 	"github.com/hbg-dev/hbg/authn"
 	"github.com/hbg-dev/hbg/config"
+	"github.com/hbg-dev/hbg/stages"
 	"github.com/hbg-dev/hbg/trace"
 	"github.com/hbg-dev/hbg/wire"
 )
@@ -243,6 +244,11 @@ func (h *host) place(ctx actor.Context, m *wire.Place) error {
 		limit = own
 	}
 	model.LimitTasks(limit)
+	edges := h.n.maxEdges()
+	if own := model.MaxEdges(); own < edges {
+		edges = own
+	}
+	model.LimitEdges(edges)
 	orch, err := model.Orchestration(m.GetForm())
 	if err != nil {
 		return fmt.Errorf("node %s: %w", h.n.addr, err)
@@ -255,6 +261,11 @@ func (h *host) place(ctx actor.Context, m *wire.Place) error {
 		return fmt.Errorf("node %s: model %s form %s: %w: more than %d tasks per pass, the node's limit (--max-tasks)", h.n.addr, m.GetModelName(), m.GetForm(), ErrTooManyTasks, limit)
 	case err != nil:
 		return fmt.Errorf("node %s: %w", h.n.addr, err)
+	}
+	// The pass's edges are counted by expanding it on the host, bounded
+	// by the node's own bound, before any runtime is built for it.
+	if _, err := config.ValidateForm(model, m.GetForm()); errors.Is(err, stages.ErrTooManyEdges) {
+		return fmt.Errorf("node %s: model %s form %s: %w (the node's limit: --max-edges)", h.n.addr, m.GetModelName(), m.GetForm(), err)
 	}
 	rt, err := actors.Start(ctx.ActorSystem(), nodeConfig(h.n, m))
 	if err != nil {

@@ -43,6 +43,7 @@ import (
 	"github.com/hbg-dev/hbg/npu"
 	"github.com/hbg-dev/hbg/peer"
 	"github.com/hbg-dev/hbg/peer/defsig"
+	"github.com/hbg-dev/hbg/stages"
 	"github.com/hbg-dev/hbg/trace"
 	"github.com/hbg-dev/hbg/wire"
 )
@@ -69,6 +70,12 @@ type NodeConfig struct {
 	// --max-tasks; 0: config.DefaultMaxTasks). A placement over it is
 	// refused with ErrTooManyTasks.
 	MaxTasks int64
+	// MaxEdges bounds the dependency edges of a pass of every model placed
+	// here (a run image, each Definition), as MaxTasks bounds its tasks
+	// (config.Model.LimitEdges: the node's --max-edges; 0:
+	// stages.DefaultMaxEdges). A pass past it fails with
+	// stages.ErrTooManyEdges before its fanin outgrows the node's memory.
+	MaxEdges int64
 	// Tracer makes the node's spans (nil: none). They are children of the
 	// driver's pass spans, whose context crosses with every pass.
 	Tracer *trace.Tracer
@@ -307,6 +314,14 @@ func (n *Node) maxTasks() int64 {
 		return n.cfg.MaxTasks
 	}
 	return config.DefaultMaxTasks
+}
+
+// maxEdges is the node's bound on a pass's dependency edges.
+func (n *Node) maxEdges() int64 {
+	if n.cfg.MaxEdges > 0 {
+		return n.cfg.MaxEdges
+	}
+	return stages.DefaultMaxEdges
 }
 
 // Addr is the address the node serves on (host:port).

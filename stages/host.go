@@ -65,6 +65,7 @@ type Host struct {
 	cfg      PassConfig
 	rank     int
 	orch     *OrdinaryPath
+	maxEdges int64 // the pass's bound (BeginBounded)
 	identity string
 	idHash   uint64 // FullKey's hash of identity so far
 	keys     map[uint64]*keyState
@@ -113,6 +114,13 @@ func (h *Host) Recording() bool {
 // then runs the orchestration (ordinary calls on Ordinary(), Graph calls on Graph)
 // and calls End.
 func (h *Host) Begin(identity string, entry []Root, nkernels, round int) *Pass {
+	return h.BeginBounded(identity, entry, nkernels, round, 0)
+}
+
+// BeginBounded is Begin for an orchestration whose passes are bounded at
+// maxEdges dependency edges (Orchestration.MaxEdges; 0: DefaultMaxEdges),
+// on the ordinary path and in every recording the pass asks for.
+func (h *Host) BeginBounded(identity string, entry []Root, nkernels, round int, maxEdges int64) *Pass {
 	if h.orch == nil || h.identity != identity {
 		h.orch = NewOrdinaryPath(entry)
 		h.orch.SetFullEdges(h.cfg.FullEdges)
@@ -128,6 +136,8 @@ func (h *Host) Begin(identity string, entry []Root, nkernels, round int) *Pass {
 	if h.cfg.NoRetain {
 		h.forgetAll()
 	}
+	h.maxEdges = maxEdges
+	h.orch.SetMaxEdges(maxEdges)
 	return h.begin(nkernels, round)
 }
 
@@ -294,7 +304,7 @@ func (h *Host) job(call *GraphCall, fk, sk uint64, verify bool) *RecordRequest {
 		Scalars:  append([]uint64(nil), call.Scalars...),
 		ExtDeps:  append([]TaskID(nil), call.ExtDeps...),
 		Body:     call.KeptBody(),
-		Verify:   verify, FullEdges: h.cfg.FullEdges,
+		Verify:   verify, FullEdges: h.cfg.FullEdges, MaxEdges: h.maxEdges,
 	})
 	h.p.pending[sk]++
 	h.p.awaited++

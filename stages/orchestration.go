@@ -12,4 +12,8 @@ type Orchestration struct {
 	// File is the model file the orchestration interprets, if any: a
 	// race names the file:line of the op that made each task.
 	File string
+	// MaxEdges bounds the dependency edges of the pass's run image and of
+	// each Definition it records (0: DefaultMaxEdges): the model's
+	// max_edges, or a command's or a node's bound.
+	MaxEdges int64
 }

@@ -62,6 +62,9 @@ type RecordRequest struct {
 	Verify bool
 	// FullEdges: the Definition ships every fanin edge (PassConfig's).
 	FullEdges bool
+	// MaxEdges bounds the Definition's dependency edges (the
+	// orchestration's, 0: DefaultMaxEdges).
+	MaxEdges int64
 }
 
 // Outcome is the pipeline's answer to a RecordRequest, as it reaches the

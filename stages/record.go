@@ -60,6 +60,7 @@ type BoundaryRoot struct {
 // TensorMap, and roots the body allocates live in a private namespace.
 // A Recorder is used by one goroutine; Reset makes it reusable.
 type Recorder struct {
+	edges    edgeBound
 	key      string
 	boundary []Arg
 	broots   []BoundaryRoot
@@ -100,6 +101,10 @@ type Recorder struct {
 // SetFullEdges makes Publish image every fanin edge the body's TensorMap
 // resolved (on true) instead of their transitive reduction.
 func (r *Recorder) SetFullEdges(full bool) { r.fullEdges = full }
+
+// SetMaxEdges bounds the Definition's dependency edges (0:
+// DefaultMaxEdges); a node past it ends the body with an *EdgeBoundError.
+func (r *Recorder) SetMaxEdges(n int64) { r.edges = edgeBound(max(n, 0)) }
 
 type privRoot struct {
 	dtype   DType
@@ -392,6 +397,7 @@ func (r *Recorder) Submit(t *Task) TaskID {
 		}
 	}
 	fOff := len(r.def.Fanin)
+	r.edges.check(r.key, int(node), fOff+len(r.fs.Out))
 	for _, p := range r.fs.Out {
 		r.def.Fanin = append(r.def.Fanin, uint32(p))
 	}

@@ -57,6 +57,8 @@ type OrdinaryPath struct {
 	// call: they stay in cache, where slots lent from the run image were
 	// fresh memory every call (a warm DSv4 pass lends 2,962 args, 330 KB).
 	lend []Arg
+	// edges bounds the image's fanin (SetMaxEdges).
+	edges edgeBound
 }
 
 // NewOrdinaryPath starts a run over the model's entry roots, which take RootIDs
@@ -84,6 +86,10 @@ type rootInfo struct {
 // resolved (on true) instead of their transitive reduction, from the next
 // Reset on.
 func (o *OrdinaryPath) SetFullEdges(full bool) { o.fullEdges = full }
+
+// SetMaxEdges bounds the run image's dependency edges (0: DefaultMaxEdges);
+// a Submit past it ends the orchestration with an *EdgeBoundError.
+func (o *OrdinaryPath) SetMaxEdges(n int64) { o.edges = edgeBound(max(n, 0)) }
 
 // ship reduces the fanin of the task just appended into the shipped fanin.
 func (o *OrdinaryPath) ship(fanin []TaskID) {
@@ -249,6 +255,7 @@ func (o *OrdinaryPath) Submit(t *Task) TaskID {
 		o.img.Scalars = append(grow2(o.img.Scalars, 1), s.Value)
 	}
 	fanOff := len(o.img.Fanin)
+	o.edges.check("", int(id), fanOff+len(o.fs.Out))
 	o.img.Fanin = append(grow2(o.img.Fanin, len(o.fs.Out)), o.fs.Out...)
 	o.img.Tasks = append(grow2(o.img.Tasks, 1), TaskDesc{
 		Kind:     t.Kind,
@@ -342,6 +349,7 @@ func (o *OrdinaryPath) graphTask(call *GraphCall, sub GraphSubmission, heapBytes
 	scOff := len(o.img.Scalars)
 	o.img.Scalars = append(grow2(o.img.Scalars, len(scalars)), scalars...)
 	fanOff := len(o.img.Fanin)
+	o.edges.check("", int(id), fanOff+len(o.fs.Out))
 	o.img.Fanin = append(grow2(o.img.Fanin, len(o.fs.Out)), o.fs.Out...)
 	sub.Task = id
 	sub.Boundary = Span{Off: uint32(o.img.NumBound() - nb), N: uint32(nb)}

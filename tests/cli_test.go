@@ -198,6 +198,14 @@ func TestRunBadInput(t *testing.T) {
 		{[]string{"run", unkeyed, "--form", "blocks", "--store", "off"}, "dsv4_1939.yaml:"},
 		{[]string{"run", unkeyed, "--form", "blocks", "--store", "off"}, "form blocks: structure depends on route_by_hash, not in the key of csa_moe"},
 		{[]string{"compare", unkeyed, "--forms", "eager,blocks", "--store", "off"}, "structure depends on route_by_hash"},
+		// Bounded by work (issue 34): 256M dependency edges from a model of
+		// a few lines, and a model allowing itself 10^12 tasks, are refused
+		// before a pass, as a node refuses them.
+		{[]string{"validate", "testdata/attack/edge_bomb.yaml"}, `edge_bomb.yaml:19: max_edges "16777216": form eager: too many dependency edges`},
+		{[]string{"run", "testdata/attack/edge_bomb.yaml", "--store", "off"}, "past the bound of 16777216 (raise it with --max-edges"},
+		{[]string{"validate", "testdata/attack/edge_bomb.yaml", "--max-edges", "1000"}, "past the bound of 1000"},
+		{[]string{"validate", dsv4, "--max-edges", "-1"}, `--max-edges -1: want 0 (the model's max_edges) or more dependency edges`},
+		{[]string{"run", "testdata/attack/task_bomb.yaml", "--store", "off"}, "task_bomb.yaml:14: loop.to \"1000000000\": a loop of 1000000000 iterations of 1 tasks: the pass would submit more than 4194304 tasks"},
 	}
 	for _, tc := range cases {
 		_, stderr, code := runCLI(t, tc.args...)
@@ -273,7 +281,7 @@ func TestTraceOut(t *testing.T) {
 // user's mistake.
 func TestValidateAndExpand(t *testing.T) {
 	out, stderr, code := runCLI(t, "validate", dsv4)
-	if code != 0 || !strings.Contains(out, "full 15972 tasks/129 submits/86 Graphs") {
+	if code != 0 || !strings.Contains(out, "full 15972 tasks/44413 edges/129 submits/86 Graphs") {
 		t.Fatalf("validate: exit %d, %q %q", code, out, stderr)
 	}
 	path := filepath.Join(t.TempDir(), "eager.jsonl")

@@ -51,6 +51,21 @@ func TestNodeTaskBomb(t *testing.T) {
 	assert.Contains(t, res.Failure, "more than 1000 tasks per pass")
 }
 
+// TestNodeEdgeBomb: a model of a few lines whose pass resolves 256M
+// dependency edges is refused at placement by the node's bound on edges,
+// named, before any runtime is built for it; the node then serves an
+// honest run. On the code before, the node built the edges until it ran
+// out of memory (under a 6 GB limit it died, and the run beside it).
+func TestNodeEdgeBomb(t *testing.T) {
+	n := startNodeProc(t, "127.0.0.1:0")
+	res := attack(t, attackSpec{Op: "place", Nodes: []string{n.addr}, Model: "testdata/attack/edge_bomb.yaml", Form: "eager"})
+	assert.Zero(t, res.Placed, res.Answered)
+	assert.Contains(t, res.Failure, "too many dependency edges")
+	assert.Contains(t, res.Failure, "the node's limit: --max-edges")
+	_, stderr, code := runCLI(t, "run", dsv4, "--form", "full", "--rounds", "2", "--store", "off", "--nodes", n.addr)
+	assert.Zero(t, code, stderr)
+}
+
 // TestRemoteRogueNode: one node of a run is an attacker's (it is placed
 // like any node, so it knows the run id, the driver's actor and the seqs
 // it is sent). It sends the other node's run a Release and a cancel of

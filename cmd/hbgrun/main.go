@@ -187,40 +187,46 @@ func markErrors(c *cobra.Command) {
 	}
 }
 
-// maxTasksFlag is the running command's --max-tasks, given to each model
-// it interprets (loadModel, and the nodes' and the driver's remote configs).
-var maxTasksFlag int64
+// maxTasksFlag and maxEdgesFlag are the running command's --max-tasks and
+// --max-edges, given to each model it interprets (loadModel, and the
+// nodes' and the driver's remote configs).
+var maxTasksFlag, maxEdgesFlag int64
 
 // addMaxTasks gives a command that interprets a model (run, compare, expand,
-// validate, node) the --max-tasks flag; the others would take it and ignore it.
+// validate, node) its bounds on a pass, --max-tasks and --max-edges; the
+// others would take them and ignore them.
 func addMaxTasks(c *cobra.Command) {
-	c.Flags().Var(maxTasks{&maxTasksFlag}, "max-tasks", "refuse a pass of more device tasks than this (0, the default: the model's max_tasks, else 4194304)")
+	c.Flags().Var(passBound{&maxTasksFlag, "tasks", "max_tasks"}, "max-tasks", "refuse a pass of more device tasks than this (0, the default: the model's max_tasks, else 4194304)")
+	c.Flags().Var(passBound{&maxEdgesFlag, "dependency edges", "max_edges"}, "max-edges", "refuse a pass whose run image, or one of whose Definitions, has more dependency edges than this (0, the default: the model's max_edges, else 16777216)")
 }
 
-// maxTasks is --max-tasks: a count of tasks, or 0 for the model's own
-// bound; a negative bound is a mistake, refused as the flag is parsed.
-type maxTasks struct{ v *int64 }
+// passBound is --max-tasks or --max-edges: a count, or 0 for the model's
+// own bound; a negative bound is a mistake, refused as the flag is parsed.
+type passBound struct {
+	v         *int64
+	what, key string
+}
 
-func (m maxTasks) String() string {
-	if m.v == nil {
+func (b passBound) String() string {
+	if b.v == nil {
 		return "0"
 	}
-	return strconv.FormatInt(*m.v, 10)
+	return strconv.FormatInt(*b.v, 10)
 }
 
-func (m maxTasks) Set(s string) error {
+func (b passBound) Set(s string) error {
 	n, err := strconv.ParseInt(s, 0, 64)
 	switch {
 	case err != nil:
-		return fmt.Errorf("want a count of tasks: %w", err)
+		return fmt.Errorf("want a count of %s: %w", b.what, err)
 	case n < 0:
-		return errors.New("want 0 (the model's max_tasks) or more tasks")
+		return fmt.Errorf("want 0 (the model's %s) or more %s", b.key, b.what)
 	}
-	*m.v = n
+	*b.v = n
 	return nil
 }
 
-func (maxTasks) Type() string { return "int" }
+func (passBound) Type() string { return "int" }
 
 // commands is filled by each subcommand's file in its init.
 var commands []*cobra.Command

@@ -32,6 +32,7 @@ func loadModel(path string) (*config.Model, error) {
 		return nil, usageError{err}
 	}
 	m.LimitTasks(maxTasksFlag)
+	m.LimitEdges(maxEdgesFlag)
 	return m, nil
 }
 

@@ -144,7 +144,7 @@ func nodeCmd(ctx context.Context, stderr io.Writer, f *nodeFlags) error {
 	sys := actors.NewActorSystem(nil)
 	defer sys.Shutdown()
 	n, err := remote.StartNode(sys, remote.NodeConfig{
-		Listen: f.listen, Advertise: f.advertise, StoreDir: f.store.dir, StoreMax: f.store.max, MaxTasks: maxTasksFlag,
+		Listen: f.listen, Advertise: f.advertise, StoreDir: f.store.dir, StoreMax: f.store.max, MaxTasks: maxTasksFlag, MaxEdges: maxEdgesFlag,
 		Tracer: p.Tracer(), Flush: flusher(p),
 		Transport: remote.Transport{TLS: f.tls.files, MaxModel: int(maxModel), MaxConns: f.maxConns, MaxConnsPerPeer: f.maxConnsPerPeer,
 			IdleTimeout: f.idleTimeout, OnConnRefused: connRefused(stderr), OnGuard: guarded(stderr)}, Insecure: f.insecure, Rerecord: f.rerecord,
@@ -324,7 +324,7 @@ func startRanks(s *session, f *runFlags, orch *actors.Orchestration) (local *act
 		name = f.model
 	}
 	far, err = remote.Start(s.sys, remote.Config{
-		Nodes: f.remote.nodes, Ranks: f.ranks, ModelName: name, Model: data, Form: f.form, MaxTasks: maxTasksFlag,
+		Nodes: f.remote.nodes, Ranks: f.ranks, ModelName: name, Model: data, Form: f.form, MaxTasks: maxTasksFlag, MaxEdges: maxEdgesFlag,
 		Runtime: cfg, TracerProvider: s.provider.TracerProvider, NodeTimeout: f.remote.nodeTimeout, Listen: f.remote.listen, Advertise: f.remote.advertise,
 		Transport: remote.Transport{TLS: f.remote.tls.files},
 		// Said at once: the run goes on with the other nodes' ranks.

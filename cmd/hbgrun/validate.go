@@ -43,7 +43,7 @@ It prints a one-line summary; any error exits with status 2.`,
 			}
 			var forms []string
 			for _, f := range sum.Forms {
-				forms = append(forms, fmt.Sprintf("%s %d tasks/%d submits/%d Graphs", f.Name, f.Tasks, f.HostSubmits, f.GraphCalls))
+				forms = append(forms, fmt.Sprintf("%s %d tasks/%d edges/%d submits/%d Graphs", f.Name, f.Tasks, f.Edges, f.HostSubmits, f.GraphCalls))
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok: %d blocks, %d kernels, %d entry tensors; %s\n",
 				m.Name, len(m.Blocks()), len(m.Kernels()), len(m.EntryRoots()), strings.Join(forms, ", "))
