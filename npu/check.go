@@ -57,61 +57,250 @@ func refuse(err error, format string, args ...any) error {
 
 // check validates a decoded run image against the device's state (entry
 // roots, uploaded Definitions) and derives the plan. It changes nothing.
+// The device trusts nothing the decoder did: every rule below is one
+// refusal, and imageCheckRules lists them in the order they are tried.
 func (d *Die) check(img *stages.RunImage) (*plan, error) {
-	nt := len(img.Tasks)
-	p := &plan{img: img, nOrd: nt, nEntry: len(d.entries)}
+	p, _, err := d.checkRules(img)
+	return p, err
+}
 
-	// Fanin: every producer is an earlier task of the image. A forward
-	// reference is refused; if the forward references close a cycle, the
-	// cycle is named. The spans must fit the pool together (the decoder
-	// checks they are disjoint): the fanout CSR is sized by the pool.
-	forward := false
-	var edges uint64
-	for i := range img.Tasks {
-		s := img.Tasks[i].Fanin
-		if edges += uint64(s.N); uint64(s.Off)+uint64(s.N) > uint64(len(img.Fanin)) || edges > uint64(len(img.Fanin)) {
-			return nil, refuse(ErrFanin, "task %d fanin [%d, +%d) runs past the fanin pool of %d (%d edges so far)", i, s.Off, s.N, len(img.Fanin), edges)
-		}
-		for _, f := range img.Fanin[s.Off : s.Off+s.N] {
-			if f < 0 || int(f) >= nt {
-				return nil, refuse(ErrFanin, "task %d fanin names task %d, which is not in the image (%d tasks)", i, f, nt)
-			}
-			if int(f) >= i {
-				forward = true
-			}
+// checkRules is check that also names the rule that refused (the tests
+// pin one corrupt image per rule).
+func (d *Die) checkRules(img *stages.RunImage) (*plan, string, error) {
+	c := &imageCheck{d: d, img: img, p: &plan{img: img, nOrd: len(img.Tasks), nEntry: len(d.entries)}}
+	for _, phase := range []func() error{c.fanin, c.roots, c.tasks, c.heap} {
+		if err := phase(); err != nil {
+			return nil, c.refused, err
 		}
 	}
-	if forward {
-		if cyc := findCycle(img); cyc != nil {
-			parts := make([]string, len(cyc))
-			for i, t := range cyc {
-				parts[i] = fmt.Sprint(t)
-			}
-			return nil, refuse(ErrCycle, "tasks %s (each waits on the next)", strings.Join(parts, " -> "))
-		}
-		for i := range img.Tasks {
-			s := img.Tasks[i].Fanin
-			for _, f := range img.Fanin[s.Off : s.Off+s.N] {
-				if int(f) >= i {
-					return nil, refuse(ErrFanin, "task %d fanin names task %d, a later task (submission order must be topological)", i, f)
-				}
-			}
-		}
-	}
+	// Ordinary fanout CSR (consumers ascending).
+	c.p.foOff, c.p.foIdx = fanoutCSR[stages.TaskID, int32](len(img.Tasks), len(img.Fanin), func(t int) []stages.TaskID {
+		s := img.Tasks[t].Fanin
+		return img.Fanin[s.Off : s.Off+s.N]
+	})
+	return c.p, "", nil
+}
 
+// imageCheck is one check of a run image: the plan as derived so far and
+// what the rules pass between them.
+type imageCheck struct {
+	d       *Die
+	img     *stages.RunImage
+	p       *plan
+	refused string // the rule that refused
+
+	edges   uint64        // fanin edges of the tasks checked so far
+	forward bool          // some fanin names a task not before its consumer
+	maxID   stages.RootID // largest root id
+	regions []region      // alloc roots and Graph heap blocks
+	next    int32         // next Graph node's task number
+	def     *defObj       // the GRAPH task's Definition, once looked up
+}
+
+// region is a block of the run heap: an alloc root or a Graph heap block.
+type region struct {
+	lo, hi uint64
+	root   stages.RootID // or -1 for a Graph heap block
+	task   int           // the GRAPH task of a heap block
+}
+
+func (r region) String() string {
+	if r.root >= 0 {
+		return fmt.Sprintf("root %d", r.root)
+	}
+	return fmt.Sprintf("GRAPH task %d heap block", r.task)
+}
+
+// checkRule is one refusal: check refuses item i (a task, a root, a
+// region; 0 for a rule over the whole image) or passes it.
+type checkRule struct {
+	name  string
+	check func(c *imageCheck, i int) error
+}
+
+// viewRule is one refusal of a task's view; at says which.
+type viewRule struct {
+	name  string
+	check func(c *imageCheck, v *stages.View, at viewAt) error
+}
+
+// viewAt names a view: task i's argument arg, or its predicate (arg < 0).
+type viewAt struct{ task, arg int }
+
+func (a viewAt) String() string {
+	if a.arg < 0 {
+		return "predicate"
+	}
+	return fmt.Sprintf("argument %d", a.arg)
+}
+
+// The rules by phase, in the order they are tried. Fanin: every producer is
+// an earlier task of the image. A forward reference is refused; if the
+// forward references close a cycle, the cycle is named. The spans must fit
+// the pool together (the decoder checks they are disjoint): the fanout CSR
+// is sized by the pool.
+var (
+	faninRules = []checkRule{
+		{"fanin-pool", (*imageCheck).faninInPool},
+		{"fanin-task", (*imageCheck).faninInImage},
+	}
+	orderRules = []checkRule{
+		{"fanin-cycle", (*imageCheck).noCycle},
+		{"fanin-forward", (*imageCheck).noForward},
+	}
 	// Roots: entry roots are 0..nEntry-1; run roots take the next objects.
-	maxID := stages.RootID(p.nEntry - 1)
-	for i := range img.Roots {
-		r := &img.Roots[i]
-		if r.ID < stages.RootID(p.nEntry) || r.ID.IsPrivate() {
-			return nil, refuse(ErrInvalidImage, "run root %d has id %d (entry roots are 0..%d; private recording roots never reach the device)", i, r.ID, p.nEntry-1)
+	rootIDRules   = []checkRule{{"root-id", (*imageCheck).rootID}}
+	rootSetRules  = []checkRule{{"root-sparse", (*imageCheck).rootsDense}}
+	rootDescRules = []checkRule{
+		{"root-twice", (*imageCheck).rootOnce},
+		{"root-elems", (*imageCheck).rootElemsOK},
+	}
+	// Tasks: kernel slots, views, Graph links.
+	taskRules = []checkRule{
+		{"task-kernel-slots", (*imageCheck).kernelSlots},
+		{"task-block-num", (*imageCheck).blockNum},
+		{"task-launch-flags", (*imageCheck).launchFlags},
+		{"task-sync-start", (*imageCheck).syncStart},
+	}
+	// A GRAPH task's boundary slot may come without a layout
+	// (DTypeInvalid): checkBoundary gives it the Definition's. Any other
+	// view has a dtype the device knows and at most MaxDims dims, else its
+	// element count and strides would read past the shape.
+	viewRules = []viewRule{
+		{"view-dtype", (*imageCheck).viewDType},
+		{"view-dims", (*imageCheck).viewDims},
+		{"view-root", (*imageCheck).viewRoot},
+		{"view-offset", (*imageCheck).viewOffset},
+		{"view-shape", (*imageCheck).viewShape},
+		{"view-elems", (*imageCheck).viewElems},
+	}
+	linkRules  = []checkRule{{"task-graph-link", (*imageCheck).graphLink}}
+	graphRules = []checkRule{
+		{"graph-owner", (*imageCheck).graphOwner},
+		{"graph-uploaded", (*imageCheck).graphUploaded},
+		{"graph-reads", (*imageCheck).graphReads},
+		{"graph-boundary", (*imageCheck).graphBoundary},
+		{"graph-heap-align", (*imageCheck).graphHeapAligned},
+		{"graph-tensor-offset", (*imageCheck).graphTensorsInRoot},
+	}
+	// Heap: every alloc root and Graph heap block inside [0, HeapBytes),
+	// none overlapping another.
+	heapRules = []checkRule{
+		{"heap-bounds", (*imageCheck).regionInHeap},
+		{"heap-overlap", (*imageCheck).regionAlone},
+	}
+)
+
+// imageCheckRules names every rule, in the order check tries them.
+func imageCheckRules() []string {
+	var names []string
+	for _, rs := range [][]checkRule{faninRules, orderRules, rootIDRules, rootSetRules, rootDescRules, taskRules} {
+		for _, r := range rs {
+			names = append(names, r.name)
 		}
-		maxID = max(maxID, r.ID)
 	}
-	if int64(maxID) > int64(p.nEntry)+16*int64(len(img.Roots))+(1<<16) {
-		return nil, refuse(ErrInvalidImage, "run root ids up to %d are too sparse for %d roots", maxID, len(img.Roots))
+	for _, r := range viewRules {
+		names = append(names, r.name)
 	}
-	p.rootObj = make([]int32, int(maxID)+1)
+	for _, rs := range [][]checkRule{linkRules, graphRules, heapRules} {
+		for _, r := range rs {
+			names = append(names, r.name)
+		}
+	}
+	return names
+}
+
+// apply tries rules on item i in order; the first refusal stops it.
+func (c *imageCheck) apply(rules []checkRule, i int) error {
+	for _, r := range rules {
+		if err := r.check(c, i); err != nil {
+			c.refused = r.name
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *imageCheck) applyEach(rules []checkRule, n int) error {
+	for i := 0; i < n; i++ {
+		if err := c.apply(rules, i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *imageCheck) fanin() error {
+	if err := c.applyEach(faninRules, len(c.img.Tasks)); err != nil {
+		return err
+	}
+	return c.apply(orderRules, 0)
+}
+
+func (c *imageCheck) taskFanin(i int) []stages.TaskID {
+	s := c.img.Tasks[i].Fanin
+	return c.img.Fanin[s.Off : s.Off+s.N]
+}
+
+func (c *imageCheck) faninInPool(i int) error {
+	s, pool := c.img.Tasks[i].Fanin, uint64(len(c.img.Fanin))
+	if c.edges += uint64(s.N); uint64(s.Off)+uint64(s.N) > pool || c.edges > pool {
+		return refuse(ErrFanin, "task %d fanin [%d, +%d) runs past the fanin pool of %d (%d edges so far)", i, s.Off, s.N, len(c.img.Fanin), c.edges)
+	}
+	return nil
+}
+
+func (c *imageCheck) faninInImage(i int) error {
+	nt := len(c.img.Tasks)
+	for _, f := range c.taskFanin(i) {
+		if f < 0 || int(f) >= nt {
+			return refuse(ErrFanin, "task %d fanin names task %d, which is not in the image (%d tasks)", i, f, nt)
+		}
+		if int(f) >= i {
+			c.forward = true
+		}
+	}
+	return nil
+}
+
+func (c *imageCheck) noCycle(int) error {
+	if !c.forward {
+		return nil
+	}
+	if cyc := findCycle(c.img); cyc != nil {
+		parts := make([]string, len(cyc))
+		for i, t := range cyc {
+			parts[i] = fmt.Sprint(t)
+		}
+		return refuse(ErrCycle, "tasks %s (each waits on the next)", strings.Join(parts, " -> "))
+	}
+	return nil
+}
+
+func (c *imageCheck) noForward(int) error {
+	if !c.forward {
+		return nil
+	}
+	for i := range c.img.Tasks {
+		for _, f := range c.taskFanin(i) {
+			if int(f) >= i {
+				return refuse(ErrFanin, "task %d fanin names task %d, a later task (submission order must be topological)", i, f)
+			}
+		}
+	}
+	return nil
+}
+
+func (c *imageCheck) roots() error {
+	p, n := c.p, len(c.img.Roots)
+	c.maxID = stages.RootID(p.nEntry - 1)
+	if err := c.applyEach(rootIDRules, n); err != nil {
+		return err
+	}
+	if err := c.apply(rootSetRules, 0); err != nil {
+		return err
+	}
+	p.rootObj = make([]int32, int(c.maxID)+1)
 	for i := range p.rootObj {
 		p.rootObj[i] = -1
 	}
@@ -119,163 +308,275 @@ func (d *Die) check(img *stages.RunImage) (*plan, error) {
 		p.rootObj[i] = int32(i)
 	}
 	p.nObjs = p.nEntry
-	type region struct {
-		lo, hi uint64
-		root   stages.RootID // or -1 for a Graph heap block
-		task   int           // the GRAPH task of a heap block
-	}
-	what := func(r region) string {
-		if r.root >= 0 {
-			return fmt.Sprintf("root %d", r.root)
+	for i := range c.img.Roots {
+		if err := c.apply(rootDescRules, i); err != nil {
+			return err
 		}
-		return fmt.Sprintf("GRAPH task %d heap block", r.task)
-	}
-	var regions []region
-	for i := range img.Roots {
-		r := &img.Roots[i]
-		if p.rootObj[r.ID] >= 0 {
-			return nil, refuse(ErrInvalidImage, "run root id %d listed twice", r.ID)
-		}
-		if r.Elems < 0 || r.Elems > 1<<50 {
-			return nil, refuse(ErrInvalidImage, "run root %d has %d elements", r.ID, r.Elems)
-		}
+		r := &c.img.Roots[i]
 		p.rootObj[r.ID] = int32(p.nObjs)
 		p.nObjs++
 		b := uint64(r.Elems * r.DType.Size())
 		p.allocBytes += int64(b)
 		if b > 0 {
-			regions = append(regions, region{r.Addr, r.Addr + b, r.ID, -1})
+			c.regions = append(c.regions, region{r.Addr, r.Addr + b, r.ID, -1})
 		}
 	}
-	p.runRoot = img.Roots
-	rootElems := func(id stages.RootID) (int64, bool) {
-		if id < 0 || int(id) >= len(p.rootObj) || p.rootObj[id] < 0 {
-			return 0, false
-		}
-		if int(id) < p.nEntry {
-			return d.entries[id].Elems, true
-		}
-		return img.Roots[int(p.rootObj[id])-p.nEntry].Elems, true
-	}
-	// checkView checks a view of task i; arg < 0 names its predicate. A
-	// GRAPH task's boundary slot may come without a layout (DTypeInvalid):
-	// checkBoundary gives it the Definition's. Any other view has a dtype
-	// the device knows and at most MaxDims dims, else its element count and
-	// strides would read past the shape.
-	checkView := func(v *stages.View, i, arg int) error {
-		name := func() string {
-			if arg < 0 {
-				return "predicate"
-			}
-			return fmt.Sprintf("argument %d", arg)
-		}
-		layoutLess := v.DType == stages.DTypeInvalid && arg >= 0 && img.Tasks[i].Kind == stages.KindGraph
-		if !layoutLess && (v.DType == stages.DTypeInvalid || v.DType > stages.UINT64) {
-			return refuse(ErrInvalidImage, "task %d (%s) %s has dtype %s", i, img.Tasks[i].Kind, name(), v.DType)
-		}
-		if v.NDims > stages.MaxDims {
-			return refuse(ErrInvalidImage, "task %d %s has %d dims (at most %d)", i, name(), v.NDims, stages.MaxDims)
-		}
-		el, ok := rootElems(v.Root)
-		if !ok {
-			return refuse(ErrInvalidImage, "task %d %s views root %d, which is neither an entry root nor a root of this run", i, name(), v.Root)
-		}
-		if v.Offset < 0 || v.Offset > el {
-			return refuse(ErrInvalidImage, "task %d %s offset %d is outside root %d (%d elements)", i, name(), v.Offset, v.Root, el)
-		}
-		for k := 0; k < int(v.NDims); k++ {
-			if v.Shape[k] < 0 || v.Shape[k] > 1<<40 {
-				return refuse(ErrInvalidImage, "task %d %s has dimension %d", i, name(), v.Shape[k])
-			}
-		}
-		if v.Elems() > 1<<50 || v.Elems() < 0 {
-			return refuse(ErrInvalidImage, "task %d %s has %d elements", i, name(), v.Elems())
-		}
-		return nil
-	}
+	p.runRoot = c.img.Roots
+	return nil
+}
 
-	// Tasks: kernel slots, views, Graph links.
+func (c *imageCheck) rootID(i int) error {
+	r, nEntry := &c.img.Roots[i], c.p.nEntry
+	if r.ID < stages.RootID(nEntry) || r.ID.IsPrivate() {
+		return refuse(ErrInvalidImage, "run root %d has id %d (entry roots are 0..%d; private recording roots never reach the device)", i, r.ID, nEntry-1)
+	}
+	c.maxID = max(c.maxID, r.ID)
+	return nil
+}
+
+func (c *imageCheck) rootsDense(int) error {
+	if n := len(c.img.Roots); int64(c.maxID) > int64(c.p.nEntry)+16*int64(n)+(1<<16) {
+		return refuse(ErrInvalidImage, "run root ids up to %d are too sparse for %d roots", c.maxID, n)
+	}
+	return nil
+}
+
+func (c *imageCheck) rootOnce(i int) error {
+	if r := &c.img.Roots[i]; c.p.rootObj[r.ID] >= 0 {
+		return refuse(ErrInvalidImage, "run root id %d listed twice", r.ID)
+	}
+	return nil
+}
+
+func (c *imageCheck) rootElemsOK(i int) error {
+	if r := &c.img.Roots[i]; r.Elems < 0 || r.Elems > 1<<50 {
+		return refuse(ErrInvalidImage, "run root %d has %d elements", r.ID, r.Elems)
+	}
+	return nil
+}
+
+// rootElems is the element count of an entry root or a root of this run.
+func (c *imageCheck) rootElems(id stages.RootID) (int64, bool) {
+	p := c.p
+	if id < 0 || int(id) >= len(p.rootObj) || p.rootObj[id] < 0 {
+		return 0, false
+	}
+	if int(id) < p.nEntry {
+		return c.d.entries[id].Elems, true
+	}
+	return c.img.Roots[int(p.rootObj[id])-p.nEntry].Elems, true
+}
+
+func (c *imageCheck) tasks() error {
+	img, p := c.img, c.p
+	nt := len(img.Tasks)
 	p.instOf = make([]int32, nt)
 	p.lh = make([]uint64, len(img.Args))
 	for i := range img.Args {
 		p.lh[i] = layoutHash(&img.Args[i].View)
 	}
-	next := int32(nt)
+	c.next = int32(nt)
 	for i := range img.Tasks {
-		t := &img.Tasks[i]
 		p.instOf[i] = -1
-		if !kernelSlotsOK(t.Kind, t.Kernel) {
-			return nil, refuse(ErrInvalidImage, "task %d of kind %s has kernel slots %v", i, t.Kind, t.Kernel)
+		if err := c.task(i); err != nil {
+			return err
 		}
-		if t.BlockNum > maxBlockNum {
-			return nil, refuse(ErrInvalidImage, "task %d has block_num %d (at most %d)", i, t.BlockNum, maxBlockNum)
+	}
+	p.nTasks = int(c.next)
+	return nil
+}
+
+// task checks task i and, for a GRAPH task, numbers its instance.
+func (c *imageCheck) task(i int) error {
+	t := &c.img.Tasks[i]
+	if err := c.apply(taskRules, i); err != nil {
+		return err
+	}
+	for a := t.Args.Off; a < t.Args.Off+t.Args.N; a++ {
+		if err := c.view(&c.img.Args[a].View, viewAt{i, int(a - t.Args.Off)}); err != nil {
+			return err
 		}
-		if !t.Launch.Valid() {
-			return nil, refuse(ErrInvalidImage, "task %d has launch flags %#x", i, uint8(t.Launch))
+	}
+	if t.Pred.Valid {
+		if err := c.view(&t.Pred.View, viewAt{i, -1}); err != nil {
+			return err
 		}
-		if t.Launch&stages.LaunchSyncStart != 0 && max(t.BlockNum, 1) > syncCapacity(&d.cfg, t.Kind) {
-			return nil, refuse(ErrInvalidImage, "task %d is sync_start with block_num %d: its blocks start together, and the die has %d %s slots", i, t.BlockNum, syncCapacity(&d.cfg, t.Kind), t.Kind)
+	}
+	if err := c.apply(linkRules, i); err != nil || t.Kind != stages.KindGraph {
+		return err
+	}
+	c.def = nil
+	if err := c.apply(graphRules, i); err != nil {
+		return err
+	}
+	p, o := c.p, c.def
+	g := &c.img.Graphs[t.Graph]
+	if o.heapBytes > 0 {
+		c.regions = append(c.regions, region{g.HeapBase, g.HeapBase + uint64(o.heapBytes), -1, i})
+	}
+	p.graphBytes += o.heapBytes
+	p.instOf[i] = int32(len(p.insts))
+	p.insts = append(p.insts, instPlan{g: t.Graph, def: o, shell: int32(i), base: c.next, objBase: int32(p.nObjs)})
+	c.next += int32(len(o.nodes))
+	p.nObjs += len(o.roots)
+	return nil
+}
+
+func (c *imageCheck) kernelSlots(i int) error {
+	if t := &c.img.Tasks[i]; !kernelSlotsOK(t.Kind, t.Kernel) {
+		return refuse(ErrInvalidImage, "task %d of kind %s has kernel slots %v", i, t.Kind, t.Kernel)
+	}
+	return nil
+}
+
+func (c *imageCheck) blockNum(i int) error {
+	if t := &c.img.Tasks[i]; t.BlockNum > maxBlockNum {
+		return refuse(ErrInvalidImage, "task %d has block_num %d (at most %d)", i, t.BlockNum, maxBlockNum)
+	}
+	return nil
+}
+
+func (c *imageCheck) launchFlags(i int) error {
+	if t := &c.img.Tasks[i]; !t.Launch.Valid() {
+		return refuse(ErrInvalidImage, "task %d has launch flags %#x", i, uint8(t.Launch))
+	}
+	return nil
+}
+
+func (c *imageCheck) syncStart(i int) error {
+	t, cfg := &c.img.Tasks[i], &c.d.cfg
+	if t.Launch&stages.LaunchSyncStart != 0 && max(t.BlockNum, 1) > syncCapacity(cfg, t.Kind) {
+		return refuse(ErrInvalidImage, "task %d is sync_start with block_num %d: its blocks start together, and the die has %d %s slots", i, t.BlockNum, syncCapacity(cfg, t.Kind), t.Kind)
+	}
+	return nil
+}
+
+func (c *imageCheck) view(v *stages.View, at viewAt) error {
+	for _, r := range viewRules {
+		if err := r.check(c, v, at); err != nil {
+			c.refused = r.name
+			return err
 		}
-		for a := t.Args.Off; a < t.Args.Off+t.Args.N; a++ {
-			if err := checkView(&img.Args[a].View, i, int(a-t.Args.Off)); err != nil {
-				return nil, err
-			}
+	}
+	return nil
+}
+
+func (c *imageCheck) viewDType(v *stages.View, at viewAt) error {
+	kind := c.img.Tasks[at.task].Kind
+	layoutLess := v.DType == stages.DTypeInvalid && at.arg >= 0 && kind == stages.KindGraph
+	if !layoutLess && (v.DType == stages.DTypeInvalid || v.DType > stages.UINT64) {
+		return refuse(ErrInvalidImage, "task %d (%s) %s has dtype %s", at.task, kind, at, v.DType)
+	}
+	return nil
+}
+
+func (c *imageCheck) viewDims(v *stages.View, at viewAt) error {
+	if v.NDims > stages.MaxDims {
+		return refuse(ErrInvalidImage, "task %d %s has %d dims (at most %d)", at.task, at, v.NDims, stages.MaxDims)
+	}
+	return nil
+}
+
+func (c *imageCheck) viewRoot(v *stages.View, at viewAt) error {
+	if _, ok := c.rootElems(v.Root); !ok {
+		return refuse(ErrInvalidImage, "task %d %s views root %d, which is neither an entry root nor a root of this run", at.task, at, v.Root)
+	}
+	return nil
+}
+
+func (c *imageCheck) viewOffset(v *stages.View, at viewAt) error {
+	if el, _ := c.rootElems(v.Root); v.Offset < 0 || v.Offset > el {
+		return refuse(ErrInvalidImage, "task %d %s offset %d is outside root %d (%d elements)", at.task, at, v.Offset, v.Root, el)
+	}
+	return nil
+}
+
+func (c *imageCheck) viewShape(v *stages.View, at viewAt) error {
+	for k := 0; k < int(v.NDims); k++ {
+		if v.Shape[k] < 0 || v.Shape[k] > 1<<40 {
+			return refuse(ErrInvalidImage, "task %d %s has dimension %d", at.task, at, v.Shape[k])
 		}
-		if t.Pred.Valid {
-			if err := checkView(&t.Pred.View, i, -1); err != nil {
-				return nil, err
-			}
-		}
-		if (t.Kind == stages.KindGraph) != (t.Graph >= 0) {
-			return nil, refuse(ErrInvalidImage, "task %d of kind %s names graph submission %d", i, t.Kind, t.Graph)
-		}
-		if t.Kind != stages.KindGraph {
+	}
+	return nil
+}
+
+func (c *imageCheck) viewElems(v *stages.View, at viewAt) error {
+	if v.Elems() > 1<<50 || v.Elems() < 0 {
+		return refuse(ErrInvalidImage, "task %d %s has %d elements", at.task, at, v.Elems())
+	}
+	return nil
+}
+
+func (c *imageCheck) graphLink(i int) error {
+	if t := &c.img.Tasks[i]; (t.Kind == stages.KindGraph) != (t.Graph >= 0) {
+		return refuse(ErrInvalidImage, "task %d of kind %s names graph submission %d", i, t.Kind, t.Graph)
+	}
+	return nil
+}
+
+// graph is GRAPH task i's submission.
+func (c *imageCheck) graph(i int) *stages.GraphSubmission {
+	return &c.img.Graphs[c.img.Tasks[i].Graph]
+}
+
+func (c *imageCheck) graphOwner(i int) error {
+	if g := c.graph(i); g.Task != stages.TaskID(i) {
+		return refuse(ErrInvalidImage, "task %d names graph submission %d, which belongs to task %d", i, c.img.Tasks[i].Graph, g.Task)
+	}
+	return nil
+}
+
+func (c *imageCheck) graphUploaded(i int) error {
+	g := c.graph(i)
+	if c.def = c.d.byHash[g.DefHash]; c.def == nil {
+		return refuse(ErrUnknownDefinition, "GRAPH task %d replays Definition %#016x (full_key %#016x), which was never uploaded", i, g.DefHash, g.FullKey)
+	}
+	return nil
+}
+
+func (c *imageCheck) graphReads(i int) error {
+	if err := c.d.materialize(c.def); err != nil {
+		g := c.graph(i)
+		return &DefinitionError{Hash: g.DefHash, FullKey: g.FullKey,
+			Err: refuse(ErrInvalidImage, "GRAPH task %d replays Definition %#016x (full_key %#016x), whose image does not read: %v", i, g.DefHash, g.FullKey, err)}
+	}
+	return nil
+}
+
+func (c *imageCheck) graphBoundary(i int) error {
+	if err := checkBoundary(c.img, c.graph(i), c.def, c.rootElems); err != nil {
+		return refuse(ErrBoundaryMismatch, "GRAPH task %d (%q): %v", i, c.def.key, err)
+	}
+	return nil
+}
+
+func (c *imageCheck) graphHeapAligned(i int) error {
+	if g := c.graph(i); g.HeapBase%objAlign != 0 && c.def.heapBytes > 0 {
+		return refuse(ErrInvalidImage, "GRAPH task %d heap block at %#x is not %d-byte aligned", i, g.HeapBase, objAlign)
+	}
+	return nil
+}
+
+// graphTensorsInRoot: boundary views stay inside their roots at this
+// call's offsets.
+func (c *imageCheck) graphTensorsInRoot(i int) error {
+	g, o := c.graph(i), c.def
+	for k := range o.tensors {
+		ref := &o.tensors[k]
+		if ref.src != stages.SrcBoundaryView {
 			continue
 		}
-		g := &img.Graphs[t.Graph]
-		if g.Task != stages.TaskID(i) {
-			return nil, refuse(ErrInvalidImage, "task %d names graph submission %d, which belongs to task %d", i, t.Graph, g.Task)
+		b := &c.img.Args[g.Boundary.Off+uint32(ref.slot)].View
+		el, _ := c.rootElems(b.Root)
+		if off := b.Offset + ref.delta; off < 0 || off > el {
+			return refuse(ErrInvalidImage, "GRAPH task %d (%q) tensor %d lands at offset %d of a %d-element root", i, o.key, k, off, el)
 		}
-		o := d.byHash[g.DefHash]
-		if o == nil {
-			return nil, refuse(ErrUnknownDefinition, "GRAPH task %d replays Definition %#016x (full_key %#016x), which was never uploaded", i, g.DefHash, g.FullKey)
-		}
-		if err := d.materialize(o); err != nil {
-			return nil, &DefinitionError{Hash: g.DefHash, FullKey: g.FullKey,
-				Err: refuse(ErrInvalidImage, "GRAPH task %d replays Definition %#016x (full_key %#016x), whose image does not read: %v", i, g.DefHash, g.FullKey, err)}
-		}
-		if err := checkBoundary(img, g, o, rootElems); err != nil {
-			return nil, refuse(ErrBoundaryMismatch, "GRAPH task %d (%q): %v", i, o.key, err)
-		}
-		if g.HeapBase%objAlign != 0 && o.heapBytes > 0 {
-			return nil, refuse(ErrInvalidImage, "GRAPH task %d heap block at %#x is not %d-byte aligned", i, g.HeapBase, objAlign)
-		}
-		if o.heapBytes > 0 {
-			regions = append(regions, region{g.HeapBase, g.HeapBase + uint64(o.heapBytes), -1, i})
-		}
-		p.graphBytes += o.heapBytes
-		// Boundary views stay inside their roots at this call's offsets.
-		for k := range o.tensors {
-			ref := &o.tensors[k]
-			if ref.src != stages.SrcBoundaryView {
-				continue
-			}
-			b := &img.Args[g.Boundary.Off+uint32(ref.slot)].View
-			el, _ := rootElems(b.Root)
-			if off := b.Offset + ref.delta; off < 0 || off > el {
-				return nil, refuse(ErrInvalidImage, "GRAPH task %d (%q) tensor %d lands at offset %d of a %d-element root", i, o.key, k, off, el)
-			}
-		}
-		p.instOf[i] = int32(len(p.insts))
-		p.insts = append(p.insts, instPlan{g: t.Graph, def: o, shell: int32(i), base: next, objBase: int32(p.nObjs)})
-		next += int32(len(o.nodes))
-		p.nObjs += len(o.roots)
 	}
-	p.nTasks = int(next)
+	return nil
+}
 
-	// Heap: every alloc root and Graph heap block inside [0, HeapBytes),
-	// none overlapping another.
-	slices.SortFunc(regions, func(a, b region) int {
+func (c *imageCheck) heap() error {
+	slices.SortFunc(c.regions, func(a, b region) int {
 		switch {
 		case a.lo < b.lo:
 			return -1
@@ -284,21 +585,22 @@ func (d *Die) check(img *stages.RunImage) (*plan, error) {
 		}
 		return 0
 	})
-	for i, r := range regions {
-		if r.hi < r.lo || r.hi > uint64(img.HeapBytes) {
-			return nil, refuse(ErrInvalidImage, "%s [%#x, %#x) is outside the run heap of %d bytes", what(r), r.lo, r.hi, img.HeapBytes)
-		}
-		if i > 0 && regions[i-1].hi > r.lo {
-			return nil, refuse(ErrInvalidImage, "%s [%#x, %#x) overlaps %s [%#x, %#x)", what(r), r.lo, r.hi, what(regions[i-1]), regions[i-1].lo, regions[i-1].hi)
-		}
-	}
+	return c.applyEach(heapRules, len(c.regions))
+}
 
-	// Ordinary fanout CSR (consumers ascending).
-	p.foOff, p.foIdx = fanoutCSR[stages.TaskID, int32](nt, len(img.Fanin), func(c int) []stages.TaskID {
-		s := img.Tasks[c].Fanin
-		return img.Fanin[s.Off : s.Off+s.N]
-	})
-	return p, nil
+func (c *imageCheck) regionInHeap(i int) error {
+	if r := c.regions[i]; r.hi < r.lo || r.hi > uint64(c.img.HeapBytes) {
+		return refuse(ErrInvalidImage, "%s [%#x, %#x) is outside the run heap of %d bytes", r, r.lo, r.hi, c.img.HeapBytes)
+	}
+	return nil
+}
+
+func (c *imageCheck) regionAlone(i int) error {
+	if r := c.regions[i]; i > 0 && c.regions[i-1].hi > r.lo {
+		q := c.regions[i-1]
+		return refuse(ErrInvalidImage, "%s [%#x, %#x) overlaps %s [%#x, %#x)", r, r.lo, r.hi, q, q.lo, q.hi)
+	}
+	return nil
 }
 
 // fanoutCSR transposes a fanin list: fanin(c) is consumer c's producers
