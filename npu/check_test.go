@@ -3,6 +3,9 @@ package npu
 import (
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"reflect"
 	"strconv"
 	"strings"
@@ -16,7 +19,8 @@ import (
 // TestCheckRules runs testdata/check: each case forges one run image the
 // decoder would not make (the device must not trust that it did), names the
 // rule that must refuse it and pins the refusal's message. Every rule of
-// imageCheckRules has a case: a rule added without one fails here.
+// check.go's rules has a case (the rules are found in the source, as the
+// rule names of its refusals): a rule added without one fails here.
 //
 //	check base=synth|graph [upload=yes|no|wide] rule=<name>
 //	<path> = <int> | @<path> | len(<path>)
@@ -72,11 +76,57 @@ func TestCheckRules(t *testing.T) {
 		}
 		return fmt.Sprintf("%s (%s): %v\n", rule, sentinels(err), err)
 	})
-	for _, r := range imageCheckRules() {
+	for _, r := range checkRuleNames(t) {
 		if !covered[r] {
 			t.Errorf("rule %s has no case in testdata/check", r)
 		}
 	}
+}
+
+// checkRuleNames reads check.go: the rule name of every c.refuse call, in
+// source order, and no refusal that is not one.
+func checkRuleNames(t *testing.T) []string {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "check.go", nil, parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, decl := range f.Decls {
+		fd, ok := decl.(*ast.FuncDecl)
+		if !ok || fd.Body == nil {
+			continue
+		}
+		named := fd.Recv != nil && fd.Name.Name == "refuse" // (*imageCheck).refuse itself
+		ast.Inspect(fd.Body, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			switch fun := call.Fun.(type) {
+			case *ast.SelectorExpr:
+				if fun.Sel.Name != "refuse" {
+					return true
+				}
+				lit, ok := call.Args[0].(*ast.BasicLit)
+				if !ok || lit.Kind != token.STRING {
+					t.Errorf("%s: a refusal whose rule is not a literal", fset.Position(call.Pos()))
+					return true
+				}
+				name, _ := strconv.Unquote(lit.Value)
+				names = append(names, name)
+			case *ast.Ident:
+				if fun.Name == "refuse" && !named {
+					t.Errorf("%s: %s refuses without naming a rule (use c.refuse)", fset.Position(call.Pos()), fd.Name.Name)
+				}
+			}
+			return true
+		})
+	}
+	if len(names) == 0 {
+		t.Fatal("no rules found in check.go")
+	}
+	return names
 }
 
 func checkBase(t *testing.T, td *datadriven.TestData, base string) (*Die, *stages.RunImage) {
