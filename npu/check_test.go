@@ -18,8 +18,8 @@ import (
 
 // TestCheckRules runs testdata/check: each case forges one run image the
 // decoder would not make (the device must not trust that it did), names the
-// rule that must refuse it and pins the refusal's message. Every rule of
-// check.go's rules has a case (the rules are found in the source, as the
+// rule that must refuse it and pins the refusal's message. Every one of
+// check's rules has a case (the rules are found in the source, as the
 // rule names of its refusals): a rule added without one fails here.
 //
 //	check base=synth|graph [upload=yes|no|wide] rule=<name>
@@ -83,16 +83,20 @@ func TestCheckRules(t *testing.T) {
 	}
 }
 
-// checkRuleNames reads check.go: the rule name of every c.refuse call, in
-// source order, and no refusal that is not one.
+// checkRuleNames reads check.go and check_rules.go: the rule name of every
+// c.refuse call, in source order, and no refusal that is not one.
 func checkRuleNames(t *testing.T) []string {
 	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "check.go", nil, parser.SkipObjectResolution)
-	if err != nil {
-		t.Fatal(err)
+	var decls []ast.Decl
+	for _, file := range []string{"check.go", "check_rules.go"} {
+		f, err := parser.ParseFile(fset, file, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		decls = append(decls, f.Decls...)
 	}
 	var names []string
-	for _, decl := range f.Decls {
+	for _, decl := range decls {
 		fd, ok := decl.(*ast.FuncDecl)
 		if !ok || fd.Body == nil {
 			continue
