@@ -91,6 +91,36 @@ func TestLayering(t *testing.T) {
 	}
 }
 
+// TestLayeringDocumented: the root package doc names every package the
+// layering places, in the layer the test gives it ("N. ..." items, N from
+// 1), so the words and the test cannot drift apart.
+func TestLayeringDocumented(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "doc.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(src)
+	for i, l := range layers {
+		start := strings.Index(doc, fmt.Sprintf("//  %d. ", i+1))
+		end := strings.Index(doc, fmt.Sprintf("//  %d. ", i+2))
+		if start < 0 {
+			t.Fatalf("doc.go has no layer %d", i+1)
+		}
+		if end < 0 {
+			end = strings.Index(doc[start:], "\n//\n") + start
+		}
+		item := doc[start:end]
+		for _, p := range l {
+			if p == "" {
+				p = "this package"
+			}
+			if !strings.Contains(item, strings.TrimSuffix(p, "/")) {
+				t.Errorf("doc.go's layer %d does not name %s", i+1, p)
+			}
+		}
+	}
+}
+
 // TestLayeringCatches: an import up, one across a layer and a package
 // with no layer are each named.
 func TestLayeringCatches(t *testing.T) {
