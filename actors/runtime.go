@@ -1,9 +1,3 @@
-// Package actors is hbg's runtime as an actor system: a submission actor per
-// rank, a prewarmed pool of recorders that build what they record, a
-// Definition store that outlives runs, an uploader, a replay and a device actor per
-// rank, all under one supervisor. The actors are thin: each owns state and
-// calls the pure steps in stages/ (the pass itself is stages.Host and
-// stages.Replay) and npu/.
 package actors
 
 import (
@@ -54,7 +48,11 @@ type Runtime struct {
 	golden       goldenCache
 }
 
-// uploader, device) start on their first pass.
+// Start starts the runtime inside an existing actor system: the supervisor,
+// the Definition store (with its writer when Config.StoreDir names a store
+// on disk) and the prewarmed recorder pool. A rank's actors (submission,
+// replay, uploader, device) start on its first pass. Zero fields of cfg take
+// their defaults; a cfg that Config.Validate refuses is a *ConfigError.
 func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 	return start(sys, cfg, nil)
 }

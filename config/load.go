@@ -66,7 +66,7 @@ func Parse(name string, data []byte) (*Model, error) {
 // tree, where an alias is a reference the schema does not expect (it used to
 // surface as "want a list"), and a model's repetition is said with loops,
 // blocks and let, which the checks understand. It also rejects nulls and
-// tags the loader would misread (plainNodes).
+// tags the loader would misread (plainNode).
 func plainTree(file string, n *yaml.Node, key string) error {
 	if n.Kind == yaml.AliasNode {
 		return &Error{File: file, Line: n.Line, Key: key, Value: "*" + n.Value, Msg: "YAML aliases are not supported (write the value out, or use a block, a loop or let)"}

@@ -1,6 +1,21 @@
 // Package mailbox is the message protocol between hbg's actors and the set-up
 // of their mailboxes. Messages flow at the grain of a Graph call, a
 // recording, an upload or a run, never per task.
+//
+// The protocol has two halves. graph.go is the recording pipeline's:
+// RecordJob (submission to store, store to a recorder), Built (recorder to
+// store), DefinitionReady (store to the rank's uploader) and
+// DefinitionUploaded (uploader to the replay); the messages that stay
+// between a rank's own actors (the handoff, passDone, learned) are
+// unexported in package actors. device.go is the
+// device actor's, the one its tests drive: RegisterDevice, Upload, CopyRun,
+// Launch, ResetDevice and DeviceStats, each answered by its own type. Who
+// sends which, how many a warm pass and a new key cost, and what each
+// failure does, is the actors package doc (go doc ./actors).
+//
+// Registry.Props sets the mailboxes up, bounded (back-pressure) or not, and
+// counts every one in its Stats: the message counts the actors' tests
+// assert come from here.
 package mailbox
 
 import (

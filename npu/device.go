@@ -132,7 +132,7 @@ func (d *Die) Stats() Stats {
 }
 
 // RegisterEntry registers the entry roots once: root i takes RootID i
-// (stages.NewOrch numbers them the same way). Only addresses and sizes are
+// (stages.NewOrdinaryPath numbers them the same way). Only addresses and sizes are
 // kept; every entry root's contents start as the digest of its name at each
 // launch. Registering again replaces the set.
 func (d *Die) RegisterEntry(roots []stages.Root) {

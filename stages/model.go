@@ -1,7 +1,3 @@
-// Package stages holds hbg's data model and its pure steps: dependency
-// resolution over a TensorMap, recording, boundary matching, Definition build,
-// replay patching and run-image encoding. Nothing here starts a goroutine, reads
-// the wall clock or knows about actors; actors call these functions.
 package stages
 
 import "fmt"

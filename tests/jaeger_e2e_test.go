@@ -160,9 +160,43 @@ func (e jaegerExpectation) complete(trs []jaegerTrace) bool {
 	return runs >= e.runs && phases >= e.phases && records >= e.records && builds >= e.records && uploadBytes >= e.uploadBytes
 }
 
+// jaegerRun checks one run's trace against its report, a section per
+// method; the maps are what the sections hand on.
+type jaegerRun struct {
+	t        *testing.T
+	rep      *trace.Report
+	byID     map[string]*jaegerSpan
+	byName   map[string][]*jaegerSpan
+	runs     map[int64]*jaegerSpan // by rank
+	totals   map[passKey]*passTotals
+	recorded map[string]bool // keys recorded (not verified)
+}
+
+type passKey struct {
+	rank, round int64
+	phase       string
+}
+
+type passTotals struct {
+	records, nodes int
+	uploadBytes    int64
+}
+
 func jaegerCheckRun(t *testing.T, rep *trace.Report, tr *jaegerTrace) {
-	byID := map[string]*jaegerSpan{}
-	byName := map[string][]*jaegerSpan{}
+	j := &jaegerRun{t: t, rep: rep, byID: map[string]*jaegerSpan{}, byName: map[string][]*jaegerSpan{},
+		runs: map[int64]*jaegerSpan{}, totals: map[passKey]*passTotals{}, recorded: map[string]bool{}}
+	j.index(tr)
+	j.checkRuns()
+	j.checkGolden()
+	j.checkPhases()
+	j.checkRecords()
+	j.checkUploads()
+	j.checkTotals()
+}
+
+// index files every span by id and name and checks none is an error.
+func (j *jaegerRun) index(tr *jaegerTrace) {
+	t, byID, byName := j.t, j.byID, j.byName
 	for i := range tr.Spans {
 		s := &tr.Spans[i]
 		byID[s.SpanID] = s
@@ -175,12 +209,25 @@ func jaegerCheckRun(t *testing.T, rep *trace.Report, tr *jaegerTrace) {
 			assert.NotEqual(t, "ERROR", v, "span %s has status ERROR", s.OperationName)
 		}
 	}
-	parent := func(s *jaegerSpan) *jaegerSpan {
-		p := byID[s.parentID()]
-		require.NotNil(t, p, "parent of %s (%s) is not in the trace", s.OperationName, s.SpanID)
-		return p
-	}
+}
 
+func (j *jaegerRun) parent(s *jaegerSpan) *jaegerSpan {
+	p := j.byID[s.parentID()]
+	require.NotNil(j.t, p, "parent of %s (%s) is not in the trace", s.OperationName, s.SpanID)
+	return p
+}
+
+// at is the totals of s's pass.
+func (j *jaegerRun) at(s *jaegerSpan) *passTotals {
+	k := passKey{s.intTag(string(trace.KeyRank)), s.intTag(string(trace.KeyRound)), ""}
+	if j.totals[k] == nil {
+		j.totals[k] = &passTotals{}
+	}
+	return j.totals[k]
+}
+
+func (j *jaegerRun) checkRuns() {
+	t, rep, byName := j.t, j.rep, j.byName
 	// The command and the runs.
 	require.Len(t, byName[trace.SpanCommand], 1, "one %s root", trace.SpanCommand)
 	cmd := byName[trace.SpanCommand][0]
@@ -190,17 +237,20 @@ func jaegerCheckRun(t *testing.T, rep *trace.Report, tr *jaegerTrace) {
 	assert.Equal(t, int64(rep.Rounds), cmd.intTag(string(trace.KeyRounds)))
 	assert.Equal(t, int64(rep.Ranks), cmd.intTag(string(trace.KeyRanks)))
 
-	runs := map[int64]*jaegerSpan{}
+	runs := j.runs
 	require.Len(t, byName[trace.SpanRun], rep.Ranks, "one %s per rank", trace.SpanRun)
 	for _, r := range byName[trace.SpanRun] {
-		assert.Same(t, cmd, parent(r))
+		assert.Same(t, cmd, j.parent(r))
 		assert.Equal(t, rep.Model, r.strTag(string(trace.KeyModel)))
 		assert.Equal(t, rep.Form, r.strTag(string(trace.KeyForm)))
 		rank := r.intTag(string(trace.KeyRank))
 		require.NotContains(t, runs, rank, "two runs of rank %d", rank)
 		runs[rank] = r
 	}
+}
 
+func (j *jaegerRun) checkGolden() {
+	t, rep, byName, runs := j.t, j.rep, j.byName, j.runs
 	// The wait for the golden reference, before each rank's first pass,
 	// under that rank's run: the trace has no blank stretch before it
 	// (an hbgrun run, which checks golden; the trace package's own run
@@ -208,23 +258,22 @@ func jaegerCheckRun(t *testing.T, rep *trace.Report, tr *jaegerTrace) {
 	if rep.Golden != nil {
 		require.NotEmpty(t, byName[trace.SpanGoldenReference], "no %s span", trace.SpanGoldenReference)
 		for _, g := range byName[trace.SpanGoldenReference] {
-			assert.Same(t, runs[g.intTag(string(trace.KeyRank))], parent(g), "%s is a child of its rank's run", trace.SpanGoldenReference)
+			assert.Same(t, runs[g.intTag(string(trace.KeyRank))], j.parent(g), "%s is a child of its rank's run", trace.SpanGoldenReference)
 		}
 	}
+}
 
+func (j *jaegerRun) checkPhases() {
+	t, rep, byName, runs := j.t, j.rep, j.byName, j.runs
 	// Every phase of every pass, under its rank's run, agreeing with the
 	// report. Jaeger keeps µs: a duration may differ from ns/1000 by one.
-	type passKey struct {
-		rank, round int64
-		phase       string
-	}
 	phaseSpans := map[passKey]*jaegerSpan{}
 	for ph := trace.Phase(0); ph < trace.NumPhases; ph++ {
 		for _, s := range byName[ph.String()] {
 			k := passKey{s.intTag(string(trace.KeyRank)), s.intTag(string(trace.KeyRound)), ph.String()}
 			require.NotContains(t, phaseSpans, k, "two %s spans for rank %d round %d", k.phase, k.rank, k.round)
 			phaseSpans[k] = s
-			assert.Same(t, runs[k.rank], parent(s), "%s of rank %d round %d is a child of its run", k.phase, k.rank, k.round)
+			assert.Same(t, runs[k.rank], j.parent(s), "%s of rank %d round %d is a child of its run", k.phase, k.rank, k.round)
 		}
 	}
 	nearUs := func(ns int64, s *jaegerSpan) {
@@ -261,27 +310,18 @@ func jaegerCheckRun(t *testing.T, rep *trace.Report, tr *jaegerTrace) {
 		}
 	}
 	assert.Equal(t, measured, len(phaseSpans), "no phase span beyond the report's passes")
+}
 
+func (j *jaegerRun) checkRecords() {
+	t, rep, byName := j.t, j.rep, j.byName
 	// Recordings and their builds, under the host_orch of the pass that
 	// asked; only cold passes record.
 	fullKey := regexp.MustCompile(`^[0-9a-f]{16}$`)
-	type passTotals struct {
-		records, nodes int
-		uploadBytes    int64
-	}
-	totals := map[passKey]*passTotals{}
-	at := func(s *jaegerSpan) *passTotals {
-		k := passKey{s.intTag(string(trace.KeyRank)), s.intTag(string(trace.KeyRound)), ""}
-		if totals[k] == nil {
-			totals[k] = &passTotals{}
-		}
-		return totals[k]
-	}
-	recorded, verified := map[string]bool{}, map[string]bool{}
+	recorded, verified := j.recorded, map[string]bool{}
 	var recordedNodes int64
 	definitions := 0
 	for _, r := range byName[trace.SpanRecord] {
-		orch := parent(r)
+		orch := j.parent(r)
 		if !assert.Equal(t, trace.PhaseHostOrch.String(), orch.OperationName, "a recording is a child of the host_orch that asked for it") {
 			continue
 		}
@@ -304,7 +344,7 @@ func jaegerCheckRun(t *testing.T, rep *trace.Report, tr *jaegerTrace) {
 		assert.Positive(t, nodes, "record %s nodes", key)
 		recorded[key] = true
 		recordedNodes += nodes
-		pt := at(orch)
+		pt := j.at(orch)
 		pt.records++
 		pt.nodes += int(nodes)
 
@@ -323,18 +363,21 @@ func jaegerCheckRun(t *testing.T, rep *trace.Report, tr *jaegerTrace) {
 	}
 	assert.Equal(t, int(rep.Counts.RecordedDefinitions), definitions, "one %s span per recorded Definition", trace.SpanRecord)
 	for _, b := range byName[trace.SpanBuild] {
-		assert.Equal(t, trace.SpanRecord, parent(b).OperationName, "a build is a child of its recording")
+		assert.Equal(t, trace.SpanRecord, j.parent(b).OperationName, "a build is a child of its recording")
 	}
 	assert.Equal(t, rep.Counts.RecordedNodes, recordedNodes)
 	for key := range verified {
 		assert.True(t, recorded[key], "key %s verified but never recorded", key)
 	}
+}
 
+func (j *jaegerRun) checkUploads() {
+	t, byName, recorded := j.t, j.byName, j.recorded
 	// Uploads, under the graph_upload of their pass, or under its host_orch
 	// when a Definition was uploaded as soon as it was built.
 	uploaded := map[string]bool{}
 	for _, u := range byName[trace.SpanUpload] {
-		gu := parent(u)
+		gu := j.parent(u)
 		if gu.OperationName != trace.PhaseGraphUpload.String() && gu.OperationName != trace.PhaseHostOrch.String() {
 			assert.Fail(t, "an upload is a child of its pass's graph_upload or host_orch", "parent %s", gu.OperationName)
 			continue
@@ -346,13 +389,16 @@ func jaegerCheckRun(t *testing.T, rep *trace.Report, tr *jaegerTrace) {
 		_, hasObj := u.tag(string(trace.KeyObjectID))
 		assert.True(t, hasObj, "upload %s has %s", key, trace.KeyObjectID)
 		uploaded[key] = true
-		at(gu).uploadBytes += bytes
+		j.at(gu).uploadBytes += bytes
 	}
 	for key := range recorded {
 		assert.True(t, uploaded[key], "recorded key %s was never uploaded", key)
 	}
 	assert.NotEmpty(t, byName[trace.SpanUpload], "the blocks form uploads Definitions")
+}
 
+func (j *jaegerRun) checkTotals() {
+	t, rep, totals := j.t, j.rep, j.totals
 	// Per pass, the spans add up to the report's figures.
 	for i := range rep.Passes {
 		p := &rep.Passes[i]
