@@ -303,7 +303,8 @@ func (s *stamped) RecvMsg(m any) error {
 // or counted), and a Terminated tells its target that Who has died, which
 // a driver takes for its node's loss. hbg sends no Stop or PoisonPill
 // between processes; a Terminated is taken only over a connection that
-// speaks for Who's host (Vouches), as the watched process's own is.
+// speaks for Who's host (Vouches), as the watched process's own is; a
+// Watch or Unwatch only over one that speaks for its watcher's.
 func (s *stamped) refused(b *paremote.MessageBatch, e *paremote.MessageEnvelope) bool {
 	if e.TypeId < 0 || int(e.TypeId) >= len(b.TypeNames) {
 		return true
@@ -316,14 +317,33 @@ func (s *stamped) refused(b *paremote.MessageBatch, e *paremote.MessageEnvelope)
 		if e.SerializerId != 0 || proto.Unmarshal(e.MessageData, &t) != nil {
 			return true
 		}
-		h, _, err := net.SplitHostPort(t.GetWho().GetAddress())
-		c := Conn{Addr: s.addr}
-		if s.names != "" {
-			c.Names = strings.Split(s.names, ",")
+		return !s.vouches(t.GetWho())
+	case "actor.Watch":
+		// A watch names the process its Terminated goes to: this process
+		// would dial whatever address a stranger wrote there.
+		var w actor.Watch
+		if e.SerializerId != 0 || proto.Unmarshal(e.MessageData, &w) != nil {
+			return true
 		}
-		return err != nil || !c.Vouches(h)
+		return !s.vouches(w.GetWatcher())
+	case "actor.Unwatch":
+		var w actor.Unwatch
+		if e.SerializerId != 0 || proto.Unmarshal(e.MessageData, &w) != nil {
+			return true
+		}
+		return !s.vouches(w.GetWatcher())
 	}
 	return false
+}
+
+// vouches says whether the stream's connection speaks for pid's host.
+func (s *stamped) vouches(pid *actor.PID) bool {
+	h, _, err := net.SplitHostPort(pid.GetAddress())
+	c := Conn{Addr: s.addr}
+	if s.names != "" {
+		c.Names = strings.Split(s.names, ",")
+	}
+	return err == nil && c.Vouches(h)
 }
 
 // Conn is the connection a message came over.
