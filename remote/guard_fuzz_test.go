@@ -254,5 +254,4 @@ func connects(ctx context.Context, c paremote.RemotingClient) error {
 	return nil
 }
 
-
 const debugFuzz = false

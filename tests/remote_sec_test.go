@@ -330,7 +330,8 @@ func init() {
 type attackSpec struct {
 	// Op is "publish" (a forged image of every DSv4 Definition to its
 	// owner), "all" (place, pass, publish and fetch, each waiting for an
-	// answer), or "place" (Ranks ranks).
+	// answer), "place" (Ranks ranks), or "spawn" (Ranks run hosts, none
+	// placed; Placed counts those spawned).
 	Op    string   `json:"op"`
 	Nodes []string `json:"nodes"`
 	Ranks int      `json:"ranks,omitempty"`
@@ -406,6 +407,18 @@ func attacker(s attackSpec) (*attackResult, error) {
 		}
 		for _, n := range s.Nodes {
 			_ = sys.Root.RequestFuture(actor.NewPID(n, "nobody"), &wire.Ping{}, 10*time.Second).Wait()
+		}
+	case "spawn":
+		// Ranks run hosts spawned on each node, none placed.
+		for _, n := range s.Nodes {
+			for i := range s.Ranks {
+				resp, err := rem.SpawnNamed(n, fmt.Sprintf("hbg-run-flood-%d", i), remote.Kind, 3*time.Second)
+				if err == nil && resp.GetPid() != nil {
+					r.Placed++
+				} else if err != nil {
+					r.Failure = err.Error()
+				}
+			}
 		}
 	case "all", "place":
 		for _, n := range s.Nodes {
