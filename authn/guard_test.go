@@ -72,3 +72,24 @@ func TestStampWatcher(t *testing.T) {
 		t.Error("a Terminated for 127.0.0.1 over a connection whose certificate names node-b.example was taken")
 	}
 }
+
+// TestCNOnlyVouchesNothing: a verified certificate without subject
+// alternative names (a CN alone, which Go's TLS and hbg ignore) vouches
+// for no host. Before, its connection had no names, was taken for one
+// without TLS, and vouched for its IP address: a CN-only certificate from
+// a driver's or a node's machine spoke for them.
+func TestCNOnlyVouchesNothing(t *testing.T) {
+	c := Conn{Addr: "127.0.0.1:5555", TLS: true}
+	if c.Vouches("127.0.0.1") {
+		t.Error("a CN-only certificate's connection vouches for its IP address")
+	}
+	if !(Conn{Addr: "127.0.0.1:5555"}).Vouches("127.0.0.1") {
+		t.Error("without TLS, a loopback connection no longer vouches for loopback")
+	}
+	s := &stamped{addr: "127.0.0.1:5555", tls: true}
+	b := &paremote.MessageBatch{TypeNames: []string{"actor.Terminated"}, Envelopes: []*paremote.MessageEnvelope{{}}}
+	b.Envelopes[0].MessageData, _ = proto.Marshal(&actor.Terminated{Who: &actor.PID{Address: "127.0.0.1:7", Id: "d"}})
+	if !s.refused(b, b.Envelopes[0]) {
+		t.Error("a Terminated over a CN-only certificate's connection was taken")
+	}
+}
