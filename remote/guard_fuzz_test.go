@@ -226,9 +226,6 @@ func send(ctx context.Context, c paremote.RemotingClient, msgs ...*paremote.Remo
 	_ = s.CloseSend()
 	for {
 		if _, err := s.Recv(); err != nil {
-			if debugFuzz {
-				println("recv:", err.Error())
-			}
 			return
 		}
 	}
@@ -253,5 +250,3 @@ func connects(ctx context.Context, c paremote.RemotingClient) error {
 	}
 	return nil
 }
-
-const debugFuzz = false
