@@ -40,6 +40,7 @@ const (
 	prefix   = "hbg-conn-"
 	hdrAddr  = prefix + "addr"
 	hdrNames = prefix + "names"
+	hdrTLS   = prefix + "tls"
 )
 
 // ErrTLS marks a connection refused by TLS (no certificate, one from
@@ -252,12 +253,13 @@ func (c *slotConn) Close() error {
 // stamp wraps the stream of a connection's messages.
 func stamp(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	c := connOf(ss.Context())
-	return handler(srv, &stamped{ServerStream: ss, addr: c.Addr, names: strings.Join(c.Names, ",")})
+	return handler(srv, &stamped{ServerStream: ss, addr: c.Addr, names: strings.Join(c.Names, ","), tls: c.TLS})
 }
 
 type stamped struct {
 	grpc.ServerStream
 	addr, names string
+	tls         bool
 }
 
 func (s *stamped) RecvMsg(m any) error {
@@ -293,6 +295,9 @@ func (s *stamped) RecvMsg(m any) error {
 		if s.names != "" {
 			h[hdrNames] = s.names
 		}
+		if s.tls {
+			h[hdrTLS] = "1"
+		}
 	}
 	return nil
 }
@@ -303,7 +308,8 @@ func (s *stamped) RecvMsg(m any) error {
 // or counted), and a Terminated tells its target that Who has died, which
 // a driver takes for its node's loss. hbg sends no Stop or PoisonPill
 // between processes; a Terminated is taken only over a connection that
-// speaks for Who's host (Vouches), as the watched process's own is.
+// speaks for Who's host (Vouches), as the watched process's own is; a
+// Watch or Unwatch only over one that speaks for its watcher's.
 func (s *stamped) refused(b *paremote.MessageBatch, e *paremote.MessageEnvelope) bool {
 	if e.TypeId < 0 || int(e.TypeId) >= len(b.TypeNames) {
 		return true
@@ -316,14 +322,33 @@ func (s *stamped) refused(b *paremote.MessageBatch, e *paremote.MessageEnvelope)
 		if e.SerializerId != 0 || proto.Unmarshal(e.MessageData, &t) != nil {
 			return true
 		}
-		h, _, err := net.SplitHostPort(t.GetWho().GetAddress())
-		c := Conn{Addr: s.addr}
-		if s.names != "" {
-			c.Names = strings.Split(s.names, ",")
+		return !s.vouches(t.GetWho())
+	case "actor.Watch":
+		// A watch names the process its Terminated goes to: this process
+		// would dial whatever address a stranger wrote there.
+		var w actor.Watch
+		if e.SerializerId != 0 || proto.Unmarshal(e.MessageData, &w) != nil {
+			return true
 		}
-		return err != nil || !c.Vouches(h)
+		return !s.vouches(w.GetWatcher())
+	case "actor.Unwatch":
+		var w actor.Unwatch
+		if e.SerializerId != 0 || proto.Unmarshal(e.MessageData, &w) != nil {
+			return true
+		}
+		return !s.vouches(w.GetWatcher())
 	}
 	return false
+}
+
+// vouches says whether the stream's connection speaks for pid's host.
+func (s *stamped) vouches(pid *actor.PID) bool {
+	h, _, err := net.SplitHostPort(pid.GetAddress())
+	c := Conn{Addr: s.addr, TLS: s.tls}
+	if s.names != "" {
+		c.Names = strings.Split(s.names, ",")
+	}
+	return err == nil && c.Vouches(h)
 }
 
 // Conn is the connection a message came over.
@@ -338,6 +363,9 @@ type Conn struct {
 	// signs a certificate with any CN (a client's, a user's) must not
 	// thereby have signed a node's name.
 	Names []string
+	// TLS says the connection's client certificate was verified, even if
+	// it has no names (then it vouches for nothing).
+	TLS bool
 }
 
 func connOf(ctx context.Context) Conn {
@@ -351,6 +379,7 @@ func connOf(ctx context.Context) Conn {
 	}
 	if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 && len(ti.State.VerifiedChains[0]) > 0 {
 		c.Names = certNames(ti.State.VerifiedChains[0][0])
+		c.TLS = true
 	}
 	return c
 }
@@ -373,7 +402,7 @@ func Of(ctx actor.Context) Conn {
 	if h == nil {
 		return Conn{}
 	}
-	c := Conn{Addr: h.Get(hdrAddr)}
+	c := Conn{Addr: h.Get(hdrAddr), TLS: h.Get(hdrTLS) != ""}
 	if n := h.Get(hdrNames); n != "" {
 		c.Names = strings.Split(n, ",")
 	}
@@ -384,7 +413,9 @@ func Of(ctx actor.Context) Conn {
 func (c Conn) Remote() bool { return c.Addr != "" }
 
 // Authenticated says whether the connection was verified by TLS.
-func (c Conn) Authenticated() bool { return len(c.Names) > 0 }
+// A certificate that names nothing (a CN alone) is still TLS: it vouches
+// for no host, where without TLS the connection's IP address would.
+func (c Conn) Authenticated() bool { return c.TLS || len(c.Names) > 0 }
 
 // Vouches says whether the connection speaks for host (a node's or a
 // driver's host, from an address it serves at): its certificate names

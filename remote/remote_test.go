@@ -37,6 +37,10 @@ const dsv4 = "../config/models/dsv4_flash_decode.yaml"
 
 const nodeEnv = "HBG_REMOTE_TEST_NODE"
 
+// nodeTLSEnv, if set, is the child node's certificate, key and CA files,
+// comma-separated: it serves mutual TLS.
+const nodeTLSEnv = "HBG_REMOTE_TEST_NODE_TLS"
+
 func TestMain(m *testing.M) {
 	if listen := os.Getenv(nodeEnv); listen != "" {
 		os.Exit(serveNode(listen))
@@ -48,7 +52,11 @@ func TestMain(m *testing.M) {
 // until SIGTERM or until its stdin closes (the test is gone), then stops.
 func serveNode(listen string) int {
 	sys := actors.NewActorSystem(nil)
-	n, err := StartNode(sys, NodeConfig{Listen: listen})
+	cfg := NodeConfig{Listen: listen}
+	if f := strings.Split(os.Getenv(nodeTLSEnv), ","); len(f) == 3 {
+		cfg.Transport.TLS = authn.Files{CertFile: f[0], KeyFile: f[1], TrustedCAFile: f[2]}
+	}
+	n, err := StartNode(sys, cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -94,9 +102,9 @@ type testNode struct {
 
 // spawnNode starts a node process on listen ("127.0.0.1:0": any free
 // port) and waits for its address.
-func spawnNode(listen string) (*testNode, error) {
+func spawnNode(listen string, env ...string) (*testNode, error) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), nodeEnv+"="+listen)
+	cmd.Env = append(append(os.Environ(), nodeEnv+"="+listen), env...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -151,9 +159,9 @@ func (n *testNode) stop() error {
 	return n.err
 }
 
-func startNode(t testing.TB, listen string) *testNode {
+func startNode(t testing.TB, listen string, env ...string) *testNode {
 	t.Helper()
-	n, err := spawnNode(listen)
+	n, err := spawnNode(listen, env...)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		if err := n.stop(); err != nil && !n.killed {

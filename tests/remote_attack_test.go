@@ -7,6 +7,7 @@ package tests
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,6 +24,8 @@ import (
 	paremote "github.com/asynkron/protoactor-go/remote"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/hbg-dev/hbg/actors"
 	"github.com/hbg-dev/hbg/remote"
@@ -68,9 +71,13 @@ func TestNodeEdgeBomb(t *testing.T) {
 
 // TestRemoteRogueNode: one node of a run is an attacker's (it is placed
 // like any node, so it knows the run id, the driver's actor and the seqs
-// it is sent). It sends the other node's run a Release and a cancel of
-// every seq, over a connection of its own from the same host, and sends
-// the driver a result for every seq it was not sent, each claiming rank 0.
+// it is sent); it serves at and dials from 127.0.0.2, as another machine
+// would. It sends the other node's run a Release, a cancel of every seq,
+// and a Terminated naming the driver and one naming itself, over a
+// connection of its own, and sends the driver a result for every seq it
+// was not sent, each claiming rank 0. (Before the stamp's check, a
+// Terminated from any connection reached the run host as protoactor's
+// own, and one naming the driver ended the run.)
 // The real node takes none of them (only the connection it was placed
 // over speaks for the driver), the driver none (only the node a pass went
 // to has its placement's token), and rank 0 ends every round with the
@@ -83,6 +90,7 @@ func TestRemoteRogueNode(t *testing.T) {
 		"--nodes", a.addr+","+rogue.addr)
 	r := rogue.stop(t)
 	require.NotZero(t, r.Forged, "the rogue node forged nothing: %+v", r)
+	require.NotZero(t, r.Terminated, "the rogue node sent no Terminated: %+v", r)
 	assert.Zero(t, r.Released, "the real node released its run for another process")
 	digests := passDigests(stderr)
 	for round := range 3 {
@@ -110,7 +118,13 @@ type rogueResult struct {
 	// rogue node was not sent; Released, the real node's answers to the
 	// Release it sent (a cancel it took shows as a rank 0 pass failed).
 	Forged, Released int
+	// Terminated counts the Terminated messages sent the other nodes'
+	// run hosts, for the driver and for the rogue itself.
+	Terminated int
 }
+
+// rogueIP is the rogue node's loopback address.
+const rogueIP = "127.0.0.2"
 
 type rogueProc struct {
 	addr  string
@@ -156,7 +170,12 @@ func rogueNode(stdin io.Reader, stdout io.Writer) rogueResult {
 		res rogueResult
 	)
 	kind := paremote.NewKind(remote.Kind, actor.PropsFromFunc((&rogueHost{res: &res, mu: &mu}).Receive))
-	rem := paremote.NewRemote(sys, paremote.Configure("127.0.0.1", 0, paremote.WithKinds(kind)))
+	// Another loopback address than the node's and the driver's, served
+	// and dialled from: its connections speak for 127.0.0.2 only, as
+	// another machine's would for its own.
+	from := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(rogueIP)}}
+	dial := grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return from.DialContext(ctx, "tcp", addr) })
+	rem := paremote.NewRemote(sys, paremote.Configure(rogueIP, 0, paremote.WithKinds(kind), paremote.WithDialOptions(dial, grpc.WithTransportCredentials(insecure.NewCredentials()))))
 	rem.Start()
 	fmt.Fprintln(stdout, sys.Address())
 	_, _ = io.Copy(io.Discard, stdin)
@@ -209,6 +228,13 @@ func (h *rogueHost) attackOthers(ctx actor.Context, drv *actor.PID) {
 	}
 	root := ctx.ActorSystem().Root
 	for _, o := range others {
+		// The driver's end and the rogue's own, each a Terminated the
+		// other node's run host would take for its driver's.
+		root.Send(o, &actor.Terminated{Who: drv})
+		root.Send(o, &actor.Terminated{Who: ctx.Self()})
+		h.mu.Lock()
+		h.res.Terminated += 2
+		h.mu.Unlock()
 		for seq := uint64(1); seq <= 16; seq++ {
 			root.Send(o, &wire.CancelPass{Run: run, Seq: seq, Reason: "rogue"})
 		}

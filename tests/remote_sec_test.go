@@ -12,11 +12,14 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"math/big"
 	"net"
 	"net/url"
@@ -330,13 +333,20 @@ func init() {
 type attackSpec struct {
 	// Op is "publish" (a forged image of every DSv4 Definition to its
 	// owner), "all" (place, pass, publish and fetch, each waiting for an
-	// answer), or "place" (Ranks ranks).
+	// answer), "place" (Ranks ranks), or "spawn" (Ranks run hosts, none
+	// placed; Placed counts those spawned).
 	Op    string   `json:"op"`
 	Nodes []string `json:"nodes"`
 	Ranks int      `json:"ranks,omitempty"`
 	// Model and Form are what "place" places (default DSv4 full).
 	Model string `json:"model,omitempty"`
 	Form  string `json:"form,omitempty"`
+	// TLS, if set, is the attacker's certificate, key and CA files (the
+	// flags pki.issue returns), taken as they are: no check of its names.
+	TLS []string `json:"tls,omitempty"`
+	// Serve, with TLS, is the certificate the attacker serves with (the
+	// flags pki.issue returns), so that a node's answers reach it.
+	Serve []string `json:"serve,omitempty"`
 }
 
 type attackResult struct {
@@ -367,8 +377,18 @@ func attack(t *testing.T, s attackSpec) attackResult {
 // remote and the repository's own messages, and no certificate.
 func attacker(s attackSpec) (*attackResult, error) {
 	sys := actors.NewActorSystem(nil)
-	rem := paremote.NewRemote(sys, paremote.Configure("127.0.0.1", 0))
-	rem.Start()
+	var rem *paremote.Remote
+	if len(s.TLS) == 6 && len(s.Serve) == 6 {
+		opts, err := attackerTLS(s.TLS, s.Serve)
+		if err != nil {
+			return nil, err
+		}
+		rem = paremote.NewRemote(sys, paremote.Configure("127.0.0.1", 0, opts...))
+		rem.Start()
+	} else {
+		rem = paremote.NewRemote(sys, paremote.Configure("127.0.0.1", 0))
+		rem.Start()
+	}
 	defer rem.Shutdown(false)
 	r := &attackResult{Answered: []string{}}
 	switch s.Op {
@@ -407,6 +427,18 @@ func attacker(s attackSpec) (*attackResult, error) {
 		for _, n := range s.Nodes {
 			_ = sys.Root.RequestFuture(actor.NewPID(n, "nobody"), &wire.Ping{}, 10*time.Second).Wait()
 		}
+	case "spawn":
+		// Ranks run hosts spawned on each node, none placed.
+		for _, n := range s.Nodes {
+			for i := range s.Ranks {
+				resp, err := rem.SpawnNamed(n, fmt.Sprintf("hbg-run-flood-%d", i), remote.Kind, 3*time.Second)
+				if err == nil && resp.GetPid() != nil {
+					r.Placed++
+				} else if err != nil {
+					r.Failure = err.Error()
+				}
+			}
+		}
 	case "all", "place":
 		for _, n := range s.Nodes {
 			placed, failure, kind := placeOn(sys, rem, n, s.Nodes, max(s.Ranks, 1), s.Model, s.Form)
@@ -439,6 +471,32 @@ func attacker(s attackSpec) (*attackResult, error) {
 		}
 	}
 	return r, nil
+}
+
+// attackerTLS dials with the certificate of dial and serves with that of
+// serve (each the three flags pki.issue returns): hbg's own transport
+// would check the names of both.
+func attackerTLS(dial, serve []string) ([]paremote.ConfigOption, error) {
+	ca, err := os.ReadFile(dial[5])
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	dc, err := tls.LoadX509KeyPair(dial[1], dial[3])
+	if err != nil {
+		return nil, err
+	}
+	sc, err := tls.LoadX509KeyPair(serve[1], serve[3])
+	if err != nil {
+		return nil, err
+	}
+	server := &tls.Config{Certificates: []tls.Certificate{sc}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
+	client := &tls.Config{Certificates: []tls.Certificate{dc}, RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return []paremote.ConfigOption{
+		paremote.WithServerOptions(grpc.Creds(credentials.NewTLS(server))),
+		paremote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(client))),
+	}, nil
 }
 
 // placeOn spawns a run's host on node and places ranks there, as a driver
