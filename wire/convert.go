@@ -282,6 +282,7 @@ func fromPass(p *trace.Pass) *Pass {
 		LoadedDefinitions:       int64(p.LoadedDefinitions), LoadedBytes: p.LoadedBytes,
 		StoreRejected: int64(p.StoreRejected), SimulationNs: p.SimulationNs, DeviceIdleNs: p.DeviceIdleNs,
 		FetchedDefinitions: int64(p.FetchedDefinitions), FetchedBytes: p.FetchedBytes, FetchRejected: int64(p.FetchRejected),
+		RunImageBytes: p.RunImageBytes, RunImageSentBytes: p.RunImageSentBytes,
 	}
 	for i, o := range p.Ops {
 		m.Ops[i] = &OpTotal{Count: o.Count, TotalNs: o.TotalNs}
@@ -314,7 +315,7 @@ func toPass(m *Pass, rank, round int) (trace.Pass, error) {
 		p.Ops[i] = trace.OpTotal{Count: o.GetCount(), TotalNs: o.GetTotalNs()}
 	}
 	for _, v := range []int64{m.GetRecordedNodes(), m.GetBuiltDefinitions(), m.GetUploadedDefinitionBytes(), m.GetLoadedDefinitions(), m.GetLoadedBytes(), m.GetStoreRejected(),
-		m.GetFetchedDefinitions(), m.GetFetchedBytes(), m.GetFetchRejected()} {
+		m.GetFetchedDefinitions(), m.GetFetchedBytes(), m.GetFetchRejected(), m.GetRunImageBytes(), m.GetRunImageSentBytes()} {
 		if v < 0 {
 			return p, bad("negative count %d", v)
 		}
@@ -326,6 +327,7 @@ func toPass(m *Pass, rank, round int) (trace.Pass, error) {
 	p.FetchedDefinitions, p.FetchedBytes = int(m.GetFetchedDefinitions()), m.GetFetchedBytes()
 	p.FetchRejected = int(m.GetFetchRejected())
 	p.SimulationNs, p.DeviceIdleNs = m.GetSimulationNs(), m.GetDeviceIdleNs()
+	p.RunImageBytes, p.RunImageSentBytes = m.GetRunImageBytes(), m.GetRunImageSentBytes()
 	return p, nil
 }
 

@@ -44,6 +44,7 @@ func fullResult() *actors.PassResult {
 	p.LoadedDefinitions, p.LoadedBytes, p.StoreRejected = 2, 999, 1
 	p.SimulationNs, p.DeviceIdleNs = 55, 66
 	p.FetchedDefinitions, p.FetchedBytes, p.FetchRejected = 8, 4096, 1
+	p.RunImageBytes, p.RunImageSentBytes = 50060, 128
 	races := []npu.Race{race(1, 2), race(3, 4)}
 	diff := &golden.Diff{Root: 9, Name: "out", Lo: 1, Hi: 2, Writer: taskInfo(8, -1, ""), Theirs: taskInfo(9, 1, "moe"), Against: "reference"}
 	return &actors.PassResult{

@@ -1027,6 +1027,8 @@ type Pass struct {
 	FetchedDefinitions      int64      `protobuf:"varint,13,opt,name=fetched_definitions,json=fetchedDefinitions,proto3" json:"fetched_definitions,omitempty"`
 	FetchedBytes            int64      `protobuf:"varint,14,opt,name=fetched_bytes,json=fetchedBytes,proto3" json:"fetched_bytes,omitempty"`
 	FetchRejected           int64      `protobuf:"varint,15,opt,name=fetch_rejected,json=fetchRejected,proto3" json:"fetch_rejected,omitempty"`
+	RunImageBytes           int64      `protobuf:"varint,16,opt,name=run_image_bytes,json=runImageBytes,proto3" json:"run_image_bytes,omitempty"`
+	RunImageSentBytes       int64      `protobuf:"varint,17,opt,name=run_image_sent_bytes,json=runImageSentBytes,proto3" json:"run_image_sent_bytes,omitempty"`
 	unknownFields           protoimpl.UnknownFields
 	sizeCache               protoimpl.SizeCache
 }
@@ -1162,6 +1164,20 @@ func (x *Pass) GetFetchedBytes() int64 {
 func (x *Pass) GetFetchRejected() int64 {
 	if x != nil {
 		return x.FetchRejected
+	}
+	return 0
+}
+
+func (x *Pass) GetRunImageBytes() int64 {
+	if x != nil {
+		return x.RunImageBytes
+	}
+	return 0
+}
+
+func (x *Pass) GetRunImageSentBytes() int64 {
+	if x != nil {
+		return x.RunImageSentBytes
 	}
 	return 0
 }
@@ -2140,7 +2156,7 @@ const file_wire_proto_rawDesc = "" +
 	" \x03(\tR\bwarnings\x12+\n" +
 	"\afailure\x18\v \x01(\v2\x11.hbg.wire.FailureR\afailure\x12&\n" +
 	"\x0fdevice_start_ns\x18\f \x01(\x03R\rdeviceStartNs\x12\x14\n" +
-	"\x05token\x18\r \x01(\fR\x05token\"\xc9\x04\n" +
+	"\x05token\x18\r \x01(\fR\x05token\"\xa2\x05\n" +
 	"\x04Pass\x12\x12\n" +
 	"\x04cold\x18\x01 \x01(\bR\x04cold\x12\x1b\n" +
 	"\tphases_ns\x18\x02 \x03(\x03R\bphasesNs\x12\x1a\n" +
@@ -2157,7 +2173,9 @@ const file_wire_proto_rawDesc = "" +
 	"\x0edevice_idle_ns\x18\f \x01(\x03R\fdeviceIdleNs\x12/\n" +
 	"\x13fetched_definitions\x18\r \x01(\x03R\x12fetchedDefinitions\x12#\n" +
 	"\rfetched_bytes\x18\x0e \x01(\x03R\ffetchedBytes\x12%\n" +
-	"\x0efetch_rejected\x18\x0f \x01(\x03R\rfetchRejected\":\n" +
+	"\x0efetch_rejected\x18\x0f \x01(\x03R\rfetchRejected\x12&\n" +
+	"\x0frun_image_bytes\x18\x10 \x01(\x03R\rrunImageBytes\x12/\n" +
+	"\x14run_image_sent_bytes\x18\x11 \x01(\x03R\x11runImageSentBytes\":\n" +
 	"\aOpTotal\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\x03R\x05count\x12\x19\n" +
 	"\btotal_ns\x18\x02 \x01(\x03R\atotalNs\"\x8c\x03\n" +
