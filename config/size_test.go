@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hbg-dev/hbg/config"
+	"github.com/hbg-dev/hbg/stages"
 )
 
 // issue35Model is issue 35's model: a loop of 4000 declaring task lists of
@@ -94,6 +96,38 @@ func FuzzSizeMatchesRun(f *testing.F) {
 			if size != ran {
 				t.Fatalf("form %s: the sizer counts %v (tasks, work), the runner did %v", form, size, ran)
 			}
+			checkEdgeBound(t, m, form)
 		}
 	})
+}
+
+// checkEdgeBound holds the edge bound to validate's count of a form's
+// dependency edges (the ordinary path's fanin, Graph bodies inline): a
+// bound of exactly the count passes, one less is refused with
+// stages.ErrTooManyEdges.
+func checkEdgeBound(t *testing.T, m *config.Model, form string) {
+	t.Helper()
+	defer m.LimitEdges(0)
+	m.LimitEdges(0)
+	sum, err := config.Validate(m)
+	if err != nil {
+		return // another form's mistake, or the Graph checks
+	}
+	edges := -1
+	for _, f := range sum.Forms {
+		if f.Name == form {
+			edges = f.Edges
+		}
+	}
+	if edges < 1 {
+		return // a hidden form, or nothing to bound
+	}
+	m.LimitEdges(int64(edges))
+	if _, err := config.ValidateForm(m, form); err != nil {
+		t.Fatalf("form %s: a bound of its %d edges refused it: %v", form, edges, err)
+	}
+	m.LimitEdges(int64(edges - 1))
+	if _, err := config.ValidateForm(m, form); !errors.Is(err, stages.ErrTooManyEdges) {
+		t.Fatalf("form %s: a bound of %d under its %d edges: %v, want ErrTooManyEdges", form, edges-1, edges, err)
+	}
 }
