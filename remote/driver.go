@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/eventstream"
 	paremote "github.com/asynkron/protoactor-go/remote"
 	"go.opentelemetry.io/otel/attribute"
@@ -50,8 +51,20 @@ const placeTimeout = 2 * time.Minute
 // nodes they live on.
 type Config struct {
 	// Nodes are the nodes' addresses (host:port); rank r lives on
-	// Nodes[r % len(Nodes)].
+	// Nodes[r % len(Nodes)]. With Etcd, they are the cluster's members
+	// as Start finds them (Nodes must then be empty).
 	Nodes []string
+	// Etcd, if set, names the cluster in etcd whose members are the
+	// nodes: the driver is the cluster's client and hears nodes join
+	// (OnNodeJoined) and leave (a node lost) while it runs.
+	Etcd Etcd
+	// OnNodeJoined, if set, hears each node that joins the cluster after
+	// Start found its members.
+	OnNodeJoined func(addr string)
+	// OnNodeLeft, if set, hears each node that leaves the cluster (it
+	// stopped, or died and its lease ended), whether it held ranks of
+	// this run or not; one that did is lost too (OnNodeLost).
+	OnNodeLeft func(addr string)
 	// Ranks is how many ranks the run has.
 	Ranks int
 	// Model is the model's YAML, sent by content; ModelName names it in
@@ -117,6 +130,11 @@ type Runtime struct {
 	client *actor.PID
 	sub    *eventstream.Subscription
 	nodes  []*nodeState
+	// cluster is the cluster in etcd the nodes are members of (nil: a
+	// static list).
+	cluster *cluster.Cluster
+	// joined are the nodes that joined the cluster while the run ran.
+	joined []string
 
 	mu      sync.Mutex
 	pending map[uint64]*pending
@@ -175,7 +193,9 @@ type pending struct {
 // NodeTimeout fails Start with a *NodeError.
 func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 	switch {
-	case len(cfg.Nodes) == 0:
+	case len(cfg.Nodes) > 0 && cfg.Etcd.On():
+		return nil, errors.New("remote: nodes given both as a list and as a cluster in etcd: want one")
+	case len(cfg.Nodes) == 0 && !cfg.Etcd.On():
 		return nil, errors.New("remote: no nodes")
 	case cfg.Ranks < 1:
 		return nil, fmt.Errorf("remote: %d ranks: want at least 1", cfg.Ranks)
@@ -198,26 +218,47 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := probeAll(cfg); err != nil {
-		return nil, err
-	}
 	model.LimitTasks(cfg.MaxTasks)
 	orch, err := model.Orchestration(cfg.Form)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Listen == "" && cfg.Remote == nil {
-		cfg.Listen = net.JoinHostPort(localHostFor(cfg.Nodes[0]), "0")
-	}
-	if cfg.Remote == nil {
-		if err := checkOwnName(cfg.Transport, cfg.Listen, cfg.Advertise); err != nil {
-			return nil, fmt.Errorf("remote: driver: %w", err)
+	// With a cluster in etcd the nodes are known only once the driver is
+	// its client, which needs the driver's remote running: started first.
+	var (
+		rem *paremote.Remote
+		cl  *cluster.Cluster
+	)
+	undo := func() {
+		if cl != nil {
+			_ = cl.Config.ClusterProvider.Shutdown(false)
+		}
+		if rem != nil && cfg.Remote == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+			defer cancel()
+			_ = shutdownRemote(ctx, rem)
 		}
 	}
-	rem := cfg.Remote
+	if cfg.Etcd.On() {
+		if rem, err = driverRemote(sys, &cfg); err != nil {
+			return nil, err
+		}
+		if cl, err = watchCluster(sys, rem, cfg.Etcd); err != nil {
+			undo()
+			return nil, fmt.Errorf("remote: %w", err)
+		}
+		if cfg.Nodes = memberAddrs(cl.MemberList.Members().Members()); len(cfg.Nodes) == 0 {
+			undo()
+			return nil, fmt.Errorf("remote: cluster %s in etcd %v: %w (is a node started with the same --etcd-endpoints and --cluster?)", cfg.Etcd.name(), cfg.Etcd.Endpoints, ErrNoMembers)
+		}
+	}
+	if err := probeAll(cfg); err != nil {
+		undo()
+		return nil, err
+	}
 	if rem == nil {
-		if rem, err = startRemote(sys, cfg.Listen, cfg.Advertise, cfg.Transport, cfg.RemoteOptions); err != nil {
-			return nil, fmt.Errorf("remote: driver: %w", err)
+		if rem, err = driverRemote(sys, &cfg); err != nil {
+			return nil, err
 		}
 	}
 	tp := cfg.TracerProvider
@@ -225,7 +266,7 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 		tp = noop.NewTracerProvider()
 	}
 	rt := &Runtime{
-		sys: sys, rem: rem, cfg: cfg, orch: orch, tracer: cfg.Runtime.Tracer,
+		sys: sys, rem: rem, cfg: cfg, orch: orch, tracer: cfg.Runtime.Tracer, cluster: cl,
 		otel: tp.Tracer("github.com/hbg-dev/hbg/remote"), run: newRunID(),
 		pending: map[uint64]*pending{}, stopped: make(chan struct{}),
 	}
@@ -242,8 +283,17 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 	}
 	rt.client = sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &client{rt: rt} }))
 	rt.sub = sys.EventStream.Subscribe(func(ev any) {
+		if t, ok := ev.(*cluster.ClusterTopology); ok {
+			rt.topology(t)
+			return
+		}
 		if e, ok := ev.(*paremote.EndpointTerminatedEvent); ok {
 			rt.lostAddr(e.Address, func(placed bool) string {
+				if rt.left(e.Address) {
+					// protoactor's member list ends a member's endpoint
+					// as it leaves.
+					return fmt.Sprintf("it left cluster %s in etcd (it stopped, or died and its lease ended)", rt.cfg.Etcd.name())
+				}
 				// The node's guard says why it ended the stream (a
 				// message over its limit, a refused batch); its
 				// connection limits, on a new connection.
@@ -736,6 +786,10 @@ func (rt *Runtime) Stop(ctx context.Context) error {
 	rt.mu.Unlock()
 	rt.sys.EventStream.Unsubscribe(rt.sub)
 	rt.sys.Root.Stop(rt.client)
+	if rt.cluster != nil {
+		// A client registered nothing: this ends its watch of etcd.
+		err = errors.Join(err, rt.cluster.Config.ClusterProvider.Shutdown(false))
+	}
 	if rt.cfg.Remote != nil {
 		return err
 	}

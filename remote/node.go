@@ -105,6 +105,9 @@ type NodeConfig struct {
 	// the driver as the activator's status), so spawning alone piles
 	// nothing up on the node.
 	MaxUnplaced int
+	// Etcd, if set, makes the node a member of that cluster in etcd,
+	// where drivers find it (Config.Etcd).
+	Etcd Etcd
 	// PlacementIdle releases a placed run whose driver has sent nothing
 	// for that long (DefaultPlacementIdle): a driver's heartbeat comes
 	// every quarter of its node timeout, at most maxBeat apart.
@@ -143,6 +146,8 @@ type Node struct {
 	// unplaced is the hosts spawned and not yet placed (by actor id), with
 	// the identity of the connection that spawned each.
 	unplaced map[string]string
+	// member is the node's membership of a cluster in etcd (nil: none).
+	member *member
 }
 
 // StartNode starts protoactor remote on sys, listening on cfg.Listen, and
@@ -175,7 +180,24 @@ func StartNode(sys *actor.ActorSystem, cfg NodeConfig) (*Node, error) {
 			return nil, fmt.Errorf("node: signing Definitions: %w", err)
 		}
 	}
-	rem, err := startRemote(sys, cfg.Listen, cfg.Advertise, cfg.Transport, append(cfg.RemoteOptions, paremote.WithKinds(n.kinds()...)))
+	opts := append(slices.Clone(cfg.RemoteOptions), paremote.WithKinds(n.kinds()...))
+	if cfg.Etcd.On() {
+		// A member of a cluster in etcd: protoactor's cluster starts the
+		// remote, with the same transport and guard, which takes the
+		// cluster's own messages too.
+		t := cfg.Transport
+		t.allow = authn.ClusterAllow
+		rcfg, err := remoteConfig(cfg.Listen, cfg.Advertise, t, opts)
+		if err != nil {
+			return nil, err
+		}
+		if n.member, err = joinCluster(sys, cfg.Etcd, rcfg); err != nil {
+			return nil, fmt.Errorf("node: %w", err)
+		}
+		n.rem, n.addr = n.member.c.Remote, sys.Address()
+		return n, nil
+	}
+	rem, err := startRemote(sys, cfg.Listen, cfg.Advertise, cfg.Transport, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -330,6 +352,9 @@ func (n *Node) Stop(ctx context.Context) error {
 	if n.cfg.Flush != nil {
 		errs = append(errs, n.cfg.Flush(ctx))
 	}
+	if n.member != nil {
+		errs = append(errs, n.member.leave())
+	}
 	errs = append(errs, shutdownRemote(ctx, n.rem))
 	return errors.Join(errs...)
 }
@@ -392,6 +417,25 @@ func StartRemoteTransport(sys *actor.ActorSystem, listen string, t Transport, op
 }
 
 func startRemote(sys *actor.ActorSystem, listen, advertise string, t Transport, opts []paremote.ConfigOption) (rem *paremote.Remote, err error) {
+	cfg, err := remoteConfig(listen, advertise, t, opts)
+	if err != nil {
+		return nil, err
+	}
+	rem = paremote.NewRemote(sys, cfg)
+	// protoactor panics when it cannot listen; that is an error here.
+	defer func() {
+		if p := recover(); p != nil {
+			rem, err = nil, fmt.Errorf("listen on %s: %v", listen, p)
+		}
+	}()
+	rem.Start()
+	return rem, nil
+}
+
+// remoteConfig is protoactor remote's configuration of a process that
+// listens at listen (advertising advertise, if set) over t: what
+// startRemote starts, and what a cluster member's remote starts with.
+func remoteConfig(listen, advertise string, t Transport, opts []paremote.ConfigOption) (*paremote.Config, error) {
 	h, port, err := splitHostPort("listen", listen, 0)
 	if err != nil {
 		return nil, err
@@ -421,15 +465,7 @@ func startRemote(sys *actor.ActorSystem, listen, advertise string, t Transport, 
 	// One attempt to connect, not protoactor's five two seconds apart: a
 	// node that cannot be reached is reported within Config.NodeTimeout.
 	cfg.MaxRetryCount = 1
-	rem = paremote.NewRemote(sys, cfg)
-	// protoactor panics when it cannot listen; that is an error here.
-	defer func() {
-		if p := recover(); p != nil {
-			rem, err = nil, fmt.Errorf("listen on %s: %v", listen, p)
-		}
-	}()
-	rem.Start()
-	return rem, nil
+	return cfg, nil
 }
 
 // splitHostPort splits a host:port whose port is at least low; what names

@@ -24,6 +24,7 @@ import (
 	"github.com/hbg-dev/hbg/actors"
 	"github.com/hbg-dev/hbg/authn"
 	"github.com/hbg-dev/hbg/config"
+	"github.com/hbg-dev/hbg/internal/etcdtest"
 	"github.com/hbg-dev/hbg/wire"
 )
 
@@ -38,6 +39,7 @@ const dsv4 = "../config/models/dsv4_flash_decode.yaml"
 const nodeEnv = "HBG_REMOTE_TEST_NODE"
 
 func TestMain(m *testing.M) {
+	etcdtest.Main()
 	if listen := os.Getenv(nodeEnv); listen != "" {
 		os.Exit(serveNode(listen))
 	}
@@ -48,7 +50,7 @@ func TestMain(m *testing.M) {
 // until SIGTERM or until its stdin closes (the test is gone), then stops.
 func serveNode(listen string) int {
 	sys := actors.NewActorSystem(nil)
-	n, err := StartNode(sys, NodeConfig{Listen: listen})
+	n, err := StartNode(sys, NodeConfig{Listen: listen, Etcd: etcdFromEnv()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -94,9 +96,9 @@ type testNode struct {
 
 // spawnNode starts a node process on listen ("127.0.0.1:0": any free
 // port) and waits for its address.
-func spawnNode(listen string) (*testNode, error) {
+func spawnNode(listen string, env ...string) (*testNode, error) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), nodeEnv+"="+listen)
+	cmd.Env = append(append(os.Environ(), nodeEnv+"="+listen), env...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -151,9 +153,9 @@ func (n *testNode) stop() error {
 	return n.err
 }
 
-func startNode(t testing.TB, listen string) *testNode {
+func startNode(t testing.TB, listen string, env ...string) *testNode {
 	t.Helper()
-	n, err := spawnNode(listen)
+	n, err := spawnNode(listen, env...)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		if err := n.stop(); err != nil && !n.killed {

@@ -1,0 +1,95 @@
+package remote
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hbg-dev/hbg/actors"
+	"github.com/hbg-dev/hbg/internal/etcdtest"
+)
+
+// etcdEnv names, for a child node, the cluster in etcd it joins:
+// ENDPOINT|CACERT|CERT|KEY|CLUSTER.
+const etcdEnv = "HBG_REMOTE_TEST_ETCD"
+
+func etcdFromEnv() Etcd {
+	f := strings.Split(os.Getenv(etcdEnv), "|")
+	if len(f) != 5 {
+		return Etcd{}
+	}
+	return Etcd{Endpoints: []string{f[0]}, CACert: f[1], Cert: f[2], Key: f[3], Cluster: f[4]}
+}
+
+func testEtcd(t *testing.T, cluster string) (Etcd, string) {
+	t.Helper()
+	s := etcdtest.Start(t)
+	e := Etcd{Endpoints: []string{s.Endpoint}, CACert: s.CACert, Cert: s.Cert, Key: s.Key, Cluster: cluster}
+	return e, etcdEnv + "=" + strings.Join([]string{s.Endpoint, s.CACert, s.Cert, s.Key, cluster}, "|")
+}
+
+func waitAddr(t *testing.T, ch <-chan string, want string, what string) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case a := <-ch:
+			if a == want {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("%s: no event for %s within 30s", what, want)
+		}
+	}
+}
+
+// TestNodesThroughEtcd: nodes join a cluster in a real etcd (TLS, client
+// certificates), a driver finds them there and runs on them; a node that
+// joins later and one that is killed are the cluster's topology events
+// at the driver (the killed one when its lease ends). A driver without a
+// certificate etcd takes, or of an empty cluster, fails to start and says
+// why.
+func TestNodesThroughEtcd(t *testing.T) {
+	e, env := testEtcd(t, "t-nodes")
+	a, b := startNode(t, "127.0.0.1:0", env), startNode(t, "127.0.0.1:0", env)
+	joined, left := make(chan string, 8), make(chan string, 8)
+	rt := startDriver(t, Config{Etcd: e, Ranks: 2, Form: "pair", NodeTimeout: 3 * time.Second,
+		OnNodeJoined: func(addr string) { joined <- addr }, OnNodeLeft: func(addr string) { left <- addr }})
+	assert.ElementsMatch(t, []string{a.addr, b.addr}, []string{rt.Node(0), rt.Node(1)})
+	want := inProcess(t)
+	passes, err := rt.Run(context.Background(), actors.RunSpec{Orchestration: rt.Orchestration(), Rounds: 1, Ranks: 2})
+	require.NoError(t, err)
+	for _, p := range passes {
+		assert.Equal(t, want.Device.Digest, p.Device.Digest, "rank %d", p.Pass.Rank)
+	}
+
+	c := startNode(t, "127.0.0.1:0", env)
+	waitAddr(t, joined, c.addr, "join")
+	assert.Equal(t, []string{c.addr}, rt.Joined())
+	c.kill(t)
+	waitAddr(t, left, c.addr, "leave")
+
+	t.Run("no client certificate", func(t *testing.T) {
+		bad := e
+		bad.Cert, bad.Key, bad.DialTimeout = "", "", 2*time.Second
+		sys, rem := sharedRemote(t)
+		data, err := os.ReadFile(dsv4)
+		require.NoError(t, err)
+		_, err = Start(sys, Config{Etcd: bad, Ranks: 1, ModelName: dsv4, Model: data, Form: "pair", Remote: rem})
+		require.ErrorIs(t, err, ErrEtcdUnreachable)
+	})
+	t.Run("empty cluster", func(t *testing.T) {
+		empty := e
+		empty.Cluster = "t-none"
+		sys, rem := sharedRemote(t)
+		data, err := os.ReadFile(dsv4)
+		require.NoError(t, err)
+		_, err = Start(sys, Config{Etcd: empty, Ranks: 1, ModelName: dsv4, Model: data, Form: "pair", Remote: rem})
+		require.ErrorIs(t, err, ErrNoMembers)
+	})
+}
