@@ -95,14 +95,6 @@ func DefaultAllow(name string) bool {
 	return strings.HasPrefix(name, "hbg.")
 }
 
-// ClusterAllow is DefaultAllow and protoactor cluster's own messages
-// (package names cluster.*: gossip, identity lookup, activation), for a
-// process that is a member of a protoactor cluster. They pass the same
-// checks as every other batch.
-func ClusterAllow(name string) bool {
-	return DefaultAllow(name) || strings.HasPrefix(name, "cluster.")
-}
-
 func (g Guard) stats() *Stats {
 	if g.Stats != nil {
 		return g.Stats

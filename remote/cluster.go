@@ -12,7 +12,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
-	etcdprovider "github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	paremote "github.com/asynkron/protoactor-go/remote"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -37,7 +36,13 @@ type Etcd struct {
 	Cluster string
 	// DialTimeout bounds connecting to etcd (DefaultEtcdDialTimeout).
 	DialTimeout time.Duration
+	// LeaseTTL is a member's lease (DefaultLeaseTTL): a node that dies
+	// leaves the cluster that long after its last keep-alive.
+	LeaseTTL time.Duration
 }
+
+// DefaultLeaseTTL is a member's lease in etcd.
+const DefaultLeaseTTL = 5 * time.Second
 
 // DefaultCluster is a cluster's name when Etcd.Cluster is "".
 const DefaultCluster = "hbg"
@@ -111,8 +116,9 @@ func endpointHost(ep string) (string, error) {
 	return h, nil
 }
 
-// provider is protoactor's etcd provider over a client of e.
-func (e Etcd) provider() (*etcdprovider.Provider, error) {
+// provider is hbg's etcd provider (etcdProvider) over a client of e,
+// once etcd has answered.
+func (e Etcd) provider() (*etcdProvider, error) {
 	tc, err := e.tls()
 	if err != nil {
 		return nil, err
@@ -121,71 +127,52 @@ func (e Etcd) provider() (*etcdprovider.Provider, error) {
 	if d <= 0 {
 		d = DefaultEtcdDialTimeout
 	}
-	// etcd's client logs through zap at info level by default: a line per
-	// connection state is noise in a node's stderr, its errors are not.
-	lg := zap.NewNop()
-	cc := clientv3.Config{Endpoints: e.Endpoints, TLS: tc, DialTimeout: d, Logger: lg}
-	if err := reach(cc, d); err != nil {
-		return nil, err
+	ttl := e.LeaseTTL
+	if ttl <= 0 {
+		ttl = DefaultLeaseTTL
 	}
-	p, err := etcdprovider.NewWithConfig(etcdBaseKey, cc)
+	// etcd's client logs through zap: a line per connection state is
+	// noise in a node's stderr; its errors come back as errors.
+	cc := clientv3.Config{Endpoints: e.Endpoints, TLS: tc, DialTimeout: d, Logger: zap.NewNop()}
+	c, err := clientv3.New(cc)
 	if err != nil {
 		return nil, fmt.Errorf("etcd %v: %w", e.Endpoints, err)
 	}
-	return p, nil
-}
-
-// member is a node's membership of a cluster.
-type member struct {
-	c    *cluster.Cluster
-	prov *etcdprovider.Provider
-}
-
-// joinCluster starts sys's protoactor remote as a member of e's cluster:
-// protoactor's cluster starts the remote itself, from rcfg (hbg's
-// transport, behind the guard, which takes the cluster's messages too),
-// with the cluster's kinds.
-func joinCluster(sys *actor.ActorSystem, e Etcd, rcfg *paremote.Config, kinds ...*cluster.Kind) (m *member, err error) {
-	prov, err := e.provider()
-	if err != nil {
-		return nil, err
+	// etcd's requests retry a refused certificate for ever: a cluster that
+	// cannot be reached is said now, with etcd's reason.
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	if _, err := c.Get(ctx, etcdBaseKey, clientv3.WithCountOnly()); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("etcd %v: %w: %v (its endpoints, --etcd-cacert, --etcd-cert and --etcd-key)", e.Endpoints, ErrEtcdUnreachable, err)
 	}
-	c := cluster.New(sys, cluster.Configure(e.name(), prov, disthash.New(), rcfg, cluster.WithKinds(kinds...)))
-	// protoactor panics when it cannot listen or reach the provider; that
-	// is an error here.
-	defer func() {
-		if p := recover(); p != nil {
-			m, err = nil, fmt.Errorf("joining cluster %s in etcd %v: %v", e.name(), e.Endpoints, p)
-		}
-	}()
-	c.StartMember()
-	return &member{c: c, prov: prov}, nil
+	return newEtcdProvider(c, e.name(), ttl), nil
 }
 
-// leave takes the node out of the cluster at once (its key deleted, not
-// left to its lease's end), so drivers hear it leave.
-func (m *member) leave() error {
-	if err := m.prov.Shutdown(true); err != nil {
-		return fmt.Errorf("leaving cluster %s: %w", m.c.Config.Name, err)
-	}
-	return nil
-}
-
-// watchCluster makes sys's running remote rem a client of e's cluster: it
-// hears the members join and leave (the provider watches etcd and
-// publishes cluster.ClusterTopology on sys's event stream). It starts no
-// remote: a driver's is its own, or an embedder's.
-func watchCluster(sys *actor.ActorSystem, rem *paremote.Remote, e Etcd) (c *cluster.Cluster, err error) {
+// inCluster makes sys's running remote rem part of e's cluster through
+// protoactor's cluster: its member list, fed by the provider, says who
+// joined and left (cluster.ClusterTopology on sys's event stream) and ends
+// the endpoint of a member that left. A member (a node) is registered in
+// etcd; a client (a driver) only watches. Neither starts the cluster's
+// gossip or identity lookup (Cluster.StartMember): protoactor's gossip
+// reads the member list without its lock, which races with every
+// topology change (go test -race), and hbg places its ranks itself.
+func inCluster(sys *actor.ActorSystem, rem *paremote.Remote, e Etcd, member bool) (*cluster.Cluster, error) {
 	prov, err := e.provider()
 	if err != nil {
 		return nil, err
 	}
 	// The configuration's remote is never started: rem runs already.
-	c = cluster.New(sys, cluster.Configure(e.name(), prov, disthash.New(), paremote.Configure("nonhost", 0)))
-	// The member list blocks members that left on the remote's block list:
-	// it must be the running one.
+	c := cluster.New(sys, cluster.Configure(e.name(), prov, disthash.New(), paremote.Configure("nonhost", 0)))
+	// The member list blocks members that left on the remote's block
+	// list: it must be the running one.
 	c.Remote = rem
-	if err := prov.StartClient(c); err != nil {
+	start := prov.StartClient
+	if member {
+		start = prov.StartMember
+	}
+	if err := start(c); err != nil {
+		_ = prov.Shutdown(false)
 		return nil, fmt.Errorf("cluster %s in etcd %v: %w", e.name(), e.Endpoints, err)
 	}
 	return c, nil

@@ -93,3 +93,50 @@ func TestNodesThroughEtcd(t *testing.T) {
 		require.ErrorIs(t, err, ErrNoMembers)
 	})
 }
+
+// TestRanksMovedToJoinedNode: a node of a cluster in etcd killed while
+// the run runs has its rank placed again on a node that joined: the
+// rank's next pass runs there, to the same digest, and no pass fails.
+func TestRanksMovedToJoinedNode(t *testing.T) {
+	e, env := testEtcd(t, "t-moved")
+	a, b := startNode(t, "127.0.0.1:0", env), startNode(t, "127.0.0.1:0", env)
+	joined := make(chan string, 8)
+	type move struct {
+		from, to string
+		ranks    []int
+		err      error
+	}
+	moved := make(chan move, 1)
+	rt := startDriver(t, Config{Etcd: e, Ranks: 2, Form: "pair", NodeTimeout: 3 * time.Second,
+		OnNodeJoined: func(addr string) { joined <- addr },
+		OnRanksMoved: func(from, to string, ranks []int, err error) { moved <- move{from, to, ranks, err} }})
+	want := inProcess(t)
+	orch, ctx := rt.Orchestration(), context.Background()
+	for rank := range 2 {
+		_, err := rt.Pass(ctx, orch, rank, 0)
+		require.NoError(t, err)
+	}
+	c := startNode(t, "127.0.0.1:0", env)
+	waitAddr(t, joined, c.addr, "join")
+	victim, rank := a, 0
+	if rt.Node(rank) == b.addr {
+		victim = b
+	}
+	victim.kill(t)
+	res, err := rt.Pass(ctx, orch, rank, 1)
+	require.NoError(t, err, "the pass waits for its rank's new node")
+	assert.Equal(t, want.Device.Digest, res.Device.Digest)
+	select {
+	case m := <-moved:
+		require.NoError(t, m.err)
+		assert.Equal(t, victim.addr, m.from)
+		assert.Equal(t, c.addr, m.to)
+		assert.Equal(t, []int{rank}, m.ranks)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no move within 30s")
+	}
+	assert.Equal(t, c.addr, rt.Node(rank))
+	res, err = rt.Pass(ctx, orch, 1-rank, 1)
+	require.NoError(t, err, "the other rank's node is alive")
+	assert.Equal(t, want.Device.Digest, res.Device.Digest)
+}

@@ -2,13 +2,9 @@ package remote
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/subtle"
-	"crypto/tls"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -61,6 +57,10 @@ type Config struct {
 	// OnNodeJoined, if set, hears each node that joins the cluster after
 	// Start found its members.
 	OnNodeJoined func(addr string)
+	// OnRanksMoved, if set, hears the ranks of a lost node of the
+	// cluster placed again on a node that joined (to), or that could not
+	// be (err): their passes waited, and then went there or failed.
+	OnRanksMoved func(from, to string, ranks []int, err error)
 	// OnNodeLeft, if set, hears each node that leaves the cluster (it
 	// stopped, or died and its lease ended), whether it held ranks of
 	// this run or not; one that did is lost too (OnNodeLost).
@@ -133,6 +133,11 @@ type Runtime struct {
 	// cluster is the cluster in etcd the nodes are members of (nil: a
 	// static list).
 	cluster *cluster.Cluster
+	// base is the nodes Start placed on: rank r's is nodes[r % base],
+	// unless it was placed again (moved, under mu); the nodes past base
+	// are slots for those placed again.
+	base  int
+	moved map[int]int
 	// joined are the nodes that joined the cluster while the run ran.
 	joined []string
 
@@ -177,6 +182,9 @@ type nodeState struct {
 	// token is this run's placement's on the node (wire.Place.Token):
 	// only the node has it, so an answer with it is the node's.
 	token []byte
+	// moving says the node is lost and its ranks are being placed again
+	// (under Runtime.mu): their passes wait.
+	moving bool
 }
 
 // pending is a pass asked of a node and not yet answered.
@@ -243,7 +251,7 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 		if rem, err = driverRemote(sys, &cfg); err != nil {
 			return nil, err
 		}
-		if cl, err = watchCluster(sys, rem, cfg.Etcd); err != nil {
+		if cl, err = inCluster(sys, rem, cfg.Etcd, false); err != nil {
 			undo()
 			return nil, fmt.Errorf("remote: %w", err)
 		}
@@ -277,8 +285,17 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 	for _, a := range cfg.Nodes {
 		rt.nodes = append(rt.nodes, &nodeState{addr: a, gone: make(chan struct{}), token: newToken()})
 	}
+	rt.base = len(rt.nodes)
+	if cl != nil {
+		// A node of a cluster that is lost has its ranks placed again on
+		// one that joined (replace): each takes one of these slots, made
+		// now so that rt.nodes never grows under its readers.
+		for range cfg.Nodes {
+			rt.nodes = append(rt.nodes, &nodeState{gone: make(chan struct{}), token: newToken()})
+		}
+	}
 	for r := 0; r < cfg.Ranks; r++ {
-		ns := rt.nodes[r%len(rt.nodes)]
+		ns := rt.nodes[r%rt.base]
 		ns.ranks = append(ns.ranks, r)
 	}
 	rt.client = sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &client{rt: rt} }))
@@ -343,8 +360,12 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 			}
 		}
 	}
-	for i, ns := range rt.nodes {
-		if ns.pid != nil {
+	for i, ns := range rt.nodes[:rt.base] {
+		// The slots past base beat from their placement (replace).
+		rt.mu.Lock()
+		placed := ns.pid != nil
+		rt.mu.Unlock()
+		if placed {
 			rt.beats.Add(1)
 			go rt.heartbeat(i)
 		}
@@ -357,7 +378,11 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 func (rt *Runtime) Orchestration() *actors.Orchestration { return rt.orch }
 
 // Node is the address of the node rank lives on.
-func (rt *Runtime) Node(rank int) string { return rt.nodes[rank%len(rt.nodes)].addr }
+func (rt *Runtime) Node(rank int) string {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.nodes[rt.route(rank)].addr
+}
 
 // Warnings are what the nodes reported as their runs were released (store
 // writes that failed, spans not flushed); read them after Stop returned.
@@ -402,14 +427,16 @@ func (rt *Runtime) place(i int) error {
 	// none has no runtime for this run, so nothing to ask it for.
 	var cluster []string
 	self := 0
+	rt.mu.Lock()
 	for k, other := range rt.nodes {
 		if k == i {
 			self = len(cluster)
 		}
-		if len(other.ranks) > 0 {
+		if len(other.ranks) > 0 && other.lost == nil && other.addr != "" {
 			cluster = append(cluster, other.addr)
 		}
 	}
+	rt.mu.Unlock()
 	o := &rt.cfg.Runtime
 	place := &wire.Place{
 		Run: rt.run, ModelName: rt.cfg.ModelName, ModelYaml: rt.cfg.Model, ModelSha256: wire.ModelHash(rt.cfg.Model),
@@ -461,69 +488,6 @@ func (rt *Runtime) awaitPlaced(ns *nodeState, f *actor.Future) (any, error) {
 	}
 }
 
-// probeAll checks TLS with every node at once (probe), within NodeTimeout.
-func probeAll(cfg Config) error {
-	var client *tls.Config
-	if cfg.Transport.TLS.On() {
-		_, c, err := cfg.Transport.TLS.Configs()
-		if err != nil {
-			return fmt.Errorf("remote: %w", err)
-		}
-		client = c
-	}
-	errs := make([]error, len(cfg.Nodes))
-	var wg sync.WaitGroup
-	for i, a := range cfg.Nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = probe(a, client, cfg.NodeTimeout)
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
-// maxBeat bounds the heartbeat's interval, well inside a node's
-// DefaultPlacementIdle.
-const maxBeat = 30 * time.Second
-
-// heartbeat pings node i's host every quarter of NodeTimeout; a ping not
-// answered within three quarters of it loses the node, so a node that
-// stops answering fails its passes about NodeTimeout after its last word.
-func (rt *Runtime) heartbeat(i int) {
-	defer rt.beats.Done()
-	ns := rt.nodes[i]
-	// At most maxBeat apart: a node releases a placement whose driver is
-	// silent for its --placement-idle.
-	t := time.NewTicker(min(rt.cfg.NodeTimeout/4, maxBeat))
-	defer t.Stop()
-	wait := rt.cfg.NodeTimeout * 3 / 4
-	for seq := uint64(1); ; seq++ {
-		select {
-		case <-rt.stopped:
-			return
-		case <-t.C:
-		}
-		rt.mu.Lock()
-		lost := ns.lost != nil
-		rt.mu.Unlock()
-		if lost {
-			return
-		}
-		res, err := rt.sys.Root.RequestFuture(ns.pid, &wire.Ping{Seq: seq}, wait).Result()
-		if err != nil {
-			rt.nodeLost(i, fmt.Sprintf("no answer to a ping within %v: %v", wait, err))
-			return
-		}
-		if pong, ok := res.(*wire.Pong); !ok || subtle.ConstantTimeCompare(pong.GetToken(), ns.token) != 1 {
-			// Not the node's: its answer, if it comes, has nowhere to go.
-			rt.nodeLost(i, fmt.Sprintf("a ping answered without its placement's token (%T)", res))
-			return
-		}
-	}
-}
-
 // Pass runs one pass of orch on a rank and waits for its result, as
 // actors.Runtime.Pass does. orch must be the placed model's
 // (Orchestration; its Name is checked): the nodes run the model they were
@@ -550,15 +514,23 @@ func (r remotePasses) CheckPass(orch *actors.Orchestration, rank, round int) err
 
 func (r remotePasses) SendPass(ctx context.Context, orch *actors.Orchestration, rank, round int) (actors.PassTicket, error) {
 	rt := r.rt
-	i := rank % len(rt.nodes)
+	rt.mu.Lock()
+	i := rt.route(rank)
 	ns := rt.nodes[i]
+	addr := ns.addr
+	rt.mu.Unlock()
 	sctx, span := rt.otel.Start(ctx, SpanPass, oteltrace.WithAttributes(
-		trace.KeyRank.Int(rank), trace.KeyRound.Int(round), trace.KeyCold.Bool(round == 0), KeyNode.String(ns.addr)))
+		trace.KeyRank.Int(rank), trace.KeyRound.Int(round), trace.KeyCold.Bool(round == 0), KeyNode.String(addr)))
 	carrier := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(sctx, carrier)
 	p := &pending{rank: rank, round: round, node: i, reply: make(chan *actors.PassResult, 1), span: span}
 	rt.mu.Lock()
-	if ns.lost != nil {
+	if i != rt.route(rank) {
+		// Placed again meanwhile.
+		i = rt.route(rank)
+		ns, p.node = rt.nodes[i], i
+	}
+	if ns.lost != nil && !ns.moving {
 		err := ns.lost.forPass(rank, round)
 		rt.mu.Unlock()
 		endSpan(span, err)
@@ -567,6 +539,11 @@ func (r remotePasses) SendPass(ctx context.Context, orch *actors.Orchestration, 
 	rt.nextSeq++
 	p.seq = rt.nextSeq
 	rt.pending[p.seq] = p
+	if ns.moving {
+		// Its ranks are being placed again: replace sends it.
+		rt.mu.Unlock()
+		return &remoteTicket{rt: rt, p: p}, nil
+	}
 	rt.mu.Unlock()
 	req := &wire.PassRequest{Run: rt.run, Seq: p.seq, Rank: int32(rank), Round: int32(round), Trace: carrier}
 	rt.Wire.Sent.Add(1)
@@ -685,9 +662,13 @@ func (rt *Runtime) nodeLost(i int, cause string) {
 	}
 	ns.lost = &NodeError{Node: ns.addr, Ranks: ns.ranks, Rank: -1, Round: -1, Cause: cause}
 	close(ns.gone)
+	j := -1
+	if rt.placed.Load() {
+		j = rt.spareFor(i)
+	}
 	var ps []*pending
 	for seq, p := range rt.pending {
-		if p.node == i {
+		if p.node == i && j < 0 {
 			ps = append(ps, p)
 			delete(rt.pending, seq)
 		}
@@ -696,6 +677,11 @@ func (rt *Runtime) nodeLost(i int, cause string) {
 	rt.mu.Unlock()
 	if f := rt.cfg.OnNodeLost; f != nil && rt.placed.Load() {
 		f(lost)
+	}
+	if j >= 0 {
+		// Its passes wait for the ranks' new node.
+		go rt.replace(i, j)
+		return
 	}
 	for _, p := range ps {
 		p.reply <- &actors.PassResult{Pass: trace.NewPass(p.rank, p.round), Err: lost.forPass(p.rank, p.round)}
@@ -707,7 +693,7 @@ func (rt *Runtime) nodeLost(i int, cause string) {
 func (rt *Runtime) lostAddr(addr string, cause func(placed bool) string) {
 	for i, ns := range rt.nodes {
 		rt.mu.Lock()
-		match := ns.addr == addr || (ns.pid != nil && ns.pid.GetAddress() == addr)
+		match := ns.addr != "" && (ns.addr == addr || (ns.pid != nil && ns.pid.GetAddress() == addr))
 		placed := ns.pid != nil
 		rt.mu.Unlock()
 		if match {
@@ -794,49 +780,4 @@ func (rt *Runtime) Stop(ctx context.Context) error {
 		return err
 	}
 	return errors.Join(err, shutdownRemote(ctx, rt.rem))
-}
-
-// client is the driver's actor: nodes send it their passes' results, and
-// it watches their hosts.
-type client struct{ rt *Runtime }
-
-type watchHost struct{ pid *actor.PID }
-
-func (c *client) Receive(ctx actor.Context) {
-	switch m := ctx.Message().(type) {
-	case *wire.PassResult:
-		c.rt.deliver(m)
-	case *watchHost:
-		ctx.Watch(m.pid)
-	case *actor.Terminated:
-		why := fmt.Sprintf("its rank host ended (%s)", m.GetWhy())
-		c.rt.lostAddr(m.GetWho().GetAddress(), func(bool) string { return why })
-	}
-}
-
-// localHostFor is the address this machine reaches node from (no packet
-// is sent: a UDP socket only picks its route), else loopback.
-func localHostFor(node string) string {
-	c, err := net.Dial("udp", node)
-	if err != nil {
-		return "127.0.0.1"
-	}
-	defer c.Close()
-	if a, ok := c.LocalAddr().(*net.UDPAddr); ok {
-		return a.IP.String()
-	}
-	return "127.0.0.1"
-}
-
-// newRunID is 128 random bits: a run's host on a node is named by it.
-func newRunID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-func newToken() []byte {
-	b := make([]byte, wire.TokenSize)
-	_, _ = rand.Read(b)
-	return b
 }

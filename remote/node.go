@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
 	paremote "github.com/asynkron/protoactor-go/remote"
 
 	"github.com/hbg-dev/hbg/actors"
@@ -146,8 +147,8 @@ type Node struct {
 	// unplaced is the hosts spawned and not yet placed (by actor id), with
 	// the identity of the connection that spawned each.
 	unplaced map[string]string
-	// member is the node's membership of a cluster in etcd (nil: none).
-	member *member
+	// cluster is the cluster in etcd the node is a member of (nil: none).
+	cluster *cluster.Cluster
 }
 
 // StartNode starts protoactor remote on sys, listening on cfg.Listen, and
@@ -180,26 +181,17 @@ func StartNode(sys *actor.ActorSystem, cfg NodeConfig) (*Node, error) {
 			return nil, fmt.Errorf("node: signing Definitions: %w", err)
 		}
 	}
-	opts := append(slices.Clone(cfg.RemoteOptions), paremote.WithKinds(n.kinds()...))
-	if cfg.Etcd.On() {
-		// A member of a cluster in etcd: protoactor's cluster starts the
-		// remote, with the same transport and guard, which takes the
-		// cluster's own messages too.
-		t := cfg.Transport
-		t.allow = authn.ClusterAllow
-		rcfg, err := remoteConfig(cfg.Listen, cfg.Advertise, t, opts)
-		if err != nil {
-			return nil, err
-		}
-		if n.member, err = joinCluster(sys, cfg.Etcd, rcfg); err != nil {
-			return nil, fmt.Errorf("node: %w", err)
-		}
-		n.rem, n.addr = n.member.c.Remote, sys.Address()
-		return n, nil
-	}
-	rem, err := startRemote(sys, cfg.Listen, cfg.Advertise, cfg.Transport, opts)
+	rem, err := startRemote(sys, cfg.Listen, cfg.Advertise, cfg.Transport, append(cfg.RemoteOptions, paremote.WithKinds(n.kinds()...)))
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Etcd.On() {
+		if n.cluster, err = inCluster(sys, rem, cfg.Etcd, true); err != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+			defer cancel()
+			_ = shutdownRemote(ctx, rem)
+			return nil, fmt.Errorf("node: %w", err)
+		}
 	}
 	n.rem, n.addr = rem, sys.Address()
 	return n, nil
@@ -352,8 +344,9 @@ func (n *Node) Stop(ctx context.Context) error {
 	if n.cfg.Flush != nil {
 		errs = append(errs, n.cfg.Flush(ctx))
 	}
-	if n.member != nil {
-		errs = append(errs, n.member.leave())
+	if n.cluster != nil {
+		// Out of etcd now, not at its lease's end: drivers hear it leave.
+		errs = append(errs, n.cluster.Config.ClusterProvider.Shutdown(true))
 	}
 	errs = append(errs, shutdownRemote(ctx, n.rem))
 	return errors.Join(errs...)

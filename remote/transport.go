@@ -63,10 +63,6 @@ type Transport struct {
 	// OnGuard, if set, hears each call or batch the guard refused and
 	// each handler panic it recovered (authn.Guard).
 	OnGuard func(authn.Event)
-
-	// allow is the guard's allowed message types (nil: authn.DefaultAllow);
-	// a cluster member's takes protoactor cluster's own (authn.ClusterAllow).
-	allow func(string) bool
 }
 
 // DefaultMaxConns bounds a process's connections (Transport.MaxConns): a
@@ -122,7 +118,7 @@ func (t Transport) maxModel() int {
 func (t Transport) option() (paremote.ConfigOption, error) {
 	server, dial, err := authn.Options(t.TLS, t.maxModel()+messageSlack,
 		authn.Conns{Max: t.maxConns(), PerPeer: t.perPeer(), Idle: t.idle(), Handshake: HandshakeTimeout, OnRefused: t.OnConnRefused},
-		authn.Guard{Allow: t.allow, FirstMessage: HandshakeTimeout, MessageLimit: fmt.Sprintf("--max-model %d and %d bytes beside", t.maxModel(), messageSlack), OnEvent: t.OnGuard})
+		authn.Guard{FirstMessage: HandshakeTimeout, MessageLimit: fmt.Sprintf("--max-model %d and %d bytes beside", t.maxModel(), messageSlack), OnEvent: t.OnGuard})
 	if err != nil {
 		return nil, err
 	}
