@@ -351,6 +351,13 @@ func startRanks(s *session, f *runFlags, orch *actors.Orchestration) (local *act
 		OnNodeLost:   func(e *remote.NodeError) { fmt.Fprintf(s.stderr, "hbgrun: %v\n", e) },
 		OnNodeJoined: func(addr string) { fmt.Fprintf(s.stderr, "hbgrun: node %s joined the cluster\n", addr) },
 		OnNodeLeft:   func(addr string) { fmt.Fprintf(s.stderr, "hbgrun: node %s left the cluster\n", addr) },
+		OnRanksMoved: func(from, to string, ranks []int, err error) {
+			if err != nil {
+				fmt.Fprintf(s.stderr, "hbgrun: ranks %v of node %s: placing them on %s failed: %v\n", ranks, from, to, err)
+				return
+			}
+			fmt.Fprintf(s.stderr, "hbgrun: ranks %v of node %s placed again on %s\n", ranks, from, to)
+		},
 	})
 	if err != nil {
 		return nil, nil, err
