@@ -140,3 +140,48 @@ func TestRanksMovedToJoinedNode(t *testing.T) {
 	require.NoError(t, err, "the other rank's node is alive")
 	assert.Equal(t, want.Device.Digest, res.Device.Digest)
 }
+
+// TestClusterEtcdChurn: a run over three nodes found in etcd, with the
+// golden check; after its first round a fourth node joins and one of the
+// three is killed: its rank is placed again on the new node, every pass
+// of every round ends with a golden match, and the cluster records each
+// Definition at most once more for the owner lost (the new node records
+// what it cannot fetch).
+func TestClusterEtcdChurn(t *testing.T) {
+	e, env := testEtcd(t, "t-churn")
+	nodes := map[string]*testNode{}
+	for range 3 {
+		n := startNode(t, "127.0.0.1:0", env)
+		nodes[n.addr] = n
+	}
+	joined := make(chan string, 8)
+	rt := startDriver(t, Config{Etcd: e, Ranks: 3, Form: "pair", NodeTimeout: 3 * time.Second,
+		Runtime:      actors.Config{Golden: true},
+		OnNodeJoined: func(addr string) { joined <- addr }})
+	orch, ctx := rt.Orchestration(), context.Background()
+	keys := inProcess(t).Pass.BuiltDefinitions
+	require.Positive(t, keys)
+	built := 0
+	round := func(r int) {
+		t.Helper()
+		for rank := range 3 {
+			res, err := rt.Pass(ctx, orch, rank, r)
+			require.NoError(t, err, "rank %d round %d", rank, r)
+			require.NotNil(t, res.Golden, "rank %d round %d", rank, r)
+			assert.True(t, res.Golden.Match, "rank %d round %d: golden %v", rank, r, res.Golden.Verdict)
+			built += res.Pass.BuiltDefinitions
+		}
+	}
+	round(0)
+	assert.Equal(t, keys, built, "three nodes record each key once")
+	d := startNode(t, "127.0.0.1:0", env)
+	waitAddr(t, joined, d.addr, "join")
+	victim := nodes[rt.Node(1)]
+	require.NotNil(t, victim)
+	victim.kill(t)
+	round(1)
+	round(2)
+	assert.Equal(t, d.addr, rt.Node(1))
+	t.Logf("keys %d, recorded across the cluster %d (the new node: %d)", keys, built, built-keys)
+	assert.LessOrEqual(t, built, 2*keys, "at most once more per owner lost")
+}
