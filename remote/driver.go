@@ -2,19 +2,16 @@ package remote
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/subtle"
-	"crypto/tls"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/eventstream"
 	paremote "github.com/asynkron/protoactor-go/remote"
 	"go.opentelemetry.io/otel/attribute"
@@ -50,8 +47,24 @@ const placeTimeout = 2 * time.Minute
 // nodes they live on.
 type Config struct {
 	// Nodes are the nodes' addresses (host:port); rank r lives on
-	// Nodes[r % len(Nodes)].
+	// Nodes[r % len(Nodes)]. With Etcd, they are the cluster's members
+	// as Start finds them (Nodes must then be empty).
 	Nodes []string
+	// Etcd, if set, names the cluster in etcd whose members are the
+	// nodes: the driver is the cluster's client and hears nodes join
+	// (OnNodeJoined) and leave (a node lost) while it runs.
+	Etcd Etcd
+	// OnNodeJoined, if set, hears each node that joins the cluster after
+	// Start found its members.
+	OnNodeJoined func(addr string)
+	// OnRanksMoved, if set, hears the ranks of a lost node of the
+	// cluster placed again on a node that joined (to), or that could not
+	// be (err): their passes waited, and then went there or failed.
+	OnRanksMoved func(from, to string, ranks []int, err error)
+	// OnNodeLeft, if set, hears each node that leaves the cluster (it
+	// stopped, or died and its lease ended), whether it held ranks of
+	// this run or not; one that did is lost too (OnNodeLost).
+	OnNodeLeft func(addr string)
 	// Ranks is how many ranks the run has.
 	Ranks int
 	// Model is the model's YAML, sent by content; ModelName names it in
@@ -121,6 +134,16 @@ type Runtime struct {
 	client *actor.PID
 	sub    *eventstream.Subscription
 	nodes  []*nodeState
+	// cluster is the cluster in etcd the nodes are members of (nil: a
+	// static list).
+	cluster *cluster.Cluster
+	// base is the nodes Start placed on: rank r's is nodes[r % base],
+	// unless it was placed again (moved, under mu); the nodes past base
+	// are slots for those placed again.
+	base  int
+	moved map[int]int
+	// joined are the nodes that joined the cluster while the run ran.
+	joined []string
 
 	mu      sync.Mutex
 	pending map[uint64]*pending
@@ -163,6 +186,9 @@ type nodeState struct {
 	// token is this run's placement's on the node (wire.Place.Token):
 	// only the node has it, so an answer with it is the node's.
 	token []byte
+	// moving says the node is lost and its ranks are being placed again
+	// (under Runtime.mu): their passes wait.
+	moving bool
 }
 
 // pending is a pass asked of a node and not yet answered.
@@ -179,7 +205,9 @@ type pending struct {
 // NodeTimeout fails Start with a *NodeError.
 func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 	switch {
-	case len(cfg.Nodes) == 0:
+	case len(cfg.Nodes) > 0 && cfg.Etcd.On():
+		return nil, errors.New("remote: nodes given both as a list and as a cluster in etcd: want one")
+	case len(cfg.Nodes) == 0 && !cfg.Etcd.On():
 		return nil, errors.New("remote: no nodes")
 	case cfg.Ranks < 1:
 		return nil, fmt.Errorf("remote: %d ranks: want at least 1", cfg.Ranks)
@@ -202,27 +230,48 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := probeAll(cfg); err != nil {
-		return nil, err
-	}
 	model.LimitTasks(cfg.MaxTasks)
 	model.LimitEdges(cfg.MaxEdges)
 	orch, err := model.Orchestration(cfg.Form)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Listen == "" && cfg.Remote == nil {
-		cfg.Listen = net.JoinHostPort(localHostFor(cfg.Nodes[0]), "0")
-	}
-	if cfg.Remote == nil {
-		if err := checkOwnName(cfg.Transport, cfg.Listen, cfg.Advertise); err != nil {
-			return nil, fmt.Errorf("remote: driver: %w", err)
+	// With a cluster in etcd the nodes are known only once the driver is
+	// its client, which needs the driver's remote running: started first.
+	var (
+		rem *paremote.Remote
+		cl  *cluster.Cluster
+	)
+	undo := func() {
+		if cl != nil {
+			_ = cl.Config.ClusterProvider.Shutdown(false)
+		}
+		if rem != nil && cfg.Remote == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+			defer cancel()
+			_ = shutdownRemote(ctx, rem)
 		}
 	}
-	rem := cfg.Remote
+	if cfg.Etcd.On() {
+		if rem, err = driverRemote(sys, &cfg); err != nil {
+			return nil, err
+		}
+		if cl, err = inCluster(sys, rem, cfg.Etcd, false); err != nil {
+			undo()
+			return nil, fmt.Errorf("remote: %w", err)
+		}
+		if cfg.Nodes = memberAddrs(cl.MemberList.Members().Members()); len(cfg.Nodes) == 0 {
+			undo()
+			return nil, fmt.Errorf("remote: cluster %s in etcd %v: %w (is a node started with the same --etcd-endpoints and --cluster?)", cfg.Etcd.name(), cfg.Etcd.Endpoints, ErrNoMembers)
+		}
+	}
+	if err := probeAll(cfg); err != nil {
+		undo()
+		return nil, err
+	}
 	if rem == nil {
-		if rem, err = startRemote(sys, cfg.Listen, cfg.Advertise, cfg.Transport, cfg.RemoteOptions); err != nil {
-			return nil, fmt.Errorf("remote: driver: %w", err)
+		if rem, err = driverRemote(sys, &cfg); err != nil {
+			return nil, err
 		}
 	}
 	tp := cfg.TracerProvider
@@ -230,7 +279,7 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 		tp = noop.NewTracerProvider()
 	}
 	rt := &Runtime{
-		sys: sys, rem: rem, cfg: cfg, orch: orch, tracer: cfg.Runtime.Tracer,
+		sys: sys, rem: rem, cfg: cfg, orch: orch, tracer: cfg.Runtime.Tracer, cluster: cl,
 		otel: tp.Tracer("github.com/hbg-dev/hbg/remote"), run: newRunID(),
 		pending: map[uint64]*pending{}, stopped: make(chan struct{}),
 	}
@@ -241,14 +290,32 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 	for _, a := range cfg.Nodes {
 		rt.nodes = append(rt.nodes, &nodeState{addr: a, gone: make(chan struct{}), token: newToken()})
 	}
+	rt.base = len(rt.nodes)
+	if cl != nil {
+		// A node of a cluster that is lost has its ranks placed again on
+		// one that joined (replace): each takes one of these slots, made
+		// now so that rt.nodes never grows under its readers.
+		for range cfg.Nodes {
+			rt.nodes = append(rt.nodes, &nodeState{gone: make(chan struct{}), token: newToken()})
+		}
+	}
 	for r := 0; r < cfg.Ranks; r++ {
-		ns := rt.nodes[r%len(rt.nodes)]
+		ns := rt.nodes[r%rt.base]
 		ns.ranks = append(ns.ranks, r)
 	}
 	rt.client = sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &client{rt: rt} }))
 	rt.sub = sys.EventStream.Subscribe(func(ev any) {
+		if t, ok := ev.(*cluster.ClusterTopology); ok {
+			rt.topology(t)
+			return
+		}
 		if e, ok := ev.(*paremote.EndpointTerminatedEvent); ok {
 			rt.lostAddr(e.Address, func(placed bool) string {
+				if rt.left(e.Address) {
+					// protoactor's member list ends a member's endpoint
+					// as it leaves.
+					return fmt.Sprintf("it left cluster %s in etcd (it stopped, or died and its lease ended)", rt.cfg.Etcd.name())
+				}
 				// The node's guard says why it ended the stream (a
 				// message over its limit, a refused batch); its
 				// connection limits, on a new connection.
@@ -298,8 +365,12 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 			}
 		}
 	}
-	for i, ns := range rt.nodes {
-		if ns.pid != nil {
+	for i, ns := range rt.nodes[:rt.base] {
+		// The slots past base beat from their placement (replace).
+		rt.mu.Lock()
+		placed := ns.pid != nil
+		rt.mu.Unlock()
+		if placed {
 			rt.beats.Add(1)
 			go rt.heartbeat(i)
 		}
@@ -312,7 +383,11 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 func (rt *Runtime) Orchestration() *actors.Orchestration { return rt.orch }
 
 // Node is the address of the node rank lives on.
-func (rt *Runtime) Node(rank int) string { return rt.nodes[rank%len(rt.nodes)].addr }
+func (rt *Runtime) Node(rank int) string {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.nodes[rt.route(rank)].addr
+}
 
 // Warnings are what the nodes reported as their runs were released (store
 // writes that failed, spans not flushed); read them after Stop returned.
@@ -357,14 +432,16 @@ func (rt *Runtime) place(i int) error {
 	// none has no runtime for this run, so nothing to ask it for.
 	var cluster []string
 	self := 0
+	rt.mu.Lock()
 	for k, other := range rt.nodes {
 		if k == i {
 			self = len(cluster)
 		}
-		if len(other.ranks) > 0 {
+		if len(other.ranks) > 0 && other.lost == nil && other.addr != "" {
 			cluster = append(cluster, other.addr)
 		}
 	}
+	rt.mu.Unlock()
 	o := &rt.cfg.Runtime
 	place := &wire.Place{
 		Run: rt.run, ModelName: rt.cfg.ModelName, ModelYaml: rt.cfg.Model, ModelSha256: wire.ModelHash(rt.cfg.Model),
@@ -416,69 +493,6 @@ func (rt *Runtime) awaitPlaced(ns *nodeState, f *actor.Future) (any, error) {
 	}
 }
 
-// probeAll checks TLS with every node at once (probe), within NodeTimeout.
-func probeAll(cfg Config) error {
-	var client *tls.Config
-	if cfg.Transport.TLS.On() {
-		_, c, err := cfg.Transport.TLS.Configs()
-		if err != nil {
-			return fmt.Errorf("remote: %w", err)
-		}
-		client = c
-	}
-	errs := make([]error, len(cfg.Nodes))
-	var wg sync.WaitGroup
-	for i, a := range cfg.Nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = probe(a, client, cfg.NodeTimeout)
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
-// maxBeat bounds the heartbeat's interval, well inside a node's
-// DefaultPlacementIdle.
-const maxBeat = 30 * time.Second
-
-// heartbeat pings node i's host every quarter of NodeTimeout; a ping not
-// answered within three quarters of it loses the node, so a node that
-// stops answering fails its passes about NodeTimeout after its last word.
-func (rt *Runtime) heartbeat(i int) {
-	defer rt.beats.Done()
-	ns := rt.nodes[i]
-	// At most maxBeat apart: a node releases a placement whose driver is
-	// silent for its --placement-idle.
-	t := time.NewTicker(min(rt.cfg.NodeTimeout/4, maxBeat))
-	defer t.Stop()
-	wait := rt.cfg.NodeTimeout * 3 / 4
-	for seq := uint64(1); ; seq++ {
-		select {
-		case <-rt.stopped:
-			return
-		case <-t.C:
-		}
-		rt.mu.Lock()
-		lost := ns.lost != nil
-		rt.mu.Unlock()
-		if lost {
-			return
-		}
-		res, err := rt.sys.Root.RequestFuture(ns.pid, &wire.Ping{Seq: seq}, wait).Result()
-		if err != nil {
-			rt.nodeLost(i, fmt.Sprintf("no answer to a ping within %v: %v", wait, err))
-			return
-		}
-		if pong, ok := res.(*wire.Pong); !ok || subtle.ConstantTimeCompare(pong.GetToken(), ns.token) != 1 {
-			// Not the node's: its answer, if it comes, has nowhere to go.
-			rt.nodeLost(i, fmt.Sprintf("a ping answered without its placement's token (%T)", res))
-			return
-		}
-	}
-}
-
 // Pass runs one pass of orch on a rank and waits for its result, as
 // actors.Runtime.Pass does. orch must be the placed model's
 // (Orchestration; its Name is checked): the nodes run the model they were
@@ -505,15 +519,23 @@ func (r remotePasses) CheckPass(orch *actors.Orchestration, rank, round int) err
 
 func (r remotePasses) SendPass(ctx context.Context, orch *actors.Orchestration, rank, round int) (actors.PassTicket, error) {
 	rt := r.rt
-	i := rank % len(rt.nodes)
+	rt.mu.Lock()
+	i := rt.route(rank)
 	ns := rt.nodes[i]
+	addr := ns.addr
+	rt.mu.Unlock()
 	sctx, span := rt.otel.Start(ctx, SpanPass, oteltrace.WithAttributes(
-		trace.KeyRank.Int(rank), trace.KeyRound.Int(round), trace.KeyCold.Bool(round == 0), KeyNode.String(ns.addr)))
+		trace.KeyRank.Int(rank), trace.KeyRound.Int(round), trace.KeyCold.Bool(round == 0), KeyNode.String(addr)))
 	carrier := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(sctx, carrier)
 	p := &pending{rank: rank, round: round, node: i, reply: make(chan *actors.PassResult, 1), span: span}
 	rt.mu.Lock()
-	if ns.lost != nil {
+	if i != rt.route(rank) {
+		// Placed again meanwhile.
+		i = rt.route(rank)
+		ns, p.node = rt.nodes[i], i
+	}
+	if ns.lost != nil && !ns.moving {
 		err := ns.lost.forPass(rank, round)
 		rt.mu.Unlock()
 		endSpan(span, err)
@@ -522,6 +544,11 @@ func (r remotePasses) SendPass(ctx context.Context, orch *actors.Orchestration, 
 	rt.nextSeq++
 	p.seq = rt.nextSeq
 	rt.pending[p.seq] = p
+	if ns.moving {
+		// Its ranks are being placed again: replace sends it.
+		rt.mu.Unlock()
+		return &remoteTicket{rt: rt, p: p}, nil
+	}
 	rt.mu.Unlock()
 	req := &wire.PassRequest{Run: rt.run, Seq: p.seq, Rank: int32(rank), Round: int32(round), Trace: carrier}
 	rt.Wire.Sent.Add(1)
@@ -640,9 +667,13 @@ func (rt *Runtime) nodeLost(i int, cause string) {
 	}
 	ns.lost = &NodeError{Node: ns.addr, Ranks: ns.ranks, Rank: -1, Round: -1, Cause: cause}
 	close(ns.gone)
+	j := -1
+	if rt.placed.Load() {
+		j = rt.spareFor(i)
+	}
 	var ps []*pending
 	for seq, p := range rt.pending {
-		if p.node == i {
+		if p.node == i && j < 0 {
 			ps = append(ps, p)
 			delete(rt.pending, seq)
 		}
@@ -651,6 +682,11 @@ func (rt *Runtime) nodeLost(i int, cause string) {
 	rt.mu.Unlock()
 	if f := rt.cfg.OnNodeLost; f != nil && rt.placed.Load() {
 		f(lost)
+	}
+	if j >= 0 {
+		// Its passes wait for the ranks' new node.
+		go rt.replace(i, j)
+		return
 	}
 	for _, p := range ps {
 		p.reply <- &actors.PassResult{Pass: trace.NewPass(p.rank, p.round), Err: lost.forPass(p.rank, p.round)}
@@ -662,7 +698,7 @@ func (rt *Runtime) nodeLost(i int, cause string) {
 func (rt *Runtime) lostAddr(addr string, cause func(placed bool) string) {
 	for i, ns := range rt.nodes {
 		rt.mu.Lock()
-		match := ns.addr == addr || (ns.pid != nil && ns.pid.GetAddress() == addr)
+		match := ns.addr != "" && (ns.addr == addr || (ns.pid != nil && ns.pid.GetAddress() == addr))
 		placed := ns.pid != nil
 		rt.mu.Unlock()
 		if match {
@@ -741,53 +777,12 @@ func (rt *Runtime) Stop(ctx context.Context) error {
 	rt.mu.Unlock()
 	rt.sys.EventStream.Unsubscribe(rt.sub)
 	rt.sys.Root.Stop(rt.client)
+	if rt.cluster != nil {
+		// A client registered nothing: this ends its watch of etcd.
+		err = errors.Join(err, rt.cluster.Config.ClusterProvider.Shutdown(false))
+	}
 	if rt.cfg.Remote != nil {
 		return err
 	}
 	return errors.Join(err, shutdownRemote(ctx, rt.rem))
-}
-
-// client is the driver's actor: nodes send it their passes' results, and
-// it watches their hosts.
-type client struct{ rt *Runtime }
-
-type watchHost struct{ pid *actor.PID }
-
-func (c *client) Receive(ctx actor.Context) {
-	switch m := ctx.Message().(type) {
-	case *wire.PassResult:
-		c.rt.deliver(m)
-	case *watchHost:
-		ctx.Watch(m.pid)
-	case *actor.Terminated:
-		why := fmt.Sprintf("its rank host ended (%s)", m.GetWhy())
-		c.rt.lostAddr(m.GetWho().GetAddress(), func(bool) string { return why })
-	}
-}
-
-// localHostFor is the address this machine reaches node from (no packet
-// is sent: a UDP socket only picks its route), else loopback.
-func localHostFor(node string) string {
-	c, err := net.Dial("udp", node)
-	if err != nil {
-		return "127.0.0.1"
-	}
-	defer c.Close()
-	if a, ok := c.LocalAddr().(*net.UDPAddr); ok {
-		return a.IP.String()
-	}
-	return "127.0.0.1"
-}
-
-// newRunID is 128 random bits: a run's host on a node is named by it.
-func newRunID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-func newToken() []byte {
-	b := make([]byte, wire.TokenSize)
-	_, _ = rand.Read(b)
-	return b
 }

@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
 	paremote "github.com/asynkron/protoactor-go/remote"
 
 	"github.com/hbg-dev/hbg/actors"
@@ -112,6 +113,9 @@ type NodeConfig struct {
 	// the driver as the activator's status), so spawning alone piles
 	// nothing up on the node.
 	MaxUnplaced int
+	// Etcd, if set, makes the node a member of that cluster in etcd,
+	// where drivers find it (Config.Etcd).
+	Etcd Etcd
 	// PlacementIdle releases a placed run whose driver has sent nothing
 	// for that long (DefaultPlacementIdle): a driver's heartbeat comes
 	// every quarter of its node timeout, at most maxBeat apart.
@@ -150,6 +154,8 @@ type Node struct {
 	// unplaced is the hosts spawned and not yet placed (by actor id), with
 	// the identity of the connection that spawned each.
 	unplaced map[string]string
+	// cluster is the cluster in etcd the node is a member of (nil: none).
+	cluster *cluster.Cluster
 }
 
 // StartNode starts protoactor remote on sys, listening on cfg.Listen, and
@@ -185,6 +191,14 @@ func StartNode(sys *actor.ActorSystem, cfg NodeConfig) (*Node, error) {
 	rem, err := startRemote(sys, cfg.Listen, cfg.Advertise, cfg.Transport, append(cfg.RemoteOptions, paremote.WithKinds(n.kinds()...)))
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Etcd.On() {
+		if n.cluster, err = inCluster(sys, rem, cfg.Etcd, true); err != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+			defer cancel()
+			_ = shutdownRemote(ctx, rem)
+			return nil, fmt.Errorf("node: %w", err)
+		}
 	}
 	n.rem, n.addr = rem, sys.Address()
 	return n, nil
@@ -345,6 +359,10 @@ func (n *Node) Stop(ctx context.Context) error {
 	if n.cfg.Flush != nil {
 		errs = append(errs, n.cfg.Flush(ctx))
 	}
+	if n.cluster != nil {
+		// Out of etcd now, not at its lease's end: drivers hear it leave.
+		errs = append(errs, n.cluster.Config.ClusterProvider.Shutdown(true))
+	}
 	errs = append(errs, shutdownRemote(ctx, n.rem))
 	return errors.Join(errs...)
 }
@@ -407,6 +425,25 @@ func StartRemoteTransport(sys *actor.ActorSystem, listen string, t Transport, op
 }
 
 func startRemote(sys *actor.ActorSystem, listen, advertise string, t Transport, opts []paremote.ConfigOption) (rem *paremote.Remote, err error) {
+	cfg, err := remoteConfig(listen, advertise, t, opts)
+	if err != nil {
+		return nil, err
+	}
+	rem = paremote.NewRemote(sys, cfg)
+	// protoactor panics when it cannot listen; that is an error here.
+	defer func() {
+		if p := recover(); p != nil {
+			rem, err = nil, fmt.Errorf("listen on %s: %v", listen, p)
+		}
+	}()
+	rem.Start()
+	return rem, nil
+}
+
+// remoteConfig is protoactor remote's configuration of a process that
+// listens at listen (advertising advertise, if set) over t: what
+// startRemote starts, and what a cluster member's remote starts with.
+func remoteConfig(listen, advertise string, t Transport, opts []paremote.ConfigOption) (*paremote.Config, error) {
 	h, port, err := splitHostPort("listen", listen, 0)
 	if err != nil {
 		return nil, err
@@ -436,15 +473,7 @@ func startRemote(sys *actor.ActorSystem, listen, advertise string, t Transport, 
 	// One attempt to connect, not protoactor's five two seconds apart: a
 	// node that cannot be reached is reported within Config.NodeTimeout.
 	cfg.MaxRetryCount = 1
-	rem = paremote.NewRemote(sys, cfg)
-	// protoactor panics when it cannot listen; that is an error here.
-	defer func() {
-		if p := recover(); p != nil {
-			rem, err = nil, fmt.Errorf("listen on %s: %v", listen, p)
-		}
-	}()
-	rem.Start()
-	return rem, nil
+	return cfg, nil
 }
 
 // splitHostPort splits a host:port whose port is at least low; what names

@@ -24,6 +24,7 @@ import (
 	"github.com/hbg-dev/hbg/actors"
 	"github.com/hbg-dev/hbg/authn"
 	"github.com/hbg-dev/hbg/config"
+	"github.com/hbg-dev/hbg/internal/etcdtest"
 	"github.com/hbg-dev/hbg/wire"
 )
 
@@ -42,6 +43,7 @@ const nodeEnv = "HBG_REMOTE_TEST_NODE"
 const nodeTLSEnv = "HBG_REMOTE_TEST_NODE_TLS"
 
 func TestMain(m *testing.M) {
+	etcdtest.Main()
 	if listen := os.Getenv(nodeEnv); listen != "" {
 		os.Exit(serveNode(listen))
 	}
@@ -52,7 +54,7 @@ func TestMain(m *testing.M) {
 // until SIGTERM or until its stdin closes (the test is gone), then stops.
 func serveNode(listen string) int {
 	sys := actors.NewActorSystem(nil)
-	cfg := NodeConfig{Listen: listen}
+	cfg := NodeConfig{Listen: listen, Etcd: etcdFromEnv()}
 	if f := strings.Split(os.Getenv(nodeTLSEnv), ","); len(f) == 3 {
 		cfg.Transport.TLS = authn.Files{CertFile: f[0], KeyFile: f[1], TrustedCAFile: f[2]}
 	}

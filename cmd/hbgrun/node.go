@@ -40,6 +40,7 @@ type nodeFlags struct {
 	maxConnsPerPeer, maxUnplaced                  int
 	idleTimeout, placementIdle                    time.Duration
 	maxModel                                      string
+	etcd                                          etcdFlags
 }
 
 // tlsFlags are mutual TLS's files, with etcd's flag names.
@@ -105,6 +106,7 @@ max_tasks never lifts the node's --max-tasks (4194304 when not given).`,
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", remote.DefaultIdleTimeout, "close a connection that holds no message stream for this long")
 	fl.IntVar(&f.maxUnplaced, "max-unplaced", remote.DefaultMaxUnplaced, "refuse to spawn a run host while this many wait for their placement (a quarter of them from one connection)")
 	fl.DurationVar(&f.placementIdle, "placement-idle", remote.DefaultPlacementIdle, "release a placed run whose driver has sent nothing (not even its heartbeat) for this long")
+	f.etcd.register(fl, "join the cluster whose membership is")
 	addMaxTasks(c)
 	commands = append(commands, c)
 }
@@ -120,6 +122,9 @@ func nodeCmd(ctx context.Context, stderr io.Writer, f *nodeFlags) error {
 		return err
 	}
 	if err := f.tls.check(); err != nil {
+		return err
+	}
+	if err := f.etcd.check(); err != nil {
 		return err
 	}
 	maxModel, err := diskstore.ParseSize(f.maxModel)
@@ -149,6 +154,7 @@ func nodeCmd(ctx context.Context, stderr io.Writer, f *nodeFlags) error {
 		Transport: remote.Transport{TLS: f.tls.files, MaxModel: int(maxModel), MaxConns: f.maxConns, MaxConnsPerPeer: f.maxConnsPerPeer,
 			IdleTimeout: f.idleTimeout, OnConnRefused: connRefused(stderr), OnGuard: guarded(stderr)}, Insecure: f.insecure, Rerecord: f.rerecord,
 		MaxRanks: f.maxRanks, MaxPlacements: f.maxPlacements, MaxDrivers: f.maxDrivers, MaxUnplaced: f.maxUnplaced, PlacementIdle: f.placementIdle,
+		Etcd:          f.etcd.e,
 		OnPeerRefused: func(r peer.Refused) { fmt.Fprintf(stderr, "hbgrun node: peer: %v\n", r) },
 	})
 	if err != nil {
@@ -156,6 +162,9 @@ func nodeCmd(ctx context.Context, stderr io.Writer, f *nodeFlags) error {
 	}
 	if !f.tls.files.On() {
 		fmt.Fprintf(stderr, "hbgrun node: warning: no TLS: any process that reaches %s can place runs here and send it Definitions (give --cert-file, --key-file and --trusted-ca-file)\n", n.Addr())
+	}
+	if f.etcd.e.On() {
+		fmt.Fprintf(stderr, "hbgrun node: a member of cluster %s in etcd %v\n", f.etcd.name(), f.etcd.e.Endpoints)
 	}
 	fmt.Fprintf(stderr, "hbgrun node: listening on %s\n", n.Addr())
 	<-ctx.Done()
@@ -238,7 +247,11 @@ type remoteFlags struct {
 	listen      string
 	advertise   string
 	tls         tlsFlags
+	etcd        etcdFlags
 }
+
+// far says the ranks run on nodes: listed, or a cluster's in etcd.
+func (f *remoteFlags) far() bool { return len(f.nodes) > 0 || f.etcd.e.On() }
 
 func (f *remoteFlags) register(fl *pflag.FlagSet) {
 	fl.StringSliceVar(&f.nodes, "nodes", nil, "run the ranks on these nodes (hbgrun node), HOST:PORT,...: rank r on the (r mod N)th")
@@ -246,6 +259,7 @@ func (f *remoteFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.listen, "driver-listen", "", "with --nodes: the address nodes answer this driver at, HOST:PORT (default: the address this machine reaches the first node from, any port)")
 	fl.StringVar(&f.advertise, "driver-advertise", "", "with --nodes: the address nodes reach this driver at, HOST:PORT, when it is not --driver-listen's; --driver-listen may then be a wildcard")
 	f.tls.register(fl, "with --nodes: ", "this driver's")
+	f.etcd.register(fl, "run the ranks on the nodes (hbgrun node --etcd-endpoints) of the cluster whose membership is")
 }
 
 func (f *remoteFlags) check() error {
@@ -259,7 +273,13 @@ func (f *remoteFlags) check() error {
 			return usageError{fmt.Errorf("--nodes: %s is named twice (a node serves a run's ranks once; --ranks spreads them over the nodes)", n)}
 		}
 	}
-	if f.nodeTimeout < 0 || (len(f.nodes) > 0 && f.nodeTimeout == 0) {
+	if err := f.etcd.check(); err != nil {
+		return err
+	}
+	if len(f.nodes) > 0 && f.etcd.e.On() {
+		return usageError{fmt.Errorf("--nodes and --etcd-endpoints: want one (a list of nodes, or the cluster in etcd that has them)")}
+	}
+	if f.nodeTimeout < 0 || (f.far() && f.nodeTimeout == 0) {
 		return usageError{fmt.Errorf("--node-timeout %v: want a positive duration", f.nodeTimeout)}
 	}
 	if err := f.tls.check(); err != nil {
@@ -312,7 +332,7 @@ func checkHostPort(flag, addr string, lowPort int, wildcardOK bool) error {
 // --nodes (then far is set), sent the model's bytes.
 func startRanks(s *session, f *runFlags, orch *actors.Orchestration) (local *actors.Runtime, far *remote.Runtime, err error) {
 	cfg := f.config(s.tracer, f.skipDevice)
-	if len(f.remote.nodes) == 0 {
+	if !f.remote.far() {
 		local, err = actors.Start(s.sys, cfg)
 		return local, nil, err
 	}
@@ -324,11 +344,20 @@ func startRanks(s *session, f *runFlags, orch *actors.Orchestration) (local *act
 		name = f.model
 	}
 	far, err = remote.Start(s.sys, remote.Config{
-		Nodes: f.remote.nodes, Ranks: f.ranks, ModelName: name, Model: data, Form: f.form, MaxTasks: maxTasksFlag, MaxEdges: maxEdgesFlag,
+		Nodes: f.remote.nodes, Etcd: f.remote.etcd.e, Ranks: f.ranks, ModelName: name, Model: data, Form: f.form, MaxTasks: maxTasksFlag, MaxEdges: maxEdgesFlag,
 		Runtime: cfg, TracerProvider: s.provider.TracerProvider, NodeTimeout: f.remote.nodeTimeout, Listen: f.remote.listen, Advertise: f.remote.advertise,
 		Transport: remote.Transport{TLS: f.remote.tls.files},
 		// Said at once: the run goes on with the other nodes' ranks.
-		OnNodeLost: func(e *remote.NodeError) { fmt.Fprintf(s.stderr, "hbgrun: %v\n", e) },
+		OnNodeLost:   func(e *remote.NodeError) { fmt.Fprintf(s.stderr, "hbgrun: %v\n", e) },
+		OnNodeJoined: func(addr string) { fmt.Fprintf(s.stderr, "hbgrun: node %s joined the cluster\n", addr) },
+		OnNodeLeft:   func(addr string) { fmt.Fprintf(s.stderr, "hbgrun: node %s left the cluster\n", addr) },
+		OnRanksMoved: func(from, to string, ranks []int, err error) {
+			if err != nil {
+				fmt.Fprintf(s.stderr, "hbgrun: ranks %v of node %s: placing them on %s failed: %v\n", ranks, from, to, err)
+				return
+			}
+			fmt.Fprintf(s.stderr, "hbgrun: ranks %v of node %s placed again on %s\n", ranks, from, to)
+		},
 	})
 	if err != nil {
 		return nil, nil, err

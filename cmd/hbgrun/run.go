@@ -116,7 +116,7 @@ func (f *runFlags) check() error {
 	if err := f.remote.check(); err != nil {
 		return err
 	}
-	if len(f.remote.nodes) > 0 && f.images != "" {
+	if f.remote.far() && f.images != "" {
 		return usageError{fmt.Errorf("--images with --nodes: the run images are made on the nodes")}
 	}
 	if err := f.store.resolve(); err != nil {
@@ -216,7 +216,7 @@ func runCmd(ctx context.Context, out, stderr io.Writer, path string, f *runFlags
 	if f.form == "" {
 		f.form = model.DefaultForm()
 	}
-	if f.form == analyze.AutoForm && len(f.remote.nodes) > 0 && !slices.Contains(model.Forms(), f.form) {
+	if f.form == analyze.AutoForm && f.remote.far() && !slices.Contains(model.Forms(), f.form) {
 		// The nodes get the model file's bytes, which hold no form auto.
 		return usageError{fmt.Errorf("--form auto with --nodes: the nodes read the model file, which has no form auto (print it with hbgrun analyze MODEL --emit-form auto and add it under forms:)")}
 	}
