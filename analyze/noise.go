@@ -34,8 +34,11 @@ func saving(p *Proposal, c *Costs) float64 {
 
 // ProposeRepeated proposes a form from each repeat's cost model and keeps
 // the median repeat's (by predicted saving): its index, and the noise. A
-// proposal whose median saving is not above the spread, or not above
-// zero, is withheld: Noise.Withheld says so in a sentence.
+// proposal is withheld when any repeat predicts no saving (the range of
+// the savings reaches zero: the saving is within the noise): Noise.Withheld
+// says so in a sentence. A spread alone withholds nothing: DSv4's saving
+// of milliseconds spreads by more than itself on a busy machine, and is
+// still a saving in every repeat.
 func ProposeRepeated(maps []*Map, costs []Costs, horizon int) (int, *Proposal, Noise) {
 	n := Noise{Repeats: len(costs)}
 	props := make([]*Proposal, len(costs))
@@ -64,9 +67,9 @@ func ProposeRepeated(maps []*Map, costs []Costs, horizon int) (int, *Proposal, N
 	case len(p.Graphs) == 0:
 	case n.MedianSavingNs <= 0:
 		n.Withheld = fmt.Sprintf("no form proposed: its Graphs are predicted to save %.2f µs a warm pass, which is no saving", n.MedianSavingNs/1e3)
-	case n.Repeats > 1 && n.MedianSavingNs <= n.SpreadNs:
-		n.Withheld = fmt.Sprintf("no form proposed: its Graphs are predicted to save %.2f µs a warm pass, within the noise (the saving spread %.2f µs over %d calibrations): the model is too small to tell its forms apart on this machine",
-			n.MedianSavingNs/1e3, n.SpreadNs/1e3, n.Repeats)
+	case n.SavingNs[order[0]] <= 0:
+		n.Withheld = fmt.Sprintf("no form proposed: its Graphs are predicted to save %.2f µs a warm pass, within the noise (one of %d calibrations predicts %.2f µs, no saving; the spread is %.2f µs): the model is too small to tell its forms apart on this machine",
+			n.MedianSavingNs/1e3, n.Repeats, n.SavingNs[order[0]]/1e3, n.SpreadNs/1e3)
 	}
 	return mid, p, n
 }
