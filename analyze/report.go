@@ -302,7 +302,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			if f.Spread != nil && r.Noise != nil {
 				spread = fmt.Sprintf(" (%.3f..%.3f over %d calibrations)", f.Spread.MinNs/1e6, f.Spread.MaxNs/1e6, r.Noise.Repeats)
 			}
-			fmt.Fprintf(w, "  %-10s %.3f ms%s  (%d host submissions: %d ordinary, %d Graph calls)\n", f.Form, f.PredictedNs/1e6, spread, f.Host, f.Shape.OrdinaryTasks, f.Shape.GraphCalls)
+			fmt.Fprintf(w, "  %-10s %.3f ms%s  (%s: %d ordinary, %s)\n", f.Form, f.PredictedNs/1e6, spread, plural(f.Host, "host submission"), f.Shape.OrdinaryTasks, plural(f.Shape.GraphCalls, "Graph call"))
 		}
 	}
 	if n := r.Noise; n != nil && n.Repeats > 1 {
@@ -316,8 +316,8 @@ func (r *Report) WriteText(w io.Writer) error {
 	if p := r.Proposal; p != nil {
 		fmt.Fprintf(w, "\nproposed form (recordings amortised over %d passes): %s\n", p.Horizon, p.Summary())
 		for _, g := range p.Graphs {
-			fmt.Fprintf(w, "  Graph %s: key %s, config [%s]: %d calls, %d Definitions of %d nodes; saves %.1f us a warm pass, records for %.1f us once, break-even after %.2f passes\n",
-				g.Block, g.Key, strings.Join(g.Config, ", "), g.Calls, g.Definitions, g.Nodes, g.SavingNs/1e3, g.ColdNs/1e3, g.BreakEven)
+			fmt.Fprintf(w, "  Graph %s: key %s, config [%s]: %s, %s of %s; saves %.1f us a warm pass, records for %.1f us once, break-even after %.2f passes\n",
+				g.Block, g.Key, strings.Join(g.Config, ", "), plural(g.Calls, "call"), plural(g.Definitions, "Definition"), plural(g.Nodes, "node"), g.SavingNs/1e3, g.ColdNs/1e3, g.BreakEven)
 		}
 		for _, rj := range p.Rejected {
 			fmt.Fprintf(w, "  no Graph %s: %s\n", rj.Block, rj.Why)
