@@ -218,7 +218,7 @@ func Calibrate(eager Measured, graph, recording *Measured) (Costs, error) {
 	c.Source = append(c.Source,
 		fmt.Sprintf("graph_submit %.0f ns: median of the per-pass means over the warm passes of %s (%d replays)", c.ReplayNs, graph.Form, rep.Count),
 		fmt.Sprintf("record_node %.0f ns, build_definition %.0f ns: %s", c.RecordNodeNs, c.BuildNs, recSrc),
-		fmt.Sprintf("upload %.3f ns/byte: %s", c.UploadByteNs, upSrc),
+		uploadSource(c.UploadByteNs, upSrc),
 		fmt.Sprintf("walk %.0f ns a host submission: %s's warm control-plane median less its counted operations, %.3f ms over %d submissions", c.TaskWalkNs, eager.Form, restE/1e6, eager.HostSubmissions),
 		fmt.Sprintf("at %s's size (%d host submissions a pass): submit_task %.0f ns, alloc_tensors %.0f ns, walk %.0f ns (%.3f ms less its counted operations)",
 			graph.Form, c.SmallSubmissions, c.SubmitSmallNs, c.AllocSmallNs, c.TaskWalkSmallNs, restG/1e6))
@@ -318,4 +318,14 @@ func (c *shapeCounter) Graph(g *stages.GraphCall) stages.TaskID {
 	c.depth++
 	defer func() { c.depth-- }()
 	return c.o.Graph(g)
+}
+
+// uploadSource says where the per-byte upload came from; a rate the
+// calibration left at 0 (recording added no more than its nodes and
+// builds) is no figure, and says so.
+func uploadSource(ns float64, src string) string {
+	if ns == 0 {
+		return "upload —: too small to measure here (" + src + ")"
+	}
+	return fmt.Sprintf("upload %.3f ns/byte: %s", ns, src)
 }

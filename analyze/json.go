@@ -16,6 +16,9 @@ type jsonReport struct {
 	Costs       *Costs           `json:"costs,omitempty"`
 	Proposal    *jsonProposal    `json:"proposal,omitempty"`
 	Forms       []FormPrediction `json:"forms,omitempty"`
+	// Noise is the repeated calibration; with noise.withheld set there is
+	// no proposal.
+	Noise *Noise `json:"noise,omitempty"`
 }
 
 type jsonBlock struct {
@@ -133,7 +136,8 @@ func (r *Report) JSON() any {
 		}
 		out.Blocks = append(out.Blocks, jb)
 	}
-	if p := r.Proposal; p != nil {
+	out.Noise = r.Noise
+	if p := r.Proposal; p != nil && (r.Noise == nil || r.Noise.Withheld == "") {
 		jp := &jsonProposal{Params: paramMap(st.Params, p.Setting), Horizon: p.Horizon, Shape: p.Shape, Host: p.Shape.HostSubmissions(),
 			PredictedNs: p.PredictedNs, Form: p.Form(), Summary: p.Summary(), Graphs: []jsonChoice{}, Rejected: []jsonRejection{}}
 		for _, g := range p.Graphs {

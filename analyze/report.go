@@ -99,6 +99,9 @@ type Report struct {
 	// Forms is the model's own forms, each with its predicted warm
 	// control plane (Predict); set with the cost model.
 	Forms []FormPrediction
+	// Noise is the calibration repeated (nil without one); a withheld
+	// proposal is kept for its figures but not offered as a form.
+	Noise *Noise
 }
 
 // FormPrediction is one form's shape and predicted warm control plane.
@@ -107,6 +110,9 @@ type FormPrediction struct {
 	Shape       Shape   `json:"shape"`
 	Host        int     `json:"host_submissions"`
 	PredictedNs float64 `json:"predicted_warm_control_plane_ns"`
+	// Spread is the prediction over the repeated calibrations (nil with
+	// one).
+	Spread *FormSpread `json:"spread,omitempty"`
 }
 
 // PredictForms predicts the warm control plane of each named form of m.
@@ -282,8 +288,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	if r.Costs != nil {
 		c := r.Costs
-		fmt.Fprintf(w, "\ncost model (ns): submit_task %.0f (%.0f in a small pass), alloc_tensors %.0f (%.0f), graph_submit %.0f, record_node %.0f, build_definition %.0f, upload %.3f/byte, walk %.0f/submission (%.0f)\n",
-			c.SubmitNs, c.SubmitSmallNs, c.AllocNs, c.AllocSmallNs, c.ReplayNs, c.RecordNodeNs, c.BuildNs, c.UploadByteNs, c.TaskWalkNs, c.TaskWalkSmallNs)
+		fmt.Fprintf(w, "\ncost model (ns): submit_task %s (%s in a small pass), alloc_tensors %s (%s), graph_submit %s, record_node %s, build_definition %s, upload %s/byte, walk %s/submission (%s)\n",
+			rate(c.SubmitNs, "%.0f"), rate(c.SubmitSmallNs, "%.0f"), rate(c.AllocNs, "%.0f"), rate(c.AllocSmallNs, "%.0f"), rate(c.ReplayNs, "%.0f"),
+			rate(c.RecordNodeNs, "%.0f"), rate(c.BuildNs, "%.0f"), rate(c.UploadByteNs, "%.3f"), rate(c.TaskWalkNs, "%.0f"), rate(c.TaskWalkSmallNs, "%.0f"))
 		for _, s := range c.Source {
 			fmt.Fprintf(w, "  %s\n", s)
 		}
@@ -291,14 +298,26 @@ func (r *Report) WriteText(w io.Writer) error {
 	if len(r.Forms) > 0 {
 		fmt.Fprintf(w, "\npredicted warm control plane of the model's forms (the cost model above):\n")
 		for _, f := range r.Forms {
-			fmt.Fprintf(w, "  %-10s %.3f ms  (%d host submissions: %d ordinary, %d Graph calls)\n", f.Form, f.PredictedNs/1e6, f.Host, f.Shape.OrdinaryTasks, f.Shape.GraphCalls)
+			spread := ""
+			if f.Spread != nil && r.Noise != nil {
+				spread = fmt.Sprintf(" (%.3f..%.3f over %d calibrations)", f.Spread.MinNs/1e6, f.Spread.MaxNs/1e6, r.Noise.Repeats)
+			}
+			fmt.Fprintf(w, "  %-10s %.3f ms%s  (%s: %d ordinary, %s)\n", f.Form, f.PredictedNs/1e6, spread, plural(f.Host, "host submission"), f.Shape.OrdinaryTasks, plural(f.Shape.GraphCalls, "Graph call"))
 		}
+	}
+	if n := r.Noise; n != nil && n.Repeats > 1 {
+		fmt.Fprintf(w, "\nnoise: the calibration ran %d times; the proposal's predicted saving a warm pass was %s µs (median %.2f µs, spread %.2f µs)\n",
+			n.Repeats, savingsText(n.SavingNs), n.MedianSavingNs/1e3, n.SpreadNs/1e3)
+	}
+	if n := r.Noise; n != nil && n.Withheld != "" {
+		fmt.Fprintf(w, "\n%s\n", n.Withheld)
+		return nil
 	}
 	if p := r.Proposal; p != nil {
 		fmt.Fprintf(w, "\nproposed form (recordings amortised over %d passes): %s\n", p.Horizon, p.Summary())
 		for _, g := range p.Graphs {
-			fmt.Fprintf(w, "  Graph %s: key %s, config [%s]: %d calls, %d Definitions of %d nodes; saves %.1f us a warm pass, records for %.1f us once, break-even after %.2f passes\n",
-				g.Block, g.Key, strings.Join(g.Config, ", "), g.Calls, g.Definitions, g.Nodes, g.SavingNs/1e3, g.ColdNs/1e3, g.BreakEven)
+			fmt.Fprintf(w, "  Graph %s: key %s, config [%s]: %s, %s of %s; saves %.1f us a warm pass, records for %.1f us once, break-even after %.2f passes\n",
+				g.Block, g.Key, strings.Join(g.Config, ", "), plural(g.Calls, "call"), plural(g.Definitions, "Definition"), plural(g.Nodes, "node"), g.SavingNs/1e3, g.ColdNs/1e3, g.BreakEven)
 		}
 		for _, rj := range p.Rejected {
 			fmt.Fprintf(w, "  no Graph %s: %s\n", rj.Block, rj.Why)

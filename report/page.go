@@ -42,14 +42,15 @@ th:first-child, td:first-child { text-align: left; }
 {{end}}
 {{range .Forms}}
 <section class="form" data-form="{{.R.Form}}">
-<h2>{{.R.Model}} {{.R.Form}}: {{.R.Rounds}} rounds x {{.R.Ranks}} ranks, device {{.R.Device}}</h2>
+<h2>{{.R.Model}} {{.R.Form}}: {{.Shape}}, device {{.R.Device}}</h2>
 <div class="headline">
 {{range .Facts}}<div class="fact{{if .Bad}} bad{{end}}"><div class="label">{{.Label}}</div><div class="v" data-field="{{.Field}}" data-value="{{.Value}}">{{.Text}}</div></div>
 {{end}}</div>
 <p class="line">{{.Headline}}</p>
-{{if .Warm}}<h3>Warm passes: phases per pass</h3>{{.Warm}}{{end}}
-{{if .Cold}}<h3>Cold passes (first of each rank): phases per pass</h3>{{.Cold}}{{end}}
-{{if .Timeline}}<h3>Device timeline (simulated) of rank {{.R.Timeline.Rank}} round {{.R.Timeline.Round}}: {{.R.Timeline.Slices}} slices on {{len .R.Timeline.Cores}} cores, coloured by Graph key</h3>{{.Timeline}}
+{{if .Warm}}<h3>Warm passes: phases per pass (host time; the cold passes below are on the same scale)</h3>{{.Warm}}{{end}}
+{{if .Cold}}<h3>Cold passes (first of each rank): phases per pass (host time, the warm passes' scale)</h3>{{.Cold}}{{end}}
+{{if .Timeline}}<h3>Device timeline (simulated) of rank {{.R.Timeline.Rank}} round {{.R.Timeline.Round}}{{if .R.Timeline.Median}}, the median of its {{.R.Timeline.Of}} warm passes by device time{{end}}: {{.TimelineSlices}} on {{.TimelineCores}}, coloured by Graph key</h3>
+<p class="idle" data-field="device_idle_ns" data-value="{{.R.Timeline.IdleNs}}">device idle before the pass (the device waiting for the host): {{.TimelineIdle}}; device wall {{.TimelineWall}} simulated.</p>{{.Timeline}}
 {{else}}<p class="notimeline">{{.NoTimeline}}</p>{{end}}
 <h3>Counts</h3>
 <table class="counts">

@@ -67,8 +67,10 @@ func Write(w io.Writer, p Page) error {
 	}
 	for i, r := range p.Forms {
 		fv := formView{R: r, Headline: r.Headline(), Facts: headlineFacts(r)}
-		fv.Warm = phaseBars(r, false)
-		fv.Cold = phaseBars(r, true)
+		top := barTop(r)
+		fv.Warm = phaseBars(r, false, top)
+		fv.Cold = phaseBars(r, true, top)
+		fv.Shape = fmt.Sprintf("%s x %s", trace.Plural(int64(r.Rounds), "round"), trace.Plural(int64(r.Ranks), "rank"))
 		if r.Timeline != nil {
 			// The reader checks a saved report's timeline; a caller's own
 			// is checked here, so a bad key is an error and never an index
@@ -77,6 +79,10 @@ func Write(w io.Writer, p Page) error {
 				return fmt.Errorf("report: form %s: %w", r.Form, err)
 			}
 			fv.Timeline = timelineSVG(r.Timeline)
+			tl := r.Timeline
+			fv.TimelineSlices = trace.Plural(int64(tl.Slices), "slice")
+			fv.TimelineCores = trace.Plural(int64(len(tl.Cores)), "core")
+			fv.TimelineIdle, fv.TimelineWall = msText(tl.IdleNs), msText(tl.WallNs)
 		} else {
 			fv.NoTimeline = noTimeline(r)
 		}
@@ -111,11 +117,15 @@ type view struct {
 type formView struct {
 	R        *trace.Report
 	Headline string
+	// Shape is "5 rounds x 1 rank".
+	Shape    string
 	Facts    []fact
 	Ratio    *trace.PhaseRatios
 	Warm     template.HTML
 	Cold     template.HTML
 	Timeline template.HTML
+	// The timeline's heading figures, as text.
+	TimelineSlices, TimelineCores, TimelineIdle, TimelineWall string
 	// NoTimeline says why there is no timeline.
 	NoTimeline string
 	Counts     []fact
@@ -208,19 +218,41 @@ func msText(ns int64) string {
 // longer, and is its own figure.
 var barPhases = []trace.Phase{trace.PhaseArgs, trace.PhaseHostOrch, trace.PhaseGraphUpload, trace.PhaseArenaH2D}
 
+// phaseColour tells the four bar phases apart (grey, blue, orange,
+// purple: no two greens or two blues, and none of them the Graph keys'
+// first colours in the timeline beside them).
 var phaseColour = map[trace.Phase]string{
 	trace.PhaseArgs:        "#9e9e9e",
-	trace.PhaseHostOrch:    "#3b6fb6",
+	trace.PhaseHostOrch:    "#2f6db5",
 	trace.PhaseGraphUpload: "#e08a2c",
-	trace.PhaseArenaH2D:    "#5aa469",
+	trace.PhaseArenaH2D:    "#8e5bb5",
 }
 
 // maxBars bounds the passes one chart draws: past it a bar is under a
 // few pixels tall and the page grows with the run.
 const maxBars = 120
 
-// phaseBars draws the cold or warm passes' phases, one stacked bar each.
-func phaseBars(r *trace.Report, cold bool) template.HTML {
+// barsWidth is the pixels a phase chart's bars span at their longest.
+const barsLeft, barsWidth = 120, 640
+
+// barTop is the longest bar of a report's passes, cold and warm: both
+// charts are drawn to it, so a 2.7 ms cold pass is drawn six times as long
+// as a 0.46 ms warm one.
+func barTop(r *trace.Report) int64 {
+	var top int64
+	for _, p := range r.Passes {
+		var sum int64
+		for _, ph := range barPhases {
+			sum += p.Phases[ph]
+		}
+		top = max(top, sum)
+	}
+	return top
+}
+
+// phaseBars draws the cold or warm passes' phases, one stacked bar each,
+// on the scale of top, with a time axis.
+func phaseBars(r *trace.Report, cold bool, top int64) template.HTML {
 	var ps []trace.Pass
 	for _, p := range r.Passes {
 		if p.Cold == cold {
@@ -234,23 +266,15 @@ func phaseBars(r *trace.Report, cold bool) template.HTML {
 	if len(shown) > maxBars {
 		shown = shown[:maxBars]
 	}
-	var top int64
-	for _, p := range shown {
-		var sum int64
-		for _, ph := range barPhases {
-			sum += p.Phases[ph]
-		}
-		top = max(top, sum)
-	}
-	const left, width, barH, gap = 110, 640, 14, 4
-	h := len(shown)*(barH+gap) + 40
+	const barH, gap = 14, 4
+	h := len(shown)*(barH+gap) + 64
 	var s svg
-	s.open(left+width+260, h, "phases of the "+map[bool]string{true: "cold", false: "warm"}[cold]+" passes")
-	scale := float64(width) / float64(max(top, 1))
+	s.open(barsLeft+barsWidth+260, h, "phases of the "+map[bool]string{true: "cold", false: "warm"}[cold]+" passes")
+	scale := float64(barsWidth) / float64(max(top, 1))
 	for i, p := range shown {
-		y := 10 + i*(barH+gap)
+		y := 6 + i*(barH+gap)
 		s.text(4, y+barH-3, "start", fmt.Sprintf("rank %d round %d", p.Rank, p.Round))
-		x := float64(left)
+		x := float64(barsLeft)
 		var sum int64
 		for _, ph := range barPhases {
 			v := p.Phases[ph]
@@ -268,8 +292,10 @@ func phaseBars(r *trace.Report, cold bool) template.HTML {
 		}
 		s.text(int(x)+4, y+barH-3, "start", msText(sum)+dw)
 	}
-	y := h - 22
-	x := s.legend(left, y)
+	y := 6 + len(shown)*(barH+gap)
+	s.axis(barsLeft, barsWidth, top, y, "host time")
+	y += 28
+	x := s.legend(barsLeft, y)
 	if len(ps) > len(shown) {
 		s.text(x, y+9, "start", fmt.Sprintf("first %d of %d passes", len(shown), len(ps)))
 	}
@@ -288,15 +314,15 @@ func compareSVG(rs []*trace.Report) template.HTML {
 		}
 		top = max(top, sum)
 	}
-	const left, width, barH, gap = 110, 640, 22, 8
-	h := len(rs)*(barH+gap) + 40
+	const barH, gap = 22, 8
+	h := len(rs)*(barH+gap) + 64
 	var s svg
-	s.open(left+width+220, h, "warm medians per form")
-	scale := float64(width) / float64(max(top, 1))
+	s.open(barsLeft+barsWidth+220, h, "warm medians per form")
+	scale := float64(barsWidth) / float64(max(top, 1))
 	for i, r := range rs {
-		y := 10 + i*(barH+gap)
+		y := 6 + i*(barH+gap)
 		s.text(4, y+barH-6, "start", r.Form)
-		x := float64(left)
+		x := float64(barsLeft)
 		for _, ph := range barPhases {
 			st := r.Phases.Phases[ph]
 			if st.N == 0 || st.MedianNs <= 0 {
@@ -308,8 +334,44 @@ func compareSVG(rs []*trace.Report) template.HTML {
 		}
 		s.text(int(x)+4, y+barH-6, "start", "control plane "+msText(r.Phases.ControlPlane.MedianNs))
 	}
-	s.legend(left, h-22)
+	y := 6 + len(rs)*(barH+gap)
+	s.axis(barsLeft, barsWidth, top, y, "host time")
+	s.legend(barsLeft, y+28)
 	return s.close()
+}
+
+// niceStep is 1, 2 or 5 times a power of ten, the least at least span/n.
+func niceStep(span float64, n int) float64 {
+	raw := span / float64(n)
+	if raw <= 0 {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(raw)))
+	for _, m := range []float64{1, 2, 5} {
+		if m*p >= raw*(1-1e-9) {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+// axis draws a time axis from x over width pixels for span ns at y: a
+// line, a tick and a label at each step (ms, as many decimals as the step
+// needs), and the clock's name at its end.
+func (s *svg) axis(x, width int, span int64, y int, clock string) {
+	if span <= 0 {
+		return
+	}
+	fmt.Fprintf(&s.b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#666"/>`, x, y, x+width, y)
+	step := niceStep(float64(span), 5)
+	dec := max(0, int(-math.Floor(math.Log10(step/1e6)+1e-9)))
+	scale := float64(width) / float64(span)
+	for v := 0.0; v <= float64(span)*(1+1e-9); v += step {
+		px := float64(x) + v*scale
+		fmt.Fprintf(&s.b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#666"/>`, px, y, px, y+4)
+		s.text(int(px), y+15, "middle", strconv.FormatFloat(v/1e6, 'f', dec, 64))
+	}
+	s.text(x+width+14, y+15, "start", "ms "+clock)
 }
 
 type compareRows struct {
@@ -367,22 +429,31 @@ func compareTable(rs []*trace.Report, ratios []trace.PhaseRatios) compareRows {
 	return t
 }
 
-// keyColour gives Graph key i a colour of its own: hues a golden angle
-// apart stay distinct for the few dozen keys a model has; the ordinary
-// tasks (0) are grey.
+// keyPalette is the Graph keys' colours, one each, told apart at a glance
+// (a qualitative set with no two greens); past it hues a golden angle
+// apart at alternating lightness. The ordinary tasks (0) are grey.
+var keyPalette = []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf", "#393b79", "#ad494a", "#f7b6d2"}
+
 func keyColour(i int) string {
 	if i == 0 {
 		return "#8a8a8a"
 	}
-	h := math.Mod(float64(i-1)*137.508, 360)
-	return fmt.Sprintf("hsl(%.0f,62%%,52%%)", h)
+	if i-1 < len(keyPalette) {
+		return keyPalette[i-1]
+	}
+	j := i - 1 - len(keyPalette)
+	h := math.Mod(float64(j)*137.508+20, 360)
+	return fmt.Sprintf("hsl(%.0f,62%%,%d%%)", h, 38+(j%2)*22)
 }
 
 // timelineSVG draws a pass's device: a row per core, simulated time to
-// the right, the device_idle before the pass as a hatched band to its
-// left, and a legend of the Graph keys by the core time they took.
+// the right on an axis, the device_idle before the pass as a hatched band
+// to its left, and a legend of the Graph keys by the core time they took.
+// Segments of one key that meet within a pixel are drawn as one rect (a
+// gap under a pixel does not show): DSv4's four forms drew 15.6 MB of
+// rects otherwise.
 func timelineSVG(t *trace.DeviceTimeline) template.HTML {
-	const left, rowH = 56, 6
+	const left, rowH, top = 56, 6, 8
 	width := max(t.Width, 200)
 	span := t.WallNs + t.IdleNs
 	if span <= 0 {
@@ -390,46 +461,95 @@ func timelineSVG(t *trace.DeviceTimeline) template.HTML {
 	}
 	scale := float64(width) / float64(span)
 	x0 := float64(left) + float64(t.IdleNs)*scale
-	legendRows := (len(t.Keys) + 3) / 4
-	h := len(t.Cores)*rowH + 40 + legendRows*16
-	var s svg
-	s.open(left+width+20, h, fmt.Sprintf("device timeline of rank %d round %d", t.Rank, t.Round))
-	s.b.WriteString(`<defs><pattern id="idle" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="3" height="6" fill="#d0d0d0"/></pattern></defs>`)
-	rows := len(t.Cores) * rowH
-	if t.IdleNs > 0 {
-		s.rect(float64(left), 0, x0-float64(left), float64(rows), "url(#idle)", "device_idle "+msText(t.IdleNs)+": the device waited for the host before this pass")
-	}
 	keyBusy := make([]int64, len(t.Keys))
-	for i, c := range t.Cores {
-		y := float64(i * rowH)
-		if i%8 == 0 || i == len(t.Cores)-1 {
-			s.text(2, int(y)+rowH, "start", c.Name)
-		}
+	for _, c := range t.Cores {
 		for _, sg := range c.Segments {
 			keyBusy[sg.Key] += sg.BusyNs
-			w := max(float64(sg.DurNs)*scale, 0.5)
-			title := fmt.Sprintf("%s: %s, %s at %s", c.Name, keyName(t.Keys[sg.Key]), msText(sg.DurNs), msText(sg.StartNs))
-			if sg.Slices > 1 {
-				title += fmt.Sprintf(" (%d slices, busy %s)", sg.Slices, msText(sg.BusyNs))
-			} else if sg.Kernel != "" {
-				title += ", kernel " + sg.Kernel
-			}
-			s.rect(x0+float64(sg.StartNs)*scale, y, w, rowH-1, keyColour(sg.Key), title)
 		}
 	}
-	axisY := rows + 14
-	s.text(int(x0), axisY, "start", "0")
-	s.text(left+width, axisY, "end", msText(t.WallNs)+" simulated")
-	if t.IdleNs > 0 {
-		s.text(left, axisY, "start", "idle")
-	}
+	labels := make([]string, len(t.Keys))
+	longest := 0
 	for i, k := range t.Keys {
-		x := left + (i%4)*int(width/4)
-		y := axisY + 10 + (i/4)*16
-		s.rect(float64(x), float64(y), 10, 10, keyColour(i), keyName(k))
-		s.text(x+14, y+9, "start", fmt.Sprintf("%s: %s of core time", keyName(k), msText(keyBusy[i])))
+		labels[i] = fmt.Sprintf("%s: %s of core time", keyName(k), msText(keyBusy[i]))
+		longest = max(longest, len(labels[i]))
+	}
+	// 11px system-ui is at most about 7px a character.
+	colW := 14 + 7*longest + 16
+	cols := max(1, (width+left)/colW)
+	legendRows := (len(t.Keys) + cols - 1) / cols
+	rows := len(t.Cores) * rowH
+	axisY := top + rows + 4
+	h := axisY + 30 + legendRows*16
+	var s svg
+	s.open(left+width+90, h, fmt.Sprintf("device timeline of rank %d round %d", t.Rank, t.Round))
+	s.b.WriteString(`<defs><pattern id="idle" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="3" height="6" fill="#d0d0d0"/></pattern></defs>`)
+	if t.IdleNs > 0 {
+		s.rect(float64(left), top, x0-float64(left), float64(rows), "url(#idle)", "device_idle "+msText(t.IdleNs)+": the device waited for the host before this pass")
+	}
+	for i, c := range t.Cores {
+		y := float64(top + i*rowH)
+		if i%8 == 0 || i == len(t.Cores)-1 && i%8 > 2 {
+			s.text(2, int(y)+rowH+3, "start", c.Name)
+		}
+		coreRow(&s, c, t.Keys, x0, y, rowH, scale)
+	}
+	if t.IdleNs > 0 && x0-float64(left) >= 80 {
+		s.text(int((float64(left)+x0)/2), axisY+15, "middle", "idle "+msText(t.IdleNs))
+	}
+	s.axis(int(x0), int(float64(t.WallNs)*scale), t.WallNs, axisY, "simulated")
+	for i := range t.Keys {
+		x := left + (i%cols)*colW
+		y := axisY + 24 + (i/cols)*16
+		s.rect(float64(x), float64(y), 10, 10, keyColour(i), keyName(t.Keys[i]))
+		s.text(x+14, y+9, "start", labels[i])
 	}
 	return s.close()
+}
+
+// coreRow draws one core's segments, those of one key that meet within a
+// pixel as one rect (its title says how many).
+func coreRow(s *svg, c trace.TimelineCore, keys []string, x0, y float64, rowH int, scale float64) {
+	type run struct {
+		x, end   float64
+		key, n   int
+		from, to int64
+		first    trace.TimelineSegment
+	}
+	var r *run
+	flush := func() {
+		if r == nil {
+			return
+		}
+		sg := r.first
+		title := fmt.Sprintf("%s: %s, %s at %s", c.Name, keyName(keys[sg.Key]), msText(sg.DurNs), msText(sg.StartNs))
+		switch {
+		case r.n > 1:
+			title = fmt.Sprintf("%s: %s, %d segments, %s to %s", c.Name, keyName(keys[r.key]), r.n, msText(r.from), msText(r.to))
+		case sg.Slices > 1:
+			title += fmt.Sprintf(" (%d slices, busy %s)", sg.Slices, msText(sg.BusyNs))
+		case sg.Kernel != "":
+			title += ", kernel " + sg.Kernel
+		}
+		if w := r.end - r.x; w < 3 {
+			// A rect under 3 px is too thin to point at; its title would
+			// be most of the page's bytes.
+			fmt.Fprintf(&s.b, `<rect x="%.1f" y="%.0f" width="%.1f" height="%d" fill="%s"/>`, r.x, y, max(w, 0.5), rowH-1, keyColour(r.key))
+		} else {
+			s.rect(r.x, y, w, float64(rowH-1), keyColour(r.key), title)
+		}
+		r = nil
+	}
+	for _, sg := range c.Segments {
+		x := x0 + float64(sg.StartNs)*scale
+		end := x + float64(sg.DurNs)*scale
+		if r != nil && r.key == sg.Key && x <= r.end+1 {
+			r.end, r.n, r.to = max(r.end, end), r.n+1, sg.StartNs+sg.DurNs
+			continue
+		}
+		flush()
+		r = &run{x: x, end: end, key: sg.Key, n: 1, from: sg.StartNs, to: sg.StartNs + sg.DurNs, first: sg}
+	}
+	flush()
 }
 
 func keyName(k string) string {
@@ -442,13 +562,14 @@ func keyName(k string) string {
 // svg builds one inline chart; every text is escaped.
 type svg struct{ b strings.Builder }
 
-// legend draws one swatch per bar phase in a row from x at y, and returns
-// the x past the last, where a chart may add a note.
+// legend draws one swatch per bar phase in a row from x at y, each label
+// given its own width (11px system-ui is at most about 7px a character),
+// and returns the x past the last, where a chart may add a note.
 func (s *svg) legend(x, y int) int {
 	for _, ph := range barPhases {
 		s.rect(float64(x), float64(y), 10, 10, phaseColour[ph], ph.String())
 		s.text(x+14, y+9, "start", ph.String())
-		x += 110
+		x += 14 + 7*len(ph.String()) + 18
 	}
 	return x
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -95,4 +96,25 @@ func TestPageNoTimelineSaysWhy(t *testing.T) {
 	b.Reset()
 	require.NoError(t, Write(&b, Run(skipped)))
 	assert.Contains(t, b.String(), "the device did not run")
+}
+
+// TestPageOneScale: the cold and warm charts share one scale (the cold
+// pass's longer host_orch is a longer bar), both carry an axis, and the
+// header counts in the singular when there is one rank.
+func TestPageOneScale(t *testing.T) {
+	r := sample("full", 200_000)
+	r.Passes[0].Set(trace.PhaseHostOrch, 2_000_000)
+	var b bytes.Buffer
+	require.NoError(t, Write(&b, Run(r)))
+	html := b.String()
+	assert.Contains(t, html, "3 rounds x 1 rank,")
+	assert.NotContains(t, html, "1 ranks")
+	widths := regexp.MustCompile(`<rect x="[0-9.]+" y="[0-9]+" width="([0-9.]+)" height="14" fill="#2f6db5"><title>rank 0 round (\d)`).FindAllStringSubmatch(html, -1)
+	require.Len(t, widths, 3)
+	w := map[string]float64{}
+	for _, m := range widths {
+		w[m[2]], _ = strconv.ParseFloat(m[1], 64)
+	}
+	assert.Greater(t, w["0"], 5*w["1"], "the cold bar is drawn to the warm bars' scale")
+	assert.Equal(t, 2, strings.Count(html, "ms host time"), "an axis under each chart")
 }

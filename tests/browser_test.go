@@ -77,7 +77,38 @@ type shownPage struct {
 	// uncaught exception.
 	Console []string
 	PNG     []byte
+	// TextFaults are the page's texts that overlap another text of their
+	// chart or lie outside their chart or the page (clipped), each said.
+	TextFaults []string
 }
+
+// textFaults is the check of every chart's text boxes: within one svg no
+// two texts intersect, and each lies inside its svg (which clips) and
+// inside the page; the page's own headings and figures lie inside the
+// page.
+const textFaults = `(() => {
+  const out = [], page = document.documentElement.getBoundingClientRect();
+  const pw = Math.max(document.documentElement.scrollWidth, page.width);
+  const inside = (r, b) => r.left >= b.left - 0.5 && r.right <= b.right + 0.5 && r.top >= b.top - 0.5 && r.bottom <= b.bottom + 0.5;
+  const pageBox = {left: page.left, right: page.left + pw, top: page.top, bottom: page.top + document.documentElement.scrollHeight};
+  document.querySelectorAll('svg').forEach((svg, si) => {
+    const sb = svg.getBoundingClientRect();
+    const ts = Array.from(svg.querySelectorAll('text')).map(t => [t.textContent, t.getBBox && t.getBoundingClientRect()]);
+    ts.forEach(([s, r], i) => {
+      if (!inside(r, sb)) out.push('chart ' + si + ': "' + s + '" outside its chart');
+      if (!inside(r, pageBox)) out.push('chart ' + si + ': "' + s + '" outside the page');
+      for (let j = i + 1; j < ts.length; j++) {
+        const [s2, q] = ts[j];
+        if (r.left < q.right - 0.5 && q.left < r.right - 0.5 && r.top < q.bottom - 0.5 && q.top < r.bottom - 0.5)
+          out.push('chart ' + si + ': "' + s + '" overlaps "' + s2 + '"');
+      }
+    });
+  });
+  document.querySelectorAll('h1, h2, h3, .fact, p, td, th').forEach(e => {
+    if (!inside(e.getBoundingClientRect(), pageBox)) out.push(e.tagName + ' "' + e.innerText.slice(0, 40) + '" outside the page');
+  });
+  return out;
+})()`
 
 // load opens file in the browser and reads the page back.
 func load(t *testing.T, ctx context.Context, file string) shownPage {
@@ -114,6 +145,8 @@ func load(t *testing.T, ctx context.Context, file string) shownPage {
 		}
 		sp.Facts[f.Form][f.Field], sp.Texts[f.Form][f.Field] = f.Value, f.Text
 	}
+	sp.TextFaults, err = chromedp.Run(ctx, chromedp.Evaluate[[]string](textFaults))
+	require.NoError(t, err)
 	sp.PNG, err = chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	require.NoError(t, err)
 	stop()
@@ -236,6 +269,7 @@ func TestBrowserReportRunTwoRanks(t *testing.T) {
 	sp := load(t, browser(t), page)
 	artifact(t, "report-run-ranks2.png", sp.PNG)
 	assert.Empty(t, sp.Console, "console errors")
+	assert.Empty(t, sp.TextFaults, "texts that overlap or are clipped")
 	checkHeadline(t, sp, r)
 	assert.Empty(t, blank(sp.PNG), "the screenshot is blank")
 
@@ -262,9 +296,15 @@ func TestBrowserReportCompare(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &doc))
 	require.Len(t, doc.Forms, 4, "DSv4's eager, pair, blocks and full")
+	st, err := os.Stat(page)
+	require.NoError(t, err)
+	// Each form's device timeline is drawn; the page drew 15.6 MB of rects
+	// before they were merged to the pixel.
+	assert.LessOrEqual(t, st.Size(), int64(3<<20), "the compare page is %d bytes", st.Size())
 	sp := load(t, browser(t), page)
 	artifact(t, "report-compare-dsv4.png", sp.PNG)
 	assert.Empty(t, sp.Console, "console errors")
+	assert.Empty(t, sp.TextFaults, "texts that overlap or are clipped")
 	for _, r := range doc.Forms {
 		checkHeadline(t, sp, r)
 	}
@@ -282,4 +322,10 @@ func TestBrowserCatchesConsoleErrors(t *testing.T) {
 	require.Len(t, sp.Console, 2, "%v", sp.Console)
 	assert.Contains(t, sp.Console[0], "broken chart")
 	assert.NotEmpty(t, blank(sp.PNG), "a page of one word is blank")
+
+	// The text check sees the old timeline's faults: "idle" and "0" run
+	// together, and a top row label clipped by its chart.
+	require.NoError(t, os.WriteFile(page, []byte(`<!DOCTYPE html><html><body><svg width="200" height="40"><text x="2" y="6">aic 0</text><text x="60" y="30">idle</text><text x="70" y="30">0</text></svg></body></html>`), 0o644))
+	sp = load(t, browser(t), page)
+	assert.Len(t, sp.TextFaults, 2, "%v", sp.TextFaults)
 }

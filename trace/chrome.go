@@ -90,6 +90,7 @@ func WriteChromeTrace(w io.Writer, slices []Slice) error {
 // "fanin"), written after the slices. A flow whose end names a track with
 // no slice is left out.
 func WriteChromeTraceFlows(w io.Writer, slices []Slice, flows []Flow) error {
+	slices = NestLanes(slices)
 	procIDs := map[string]int{}
 	var procs []string
 	trackSet := map[trackKey]bool{}
@@ -180,6 +181,58 @@ func WriteChromeTraceFlows(w io.Writer, slices []Slice, flows []Flow) error {
 		return fmt.Errorf("trace: write chrome trace: %w", err)
 	}
 	return nil
+}
+
+// NestLanes moves every slice that overlaps a slice of its track without
+// either containing the other onto a lane track beside it, "uploader-1
+// lane 2", the first lane where it nests: a viewer draws a track's
+// slices as a tree, so two uploads in flight at once on one actor's track
+// were drawn as a child sticking out of its parent. Slices that nest, or
+// do not overlap, stay on their track; a copy is returned.
+func NestLanes(in []Slice) []Slice {
+	out := slices.Clone(in)
+	byTrack := map[trackKey][]int{}
+	var keys []trackKey
+	for i := range out {
+		k := trackKey{out[i].Process, out[i].Track}
+		if _, ok := byTrack[k]; !ok {
+			keys = append(keys, k)
+		}
+		byTrack[k] = append(byTrack[k], i)
+	}
+	for _, k := range keys {
+		idx := byTrack[k]
+		slices.SortStableFunc(idx, func(a, b int) int {
+			return cmp.Or(cmp.Compare(out[a].StartNs, out[b].StartNs), cmp.Compare(out[b].DurNs, out[a].DurNs))
+		})
+		// Each lane's stack of open slices: the ends of those that
+		// contain the next start.
+		var lanes [][]int64
+		for _, i := range idx {
+			s := &out[i]
+			start, end := s.StartNs, s.StartNs+s.DurNs
+			lane := -1
+			for l := range lanes {
+				st := lanes[l]
+				for len(st) > 0 && st[len(st)-1] <= start {
+					st = st[:len(st)-1]
+				}
+				lanes[l] = st
+				if lane < 0 && (len(st) == 0 || st[len(st)-1] >= end) {
+					lane = l
+				}
+			}
+			if lane < 0 {
+				lane = len(lanes)
+				lanes = append(lanes, nil)
+			}
+			lanes[lane] = append(lanes[lane], end)
+			if lane > 0 {
+				s.Track = fmt.Sprintf("%s lane %d", k.track, lane+1)
+			}
+		}
+	}
+	return out
 }
 
 // trackKey names a thread row.

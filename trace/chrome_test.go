@@ -157,3 +157,24 @@ func TestNaturalCompare(t *testing.T) {
 		assert.Equal(t, tt.want, naturalCompare(tt.a, tt.b), "%q vs %q", tt.a, tt.b)
 	}
 }
+
+// TestNestLanes: two uploads in flight at once on one track go to lanes
+// apart; a slice inside another and one after it stay on the track.
+func TestNestLanes(t *testing.T) {
+	in := []Slice{
+		{Process: "host", Track: "uploader-1", Name: "a", StartNs: 0, DurNs: 100},
+		{Process: "host", Track: "uploader-1", Name: "b", StartNs: 10, DurNs: 100},
+		{Process: "host", Track: "uploader-1", Name: "a.child", StartNs: 20, DurNs: 10},
+		{Process: "host", Track: "uploader-1", Name: "c", StartNs: 200, DurNs: 5},
+		{Process: "host", Track: "uploader-1", Name: "d", StartNs: 50, DurNs: 100},
+	}
+	got := map[string]string{}
+	for _, s := range NestLanes(in) {
+		got[s.Name] = s.Track
+	}
+	assert.Equal(t, map[string]string{
+		"a": "uploader-1", "a.child": "uploader-1", "c": "uploader-1",
+		"b": "uploader-1 lane 2", "d": "uploader-1 lane 3",
+	}, got)
+	assert.Equal(t, "uploader-1", in[1].Track, "the input is not changed")
+}

@@ -61,6 +61,11 @@ const (
 	// KeyDeviceSimNs is the simulated device wall on a device_wall span,
 	// whose own duration is the real wall of the simulation.
 	KeyDeviceSimNs = attribute.Key("hbg.device.sim_ns")
+	// KeyDurationClock says on a device_wall span which clock its own
+	// duration is on (DurationHostWall): a viewer shows the span's length
+	// and nothing else, and the simulation's real time (tens of ms) was
+	// read as the device's simulated wall.
+	KeyDurationClock = attribute.Key("hbg.duration_clock")
 
 	KeyGraphKey      = attribute.Key("hbg.graph.key")             // string: the graph key
 	KeyFullKey       = attribute.Key("hbg.graph.full_key")        // string: full_key, 16 hex digits
@@ -259,12 +264,15 @@ func (s PhaseSpan) Finish() int64 {
 	return int64(d)
 }
 
+// DurationHostWall is KeyDurationClock's value on a device_wall span.
+const DurationHostWall = "host wall time of the simulation; the simulated device wall is hbg.device.sim_ns"
+
 // FinishDevice ends a device_wall phase: the span covers the real wall of
 // the simulation and carries the simulated wall as KeyDeviceSimNs. It
 // returns simNs, which is what Pass.Phases[PhaseDeviceWall] holds; the real
 // wall is returned second, for Pass.SimulationNs.
 func (s PhaseSpan) FinishDevice(simNs int64) (sim, wall int64) {
-	s.s.SetAttributes(KeyDeviceSimNs.Int64(simNs))
+	s.s.SetAttributes(KeyDeviceSimNs.Int64(simNs), KeyDurationClock.String(DurationHostWall))
 	return simNs, s.Finish()
 }
 

@@ -158,6 +158,7 @@ func TestSpanTree(t *testing.T) {
 			pass := passes[int(a[KeyRank].(int64))*rounds+int(a[KeyRound].(int64))]
 			if ph == PhaseDeviceWall {
 				assert.Equal(t, int64(123_456), a[KeyDeviceSimNs])
+				assert.Equal(t, DurationHostWall, a[KeyDurationClock], "the span says its length is the host's wall")
 				assert.Equal(t, pass.SimulationNs, int64(s.EndTime.Sub(s.StartTime)), "the span covers the simulation's real wall")
 			} else {
 				assert.Equal(t, pass.Phases[ph], int64(s.EndTime.Sub(s.StartTime)), "the pass and the span agree to the ns")

@@ -15,6 +15,11 @@ import (
 type DeviceTimeline struct {
 	Rank  int `json:"rank"`
 	Round int `json:"round"`
+	// Median says the pass is the rank's median warm pass by device time
+	// (idle before it plus its wall) of Of warm passes; false, the rank's
+	// cold pass (no warm pass ran).
+	Median bool `json:"median_warm,omitempty"`
+	Of     int  `json:"of_passes,omitempty"`
 	// WallNs is the simulated wall; IdleNs the device_idle before the pass
 	// (the device waiting for the host), drawn to its left.
 	WallNs int64 `json:"wall_ns"`

@@ -21,6 +21,7 @@ type analyzeFlags struct {
 	emit    string
 	horizon int
 	rounds  int
+	repeats int
 	setting string
 	noCalib bool
 }
@@ -59,6 +60,9 @@ segment is no block call, so it proposes no form.`,
 			if af.horizon < 1 {
 				return usageError{fmt.Errorf("--horizon %d: want at least 1", af.horizon)}
 			}
+			if af.repeats < 1 {
+				return usageError{fmt.Errorf("--calibrate-repeats %d: want at least 1", af.repeats)}
+			}
 			if af.rounds < 2 {
 				return usageError{fmt.Errorf("--calibrate-rounds %d: want at least 2 (the first pass is cold)", af.rounds)}
 			}
@@ -80,6 +84,7 @@ segment is no block call, so it proposes no form.`,
 	fl.StringVar(&af.emit, "emit-form", "", "print only the proposed form, as a forms: entry named NAME")
 	fl.IntVar(&af.horizon, "horizon", analyze.DefaultHorizon, "passes a Definition's recording is amortised over")
 	fl.IntVar(&af.rounds, "calibrate-rounds", calibrateRounds, "passes of each calibration run (the first is cold)")
+	fl.IntVar(&af.repeats, "calibrate-repeats", calibrateRepeats, "calibrations to run: the proposal is the median one's, withheld when its saving is within their spread")
 	fl.StringVar(&af.setting, "setting", "", "map the step under this form's program params (default: the model's first form's)")
 	fl.BoolVar(&af.noCalib, "no-calibrate", false, "print the structural map only: no calibration run, no cost model, no proposal")
 	addMaxTasks(cmd)
@@ -119,20 +124,32 @@ func analyzeCmd(ctx context.Context, out, stderr io.Writer, m *config.Model, af 
 	mp := maps[first]
 	rep := &analyze.Report{Map: mp}
 	if !af.noCalib {
-		costs, err := calibrate(ctx, m, maps, af.rounds)
-		if err != nil {
-			return err
+		all := make([]analyze.Costs, af.repeats)
+		for i := range all {
+			if all[i], err = calibrate(ctx, m, maps, af.rounds); err != nil {
+				return err
+			}
 		}
-		rep.Costs = &costs
-		rep.Proposal = analyze.Propose(maps, costs, af.horizon)
+		mid, p, noise := analyze.ProposeRepeated(maps, all, af.horizon)
+		costs := all[mid]
+		if af.repeats > 1 {
+			costs.Source = append(costs.Source, fmt.Sprintf("the calibration ran %d times: these are the figures of the run whose proposal's predicted saving is the median", af.repeats))
+		}
+		rep.Costs, rep.Proposal, rep.Noise = &costs, p, &noise
 		if rep.Forms, err = analyze.PredictForms(m, m.Forms(), costs); err != nil {
 			return usageError{err}
+		}
+		if af.repeats > 1 {
+			analyze.SpreadForms(rep.Forms, all)
 		}
 	}
 	switch {
 	case af.emit != "":
 		if rep.Proposal == nil {
 			return usageError{fmt.Errorf("--emit-form with --no-calibrate: a form is chosen with the cost model")}
+		}
+		if w := rep.Noise.Withheld; w != "" {
+			return fmt.Errorf("--emit-form: %s", w)
 		}
 		_, err := io.WriteString(out, rep.Proposal.Emit(af.emit))
 		return err
@@ -250,6 +267,10 @@ func measured(form string, rep *trace.Report) analyze.Measured {
 // calibrateRounds is each calibration run's passes: medians over five
 // warm or recording passes, about a tenth of a second for DSv4's eager form.
 const calibrateRounds = 6
+
+// calibrateRepeats is how many times analyze calibrates: three give a
+// median and a spread for about three times one calibration's time.
+const calibrateRepeats = 3
 
 // autoForm adds the model's form auto, the one analyze proposes, when a
 // command asks for it and the model has none of its own: the calibration

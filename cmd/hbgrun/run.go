@@ -564,20 +564,31 @@ func deviceSlices(r *actors.PassResult, form string, kernels []stages.Kernel) []
 const timelineWidth = 1000
 
 // timelineOf cuts down the device timeline of the pass a report draws:
-// rank rank0's first warm pass (what a steady step looks like), else its
-// first; nil when no pass kept one.
+// rank rank0's median warm pass by its device time (device_idle before it
+// plus its device wall), what a steady step looks like (the first warm
+// pass can be an outlier: a 4.45 ms idle where every other pass had none),
+// else its first; nil when no pass kept one.
 func timelineOf(passes []*actors.PassResult, rank0 int, kernels []stages.Kernel) *trace.DeviceTimeline {
+	var warm []*actors.PassResult
 	var pick *actors.PassResult
 	for _, p := range passes {
 		if p == nil || p.Device == nil || len(p.Device.Timeline) == 0 || p.Pass.Rank != rank0 {
 			continue
 		}
-		if pick == nil || pick.Pass.Cold && !p.Pass.Cold {
-			pick = p
+		if p.Pass.Cold {
+			if pick == nil {
+				pick = p
+			}
+			continue
 		}
-		if !pick.Pass.Cold {
-			break
-		}
+		warm = append(warm, p)
+	}
+	if len(warm) > 0 {
+		span := func(p *actors.PassResult) int64 { return p.Pass.DeviceIdleNs + p.Pass.Phases[trace.PhaseDeviceWall] }
+		slices.SortStableFunc(warm, func(a, b *actors.PassResult) int {
+			return cmp.Or(cmp.Compare(span(a), span(b)), cmp.Compare(a.Pass.Round, b.Pass.Round))
+		})
+		pick = warm[(len(warm)-1)/2]
 	}
 	if pick == nil {
 		return nil
@@ -594,6 +605,7 @@ func timelineOf(passes []*actors.PassResult, rank0 int, kernels []stages.Kernel)
 	aic := len(d.CoreBusyNs) / 3
 	t := trace.NewDeviceTimeline(sl, d.SimNs, timelineWidth, func(c int) string { return trace.CoreName(c, aic) })
 	t.Rank, t.Round = pick.Pass.Rank-rank0, pick.Pass.Round
+	t.Median, t.Of = len(warm) > 0, max(len(warm), 1)
 	if pick.Pass.Has(trace.PhaseDeviceWall) {
 		t.IdleNs = pick.Pass.DeviceIdleNs
 	}
