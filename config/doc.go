@@ -324,6 +324,9 @@
 //	calls.go     block calls
 //	views.go     view syntax; expr.go expressions
 //	size.go      the bound on a pass's tasks
+//	exprs.go     an op's expressions in one list (op.exprs), with what each
+//	             decides (a count or a value): the walks after compile read it
+//	caps.go      what a Submitter can do beyond stages.Submitter, asked once
 //	model.go     the compiled program the interpreter runs
 //
 // The interpreter is run.go (the op loop, allocs, task submission),

@@ -69,9 +69,9 @@ type CallSite struct {
 	Graph, InGraph bool
 }
 
-func (r *runner) observe(o stages.Submitter, caller, cf *frame, c *callOp, asGraph bool) bool {
-	co, ok := o.(CallObserver)
-	if !ok {
+func (r *runner) observe(o *sub, caller, cf *frame, c *callOp, asGraph bool) bool {
+	co := o.observer
+	if co == nil {
 		return false
 	}
 	cb := c.callee

@@ -60,7 +60,7 @@ func (m *Model) run(o stages.Submitter, form string) (_ cost, err error) {
 	copy(fr.env, f.params)
 	copy(fr.tensors, m.entryViews)
 	fr.resetTasks()
-	r.body(o, fr, m.program.body)
+	r.body(subOf(o), fr, m.program.body)
 	done = true
 	return *r.did, r.err
 }
@@ -256,7 +256,7 @@ func (r *runner) failAbsent(e *expr, fr *frame, line int) {
 	}
 }
 
-func (r *runner) body(o stages.Submitter, fr *frame, ops []*op) {
+func (r *runner) body(o *sub, fr *frame, ops []*op) {
 	for _, op := range ops {
 		if r.err != nil {
 			return
@@ -318,7 +318,7 @@ func (r *runner) body(o stages.Submitter, fr *frame, ops []*op) {
 				r.read(o, fr, op)
 				continue
 			}
-			if tr, ok := o.(TensorReader); ok {
+			if tr := o.reader; tr != nil {
 				tr.ReadTensor(stages.RootID(op.readRoot), nil, r.model.entry[op.readRoot].value)
 			}
 		}
@@ -331,7 +331,7 @@ func (r *runner) body(o stages.Submitter, fr *frame, ops []*op) {
 // replay would run on that value (upstream's #1939 shape): refused, at its
 // line. Read in the caller, and pass the value as a param (in the key when
 // it shapes the body) or as a boundary view's offset (patched per call).
-func (r *runner) read(o stages.Submitter, fr *frame, op *op) {
+func (r *runner) read(o *sub, fr *frame, op *op) {
 	for i := range op.reads {
 		it := &op.reads[i]
 		if fr.inGraph {
@@ -354,7 +354,7 @@ func (r *runner) read(o stages.Submitter, fr *frame, op *op) {
 			flat = flat*e.shape[d] + v
 		}
 		fr.env[it.slot] = e.data[flat]
-		if tr, ok := o.(TensorReader); ok {
+		if tr := o.reader; tr != nil {
 			tr.ReadTensor(stages.RootID(it.root), idx, e.data[flat])
 		}
 	}
@@ -376,7 +376,7 @@ func (r *runner) shape(fr *frame, it *allocItem, line int) []int64 {
 	return s
 }
 
-func (r *runner) alloc(o stages.Submitter, fr *frame, op *op) {
+func (r *runner) alloc(o *sub, fr *frame, op *op) {
 	r.allocSpecs = r.allocSpecs[:0]
 	for i := range op.allocs {
 		it := &op.allocs[i]
@@ -401,7 +401,7 @@ func (r *runner) alloc(o stages.Submitter, fr *frame, op *op) {
 	}
 }
 
-func (r *runner) submit(o stages.Submitter, fr *frame, t *taskOp, line int) {
+func (r *runner) submit(o *sub, fr *frame, t *taskOp, line int) {
 	tk := &r.task
 	tk.Kind, tk.Kernel, tk.BlockNum = t.kind, t.kernel, t.blockNum
 	tk.Line = int32(line)
@@ -490,7 +490,7 @@ func (r *runner) submit(o stages.Submitter, fr *frame, t *taskOp, line int) {
 				tk.Args[i].View.Root = -1
 			}
 		}
-		if rc, ok := o.(stages.RootCounter); ok {
+		if rc := o.roots; rc != nil {
 			first = rc.NumRoots()
 		}
 	}

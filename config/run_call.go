@@ -144,17 +144,17 @@ func sameShape(a, b []int64) bool {
 	return true
 }
 
-func (r *runner) call(o stages.Submitter, caller *frame, c *callOp) {
+func (r *runner) call(o *sub, caller *frame, c *callOp) {
 	cb := c.callee
 	g := r.form.graphs[cb.idx]
 	asGraph := g != nil && !caller.inGraph
-	if u, ok := o.(graphUser); ok && g != nil {
+	if u := o.user; u != nil && g != nil {
 		u.graphCall(cb.idx, caller.inGraph)
 	}
 	cf := r.frame(cb)
 	r.prepare(caller, cf, c, false)
 	if r.observe(o, caller, cf, c, asGraph) {
-		defer o.(CallObserver).BlockEnd()
+		defer o.observer.BlockEnd()
 	}
 	var args []stages.Arg
 	var scal []uint64
@@ -170,14 +170,14 @@ func (r *runner) call(o stages.Submitter, caller *frame, c *callOp) {
 		// own: its calls evaluate theirs, as they would at the top level.
 	default:
 		scal = cf.scalarVals
-		lw, ok := o.(stages.LocWriter)
-		if byTemplate = ok && asGraph; byTemplate {
+		lw := o.locs
+		if byTemplate = lw != nil && asGraph; byTemplate {
 			if tmpl, locs = r.callLocs(lw, caller, cf, c); tmpl != nil || r.err != nil {
 				break
 			}
 		}
 		args = cf.boundaryArgs
-		if bw, ok := o.(stages.BoundaryWriter); ok && asGraph {
+		if bw := o.bounds; bw != nil && asGraph {
 			// Straight into the run image: the Graph call does not copy it.
 			args = bw.GraphBoundary(len(cb.boundary))
 		}
@@ -258,7 +258,7 @@ func (r *runner) graphBody(cf *frame) {
 		copy(bf.env, env)
 		copy(bf.tensorArgs, tensorArgs)
 		copy(bf.taskParams, taskParams)
-		br.runBody(bo, bf, b, true, slotOf, scalarOf)
+		br.runBody(subOf(bo), bf, b, true, slotOf, scalarOf)
 		if br.err != nil {
 			return &BodyError{Key: key, Err: br.err}
 		}
@@ -311,7 +311,7 @@ func clone2(s [][]int32) [][]int32 {
 }
 
 // runBody runs a block body against its boundary.
-func (r *runner) runBody(o stages.Submitter, cf *frame, b *stages.Boundary, inGraph bool, slotOf, scalarOf [][]int32) {
+func (r *runner) runBody(o *sub, cf *frame, b *stages.Boundary, inGraph bool, slotOf, scalarOf [][]int32) {
 	cb := cf.block
 	if cb.auto {
 		copy(cf.tensors, cf.tensorArgs)

@@ -332,48 +332,15 @@ func (s *sizer) loop(b *block, env []int64, o *op) cost {
 
 func loopWhat(iters int64) string { return fmt.Sprintf("a loop of %d iterations", iters) }
 
-// bodyVaries reports whether an op list's task count may change with env
-// slot: a condition, a loop bound or a call param that reads it.
+// bodyVaries reports whether an op list's task count or work may change
+// with env slot: an expression of role count (exprs: a condition, a loop
+// bound, a read index, a task list's size, a set's run, a call param) that
+// reads it. (Issue 35: tasks: {L: "i*256+1"} in a loop of 4000 was
+// multiplied out as its first iteration's when this walk listed the
+// fields itself and missed the task list's size.)
 func bodyVaries(ops []*op, slot int) bool {
-	bit := uint64(0)
-	if slot < 64 {
-		bit = 1 << uint(slot)
-	}
-	reads := func(e *expr) bool { return e != nil && (slot >= 64 || e.deps&bit != 0) }
 	for _, o := range ops {
-		if reads(o.cond) || reads(o.from) || reads(o.to) || reads(o.step) {
-			return true
-		}
-		for i := range o.reads {
-			// A value read at an index the slot moves may set any count
-			// after it.
-			for _, x := range o.reads[i].indices {
-				if reads(x) {
-					return true
-				}
-			}
-		}
-		// A task list's size, a set's run of elements: work that changes
-		// with the slot (issue 35: tasks: {L: "i*256+1"} in a loop of 4000
-		// was multiplied out as its first iteration's).
-		for _, d := range o.taskDecls {
-			if reads(d.size) {
-				return true
-			}
-		}
-		for _, st := range o.sets {
-			if reads(st.target.count) {
-				return true
-			}
-		}
-		if o.call != nil {
-			for _, e := range o.call.params {
-				if reads(e) {
-					return true
-				}
-			}
-		}
-		if bodyVaries(o.body, slot) {
+		if o.readsSlot(slot, roleCount) || bodyVaries(o.body, slot) {
 			return true
 		}
 	}
