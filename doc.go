@@ -14,7 +14,8 @@
 //  1. The leaves import nothing of the module: stages/imagefmt (the two
 //     images' bytes), authn (a node's credentials), peer/defsig (a peer's
 //     Definition signatures), config/models (the shipped model files),
-//     internal/reftrace and internal/benchunit, and this package.
+//     internal/reftrace, internal/benchunit and internal/etcdtest (a real
+//     etcd for the cluster tests), and this package.
 //  2. The core: stages, the data model and its pure steps, the pass and
 //     the store as state machines, and both image codecs (why one package:
 //     its doc).

@@ -22,7 +22,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hbg-dev/hbg/actors"
-	"github.com/hbg-dev/hbg/authn"
 	"github.com/hbg-dev/hbg/config"
 	"github.com/hbg-dev/hbg/trace"
 	"github.com/hbg-dev/hbg/wire"
@@ -204,27 +203,8 @@ type pending struct {
 // must not run remote already). A node that cannot be reached within
 // NodeTimeout fails Start with a *NodeError.
 func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
-	switch {
-	case len(cfg.Nodes) > 0 && cfg.Etcd.On():
-		return nil, errors.New("remote: nodes given both as a list and as a cluster in etcd: want one")
-	case len(cfg.Nodes) == 0 && !cfg.Etcd.On():
-		return nil, errors.New("remote: no nodes")
-	case cfg.Ranks < 1:
-		return nil, fmt.Errorf("remote: %d ranks: want at least 1", cfg.Ranks)
-	case cfg.NodeTimeout < 0:
-		return nil, fmt.Errorf("remote: node timeout %v: want a positive duration", cfg.NodeTimeout)
-	}
-	if cfg.NodeTimeout == 0 {
-		cfg.NodeTimeout = DefaultNodeTimeout
-	}
-	cfg.Runtime.EnsureDefaults()
-	if err := cfg.Runtime.Validate(); err != nil {
-		return nil, fmt.Errorf("remote: %w", err)
-	}
-	if n, max := len(cfg.Model), cfg.Transport.maxModel(); n > max {
-		// gRPC would refuse the placement and end the connection: said
-		// now, with the sizes, not as a node lost.
-		return nil, fmt.Errorf("remote: model %s: %w: %d bytes, over the %d-byte limit of what a placement carries (--max-model)", cfg.ModelName, ErrModelTooLarge, n, max)
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
 	model, err := config.Parse(cfg.ModelName, cfg.Model)
 	if err != nil {
@@ -304,36 +284,7 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 		ns.ranks = append(ns.ranks, r)
 	}
 	rt.client = sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &client{rt: rt} }))
-	rt.sub = sys.EventStream.Subscribe(func(ev any) {
-		if t, ok := ev.(*cluster.ClusterTopology); ok {
-			rt.topology(t)
-			return
-		}
-		if e, ok := ev.(*paremote.EndpointTerminatedEvent); ok {
-			rt.lostAddr(e.Address, func(placed bool) string {
-				if rt.left(e.Address) {
-					// protoactor's member list ends a member's endpoint
-					// as it leaves.
-					return fmt.Sprintf("it left cluster %s in etcd (it stopped, or died and its lease ended)", rt.cfg.Etcd.name())
-				}
-				// The node's guard says why it ended the stream (a
-				// message over its limit, a refused batch); its
-				// connection limits, on a new connection.
-				if r := authn.LastRefusal(e.Address); r != "" {
-					return "it refused this driver: " + r
-				}
-				if r := authn.Refusal(e.Address, time.Second); r != "" {
-					return "it refused this driver's connection: " + r
-				}
-				if !placed {
-					// It never answered its placement: nothing listens
-					// there, or it went before it answered.
-					return "no connection to it (is a node listening there?)"
-				}
-				return "its connection ended"
-			})
-		}
-	})
+	rt.sub = sys.EventStream.Subscribe(rt.event)
 	errs := make([]error, len(rt.nodes))
 	var wg sync.WaitGroup
 	for i, ns := range rt.nodes {
@@ -376,6 +327,33 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 		}
 	}
 	return rt, nil
+}
+
+// check refuses a Config Start cannot run (its defaults filled in).
+func (cfg *Config) check() error {
+	switch {
+	case len(cfg.Nodes) > 0 && cfg.Etcd.On():
+		return errors.New("remote: nodes given both as a list and as a cluster in etcd: want one")
+	case len(cfg.Nodes) == 0 && !cfg.Etcd.On():
+		return errors.New("remote: no nodes")
+	case cfg.Ranks < 1:
+		return fmt.Errorf("remote: %d ranks: want at least 1", cfg.Ranks)
+	case cfg.NodeTimeout < 0:
+		return fmt.Errorf("remote: node timeout %v: want a positive duration", cfg.NodeTimeout)
+	}
+	if cfg.NodeTimeout == 0 {
+		cfg.NodeTimeout = DefaultNodeTimeout
+	}
+	cfg.Runtime.EnsureDefaults()
+	if err := cfg.Runtime.Validate(); err != nil {
+		return fmt.Errorf("remote: %w", err)
+	}
+	if n, max := len(cfg.Model), cfg.Transport.maxModel(); n > max {
+		// gRPC would refuse the placement and end the connection: said
+		// now, with the sizes, not as a node lost.
+		return fmt.Errorf("remote: model %s: %w: %d bytes, over the %d-byte limit of what a placement carries (--max-model)", cfg.ModelName, ErrModelTooLarge, n, max)
+	}
+	return nil
 }
 
 // Orchestration is the orchestration the ranks run: the model's form, as

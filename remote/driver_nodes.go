@@ -12,7 +12,10 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
+	paremote "github.com/asynkron/protoactor-go/remote"
 
+	"github.com/hbg-dev/hbg/authn"
 	"github.com/hbg-dev/hbg/wire"
 )
 
@@ -125,4 +128,39 @@ func newToken() []byte {
 	b := make([]byte, wire.TokenSize)
 	_, _ = rand.Read(b)
 	return b
+}
+
+// event takes the actor system's events the driver acts on: the cluster's
+// topology, and an endpoint that ended (a node lost, and why).
+func (rt *Runtime) event(ev any) {
+	if t, ok := ev.(*cluster.ClusterTopology); ok {
+		rt.topology(t)
+		return
+	}
+	e, ok := ev.(*paremote.EndpointTerminatedEvent)
+	if !ok {
+		return
+	}
+	rt.lostAddr(e.Address, func(placed bool) string {
+		if rt.left(e.Address) {
+			// protoactor's member list ends a member's endpoint as it
+			// leaves.
+			return fmt.Sprintf("it left cluster %s in etcd (it stopped, or died and its lease ended)", rt.cfg.Etcd.name())
+		}
+		// The node's guard says why it ended the stream (a message over
+		// its limit, a refused batch); its connection limits, on a new
+		// connection.
+		if r := authn.LastRefusal(e.Address); r != "" {
+			return "it refused this driver: " + r
+		}
+		if r := authn.Refusal(e.Address, time.Second); r != "" {
+			return "it refused this driver's connection: " + r
+		}
+		if !placed {
+			// It never answered its placement: nothing listens there, or
+			// it went before it answered.
+			return "no connection to it (is a node listening there?)"
+		}
+		return "its connection ended"
+	})
 }
