@@ -265,7 +265,7 @@ func (h *host) place(ctx actor.Context, m *wire.Place) error {
 	// The pass's edges are counted by expanding it on the host, bounded
 	// by the node's own bound, before any runtime is built for it.
 	if _, err := config.ValidateForm(model, m.GetForm()); errors.Is(err, stages.ErrTooManyEdges) {
-		return fmt.Errorf("node %s: model %s form %s: %w (the node's limit: --max-edges)", h.n.addr, m.GetModelName(), m.GetForm(), err)
+		return fmt.Errorf("node %s: model %s form %s: %w: %w (the node's limit: --max-edges)", h.n.addr, m.GetModelName(), m.GetForm(), ErrTooManyEdges, err)
 	}
 	rt, err := actors.Start(ctx.ActorSystem(), nodeConfig(h.n, m))
 	if err != nil {

@@ -37,6 +37,7 @@ var (
 	ErrTooManyDrivers    = wire.ErrTooManyDrivers
 	ErrModelTooLarge     = wire.ErrModelTooLarge
 	ErrTooManyTasks      = wire.ErrTooManyTasks
+	ErrTooManyEdges      = wire.ErrTooManyEdges
 	ErrUnauthorized      = wire.ErrUnauthorized
 )
 

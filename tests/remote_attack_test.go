@@ -65,6 +65,8 @@ func TestNodeEdgeBomb(t *testing.T) {
 	assert.Zero(t, res.Placed, res.Answered)
 	assert.Contains(t, res.Failure, "too many dependency edges")
 	assert.Contains(t, res.Failure, "the node's limit: --max-edges")
+	assert.Equal(t, "LIMIT_EDGES", res.Kind, res.Failure)
+	assert.ErrorIs(t, (&wire.Failure{Kind: wire.Failure_LIMIT_EDGES}).Err(), remote.ErrTooManyEdges)
 	_, stderr, code := runCLI(t, "run", dsv4, "--form", "full", "--rounds", "2", "--store", "off", "--nodes", n.addr)
 	assert.Zero(t, code, stderr)
 }

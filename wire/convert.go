@@ -38,6 +38,7 @@ var (
 	ErrTooManyDrivers    = fmt.Errorf("%w of concurrent drivers", ErrLimit)
 	ErrModelTooLarge     = fmt.Errorf("%w of model bytes", ErrLimit)
 	ErrTooManyTasks      = fmt.Errorf("%w of device tasks per pass", ErrLimit)
+	ErrTooManyEdges      = fmt.Errorf("%w of dependency edges per pass", ErrLimit)
 )
 
 // ErrUnauthorized marks a message refused because the connection it came
@@ -55,6 +56,7 @@ var limitKinds = []struct {
 	{ErrTooManyDrivers, Failure_LIMIT_DRIVERS},
 	{ErrModelTooLarge, Failure_LIMIT_MODEL},
 	{ErrTooManyTasks, Failure_LIMIT_TASKS},
+	{ErrTooManyEdges, Failure_LIMIT_EDGES},
 }
 
 func bad(format string, args ...any) error {

@@ -48,6 +48,8 @@ const (
 	Failure_UNAUTHORIZED Failure_Kind = 13
 	// A pass of more device tasks than the node's --max-tasks.
 	Failure_LIMIT_TASKS Failure_Kind = 14
+	// A pass of more dependency edges than the node's --max-edges.
+	Failure_LIMIT_EDGES Failure_Kind = 15
 )
 
 // Enum value maps for Failure_Kind.
@@ -68,6 +70,7 @@ var (
 		12: "LIMIT_MODEL",
 		13: "UNAUTHORIZED",
 		14: "LIMIT_TASKS",
+		15: "LIMIT_EDGES",
 	}
 	Failure_Kind_value = map[string]int32{
 		"KIND_UNSPECIFIED": 0,
@@ -85,6 +88,7 @@ var (
 		"LIMIT_MODEL":      12,
 		"UNAUTHORIZED":     13,
 		"LIMIT_TASKS":      14,
+		"LIMIT_EDGES":      15,
 	}
 )
 
@@ -2120,10 +2124,10 @@ const file_wire_proto_rawDesc = "" +
 	"\x04Pong\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x14\n" +
-	"\x05token\x18\x03 \x01(\fR\x05token\"\xcb\x02\n" +
+	"\x05token\x18\x03 \x01(\fR\x05token\"\xdc\x02\n" +
 	"\aFailure\x12*\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x16.hbg.wire.Failure.KindR\x04kind\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\"\xff\x01\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"\x90\x02\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\t\n" +
 	"\x05OTHER\x10\x01\x12\v\n" +
@@ -2140,7 +2144,8 @@ const file_wire_proto_rawDesc = "" +
 	"\rLIMIT_DRIVERS\x10\v\x12\x0f\n" +
 	"\vLIMIT_MODEL\x10\f\x12\x10\n" +
 	"\fUNAUTHORIZED\x10\r\x12\x0f\n" +
-	"\vLIMIT_TASKS\x10\x0e\"\x97\x03\n" +
+	"\vLIMIT_TASKS\x10\x0e\x12\x0f\n" +
+	"\vLIMIT_EDGES\x10\x0f\"\x97\x03\n" +
 	"\n" +
 	"PassResult\x12\x10\n" +
 	"\x03run\x18\x01 \x01(\tR\x03run\x12\x10\n" +
