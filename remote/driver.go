@@ -375,8 +375,44 @@ func (rt *Runtime) Warnings() []string {
 	return slices.Clone(rt.warnings)
 }
 
-// place spawns the run's host on node i by name and places its ranks there.
+// place spawns the run's host on node i and places its ranks there, once
+// more if the first try met a connection that ended before the node
+// answered anything: protoactor keys its endpoints by address, so a
+// connection another run of this process opened to the address (to a
+// process that died there, before a new one listened) can end under this
+// placement and take its messages with it.
 func (rt *Runtime) place(i int) error {
+	for try := 1; ; try++ {
+		err := rt.placeOnce(i, try)
+		if err == nil || try == placeTries || !rt.retryable(i) {
+			return err
+		}
+	}
+}
+
+// placeTries bounds place's tries.
+const placeTries = 2
+
+// retryable says whether node i was lost only to an ended connection,
+// before any answer, and if so makes it unlost for another try.
+func (rt *Runtime) retryable(i int) bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	ns := rt.nodes[i]
+	if ns.lost == nil || ns.lost.Cause != causeNoConnection {
+		return false
+	}
+	ns.lost, ns.gone = nil, make(chan struct{})
+	return true
+}
+
+// causeNoConnection is a node's loss before it answered a placement.
+const causeNoConnection = "no connection to it (is a node listening there?)"
+
+// placeOnce is place's try'th try: each spawns its own host, since the one
+// an earlier try's lost request may have spawned ends on its own
+// (unplacedTimeout).
+func (rt *Runtime) placeOnce(i, try int) error {
 	ns := rt.nodes[i]
 	lost := func(cause string) error {
 		// The endpoint's end (a refused or dropped connection) is what
@@ -388,7 +424,11 @@ func (rt *Runtime) place(i int) error {
 		}
 		return &NodeError{Node: ns.addr, Ranks: ns.ranks, Rank: -1, Round: -1, Cause: cause}
 	}
-	resp, err := rt.rem.SpawnNamed(ns.addr, "hbg-run-"+rt.run, Kind, rt.cfg.NodeTimeout)
+	name := "hbg-run-" + rt.run
+	if try > 1 {
+		name += fmt.Sprintf("-%d", try)
+	}
+	resp, err := rt.rem.SpawnNamed(ns.addr, name, Kind, rt.cfg.NodeTimeout)
 	if err != nil {
 		// Answers come back to the driver's own address: a node that is
 		// up but cannot reach it looks the same from here.

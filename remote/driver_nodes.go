@@ -159,7 +159,7 @@ func (rt *Runtime) event(ev any) {
 		if !placed {
 			// It never answered its placement: nothing listens there, or
 			// it went before it answered.
-			return "no connection to it (is a node listening there?)"
+			return causeNoConnection
 		}
 		return "its connection ended"
 	})
