@@ -144,10 +144,14 @@ func (c *CA) Pool() *x509.CertPool {
 }
 
 // CertPEM and KeyPEM are DER as the PEM files hbg reads.
-func CertPEM(der []byte) []byte { return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}) }
+func CertPEM(der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
 
 // KeyPEM is a PKCS #8 key's PEM.
-func KeyPEM(der []byte) []byte { return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}) }
+func KeyPEM(der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+}
 
 // Files are a leaf's certificate and key files and its CA's, the three of
 // --cert-file, --key-file and --trusted-ca-file.
