@@ -154,7 +154,7 @@ max_tasks never lifts the node's --max-tasks (4194304 when not given).`,
 	f.store.register(fl)
 	f.tls.register(fl, "", "this node's")
 	fl.BoolVar(&f.insecure, "insecure", false, "serve without TLS on an address other machines reach (anyone who reaches it can place runs and write Definitions)")
-	fl.BoolVar(&f.rerecord, "rerecord-signed", false, "record here once, to check it, even a Definition another node sent signed by a recorder of the cluster's CA (without TLS every fetched Definition is checked so)")
+	fl.BoolVar(&f.rerecord, "rerecord-signed", false, "record here once, to check it, even a Definition another node sent signed by a recorder of the cluster's CA (without TLS, and with the local PKI on loopback, every fetched Definition is checked so)")
 	fl.IntVar(&f.maxRanks, "max-ranks", remote.DefaultMaxRanks, "refuse a placement of more ranks than this")
 	fl.IntVar(&f.maxPlacements, "max-placements", remote.DefaultMaxPlacements, "refuse a placement while this many runs are placed here")
 	fl.IntVar(&f.maxDrivers, "max-drivers", remote.DefaultMaxDrivers, "refuse a placement from a new driver while this many drivers have runs placed here")
@@ -214,6 +214,7 @@ func nodeCmd(ctx context.Context, stderr io.Writer, f *nodeFlags) error {
 		Tracer: p.Tracer(), Flush: flusher(p),
 		Transport: remote.Transport{TLS: f.tls.files, MaxModel: int(maxModel), MaxConns: f.maxConns, MaxConnsPerPeer: f.maxConnsPerPeer,
 			IdleTimeout: f.idleTimeout, OnConnRefused: connRefused(stderr), OnGuard: guarded(stderr)}, Insecure: f.insecure, Rerecord: f.rerecord,
+		Unsigned: f.tls.local != "",
 		MaxRanks: f.maxRanks, MaxPlacements: f.maxPlacements, MaxDrivers: f.maxDrivers, MaxUnplaced: f.maxUnplaced, PlacementIdle: f.placementIdle,
 		Etcd:          f.etcd.e,
 		OnPeerRefused: func(r peer.Refused) { fmt.Fprintf(stderr, "hbgrun node: peer: %v\n", r) },
