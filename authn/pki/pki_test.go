@@ -120,8 +120,8 @@ func TestLocalFiles(t *testing.T) {
 }
 
 // TestLocalRefusesUnsafe: a directory or key others may read, another
-// owner's (not testable unprivileged: root's chown), a symbolic link, an
-// incomplete or foreign PKI: refused, naming the path and what is wrong,
+// user's (tested as root only: it takes a chown), a symbolic link, an
+// incomplete PKI: refused, naming the path and what is wrong,
 // and nothing written there.
 func TestLocalRefusesUnsafe(t *testing.T) {
 	base := t.TempDir()
@@ -148,17 +148,30 @@ func TestLocalRefusesUnsafe(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(partial, "ca.crt"), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct {
+	type refusal struct {
 		name, dir string
 		prep      func()
 		want      error
 		says      string
-	}{
+	}
+	var extra []refusal
+	if os.Geteuid() == 0 {
+		// Only root can give a directory to another user.
+		theirs := filepath.Join(base, "theirs")
+		if err := os.Mkdir(theirs, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(theirs, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		extra = append(extra, refusal{"another user's directory", theirs, nil, ErrUnsafe, "owned by uid 65534"})
+	}
+	for _, c := range append([]refusal{
 		{"group-readable directory", open, nil, ErrUnsafe, "has mode 0755"},
 		{"symbolic link", link, nil, ErrUnsafe, "symbolic link"},
 		{"incomplete", partial, nil, ErrBadPKI, "incomplete"},
 		{"readable key", made, func() { _ = os.Chmod(f.KeyFile, 0o640) }, ErrUnsafe, "loopback.key has mode 0640"},
-	} {
+	}, extra...) {
 		t.Run(c.name, func(t *testing.T) {
 			if c.prep != nil {
 				c.prep()
