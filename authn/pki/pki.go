@@ -23,6 +23,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 )
 
@@ -45,6 +46,19 @@ type Names struct {
 // localhost.
 func LoopbackNames() Names {
 	return Names{IPs: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, DNS: []string{"localhost"}}
+}
+
+// Has says whether host (an IP address or a DNS name) is among the names.
+func (n Names) Has(host string) bool {
+	if ip := net.ParseIP(host); ip != nil {
+		for _, i := range n.IPs {
+			if i.Equal(ip) {
+				return true
+			}
+		}
+		return false
+	}
+	return slices.Contains(n.DNS, host)
 }
 
 // NewCA makes an authority named name, valid from an hour ago (clocks of

@@ -89,7 +89,7 @@ func (f *tlsFlags) resolve(addrs ...string) error {
 	if f.files.On() || f.insecureLoopback {
 		return nil
 	}
-	n := 0
+	var hosts []string
 	for _, a := range addrs {
 		if a == "" {
 			continue
@@ -98,10 +98,16 @@ func (f *tlsFlags) resolve(addrs ...string) error {
 		if err != nil || !authn.Loopback(h) {
 			return nil
 		}
-		n++
+		hosts = append(hosts, h)
 	}
-	if n == 0 {
+	if len(hosts) == 0 {
 		return nil
+	}
+	for _, h := range hosts {
+		if !pki.LoopbackNames().Has(h) {
+			// Every peer verifies the host it dials by the certificate.
+			return usageError{fmt.Errorf("%s: the local PKI's certificate names 127.0.0.1, ::1 and localhost only: use one of them (or --cert-file with a certificate naming %s, or --insecure-loopback: no TLS)", h, h)}
+		}
 	}
 	dir := f.pkiDir
 	if dir == "" {
