@@ -271,8 +271,9 @@ func TestNodeInsecureRefused(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(p.log.String(), "warning: no TLS"), p.log.String())
 }
 
-// TestRemoteForgedPublish: without TLS, on loopback, a process that holds
-// no claim publishes a forged image of every DSv4 Definition (extra fanin
+// TestRemoteForgedPublish: on loopback, a process of the same user (it
+// holds the local PKI's certificate, as the nodes do) that holds no claim
+// publishes a forged image of every DSv4 Definition (extra fanin
 // edges, its hash recomputed) to each key's owner: every Publish is
 // refused and counted, and the next honest run ends with the in-process
 // digest and the in-process run's device wall (a forged Definition
@@ -372,7 +373,8 @@ func attack(t *testing.T, s attackSpec) attackResult {
 }
 
 // attacker is a process that reaches the nodes' ports with protoactor
-// remote and the repository's own messages, and no certificate.
+// remote and the repository's own messages, and no certificate unless the
+// spec gives one (TLS, or Local: the local PKI's).
 func attacker(s attackSpec) (*attackResult, error) {
 	sys := actors.NewActorSystem(nil)
 	var rem *paremote.Remote
