@@ -130,3 +130,24 @@ func TestPKIDirUnsafe(t *testing.T) {
 		})
 	}
 }
+
+// TestPKIFlagMistakes: a loopback host the local PKI's certificate does
+// not name (127.0.0.2: every peer verifying it would refuse it), and TLS
+// files given with --insecure-loopback, are refused at start, exit 2,
+// saying why. Before, the first served without TLS, and the flag did not
+// exist.
+func TestPKIFlagMistakes(t *testing.T) {
+	certs := newPKI(t, "hbg test CA").issue(t, "node")
+	for _, c := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"node", "--listen", "127.0.0.2:0"}, "the local PKI's certificate names 127.0.0.1, ::1 and localhost only"},
+		{[]string{"run", "--nodes", "127.0.0.2:7001", "--store", "off"}, "the local PKI's certificate names 127.0.0.1, ::1 and localhost only"},
+		{append([]string{"node", "--listen", "127.0.0.1:0", "--insecure-loopback"}, certs...), "--cert-file with --insecure-loopback or --pki-dir: want one"},
+	} {
+		stderr, code := runBounded(t, 30*time.Second, c.args...)
+		assert.Equal(t, 2, code, "%v: %s", c.args, stderr)
+		assert.Contains(t, stderr, c.says, "%v", c.args)
+	}
+}
