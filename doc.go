@@ -12,13 +12,15 @@
 // to it, and a new package must be given its layer there).
 //
 //  1. The leaves import nothing of the module: stages/imagefmt (the two
-//     images' bytes), authn (a node's credentials), peer/defsig (a peer's
-//     Definition signatures), config/models (the shipped model files),
-//     internal/reftrace, internal/benchunit and internal/etcdtest (a real
-//     etcd for the cluster tests), and this package.
+//     images' bytes), authn (a node's credentials), authn/pki (the
+//     certificates they are made of: the local PKI on loopback and the
+//     tests' authorities), peer/defsig (a peer's Definition signatures),
+//     config/models (the shipped model files), internal/reftrace,
+//     internal/benchunit, and this package.
 //  2. The core: stages, the data model and its pure steps, the pass and
 //     the store as state machines, and both image codecs (why one package:
-//     its doc).
+//     its doc); and beside it, over authn/pki alone, internal/etcdtest (a
+//     real etcd for the cluster tests).
 //  3. What stands on the core alone: npu (the device, pure), config (the
 //     model language and its interpreter), diskstore (the Definition store
 //     on disk), internal/refwriter; and trace (telemetry), which imports

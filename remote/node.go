@@ -99,6 +99,12 @@ type NodeConfig struct {
 	// peer's image without recording it when its signature verifies
 	// (package peer/defsig).
 	Rerecord bool
+	// Unsigned takes no Definition on a signature, with TLS too: the node
+	// signs nothing and checks every fetched image by recording it, as
+	// without TLS. For the local PKI (authn/pki.Local), whose certificate
+	// every process of the user holds: it says which user's process a
+	// connection is, not that a recorder made an image.
+	Unsigned bool
 	// OnPeerRefused, if set, hears every peer message the node refused
 	// (peer.Config.OnRefused).
 	OnPeerRefused func(peer.Refused)
@@ -145,7 +151,8 @@ type Node struct {
 	mu      sync.Mutex
 	hosts   map[*host]bool
 	stopped bool
-	// signer and verifier sign and check Definitions (nil without TLS).
+	// signer and verifier sign and check Definitions (nil without TLS,
+	// and when Unsigned).
 	signer   *defsig.Signer
 	verifier *defsig.Verifier
 	// placing is the placements taken or being built, by their driver's
@@ -182,7 +189,7 @@ func StartNode(sys *actor.ActorSystem, cfg NodeConfig) (*Node, error) {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	n := &Node{sys: sys, cfg: cfg, hosts: map[*host]bool{}, placing: map[*host]string{}, unplaced: map[string]string{}}
-	if f := cfg.Transport.TLS; f.On() {
+	if f := cfg.Transport.TLS; f.On() && !cfg.Unsigned {
 		var err error
 		if n.signer, n.verifier, err = defsig.Load(f.CertFile, f.KeyFile, f.TrustedCAFile); err != nil {
 			return nil, fmt.Errorf("node: signing Definitions: %w", err)

@@ -1,102 +1,64 @@
 package remote
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
+	"fmt"
 	"net"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hbg-dev/hbg/authn/pki"
 )
 
-// testCA is a throwaway certificate authority for the package's TLS
-// tests (tests/remote_sec_test.go has the CLI's; this one stays in the
-// package, for child nodes and raw clients).
+// testCA is a throwaway certificate authority (authn/pki, as the local
+// PKI is made) for the package's TLS tests, child nodes and raw clients.
 type testCA struct {
-	dir  string
-	ca   *x509.Certificate
-	key  *ecdsa.PrivateKey
-	next int64
+	dir string
+	ca  *pki.CA
+	n   int
 }
+
+const testValidity = 24 * time.Hour
 
 func newTestCA(t testing.TB) *testCA {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := pki.NewCA("hbg test CA", testValidity)
 	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "hbg test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	c := &testCA{dir: t.TempDir(), ca: ca}
+	_, err = ca.WriteCA(c.dir)
 	require.NoError(t, err)
-	ca, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	c := &testCA{dir: t.TempDir(), ca: ca, key: key, next: 2}
-	writeTestPEM(t, c.caFile(), "CERTIFICATE", der)
 	return c
 }
 
-func (c *testCA) caFile() string { return filepath.Join(c.dir, "ca.crt") }
-
 // issue makes a certificate with subject CN cn and the IP SANs ips (none:
-// a CN-only certificate), good for serving and dialling; it returns its
-// certificate and key files.
-func (c *testCA) issue(t testing.TB, cn string, ips ...string) (certFile, keyFile string) {
+// a CN-only certificate), good for serving and dialling.
+func (c *testCA) issue(t testing.TB, cn string, ips ...string) pki.Files {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(c.next), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}
+	var n pki.Names
 	for _, ip := range ips {
-		tmpl.IPAddresses = append(tmpl.IPAddresses, net.ParseIP(ip))
+		n.IPs = append(n.IPs, net.ParseIP(ip))
 	}
-	c.next++
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.ca, &key.PublicKey, c.key)
+	c.n++
+	f, err := c.ca.WriteLeaf(c.dir, fmt.Sprintf("leaf-%d", c.n), cn, n, testValidity)
 	require.NoError(t, err)
-	kder, err := x509.MarshalECPrivateKey(key)
-	require.NoError(t, err)
-	name := strings.NewReplacer(".", "_", " ", "_").Replace(cn)
-	certFile, keyFile = filepath.Join(c.dir, name+".crt"), filepath.Join(c.dir, name+".key")
-	writeTestPEM(t, certFile, "CERTIFICATE", der)
-	writeTestPEM(t, keyFile, "EC PRIVATE KEY", kder)
-	return certFile, keyFile
+	return f
 }
 
 // nodeEnv is the environment that makes a child node serve mutual TLS
 // with a certificate for 127.0.0.1.
 func (c *testCA) nodeEnv(t testing.TB) string {
-	cert, key := c.issue(t, "node", "127.0.0.1")
-	return nodeTLSEnv + "=" + cert + "," + key + "," + c.caFile()
+	f := c.issue(t, "node", "127.0.0.1")
+	return nodeTLSEnv + "=" + f.CertFile + "," + f.KeyFile + "," + f.CAFile
 }
 
 // clientTLS is a raw client's TLS configuration with a certificate for
-// 127.0.0.1 from this CA, trusting the CA's servers.
+// ips from this CA, trusting the CA's servers.
 func (c *testCA) clientTLS(t testing.TB, cn string, ips ...string) *tls.Config {
 	t.Helper()
-	certFile, keyFile := c.issue(t, cn, ips...)
-	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	f := c.issue(t, cn, ips...)
+	pair, err := tls.LoadX509KeyPair(f.CertFile, f.KeyFile)
 	require.NoError(t, err)
-	pool := x509.NewCertPool()
-	pool.AddCert(c.ca)
-	return &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
-}
-
-func writeTestPEM(t testing.TB, path, kind string, der []byte) {
-	t.Helper()
-	require.NoError(t, os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600))
+	return &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: c.ca.Pool(), ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
 }

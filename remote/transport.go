@@ -148,7 +148,7 @@ func probe(addr string, client *tls.Config, timeout time.Duration) error {
 	if client == nil {
 		c := tls.Client(raw, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}, ServerName: host})
 		if c.Handshake() == nil {
-			return fmt.Errorf("node %s: %w: it serves only mutual TLS, and this driver has no certificate (give --cert-file, --key-file and --trusted-ca-file)", addr, ErrTLS)
+			return fmt.Errorf("node %s: %w: it serves only mutual TLS, and this driver has no certificate (give --cert-file, --key-file and --trusted-ca-file; on loopback, drop --insecure-loopback to use the local PKI)", addr, ErrTLS)
 		}
 		return refused(addr, timeout)
 	}
@@ -159,6 +159,10 @@ func probe(addr string, client *tls.Config, timeout time.Duration) error {
 	if err := c.Handshake(); err != nil {
 		if r := refused(addr, timeout); r != nil {
 			return r
+		}
+		var rh tls.RecordHeaderError
+		if errors.As(err, &rh) {
+			return fmt.Errorf("node %s: %w handshake: %v: the node serves without TLS (its --insecure or --insecure-loopback), and this driver speaks only TLS (on loopback, --insecure-loopback drops it)", addr, ErrTLS, err)
 		}
 		return fmt.Errorf("node %s: %w handshake: %v", addr, ErrTLS, err)
 	}

@@ -20,8 +20,8 @@ const module = "github.com/hbg-dev/hbg"
 // package imports only packages of lower layers. An entry ending in "/"
 // places every package under it.
 var layers = [][]string{
-	{"", "stages/imagefmt", "authn", "peer/defsig", "config/models", "internal/reftrace", "internal/benchunit", "internal/etcdtest"},
-	{"stages"},
+	{"", "stages/imagefmt", "authn", "authn/pki", "peer/defsig", "config/models", "internal/reftrace", "internal/benchunit"},
+	{"stages", "internal/etcdtest"},
 	{"npu", "config", "diskstore", "internal/refwriter", "trace"},
 	{"golden", "analyze", "mailbox", "report", "internal/storetest"},
 	{"actors"},

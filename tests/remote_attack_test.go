@@ -40,7 +40,7 @@ import (
 // pass took the node's memory (and every run on it) with it.
 func TestNodeTaskBomb(t *testing.T) {
 	n := startNodeProc(t, "127.0.0.1:0")
-	res := attack(t, attackSpec{Op: "place", Nodes: []string{n.addr}, Model: "testdata/attack/task_bomb.yaml", Form: "eager"})
+	res := attack(t, attackSpec{Op: "place", Local: true, Nodes: []string{n.addr}, Model: "testdata/attack/task_bomb.yaml", Form: "eager"})
 	assert.Zero(t, res.Placed, res.Answered)
 	assert.Equal(t, "LIMIT_TASKS", res.Kind, res.Failure)
 	assert.Contains(t, res.Failure, "more than 4194304 tasks per pass, the node's limit (--max-tasks)")
@@ -49,7 +49,7 @@ func TestNodeTaskBomb(t *testing.T) {
 
 	// The node's own --max-tasks is the bound, above or below the default.
 	m := startNodeProc(t, "127.0.0.1:0", "--max-tasks", "1000")
-	res = attack(t, attackSpec{Op: "place", Nodes: []string{m.addr}})
+	res = attack(t, attackSpec{Op: "place", Local: true, Nodes: []string{m.addr}})
 	assert.Equal(t, "LIMIT_TASKS", res.Kind, res.Failure)
 	assert.Contains(t, res.Failure, "more than 1000 tasks per pass")
 }
@@ -61,7 +61,7 @@ func TestNodeTaskBomb(t *testing.T) {
 // out of memory (under a 6 GB limit it died, and the run beside it).
 func TestNodeEdgeBomb(t *testing.T) {
 	n := startNodeProc(t, "127.0.0.1:0")
-	res := attack(t, attackSpec{Op: "place", Nodes: []string{n.addr}, Model: "testdata/attack/edge_bomb.yaml", Form: "eager"})
+	res := attack(t, attackSpec{Op: "place", Local: true, Nodes: []string{n.addr}, Model: "testdata/attack/edge_bomb.yaml", Form: "eager"})
 	assert.Zero(t, res.Placed, res.Answered)
 	assert.Contains(t, res.Failure, "too many dependency edges")
 	assert.Contains(t, res.Failure, "the node's limit: --max-edges")
@@ -86,10 +86,13 @@ func TestNodeEdgeBomb(t *testing.T) {
 // in-process digest.
 func TestRemoteRogueNode(t *testing.T) {
 	want := localDigest(t)
-	a := startNodeProc(t, "127.0.0.1:0")
+	// Without TLS (the rogue's connections speak for its IP address, as
+	// another machine's would): with the local PKI it would hold the
+	// driver's names, being this user's.
+	a := startNodeProc(t, "127.0.0.1:0", "--insecure-loopback")
 	rogue := startRogue(t)
 	_, stderr, _ := runCLI(t, "run", dsv4, "--form", "full", "--ranks", "2", "--rounds", "3", "-v", "--store", "off",
-		"--nodes", a.addr+","+rogue.addr)
+		"--insecure-loopback", "--nodes", a.addr+","+rogue.addr)
 	r := rogue.stop(t)
 	require.NotZero(t, r.Forged, "the rogue node forged nothing: %+v", r)
 	require.NotZero(t, r.Terminated, "the rogue node sent no Terminated: %+v", r)
@@ -315,7 +318,7 @@ func TestRemoteStopFromWire(t *testing.T) {
 	// A run of another form starts the nodes' peers.
 	_, stderr, code := runCLI(t, "run", dsv4, "--form", "blocks", "--ranks", "2", "--rounds", "1", "--store", "off", "--nodes", a.addr+","+b.addr)
 	require.Equal(t, 0, code, stderr)
-	res := attack(t, attackSpec{Op: "kill", Nodes: []string{a.addr, b.addr}})
+	res := attack(t, attackSpec{Op: "kill", Local: true, Nodes: []string{a.addr, b.addr}})
 	require.Equal(t, 2, res.Published)
 
 	out, stderr, code := runDSv4(t, []*nodeProc{a, b})

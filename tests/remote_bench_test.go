@@ -68,7 +68,8 @@ func BenchmarkRemotePass(b *testing.B) {
 	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/hbgrun").CombinedOutput(); err != nil {
 		b.Fatalf("go build: %v\n%s", err, out)
 	}
-	node := startNodeBin(b, bin, append(os.Environ(), "HBG_STORE=off"), "127.0.0.1:0")
+	// Without TLS: the wire's own bytes, comparable with earlier figures.
+	node := startNodeBin(b, bin, append(os.Environ(), "HBG_STORE=off"), "127.0.0.1:0", "--insecure-loopback")
 	model, err := os.ReadFile(dsv4)
 	if err != nil {
 		b.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"io"
 	"net"
@@ -122,7 +121,7 @@ func TestNodeIdleConns(t *testing.T) {
 }
 
 // clientTLS is a raw client's TLS with a certificate ca issued as cn.
-func clientTLS(t *testing.T, ca *pki, cn string) *tls.Config {
+func clientTLS(t *testing.T, ca *testPKI, cn string) *tls.Config {
 	t.Helper()
 	f := ca.issue(t, cn)
 	pair, err := tls.LoadX509KeyPair(f[1], f[3])
@@ -138,14 +137,8 @@ func clientTLS(t *testing.T, ca *pki, cn string) *tls.Config {
 // node from 23 MB to 1.87 GB.
 func TestNodeSpawnFlood(t *testing.T) {
 	n := startNodeProc(t, "127.0.0.1:0", "--max-unplaced", "4")
-	res := attack(t, attackSpec{Op: "spawn", Nodes: []string{n.addr}, Ranks: 100})
+	res := attack(t, attackSpec{Op: "spawn", Local: true, Nodes: []string{n.addr}, Ranks: 100})
 	assert.Equal(t, 1, res.Placed, "run hosts spawned from one connection: %+v", res)
 	_, stderr, code := runCLI(t, "run", dsv4, "--ranks", "1", "--rounds", "1", "--skip-device", "--store", "off", "--nodes", n.addr)
 	assert.Equal(t, 0, code, stderr)
-}
-
-func (p *pki) pool() *x509.CertPool {
-	pool := x509.NewCertPool()
-	pool.AddCert(p.ca)
-	return pool
 }

@@ -1,47 +1,10 @@
 package tests
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
-	"net"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
-
-// issueNamed is pki.issue with the given IP SANs only (none: a
-// certificate whose subject CN alone names a host).
-func (p *pki) issueNamed(t *testing.T, cn string, ips ...string) []string {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	p.next++
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(p.next), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}
-	for _, ip := range ips {
-		tmpl.IPAddresses = append(tmpl.IPAddresses, net.ParseIP(ip))
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.key)
-	require.NoError(t, err)
-	kd, err := x509.MarshalPKCS8PrivateKey(key)
-	require.NoError(t, err)
-	name := cn + "-" + big.NewInt(p.next).String()
-	cert, keyFile := filepath.Join(p.dir, name+".crt"), filepath.Join(p.dir, name+".key")
-	writePEM(t, cert, "CERTIFICATE", der)
-	writePEM(t, keyFile, "PRIVATE KEY", kd)
-	return []string{"--cert-file", cert, "--key-file", keyFile, "--trusted-ca-file", p.caFile()}
-}
 
 // TestRemoteCertNames: identity is a certificate's SANs alone. A process
 // with a certificate our CA signed whose subject CN is 127.0.0.1 and that

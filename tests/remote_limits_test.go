@@ -95,7 +95,7 @@ func TestNodeLimits(t *testing.T) {
 
 	// 65536 ranks in one Place, from a process that is no hbgrun driver
 	// (hbgrun run takes at most 4096): the node's default limit refuses it.
-	res := attack(t, attackSpec{Op: "place", Nodes: []string{d.addr}, Ranks: 65536})
+	res := attack(t, attackSpec{Op: "place", Local: true, Nodes: []string{d.addr}, Ranks: 65536})
 	assert.Zero(t, res.Placed)
 	assert.Equal(t, "LIMIT_RANKS", res.Kind, res.Failure)
 	assert.Contains(t, res.Failure, "65536 ranks, over the node's limit of 4096 (--max-ranks)")

@@ -9,18 +9,12 @@ package tests
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"math/big"
 	"net"
 	"net/url"
 	"os"
@@ -38,6 +32,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hbg-dev/hbg/actors"
+	"github.com/hbg-dev/hbg/authn/pki"
 	"github.com/hbg-dev/hbg/config"
 	"github.com/hbg-dev/hbg/peer"
 	"github.com/hbg-dev/hbg/peer/defsig"
@@ -124,75 +119,70 @@ func waitLines(t *testing.T, sub string, n int, within time.Duration, nodes ...*
 	}
 }
 
-// pki is a throwaway certificate authority and the files of the
-// certificates it issued.
-type pki struct {
-	dir  string
-	ca   *x509.Certificate
-	key  *ecdsa.PrivateKey
-	next int64
+// testPKI is a throwaway certificate authority (authn/pki, as the local
+// PKI is made) and the files of the certificates it issued.
+type testPKI struct {
+	dir string
+	ca  *pki.CA
+	n   int
 }
 
-func newPKI(t *testing.T, name string) *pki {
+// testValidity is how long a test's certificates are good for.
+const testValidity = 24 * time.Hour
+
+func newPKI(t *testing.T, name string) *testPKI {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := pki.NewCA(name, testValidity)
 	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	p := &testPKI{dir: t.TempDir(), ca: ca}
+	_, err = ca.WriteCA(p.dir)
 	require.NoError(t, err)
-	ca, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	p := &pki{dir: t.TempDir(), ca: ca, key: key, next: 2}
-	writePEM(t, p.caFile(), "CERTIFICATE", der)
 	return p
 }
 
-func (p *pki) caFile() string { return filepath.Join(p.dir, "ca.crt") }
+func (p *testPKI) caFile() string { return filepath.Join(p.dir, "ca.crt") }
 
 // issue makes a certificate for 127.0.0.1 named cn, good for serving and
 // for dialling, and returns the three flags that use it.
-func (p *pki) issue(t *testing.T, cn string) []string {
+func (p *testPKI) issue(t *testing.T, cn string) []string {
 	t.Helper()
 	return p.issueURIs(t, cn)
 }
 
 // issueRecorder is issue with the recorder role (defsig.RecorderURI): the
 // node signs the Definitions it records.
-func (p *pki) issueRecorder(t *testing.T, cn string) []string {
+func (p *testPKI) issueRecorder(t *testing.T, cn string) []string {
 	t.Helper()
 	return p.issueURIs(t, cn, defsig.RecorderSAN())
 }
 
-func (p *pki) issueURIs(t *testing.T, cn string, uris ...*url.URL) []string {
+func (p *testPKI) issueURIs(t *testing.T, cn string, uris ...*url.URL) []string {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	p.next++
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(p.next), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"}, URIs: uris,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.key)
-	require.NoError(t, err)
-	kd, err := x509.MarshalPKCS8PrivateKey(key)
-	require.NoError(t, err)
-	cert, keyFile := filepath.Join(p.dir, cn+".crt"), filepath.Join(p.dir, cn+".key")
-	writePEM(t, cert, "CERTIFICATE", der)
-	writePEM(t, keyFile, "PRIVATE KEY", kd)
-	return []string{"--cert-file", cert, "--key-file", keyFile, "--trusted-ca-file", p.caFile()}
+	return p.write(t, cn, pki.Names{IPs: []net.IP{net.ParseIP("127.0.0.1")}, DNS: []string{"localhost"}, URIs: uris})
 }
 
-func writePEM(t *testing.T, path, kind string, der []byte) {
+// issueNamed is issue with the given IP SANs only (none: a certificate
+// whose subject CN alone names a host).
+func (p *testPKI) issueNamed(t *testing.T, cn string, ips ...string) []string {
 	t.Helper()
-	require.NoError(t, os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600))
+	var n pki.Names
+	for _, ip := range ips {
+		n.IPs = append(n.IPs, net.ParseIP(ip))
+	}
+	return p.write(t, cn, n)
 }
+
+// write issues a leaf named cn and returns its flags (its files named
+// apart from every other's of p).
+func (p *testPKI) write(t *testing.T, cn string, n pki.Names) []string {
+	t.Helper()
+	p.n++
+	f, err := p.ca.WriteLeaf(p.dir, fmt.Sprintf("%s-%d", cn, p.n), cn, n, testValidity)
+	require.NoError(t, err)
+	return f.Flags()
+}
+
+func (p *testPKI) pool() *x509.CertPool { return p.ca.Pool() }
 
 // runDSv4 runs DSv4 full on the nodes, 4 ranks and 2 rounds, with extra
 // flags.
@@ -242,7 +232,7 @@ func TestRemoteTLS(t *testing.T) {
 		flags []string
 		says  string
 	}{
-		{"no certificate", nil, "this driver has no certificate"},
+		{"no certificate", []string{"--insecure-loopback"}, "this driver has no certificate"},
 		{"another CA's certificate, trusting it", other.issue(t, "mallory"), "certificate signed by unknown authority"},
 		{"another CA's certificate, trusting ours", append(other.issue(t, "mallory2")[:4], "--trusted-ca-file", ca.caFile()), "tls: certificate required"},
 	} {
@@ -266,19 +256,24 @@ func TestRemoteTLS(t *testing.T) {
 }
 
 // TestNodeInsecureRefused: a node without TLS on an address other machines
-// reach refuses to start unless --insecure; on loopback it starts with a
-// one-line warning.
+// reach refuses to start unless --insecure; on loopback it serves the local
+// PKI's mutual TLS, and with --insecure-loopback none, with a one-line
+// warning.
 func TestNodeInsecureRefused(t *testing.T) {
 	stderr, code := runBounded(t, 30*time.Second, "node", "--listen", "0.0.0.0:0", "--advertise", "127.0.0.1:1")
 	assert.NotEqual(t, 0, code)
 	assert.Contains(t, stderr, "no TLS on a non-loopback address")
 	assert.Contains(t, stderr, "--insecure")
 	n := startNodeProc(t, "127.0.0.1:0")
-	assert.Equal(t, 1, strings.Count(n.log.String(), "warning: no TLS"), n.log.String())
+	assert.NotContains(t, n.log.String(), "no TLS")
+	assert.Contains(t, n.log.String(), "mutual TLS with the local PKI")
+	p := startNodeProc(t, "127.0.0.1:0", "--insecure-loopback")
+	assert.Equal(t, 1, strings.Count(p.log.String(), "warning: no TLS"), p.log.String())
 }
 
-// TestRemoteForgedPublish: without TLS, on loopback, a process that holds
-// no claim publishes a forged image of every DSv4 Definition (extra fanin
+// TestRemoteForgedPublish: on loopback, a process of the same user (it
+// holds the local PKI's certificate, as the nodes do) that holds no claim
+// publishes a forged image of every DSv4 Definition (extra fanin
 // edges, its hash recomputed) to each key's owner: every Publish is
 // refused and counted, and the next honest run ends with the in-process
 // digest and the in-process run's device wall (a forged Definition
@@ -295,7 +290,7 @@ func TestRemoteForgedPublish(t *testing.T) {
 	// peers from its first placement on) and leaves full's keys unheld.
 	_, stderr, code := runCLI(t, "run", dsv4, "--form", "blocks", "--ranks", "2", "--rounds", "1", "--store", "off", "--nodes", a.addr+","+b.addr)
 	require.Equal(t, 0, code, stderr)
-	res := attack(t, attackSpec{Op: "publish", Nodes: []string{a.addr, b.addr}})
+	res := attack(t, attackSpec{Op: "publish", Local: true, Nodes: []string{a.addr, b.addr}})
 	require.Equal(t, 8, res.Published)
 	waitLines(t, "refused a Publish", 8, time.Minute, a, b)
 
@@ -347,6 +342,10 @@ type attackSpec struct {
 	// Serve, with TLS, is the certificate the attacker serves with (the
 	// flags pki.issue returns), so that a node's answers reach it.
 	Serve []string `json:"serve,omitempty"`
+	// Local, without TLS, makes the attacker a process of this user's:
+	// it dials and serves with the local PKI's certificate, as the
+	// default nodes do.
+	Local bool `json:"local,omitempty"`
 }
 
 type attackResult struct {
@@ -374,10 +373,18 @@ func attack(t *testing.T, s attackSpec) attackResult {
 }
 
 // attacker is a process that reaches the nodes' ports with protoactor
-// remote and the repository's own messages, and no certificate.
+// remote and the repository's own messages, and no certificate unless the
+// spec gives one (TLS, or Local: the local PKI's).
 func attacker(s attackSpec) (*attackResult, error) {
 	sys := actors.NewActorSystem(nil)
 	var rem *paremote.Remote
+	if s.Local {
+		f, err := pki.Local(os.Getenv(pki.DirEnv))
+		if err != nil {
+			return nil, err
+		}
+		s.TLS, s.Serve = f.Flags(), f.Flags()
+	}
 	if len(s.TLS) == 6 && len(s.Serve) == 6 {
 		opts, err := attackerTLS(s.TLS, s.Serve)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -17,16 +18,27 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/hbg-dev/hbg/authn/pki"
 	"github.com/hbg-dev/hbg/internal/storetest"
 	"github.com/hbg-dev/hbg/stages"
 	"github.com/hbg-dev/hbg/trace"
 )
 
-// TestMain keeps every hbgrun these tests start out of the user's cache:
-// the store is off unless a test names one (--store, in a t.TempDir()).
+// TestMain keeps every hbgrun these tests start out of the user's cache
+// and configuration: the store is off unless a test names one (--store,
+// in a t.TempDir()), and the nodes and drivers on loopback share one
+// local PKI in a temporary directory, made by whichever starts first.
 func TestMain(m *testing.M) {
 	os.Setenv("HBG_STORE", "off")
-	os.Exit(m.Run())
+	dir, err := os.MkdirTemp("", "hbg-pki")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv(pki.DirEnv, filepath.Join(dir, "pki"))
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 // runStored runs DSv4 full for two rounds with the given store and returns

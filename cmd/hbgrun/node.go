@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/hbg-dev/hbg/actors"
 	"github.com/hbg-dev/hbg/authn"
+	"github.com/hbg-dev/hbg/authn/pki"
 	"github.com/hbg-dev/hbg/config/models"
 	"github.com/hbg-dev/hbg/diskstore"
 	"github.com/hbg-dev/hbg/peer"
@@ -43,14 +45,23 @@ type nodeFlags struct {
 	etcd                                          etcdFlags
 }
 
-// tlsFlags are mutual TLS's files, with etcd's flag names.
-type tlsFlags struct{ files authn.Files }
+// tlsFlags are mutual TLS's files, with etcd's flag names, and the local
+// PKI that stands in for them on loopback.
+type tlsFlags struct {
+	files            authn.Files
+	pkiDir           string
+	insecureLoopback bool
+	// local is the local PKI's directory, when files are its (resolve).
+	local string
+}
 
 // register adds the flags; pre says when they apply ("" or "with --nodes: ").
 func (f *tlsFlags) register(fl *pflag.FlagSet, pre, who string) {
 	fl.StringVar(&f.files.CertFile, "cert-file", "", pre+"mutual TLS: "+who+" certificate (PEM); with --key-file and --trusted-ca-file, every connection is TLS and needs a certificate the CA signed")
 	fl.StringVar(&f.files.KeyFile, "key-file", "", pre+"mutual TLS: the key of --cert-file (PEM)")
 	fl.StringVar(&f.files.TrustedCAFile, "trusted-ca-file", "", pre+"mutual TLS: the certificate authority (PEM) that signs every driver's and node's certificate")
+	fl.StringVar(&f.pkiDir, "pki-dir", "", pre+"the local PKI's directory (default $"+pki.DirEnv+", else hbg/pki in the user's configuration directory): without --cert-file, on loopback, mutual TLS with its certificates, made there on first use")
+	fl.BoolVar(&f.insecureLoopback, "insecure-loopback", false, pre+"on loopback without --cert-file, no TLS instead of the local PKI's: every process of the machine that reaches the port is served")
 }
 
 func (f *tlsFlags) check() error {
@@ -58,10 +69,59 @@ func (f *tlsFlags) check() error {
 		return usageError{err}
 	}
 	if f.files.On() {
+		if f.insecureLoopback || f.pkiDir != "" {
+			return usageError{fmt.Errorf("--cert-file with --insecure-loopback or --pki-dir: want one (the files given, the local PKI, or no TLS on loopback)")}
+		}
 		if _, _, err := f.files.Configs(); err != nil {
 			return usageError{err}
 		}
 	}
+	return nil
+}
+
+// resolve gives the local PKI's files when no TLS files are given, TLS is
+// not declined (--insecure-loopback), and every address of addrs (HOST:PORT,
+// "" skipped) is loopback: there every process of this user's holds them
+// and no other user's can (the PKI is private to the user), so TLS keeps
+// other users' processes and readers of loopback traffic out. Elsewhere
+// nothing changes: a node without TLS beyond loopback is refused.
+func (f *tlsFlags) resolve(addrs ...string) error {
+	if f.files.On() || f.insecureLoopback {
+		return nil
+	}
+	var hosts []string
+	for _, a := range addrs {
+		if a == "" {
+			continue
+		}
+		h, _, err := net.SplitHostPort(a)
+		if err != nil || !authn.Loopback(h) {
+			return nil
+		}
+		hosts = append(hosts, h)
+	}
+	if len(hosts) == 0 {
+		return nil
+	}
+	for _, h := range hosts {
+		if !pki.LoopbackNames().Has(h) {
+			// Every peer verifies the host it dials by the certificate.
+			return usageError{fmt.Errorf("%s: the local PKI's certificate names 127.0.0.1, ::1 and localhost only: use one of them (or --cert-file with a certificate naming %s, or --insecure-loopback: no TLS)", h, h)}
+		}
+	}
+	dir := f.pkiDir
+	if dir == "" {
+		var err error
+		if dir, err = pki.DefaultDir(); err != nil {
+			return usageError{err}
+		}
+	}
+	p, err := pki.Local(dir)
+	if err != nil {
+		return usageError{fmt.Errorf("%w (or --insecure-loopback: no TLS)", err)}
+	}
+	f.files = authn.Files{CertFile: p.CertFile, KeyFile: p.KeyFile, TrustedCAFile: p.CAFile}
+	f.local = dir
 	return nil
 }
 
@@ -80,8 +140,12 @@ and it exits 0.
 
 With --cert-file, --key-file and --trusted-ca-file every connection (from
 drivers, to and from the other nodes) is mutual TLS, and only a process with
-a certificate the CA signed is served. Without them the node serves on
-loopback only, with a warning (--insecure: on any address). Each --max-*
+a certificate the CA signed is served. Without them, on loopback, it is
+mutual TLS with the user's local PKI (--pki-dir, made on first use, private
+to the user: a driver of the same user, on loopback too, uses it by itself),
+so no other user's process is served; --insecure-loopback serves there
+without TLS, with a warning. Beyond loopback a node without TLS refuses to
+start (--insecure: serve so anyway). Each --max-*
 limit is refused to the driver at once, by name. A placed model's own
 max_tasks never lifts the node's --max-tasks (4194304 when not given).`,
 		Args: cobra.NoArgs,
@@ -96,7 +160,7 @@ max_tasks never lifts the node's --max-tasks (4194304 when not given).`,
 	f.store.register(fl)
 	f.tls.register(fl, "", "this node's")
 	fl.BoolVar(&f.insecure, "insecure", false, "serve without TLS on an address other machines reach (anyone who reaches it can place runs and write Definitions)")
-	fl.BoolVar(&f.rerecord, "rerecord-signed", false, "record here once, to check it, even a Definition another node sent signed by a recorder of the cluster's CA (without TLS every fetched Definition is checked so)")
+	fl.BoolVar(&f.rerecord, "rerecord-signed", false, "record here once, to check it, even a Definition another node sent signed by a recorder of the cluster's CA (without TLS, and with the local PKI on loopback, every fetched Definition is checked so)")
 	fl.IntVar(&f.maxRanks, "max-ranks", remote.DefaultMaxRanks, "refuse a placement of more ranks than this")
 	fl.IntVar(&f.maxPlacements, "max-placements", remote.DefaultMaxPlacements, "refuse a placement while this many runs are placed here")
 	fl.IntVar(&f.maxDrivers, "max-drivers", remote.DefaultMaxDrivers, "refuse a placement from a new driver while this many drivers have runs placed here")
@@ -122,6 +186,9 @@ func nodeCmd(ctx context.Context, stderr io.Writer, f *nodeFlags) error {
 		return err
 	}
 	if err := f.tls.check(); err != nil {
+		return err
+	}
+	if err := f.tls.resolve(f.listen, f.advertise); err != nil {
 		return err
 	}
 	if err := f.etcd.check(); err != nil {
@@ -153,6 +220,7 @@ func nodeCmd(ctx context.Context, stderr io.Writer, f *nodeFlags) error {
 		Tracer: p.Tracer(), Flush: flusher(p),
 		Transport: remote.Transport{TLS: f.tls.files, MaxModel: int(maxModel), MaxConns: f.maxConns, MaxConnsPerPeer: f.maxConnsPerPeer,
 			IdleTimeout: f.idleTimeout, OnConnRefused: connRefused(stderr), OnGuard: guarded(stderr)}, Insecure: f.insecure, Rerecord: f.rerecord,
+		Unsigned: f.tls.local != "",
 		MaxRanks: f.maxRanks, MaxPlacements: f.maxPlacements, MaxDrivers: f.maxDrivers, MaxUnplaced: f.maxUnplaced, PlacementIdle: f.placementIdle,
 		Etcd:          f.etcd.e,
 		OnPeerRefused: func(r peer.Refused) { fmt.Fprintf(stderr, "hbgrun node: peer: %v\n", r) },
@@ -160,7 +228,10 @@ func nodeCmd(ctx context.Context, stderr io.Writer, f *nodeFlags) error {
 	if err != nil {
 		return usageError{fmt.Errorf("node: %w", err)}
 	}
-	if !f.tls.files.On() {
+	switch {
+	case f.tls.local != "":
+		fmt.Fprintf(stderr, "hbgrun node: mutual TLS with the local PKI in %s: only this user's processes are served\n", f.tls.local)
+	case !f.tls.files.On():
 		fmt.Fprintf(stderr, "hbgrun node: warning: no TLS: any process that reaches %s can place runs here and send it Definitions (give --cert-file, --key-file and --trusted-ca-file)\n", n.Addr())
 	}
 	if f.etcd.e.On() {
@@ -253,6 +324,22 @@ type remoteFlags struct {
 // far says the ranks run on nodes: listed, or a cluster's in etcd.
 func (f *remoteFlags) far() bool { return len(f.nodes) > 0 || f.etcd.e.On() }
 
+// etcdHosts are the etcd endpoints' HOST:PORT (one that is not a URL, as
+// an address that is not loopback): a cluster whose etcd is on loopback
+// is one machine's, and its nodes take the local PKI too.
+func (f *remoteFlags) etcdHosts() []string {
+	var out []string
+	for _, e := range f.etcd.e.Endpoints {
+		u, err := url.Parse(e)
+		if err != nil || u.Host == "" {
+			out = append(out, "unknown:0")
+			continue
+		}
+		out = append(out, net.JoinHostPort(u.Hostname(), "0"))
+	}
+	return out
+}
+
 func (f *remoteFlags) register(fl *pflag.FlagSet) {
 	fl.StringSliceVar(&f.nodes, "nodes", nil, "run the ranks on these nodes (hbgrun node), HOST:PORT,...: rank r on the (r mod N)th")
 	fl.DurationVar(&f.nodeTimeout, "node-timeout", remote.DefaultNodeTimeout, "with --nodes: a node unreachable or silent this long fails its ranks' passes")
@@ -289,9 +376,14 @@ func (f *remoteFlags) check() error {
 		return usageError{fmt.Errorf("--driver-advertise %q: needs --driver-listen (the address to listen on)", f.advertise)}
 	}
 	if f.listen != "" {
-		return checkListen("--driver-listen", f.listen, "--driver-advertise", f.advertise)
+		if err := checkListen("--driver-listen", f.listen, "--driver-advertise", f.advertise); err != nil {
+			return err
+		}
 	}
-	return nil
+	if !f.far() {
+		return nil
+	}
+	return f.tls.resolve(append(f.etcdHosts(), append([]string{f.listen, f.advertise}, f.nodes...)...)...)
 }
 
 // checkListen checks a listen address (port 0: any free one) and the

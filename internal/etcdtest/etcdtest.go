@@ -1,21 +1,14 @@
 // Package etcdtest runs a real etcd for tests: the etcd server module
 // (embed) in a child process of the test binary, serving its clients on
-// loopback with mutual TLS from certificates the test makes. A child
+// loopback with mutual TLS from certificates the test makes (authn/pki). A child
 // process, not the test's own: etcd's embed sets gRPC's process-wide
 // logger as it starts, and so does protoactor's remote, which races.
 package etcdtest
 
 import (
 	"bufio"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/url"
 	"os"
@@ -29,6 +22,8 @@ import (
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
+
+	"github.com/hbg-dev/hbg/authn/pki"
 )
 
 const serveEnv = "HBG_ETCDTEST_SERVE"
@@ -49,10 +44,8 @@ type Server struct {
 	// server's certificate (and every client's), and a client
 	// certificate etcd takes.
 	CACert, Cert, Key string
-	// PKI issues more certificates of etcd's CA.
-	PKI *PKI
-	cmd *exec.Cmd
-	in  io.Closer
+	cmd               *exec.Cmd
+	in                io.Closer
 }
 
 // Start starts etcd in a child process and waits until it serves; the
@@ -60,13 +53,17 @@ type Server struct {
 func Start(t testing.TB) *Server {
 	t.Helper()
 	dir := t.TempDir()
-	p := NewPKI(t, dir, "etcd test CA")
-	srv := p.Issue(t, "etcd-server")
-	cli := p.Issue(t, "etcd-client")
-	for i, f := range []string{srv[0], srv[1]} {
-		if err := os.Link(f, filepath.Join(dir, []string{"server.crt", "server.key"}[i])); err != nil {
-			t.Fatal(err)
-		}
+	ca, err := pki.NewCA("etcd test CA", validity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := pki.Names{IPs: []net.IP{net.ParseIP("127.0.0.1")}, DNS: []string{"localhost"}}
+	if _, err := ca.WriteLeaf(dir, "server", "etcd-server", names, validity); err != nil {
+		t.Fatal(err)
+	}
+	cli, err := ca.WriteLeaf(dir, "etcd-client", "etcd-client", names, validity)
+	if err != nil {
+		t.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), serveEnv+"="+dir)
@@ -82,7 +79,7 @@ func Start(t testing.TB) *Server {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{CACert: p.CAFile(), Cert: cli[0], Key: cli[1], PKI: p, cmd: cmd, in: in}
+	s := &Server{CACert: cli.CAFile, Cert: cli.CertFile, Key: cli.KeyFile, cmd: cmd, in: in}
 	t.Cleanup(s.stop)
 	lines := make(chan string, 1)
 	go func() {
@@ -182,76 +179,5 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// PKI is a throwaway certificate authority and the files it issued.
-type PKI struct {
-	dir  string
-	ca   *x509.Certificate
-	key  *ecdsa.PrivateKey
-	next int64
-}
-
-// NewPKI makes a CA named name, its certificate in dir/ca.crt.
-func NewPKI(t testing.TB, dir, name string) *PKI {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &PKI{dir: dir, ca: ca, key: key, next: 2}
-	writePEM(t, p.CAFile(), "CERTIFICATE", der)
-	return p
-}
-
-// CAFile is the CA's certificate (PEM).
-func (p *PKI) CAFile() string { return filepath.Join(p.dir, "ca.crt") }
-
-// Issue makes a certificate named cn for 127.0.0.1 and localhost, good
-// for serving and dialling, with uris as more SANs; it returns its
-// certificate's and key's files.
-func (p *PKI) Issue(t testing.TB, cn string, uris ...*url.URL) [2]string {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.next++
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(p.next), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"}, URIs: uris,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kd, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, keyFile := filepath.Join(p.dir, cn+".crt"), filepath.Join(p.dir, cn+".key")
-	writePEM(t, cert, "CERTIFICATE", der)
-	writePEM(t, keyFile, "PRIVATE KEY", kd)
-	return [2]string{cert, keyFile}
-}
-
-func writePEM(t testing.TB, path, kind string, der []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
+// validity is how long the test's certificates are good for.
+const validity = 24 * time.Hour
