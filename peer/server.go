@@ -71,6 +71,10 @@ type held struct {
 	// sig is the recorder's signature (empty until this node signs its own
 	// image, or when the publisher's did not verify).
 	sig defsig.Signature
+	// vouched: this node signs the image for its peers when sig is empty
+	// (false for one from its store on disk whose kept signature no longer
+	// verifies: Config.storedSig).
+	vouched bool
 }
 
 // ask is one of this node's requests, open until answered.
@@ -213,6 +217,7 @@ func (s *server) lookup(fullKey uint64, model string) (held, bool) {
 	// Read and verified: the bytes are ours, the entry need not stay pinned.
 	s.disk.Unpin(fullKey)
 	h := held{image: l.Image, hash: l.Def.ContentHash, from: "this node's store on disk", local: true}
+	h.sig, h.vouched = s.cfg.storedSig(fullKey, l)
 	s.images.put(fullKey, h)
 	return h, true
 }
@@ -242,7 +247,7 @@ func (s *server) sendImage(ctx actor.Context, w waiter, fullKey uint64, h held) 
 		}
 		return
 	}
-	if h.local && h.sig.Empty() && s.cfg.Signer != nil {
+	if h.local && h.vouched && h.sig.Empty() && s.cfg.Signer != nil {
 		// This node's own image (recorded here, or from its own store):
 		// it vouches for the bytes it serves.
 		if sig, err := s.cfg.Signer.Sign(fullKey, h.hash, stages.DefinitionVersion); err == nil {
@@ -323,11 +328,11 @@ func (s *server) fetchedImage(ctx actor.Context, a *ask, img *Image) {
 	}
 	if err := s.cfg.verifySig(fk, img); err != nil {
 		s.refuse("signed image", fk, ctx, err.Error())
-		a.done(actors.FetchResult{Peer: a.owner, Outcome: "fallback",
-			Warning: fmt.Sprintf("node %s, the key's owner, sent an image whose signature is refused (%v): recorded here", a.owner, err)})
+		a.done(s.cfg.refusedResult(a.owner, err))
 		return
 	}
-	a.done(actors.FetchResult{Image: img.GetImage(), Hash: img.GetContentHash(), Peer: a.owner, Outcome: "image", Trusted: !s.cfg.Rerecord})
+	a.done(actors.FetchResult{Image: img.GetImage(), Hash: img.GetContentHash(), Peer: a.owner, Outcome: "image", Trusted: !s.cfg.Rerecord,
+		Signature: sigOf(img).Encode()})
 }
 
 // localRecorded is this node's recording of a key it asked for: kept and
@@ -381,7 +386,7 @@ func (s *server) published(ctx actor.Context, fullKey uint64, img *Image, from *
 		s.abandoned(ctx, fullKey, holderAddr(from))
 		return
 	}
-	h := held{image: img.Image, hash: img.ContentHash, from: addr, local: from == nil, sig: sigOf(img)}
+	h := held{image: img.Image, hash: img.ContentHash, from: addr, local: from == nil, sig: sigOf(img), vouched: from == nil}
 	if from != nil && s.cfg.Verifier != nil {
 		// A published image is served only with its recorder's signature:
 		// one that does not verify is refused like a bad image.

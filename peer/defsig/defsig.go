@@ -273,3 +273,59 @@ func Load(certFile, keyFile, caFile string) (*Signer, *Verifier, error) {
 	}
 	return s, NewVerifier(pool), nil
 }
+
+// ErrMalformed is a stored signature whose encoding does not read.
+var ErrMalformed = errors.New("defsig: the stored signature does not read")
+
+// Encode is s as a store keeps it beside an image (diskstore.Item's
+// Signature): the signature's length (u16, little endian), the signature,
+// the signer's certificate (DER). An empty s encodes as nil.
+func (s Signature) Encode() []byte {
+	if s.Empty() {
+		return nil
+	}
+	b := make([]byte, 0, 2+len(s.Sig)+len(s.Cert))
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(s.Sig)))
+	b = append(b, s.Sig...)
+	return append(b, s.Cert...)
+}
+
+// Decode reads a signature Encode made (nil or empty: no signature).
+func Decode(b []byte) (Signature, error) {
+	if len(b) == 0 {
+		return Signature{}, nil
+	}
+	if len(b) < 2 {
+		return Signature{}, fmt.Errorf("%w: %d bytes", ErrMalformed, len(b))
+	}
+	n := int(binary.LittleEndian.Uint16(b))
+	if n == 0 || 2+n >= len(b) {
+		return Signature{}, fmt.Errorf("%w: a signature of %d bytes in %d", ErrMalformed, n, len(b))
+	}
+	return Signature{Sig: b[2 : 2+n : 2+n], Cert: b[2+n:]}, nil
+}
+
+// CheckSelf checks sig over the Definition against the certificate it
+// carries, trusting no CA: what a store verify without --trusted-ca-file
+// can say (a signature or image changed since it was signed fails; a
+// stranger's good signature passes). It returns the signer's certificate.
+func CheckSelf(fullKey, contentHash uint64, version uint16, sig Signature) (*x509.Certificate, error) {
+	if sig.Empty() {
+		return nil, ErrUnsigned
+	}
+	leaf, err := x509.ParseCertificate(sig.Cert)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the signer's certificate: %v", ErrMalformed, err)
+	}
+	if err := checkSig(leaf, Message(fullKey, contentHash, version), sig.Sig); err != nil {
+		return leaf, fmt.Errorf("%w (signer %q): %v", ErrBadSignature, leaf.Subject.CommonName, err)
+	}
+	return leaf, nil
+}
+
+// Describe names a signer's certificate for an operator: its subject,
+// serial (Serial's form), issuer and validity.
+func Describe(c *x509.Certificate) string {
+	return fmt.Sprintf("subject %q, serial %s, issuer %q, valid %s to %s", c.Subject.String(), Serial(c), c.Issuer.String(),
+		c.NotBefore.UTC().Format(time.RFC3339), c.NotAfter.UTC().Format(time.RFC3339))
+}
