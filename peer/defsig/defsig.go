@@ -44,6 +44,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/big"
 	"net/url"
 	"os"
 	"strings"
@@ -166,11 +167,53 @@ func NewVerifier(roots *x509.CertPool) *Verifier {
 // lower-case hex.
 func Serial(c *x509.Certificate) string { return strings.ToLower(c.SerialNumber.Text(16)) }
 
-// SetDenied replaces the deny list (serial numbers, Serial's form).
+// ParseSerial reads a certificate serial number as an operator gives it
+// (hex, as Serial, openssl x509 -serial or openssl's "Serial Number:"
+// print it: with or without "serial=", "0x", colons and leading zeros) and
+// returns it in Serial's form.
+func ParseSerial(s string) (string, error) {
+	t := strings.TrimSpace(s)
+	t = strings.TrimPrefix(strings.TrimPrefix(t, "serial="), "0x")
+	t = strings.ReplaceAll(t, ":", "")
+	n, ok := new(big.Int).SetString(t, 16)
+	if !ok || t == "" || n.Sign() < 0 {
+		return "", fmt.Errorf("serial %q: want a certificate serial number in hex (openssl x509 -noout -serial prints it)", s)
+	}
+	return strings.ToLower(n.Text(16)), nil
+}
+
+// ReadDenyList reads a file of revoked serial numbers, one a line (blank
+// lines and text after # are ignored), each as ParseSerial takes it.
+func ReadDenyList(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("defsig: deny list: %w", err)
+	}
+	var out []string
+	for i, line := range strings.Split(string(b), "\n") {
+		if j := strings.IndexByte(line, '#'); j >= 0 {
+			line = line[:j]
+		}
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		s, err := ParseSerial(line)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, i+1, err)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// SetDenied replaces the deny list (serial numbers, as ParseSerial takes
+// them; one that does not read denies nothing).
 func (v *Verifier) SetDenied(serials []string) {
 	m := make(map[string]bool, len(serials))
 	for _, s := range serials {
-		m[strings.ToLower(strings.TrimPrefix(strings.TrimSpace(s), "0x"))] = true
+		if t, err := ParseSerial(s); err == nil {
+			m[t] = true
+		}
 	}
 	v.mu.Lock()
 	v.denied = m
