@@ -172,7 +172,7 @@ func Serial(c *x509.Certificate) string { return strings.ToLower(c.SerialNumber.
 // print it: with or without "serial=", "0x", colons and leading zeros) and
 // returns it in Serial's form.
 func ParseSerial(s string) (string, error) {
-	t := strings.TrimSpace(s)
+	t := strings.ToLower(strings.TrimSpace(s))
 	t = strings.TrimPrefix(strings.TrimPrefix(t, "serial="), "0x")
 	t = strings.ReplaceAll(t, ":", "")
 	n, ok := new(big.Int).SetString(t, 16)
