@@ -157,6 +157,10 @@ type nodeSpec struct {
 	// that CA, refusing those of the Denied serials (a child's verifier).
 	TrustCA []byte   `json:"trust_ca,omitempty"`
 	Denied  []string `json:"denied,omitempty"`
+	// SignCert and SignKey (DER: certificate, PKCS#8 key), when set, make
+	// the node sign what it records.
+	SignCert []byte `json:"sign_cert,omitempty"`
+	SignKey  []byte `json:"sign_key,omitempty"`
 	// onRefused hears a local node's refusals; verifier checks a local
 	// node's fetched images' signatures; refuseUnsigned is
 	// Config.RefuseUnsigned.
@@ -177,6 +181,15 @@ func startNode(sys *actor.ActorSystem, spec nodeSpec) (*node, error) {
 		pool.AddCert(ca)
 		pc.Verifier = defsig.NewVerifier(pool)
 		pc.Verifier.SetDenied(spec.Denied)
+	}
+	if spec.SignCert != nil {
+		k, err := x509.ParsePKCS8PrivateKey(spec.SignKey)
+		if err == nil {
+			pc.Signer, err = defsig.NewSigner(tls.Certificate{Certificate: [][]byte{spec.SignCert}, PrivateKey: k})
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
 	if o := spec.Owner; o != "" {
 		pc.owner = func(uint64) string { return o }

@@ -243,7 +243,10 @@ func (s *server) grant(ctx actor.Context, fullKey uint64, c *claim, w waiter) {
 func (s *server) sendImage(ctx actor.Context, w waiter, fullKey uint64, h held) {
 	if w.pid == nil {
 		if a := s.take(w.id); a != nil {
-			a.done(actors.FetchResult{Image: h.image, Hash: h.hash, Peer: h.from, Outcome: "image", Trusted: h.local || (!s.cfg.Rerecord && !h.sig.Empty())})
+			// The signature goes with it to this node's store: one another
+			// node published (verified as it came) stays its recorder's.
+			a.done(actors.FetchResult{Image: h.image, Hash: h.hash, Peer: h.from, Outcome: "image", Trusted: h.local || (!s.cfg.Rerecord && !h.sig.Empty()),
+				Signature: h.sig.Encode()})
 		}
 		return
 	}

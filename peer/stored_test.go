@@ -175,3 +175,45 @@ func TestRefuseUnsignedFails(t *testing.T) {
 		})
 	}
 }
+
+// TestPublishedImageKeptSigned: an image another node recorded and
+// Published to this node, its owner, signed, is kept in the owner's own
+// store with the recorder's signature when the owner's own pass takes it
+// (the owner recorded nothing, so it must not later sign it as its own).
+func TestPublishedImageKeptSigned(t *testing.T) {
+	ref := must(dsv4Reference())(t)
+	ours := newTestCA(t)
+	cert, key, serial := ours.recorder(t, time.Now().Add(time.Hour))
+	self := must(host())(t).Address()
+	dir := t.TempDir()
+	v := verifierOf(ours)
+	// The owner's node list matters not: Owner makes it every key's owner.
+	owner := local(t, nodeSpec{Owner: self, verifier: v, StoreDir: dir})
+	rec := startChild(t)
+	rec.do(command{Op: "node", Spec: nodeSpec{Nodes: []string{rec.addr, self}, Owner: self, SignCert: cert, SignKey: key}})
+	if r := rec.do(command{Op: "pass"}); r.Pass == nil || r.Pass.Built != dsv4Keys {
+		t.Fatalf("the recorder's pass: %+v", r.Pass)
+	}
+	p := owner.pass(0)
+	checkPass(t, "the owner", p, ref.digest)
+	if p.Built != 0 {
+		t.Fatalf("the owner built %d, want 0 (warnings %q)", p.Built, p.Warnings)
+	}
+	if errs := owner.rt.FlushStore(); len(errs) > 0 {
+		t.Fatal(errs[0])
+	}
+	items := storedItems(t, dir)
+	if len(items) != dsv4Keys {
+		t.Fatalf("the owner's store keeps %d, want %d", len(items), dsv4Keys)
+	}
+	for _, it := range items {
+		sig, err := defsig.Decode(it.Signature)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, err := v.Verify(it.Def.FullKey, it.Def.ContentHash, stages.DefinitionVersion, sig)
+		if err != nil || defsig.Serial(leaf) != serial {
+			t.Fatalf("full_key %016x kept with signature of %d bytes: %v; want the recorder's (serial %s)", it.Def.FullKey, len(it.Signature), err, serial)
+		}
+	}
+}
