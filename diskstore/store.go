@@ -10,8 +10,10 @@
 //	lock                  held shared by writers, exclusive by eviction and gc
 //	packs/<name>.hbgp     a pack: the Definitions one batch stored, each a
 //	                      record (its entry: full_key, content hash, image
-//	                      format version, model, key; then its image), and a
-//	                      table of contents (pack.go has the byte layout)
+//	                      format version, model, key; then the recorder's
+//	                      signature, for an image fetched signed, and its
+//	                      image), and a table of contents (pack.go has the
+//	                      byte layout)
 //	tmp/                  packs being written
 //	quarantine/           files found bad, moved aside (never read again;
 //	                      gc, or an eviction, removes them)
