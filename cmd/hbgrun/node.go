@@ -170,6 +170,11 @@ func nodeCmd(ctx context.Context, stderr io.Writer, f *nodeFlags) error {
 		Transport: remote.Transport{TLS: f.tls.files, MaxModel: int(maxModel), MaxConns: f.maxConns, MaxConnsPerPeer: f.maxConnsPerPeer,
 			IdleTimeout: f.idleTimeout, OnConnRefused: connRefused(stderr), OnGuard: guarded(stderr)}, Insecure: f.insecure, Rerecord: f.rerecord,
 		RefuseUnsigned: f.refuseUnsigned, Revoked: revoked,
+		OnRevoked: func(s []string) {
+			if len(s) > 0 {
+				fmt.Fprintf(stderr, "hbgrun node: refusing the Definition signatures of %d revoked certificates: %v\n", len(s), s)
+			}
+		},
 		MaxRanks: f.maxRanks, MaxPlacements: f.maxPlacements, MaxDrivers: f.maxDrivers, MaxUnplaced: f.maxUnplaced, PlacementIdle: f.placementIdle,
 		Etcd:          f.etcd.e,
 		OnPeerRefused: func(r peer.Refused) { fmt.Fprintf(stderr, "hbgrun node: peer: %v\n", r) },
