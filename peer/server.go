@@ -314,10 +314,11 @@ func (s *server) answered(ctx actor.Context, m *Answer) {
 
 // fetchedImage is an owner's image for one of this node's asks: replayed
 // as it came when its recorder's signature verifies (unless
-// Config.Rerecord); with no TLS, checked by recording it here; otherwise
-// dropped, counted and recorded here: a stranger's, an expired or revoked
-// certificate's, an unsigned image or a signature over other bytes is
-// never replayed.
+// Config.Rerecord), its signature kept with it in the store; with no TLS,
+// checked by recording it here; otherwise dropped, counted and recorded
+// here (or the request failed, Config.RefuseUnsigned): a stranger's, an
+// expired or revoked certificate's, an unsigned image or a signature over
+// other bytes is never replayed.
 func (s *server) fetchedImage(ctx actor.Context, a *ask, img *Image) {
 	fk := a.req.FullKey
 	if err := checkImage(fk, img); err != nil {
