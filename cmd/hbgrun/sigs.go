@@ -12,6 +12,7 @@ import (
 
 	"github.com/hbg-dev/hbg/diskstore"
 	"github.com/hbg-dev/hbg/peer/defsig"
+	"github.com/hbg-dev/hbg/trace"
 )
 
 // sigFlags are the flags that check the signatures a store keeps beside
@@ -130,7 +131,7 @@ func (f *sigFlags) reportSigned(out io.Writer, recs []diskstore.SignedRecord) []
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		fmt.Fprintf(out, "signed: %d images by %s: %s\n", good[k].n, good[k].desc, f.verdict())
+		fmt.Fprintf(out, "signed: %s by %s: %s\n", trace.Plural(int64(good[k].n), "image"), good[k].desc, f.verdict())
 	}
 	return bad
 }
@@ -140,5 +141,5 @@ var errBadSignatures = errors.New("kept signatures that do not verify")
 
 // sigSummary is verify's count of signatures.
 func sigSummary(recs []diskstore.SignedRecord, bad int) string {
-	return fmt.Sprintf("%d signed (%d bad signatures)", len(recs), bad)
+	return fmt.Sprintf("%d signed (%s)", len(recs), trace.Plural(int64(bad), "bad signature"))
 }

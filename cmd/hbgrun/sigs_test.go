@@ -85,9 +85,9 @@ func TestStoreVerifySignatures(t *testing.T) {
 		ok   bool
 		want []string
 	}{
-		{"self", nil, true, []string{"signed: 1 images by " + strings.TrimPrefix(signer, "signed by "), "its CA not checked", "2 images", "1 signed (0 bad signatures)"}},
+		{"self", nil, true, []string{"signed: 1 image by " + strings.TrimPrefix(signer, "signed by "), "its CA not checked", "2 images", "1 signed (0 bad signatures)"}},
 		{"ca", []string{"--trusted-ca-file", pki.CAFile()}, true, []string{"verified against --trusted-ca-file " + pki.CAFile()}},
-		{"stranger", []string{"--trusted-ca-file", stranger.CAFile()}, false, []string{"bad signature:", signer, "does not chain to the cluster's CA", "1 signed (1 bad signatures)"}},
+		{"stranger", []string{"--trusted-ca-file", stranger.CAFile()}, false, []string{"bad signature:", signer, "does not chain to the cluster's CA", "1 signed (1 bad signature)"}},
 		{"revoked", []string{"--trusted-ca-file", pki.CAFile(), "--revoked", revoked}, false, []string{"bad signature:", "is revoked"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
