@@ -172,7 +172,7 @@ func nodeCmd(ctx context.Context, stderr io.Writer, f *nodeFlags) error {
 		RefuseUnsigned: f.refuseUnsigned, Revoked: revoked,
 		OnRevoked: func(s []string) {
 			if len(s) > 0 {
-				fmt.Fprintf(stderr, "hbgrun node: refusing the Definition signatures of %d revoked certificates: %v\n", len(s), s)
+				fmt.Fprintf(stderr, "hbgrun node: refusing the Definition signatures of %s: %v\n", trace.Plural(int64(len(s)), "revoked certificate"), s)
 			}
 		},
 		MaxRanks: f.maxRanks, MaxPlacements: f.maxPlacements, MaxDrivers: f.maxDrivers, MaxUnplaced: f.maxUnplaced, PlacementIdle: f.placementIdle,
