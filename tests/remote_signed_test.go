@@ -122,7 +122,7 @@ func TestRevokedNodeNotReplayed(t *testing.T) {
 	require.Len(t, d, 2, stderr)
 	assert.Equal(t, want, d[0][0])
 	assert.Equal(t, want, d[1][0])
-	assert.Contains(t, a.log.String(), "refusing the Definition signatures of 1 revoked certificate: [)
+	assert.Contains(t, a.log.String(), "refusing the Definition signatures of 1 revoked certificate: [")
 	var onA *trace.Pass
 	for i := range rep.Passes {
 		if rep.Passes[i].Rank == 0 {
