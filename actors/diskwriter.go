@@ -36,6 +36,7 @@ type diskPut struct {
 	def   *stages.Definition
 	image []byte
 	model string
+	sig   []byte
 }
 
 // diskFlush is answered once every earlier diskPut is written: Stop waits
@@ -48,7 +49,7 @@ func (w *diskWriter) Receive(ctx actor.Context) {
 		if len(w.batch) == 0 {
 			ctx.Send(ctx.Self(), &diskCommit{})
 		}
-		w.batch = append(w.batch, diskstore.Item{Def: m.def, Image: m.image, Model: m.model})
+		w.batch = append(w.batch, diskstore.Item{Def: m.def, Image: m.image, Model: m.model, Signature: m.sig})
 	case *diskCommit:
 		w.commit()
 	case *diskFlush:

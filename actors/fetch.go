@@ -59,11 +59,20 @@ type FetchResult struct {
 	// Warning, when set, goes into the pass's warnings.
 	Warning string
 	// Trusted says the image may be kept as it came: it is this node's
-	// own (from its store on disk), or the operator trusts every peer
-	// (its recorder's signature verifies, package peer/defsig). Otherwise the store records the
-	// Definition here once and takes the image only if its content hash is
-	// the recording's (stages.Store.FetchCheck).
+	// own (from its store on disk), or its recorder's signature verifies
+	// (package peer/defsig). Otherwise the store records the Definition
+	// here once and takes the image only if its content hash is the
+	// recording's (stages.Store.FetchCheck).
 	Trusted bool
+	// Signature is the recorder's signature that verified (package
+	// peer/defsig's encoding), nil for none: the store on disk keeps it
+	// beside the image, so that the image is still known signed, and by
+	// whom, when it is loaded or served later.
+	Signature []byte
+	// Err, when set, fails the request instead of recording the
+	// Definition here: the source refuses to (an image whose signature
+	// did not verify, with peer.Config.RefuseUnsigned).
+	Err error
 }
 
 // fetched is a DefinitionSource's answer, back at the store.
@@ -102,6 +111,13 @@ func (s *store) fetchDone(m *fetched) {
 	note := mailbox.PeerFetch{Asked: 1, Ns: trace.Now() - f.t0}
 	if r.Warning != "" {
 		note.Warnings = append(note.Warnings, fmt.Sprintf("graph %q: %s", job.Key, r.Warning))
+	}
+	if r.Err != nil {
+		f.span.Finish(r.Peer, "refused", int64(len(r.Image)), r.Err)
+		err := fmt.Errorf("graph %q: %w", job.Key, r.Err)
+		note.Rejected = append(note.Rejected, err)
+		s.st.FetchRefused(job, err, note)
+		return
 	}
 	if r.Image == nil {
 		f.span.Finish(r.Peer, r.Outcome, 0, nil)
@@ -165,7 +181,7 @@ func verifyFetched(job *mailbox.RecordJob, r FetchResult) (*mailbox.Definition, 
 	if def.FullKey != job.FullKey {
 		return nil, fmt.Errorf("image is full_key %016x, asked for %016x", def.FullKey, job.FullKey)
 	}
-	return &mailbox.Definition{Def: def, Image: r.Image, Hash: def.ContentHash, Written: written}, nil
+	return &mailbox.Definition{Def: def, Image: r.Image, Hash: def.ContentHash, Written: written, Signature: r.Signature}, nil
 }
 
 // replyFetch puts what the cluster did for the pass into its result.

@@ -123,7 +123,7 @@ func (s *store) do(ctx actor.Context, a stages.StoreAction[*mailbox.RecordJob]) 
 	case stages.StoreFetch:
 		s.fetch(ctx, a.Job)
 	case stages.StoreWrite:
-		ctx.Send(s.writer, &diskPut{def: a.Def.Def, image: a.Def.Image, model: a.Job.Model})
+		ctx.Send(s.writer, &diskPut{def: a.Def.Def, image: a.Def.Image, model: a.Job.Model, sig: a.Def.Signature})
 	case stages.StoreRecorded:
 		var image []byte
 		if a.Def != nil {

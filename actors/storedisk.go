@@ -133,7 +133,7 @@ func (s *store) loadFound(l diskLoad, found *diskstore.Found, span trace.StoreLo
 	span.Finish(int64(len(ld.Image)), nil)
 	// ld.Def is the host's part of the Definition (no tensor, scalar, fanin
 	// or root pool): the device reads the rest at its first launch.
-	d := &mailbox.Definition{Def: ld.Def, Image: ld.Image, Hash: ld.Def.ContentHash, Written: ld.Written}
+	d := &mailbox.Definition{Def: ld.Def, Image: ld.Image, Hash: ld.Def.ContentHash, Written: ld.Written, Signature: ld.Signature}
 	return &diskLoaded{key: l.fullKey, def: d, load: stages.StoreLoad{Loaded: 1, Bytes: int64(len(ld.Image)), Ns: ns}}
 }
 

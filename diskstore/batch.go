@@ -19,6 +19,19 @@ type Item struct {
 	Def   *stages.Definition
 	Image []byte
 	Model string
+	// Signature, when set, is the recorder's signature of the image (an
+	// image fetched from another node whose signature verified; package
+	// peer/defsig's encoding), kept beside it. One over 64 KiB is not kept.
+	Signature []byte
+}
+
+// sig is the signature the item's record keeps: none past a record's
+// signature length field (a certificate chain that large is no node's).
+func (it *Item) sig() []byte {
+	if len(it.Signature) > math.MaxUint16 {
+		return nil
+	}
+	return it.Signature
 }
 
 // maxPackBytes bounds a pack: one is built in memory whole, and an
@@ -76,7 +89,7 @@ func (s *Store) PutBatch(items []Item) (int, error) {
 	for len(todo) > 0 {
 		n, size := 0, 0
 		for n < len(todo) {
-			r := recordSize(todo[n].Model, todo[n].Def.Key, len(todo[n].Image))
+			r := recordSize(todo[n].Model, todo[n].Def.Key, len(todo[n].sig()), len(todo[n].Image))
 			if n > 0 && size+r > limit {
 				break
 			}
@@ -116,7 +129,7 @@ func (s *Store) PutBatch(items []Item) (int, error) {
 func (s *Store) writePack(items []Item, size int) (*pack, error) {
 	b := newPackBuilder(packHeader + size)
 	for _, it := range items {
-		b.add(stages.DefinitionVersion, it.Model, it.Def.Key, it.Image, it.Def.FullKey, it.Def.ContentHash)
+		b.add(stages.DefinitionVersion, it.Model, it.Def.Key, it.sig(), it.Image, it.Def.FullKey, it.Def.ContentHash)
 	}
 	data := b.finish()
 	tmp, err := os.CreateTemp(filepath.Join(s.dir, "tmp"), "pack-*")

@@ -250,5 +250,5 @@ func (s *Store) lookup(fullKey uint64) (*pack, packEntry, bool) {
 // read under mu: a load touches it).
 func entryOf(p *pack, e *packEntry, mod time.Time) Entry {
 	return Entry{Format: packFormat, FullKey: hex16(e.fullKey), Hash: hex16(e.hash), Bytes: int64(e.imageLen),
-		Version: int(e.version), Model: e.model, Key: e.key, LastUse: mod, Pack: p.name}
+		Version: int(e.version), Model: e.model, Key: e.key, LastUse: mod, Pack: p.name, Signed: e.sigLen > 0}
 }

@@ -241,7 +241,7 @@ func sparsePack(t *testing.T, path string, n int, imageLen uint32) {
 	off := int64(packHeader)
 	var toc []byte
 	for i := range n {
-		hdr := appendRecordHeader(nil, 3, "m", "k", imageLen, uint64(100+i), uint64(200+i))
+		hdr := appendRecordHeader(nil, 3, "m", "k", 0, imageLen, uint64(100+i), uint64(200+i))
 		hdr = append(hdr, "mk"...)
 		if _, err := f.WriteAt(hdr, off); err != nil {
 			t.Fatal(err)
@@ -304,7 +304,7 @@ func TestSparsePackNotAllocated(t *testing.T) {
 // over maxImageBytes is refused before anything reads it, whatever the
 // file's length (a file that is not sparse is refused by this alone).
 func TestDeclaredImageBounded(t *testing.T) {
-	hdr := appendRecordHeader(nil, 3, "m", "k", 2<<30, 1, 2)
+	hdr := appendRecordHeader(nil, 3, "m", "k", 0, 2<<30, 1, 2)
 	hdr = append(hdr, "mk"...)
 	toc := append(binary.LittleEndian.AppendUint64(nil, packHeader), hdr...)
 	_, reason := parseTOC(toc, xxhash.Sum64(toc), packHeader+int64(len(hdr))+2<<30, 1, nil)

@@ -15,10 +15,11 @@ import (
 //	records  one after the other, from offset 16, each:
 //	           record header (recHeaderSize bytes):
 //	             magic "HBGR", image format version (u16), model length
-//	             (u16), key length (u16), 2 zero bytes, image length (u32),
-//	             full_key (u64), content hash (u64), sum (u64: xxhash of
-//	             the 32 bytes before it, the model and the key)
-//	           the model, the key, the image
+//	             (u16), key length (u16), signature length (u16), image
+//	             length (u32), full_key (u64), content hash (u64), sum
+//	             (u64: xxhash of the 32 bytes before it, the model and
+//	             the key)
+//	           the model, the key, the signature, the image
 //	toc      per record: its offset (u64), then a copy of its header,
 //	         model and key: Open reads a pack's entries from here without
 //	         reading an image
@@ -31,9 +32,20 @@ import (
 // reaches past the file or into another record. The image carries its own
 // content hash, which every load checks, so the record's sum need not cover
 // it.
+//
+// The signature is the recorder's (package peer/defsig's encoding of its
+// signature and certificate), kept beside an image fetched from another
+// node whose signature verified, so that a later load, or this node serving
+// the image, knows who vouched for it; a record of an image recorded here
+// has none (length 0). The sum does not cover it either: it verifies on its
+// own, against the image's content hash, and one that does not is reported
+// (Verify's Signed, hbgrun store verify) and not passed on, without making
+// the image bad. Pack format 1 (hbg before signatures) had the signature
+// length as 2 zero bytes, so its packs read as format 2's with no signature.
 const (
 	packMagic     = "HBGP"
-	packFormat    = 1
+	packFormat    = 2
+	packFormatV1  = 1
 	packHeader    = 16
 	recMagic      = "HBGR"
 	recHeaderSize = 40
@@ -60,26 +72,43 @@ type packEntry struct {
 	imageLen      uint32 // the image's length
 	sum           uint64 // the record header's sum
 	version       uint16
+	sigLen        uint16 // the signature's length (0: unsigned)
 	model, key    string
 }
 
 // recLen is the record's whole length.
-func (e *packEntry) recLen() int64 {
-	return recHeaderSize + int64(len(e.model)) + int64(len(e.key)) + int64(e.imageLen)
-}
+func (e *packEntry) recLen() int64 { return e.imageOff() + int64(e.imageLen) }
+
+// sigOff is where the signature starts within the record, after the
+// header, model and key.
+func (e *packEntry) sigOff() int64 { return recHeaderSize + int64(len(e.model)) + int64(len(e.key)) }
 
 // imageOff is where the image starts within the record.
-func (e *packEntry) imageOff() int64 { return recHeaderSize + int64(len(e.model)) + int64(len(e.key)) }
+func (e *packEntry) imageOff() int64 { return e.sigOff() + int64(e.sigLen) }
+
+// splitRecord checks a record read whole (rec, e.recLen() bytes at e.off)
+// against its table of contents entry e, and returns its signature and
+// image, or why it is bad.
+func splitRecord(rec []byte, e *packEntry) (sig, img []byte, reason string) {
+	got, n, reason := parseRecordHeader(rec)
+	switch {
+	case reason != "":
+		return nil, nil, reason
+	case !sameRecord(&got, e) || int64(n) != e.sigOff() || int64(len(rec)) != e.recLen():
+		return nil, nil, "differs from the pack's table of contents"
+	}
+	return rec[e.sigOff():e.imageOff():e.imageOff()], rec[e.imageOff():], ""
+}
 
 // appendRecordHeader appends the header of a record with these fields, its
 // sum computed over the header's first 32 bytes, model and key.
-func appendRecordHeader(b []byte, version uint16, model, key string, imageLen uint32, fullKey, hash uint64) []byte {
+func appendRecordHeader(b []byte, version uint16, model, key string, sigLen uint16, imageLen uint32, fullKey, hash uint64) []byte {
 	start := len(b)
 	b = append(b, recMagic...)
 	b = binary.LittleEndian.AppendUint16(b, version)
 	b = binary.LittleEndian.AppendUint16(b, uint16(len(model)))
 	b = binary.LittleEndian.AppendUint16(b, uint16(len(key)))
-	b = binary.LittleEndian.AppendUint16(b, 0)
+	b = binary.LittleEndian.AppendUint16(b, sigLen)
 	b = binary.LittleEndian.AppendUint32(b, imageLen)
 	b = binary.LittleEndian.AppendUint64(b, fullKey)
 	b = binary.LittleEndian.AppendUint64(b, hash)
@@ -115,6 +144,7 @@ func parseRecordHeader(b []byte) (packEntry, int, string) {
 	}
 	return packEntry{
 		version:  binary.LittleEndian.Uint16(b[4:]),
+		sigLen:   binary.LittleEndian.Uint16(b[10:]),
 		imageLen: binary.LittleEndian.Uint32(b[12:]),
 		fullKey:  binary.LittleEndian.Uint64(b[16:]),
 		hash:     binary.LittleEndian.Uint64(b[24:]),
@@ -128,7 +158,7 @@ func parseRecordHeader(b []byte) (packEntry, int, string) {
 // one the toc copied.
 func sameRecord(rec, toc *packEntry) bool {
 	return rec.sum == toc.sum && rec.fullKey == toc.fullKey && rec.hash == toc.hash && rec.imageLen == toc.imageLen &&
-		rec.version == toc.version && rec.model == toc.model && rec.key == toc.key
+		rec.sigLen == toc.sigLen && rec.version == toc.version && rec.model == toc.model && rec.key == toc.key
 }
 
 // packBuilder lays out one pack in memory: the records as items are added,
@@ -148,19 +178,20 @@ func newPackBuilder(size int) *packBuilder {
 	return b
 }
 
-// add appends one record.
-func (b *packBuilder) add(version uint16, model, key string, img []byte, fullKey, hash uint64) {
+// add appends one record (sig at most math.MaxUint16 bytes).
+func (b *packBuilder) add(version uint16, model, key string, sig, img []byte, fullKey, hash uint64) {
 	off := len(b.buf)
-	b.buf = appendRecordHeader(b.buf, version, model, key, uint32(len(img)), fullKey, hash)
+	b.buf = appendRecordHeader(b.buf, version, model, key, uint16(len(sig)), uint32(len(img)), fullKey, hash)
 	b.buf = append(b.buf, model...)
 	b.buf = append(b.buf, key...)
 	hdrEnd := len(b.buf)
+	b.buf = append(b.buf, sig...)
 	b.buf = append(b.buf, img...)
 	b.toc = binary.LittleEndian.AppendUint64(b.toc, uint64(off))
 	b.toc = append(b.toc, b.buf[off:hdrEnd]...)
 	b.n++
 	b.entries = append(b.entries, packEntry{fullKey: fullKey, hash: hash, off: int64(off), imageLen: uint32(len(img)),
-		sum: binary.LittleEndian.Uint64(b.buf[off+32:]), version: version, model: model, key: key})
+		sum: binary.LittleEndian.Uint64(b.buf[off+32:]), version: version, sigLen: uint16(len(sig)), model: model, key: key})
 }
 
 // finish appends the toc and the footer and returns the pack's bytes.
@@ -176,8 +207,8 @@ func (b *packBuilder) finish() []byte {
 }
 
 // recordSize is what an item adds to a pack: its record and its toc copy.
-func recordSize(model, key string, imageLen int) int {
-	return 2*(recHeaderSize+len(model)+len(key)) + 8 + imageLen
+func recordSize(model, key string, sigLen, imageLen int) int {
+	return 2*(recHeaderSize+len(model)+len(key)) + 8 + sigLen + imageLen
 }
 
 // parseFooter checks a pack's footer against the pack's size and returns
@@ -295,7 +326,10 @@ func checkPackHeader(b []byte) string {
 
 // foreignFormat is a pack of another pack format: another hbg's, which this
 // one neither reads nor calls bad (it is evicted by age as any pack is).
-func foreignFormat(b []byte) bool { return binary.LittleEndian.Uint32(b[4:]) != packFormat }
+func foreignFormat(b []byte) bool {
+	f := binary.LittleEndian.Uint32(b[4:])
+	return f != packFormat && f != packFormatV1
+}
 
 // errForeign is a pack of another pack format (foreignFormat).
 var errForeign = errors.New("a pack of another format")

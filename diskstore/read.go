@@ -17,7 +17,9 @@ type PackRecord struct {
 	// Offset is the record's, ImageOffset its image's, in the pack.
 	Offset, ImageOffset int64
 	Image               []byte
-	Problem             string
+	// Signature is the one kept beside the image (nil: none).
+	Signature []byte
+	Problem   string
 }
 
 // ReadPack reads a whole pack file's bytes (hbgrun describe): its records,
@@ -48,14 +50,14 @@ func ReadPack(b []byte) ([]PackRecord, error) {
 		e := &es[i]
 		r := PackRecord{Entry: entryOf(p, e, time.Time{}), Offset: e.off, ImageOffset: e.off + e.imageOff()}
 		rec := b[e.off : e.off+e.recLen()]
-		got, n, reason := parseRecordHeader(rec)
-		switch {
-		case reason != "":
+		sig, img, reason := splitRecord(rec, e)
+		if reason != "" {
 			r.Problem = reason
-		case !sameRecord(&got, e) || int64(n) != e.imageOff():
-			r.Problem = "differs from the pack's table of contents"
-		default:
-			r.Image = rec[n:]
+		} else {
+			r.Image = img
+			if len(sig) > 0 {
+				r.Signature = sig
+			}
 		}
 		out[i] = r
 	}
@@ -97,12 +99,9 @@ func (s *Store) Image(hash uint64) ([]byte, error) {
 	if err := f.readFullAt(rec, e.off); err != nil {
 		return nil, fmt.Errorf("definition store: pack %s: %w", p.name, err)
 	}
-	got, n, reason := parseRecordHeader(rec)
-	if reason == "" && (!sameRecord(&got, &e) || int64(n) != e.imageOff()) {
-		reason = "differs from the pack's table of contents"
-	}
+	_, img, reason := splitRecord(rec, &e)
 	if reason != "" {
 		return nil, fmt.Errorf("definition store: pack %s, record of image %016x: %s", p.name, hash, reason)
 	}
-	return rec[n:], nil
+	return img, nil
 }

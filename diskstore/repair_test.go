@@ -22,7 +22,7 @@ func TestDuplicatesHarmless(t *testing.T) {
 	mustPut(t, a, d, img, "m")
 	// b writes before it has looked at packs/ since a wrote: a stale
 	// index, as a process that raced a has.
-	if _, err := b.writePack([]Item{{d, img, "m"}, {e, eimg, "m"}}, 1<<10); err != nil {
+	if _, err := b.writePack([]Item{{Def: d, Image: img, Model: "m"}, {Def: e, Image: eimg, Model: "m"}}, 1<<10); err != nil {
 		t.Fatal(err)
 	}
 	c := open(t, dir, 0)
@@ -54,7 +54,7 @@ func TestDuplicatesHarmless(t *testing.T) {
 	}
 	// Both written again by another pair: gc keeps one pack.
 	mustPut(t, a, d, img, "m")
-	if _, err := open(t, dir, 0).writePack([]Item{{d, img, "m"}}, 1<<10); err != nil {
+	if _, err := open(t, dir, 0).writePack([]Item{{Def: d, Image: img, Model: "m"}}, 1<<10); err != nil {
 		t.Fatal(err)
 	}
 	g, err := c.GC(0)
@@ -129,7 +129,7 @@ func TestBuilderReadsBack(t *testing.T) {
 	b := newPackBuilder(0)
 	for k := uint64(1); k <= 5; k++ {
 		d, img := testDef(k, int(k)+3)
-		b.add(stages.DefinitionVersion, "m", d.Key, img, d.FullKey, d.ContentHash)
+		b.add(stages.DefinitionVersion, "m", d.Key, nil, img, d.FullKey, d.ContentHash)
 	}
 	data := b.finish()
 	f, err := os.CreateTemp(t.TempDir(), "p")

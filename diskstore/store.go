@@ -10,8 +10,10 @@
 //	lock                  held shared by writers, exclusive by eviction and gc
 //	packs/<name>.hbgp     a pack: the Definitions one batch stored, each a
 //	                      record (its entry: full_key, content hash, image
-//	                      format version, model, key; then its image), and a
-//	                      table of contents (pack.go has the byte layout)
+//	                      format version, model, key; then the recorder's
+//	                      signature, for an image fetched signed, and its
+//	                      image), and a table of contents (pack.go has the
+//	                      byte layout)
 //	tmp/                  packs being written
 //	quarantine/           files found bad, moved aside (never read again;
 //	                      gc, or an eviction, removes them)
@@ -146,6 +148,9 @@ type Entry struct {
 	LastUse time.Time
 	// Pack is the name of the pack file (under packs/) holding it.
 	Pack string
+	// Signed says the record keeps a signature beside the image (Loaded's
+	// Signature; whether it verifies is the reader's to check).
+	Signed bool
 }
 
 // Loaded is a Definition read back from disk, verified. Def is the host's
@@ -158,6 +163,11 @@ type Loaded struct {
 	// (stages.Definition.WrittenSlots of the whole Definition).
 	Written []int32
 	Entry   Entry
+	// Signature is the recorder's signature kept beside the image
+	// (Item.Signature), nil when there is none. The store checks nothing
+	// of it: the reader verifies it (package peer/defsig) before it takes
+	// the image as signed.
+	Signature []byte
 }
 
 // errNotRegular is a path that holds no regular file (a directory, say):
@@ -511,16 +521,13 @@ func (fd *Found) Load(model string) (*Loaded, error) {
 		}
 		return nil, fmt.Errorf("definition store: pack %s: %w", p.name, err)
 	}
-	got, n, reason := parseRecordHeader(rec)
+	sig, img, reason := splitRecord(rec, e)
 	switch {
 	case reason != "":
 		return nil, s.reject(fullKey, fmt.Sprintf("pack %s, record %016x: %s", p.name, fullKey, reason), p)
-	case !sameRecord(&got, e) || int64(n) != e.imageOff():
-		return nil, s.reject(fullKey, fmt.Sprintf("pack %s, record %016x differs from the pack's table of contents", p.name, fullKey), p)
 	case model != "" && e.model != model:
 		return nil, s.reject(fullKey, fmt.Sprintf("entry is model %q, want %q", e.model, model), p)
 	}
-	img := rec[n:]
 	def, written, reason := checkImage(img, fullKey, e)
 	if reason == "" && s.strict.Load() {
 		if _, err := decodeFull(img); err != nil {
@@ -547,7 +554,11 @@ func (fd *Found) Load(model string) (*Loaded, error) {
 		pn.n++
 	}
 	s.mu.Unlock()
-	return &Loaded{Def: def, Image: img, Written: written, Entry: entryOf(p, e, mod)}, nil
+	l := &Loaded{Def: def, Image: img, Written: written, Entry: entryOf(p, e, mod)}
+	if len(sig) > 0 {
+		l.Signature = sig
+	}
+	return l, nil
 }
 
 // KnownFor is the entries of one orchestration identity (model) in the
@@ -633,16 +644,16 @@ func (s *Store) salvage(p *pack, fullKey uint64) []Item {
 		if f.readFullAt(rec, e.off) != nil {
 			continue
 		}
-		got, n, reason := parseRecordHeader(rec)
-		if reason != "" || !sameRecord(&got, e) || int64(n) != e.imageOff() {
+		sig, img, reason := splitRecord(rec, e)
+		if reason != "" {
 			continue
 		}
 		// Checked in full, as the device reads it: a pack is moved aside
 		// also for an image the device refused, and its neighbours,
 		// written by the same batch, may be as bad.
-		if def, _, reason := checkImage(rec[n:], e.fullKey, e); reason == "" {
-			if _, err := decodeFull(rec[n:]); err == nil {
-				keep = append(keep, Item{Def: def, Image: rec[n:], Model: e.model})
+		if def, _, reason := checkImage(img, e.fullKey, e); reason == "" {
+			if _, err := decodeFull(img); err == nil {
+				keep = append(keep, Item{Def: def, Image: img, Model: e.model, Signature: sig})
 			}
 		}
 	}

@@ -153,15 +153,44 @@ type nodeSpec struct {
 	AskTimeout   time.Duration `json:"ask_timeout,omitempty"`
 	ClaimTimeout time.Duration `json:"claim_timeout,omitempty"`
 	StoreDir     string        `json:"store_dir,omitempty"`
+	// TrustCA (DER), when set, makes the node verify signatures against
+	// that CA, refusing those of the Denied serials (a child's verifier).
+	TrustCA []byte   `json:"trust_ca,omitempty"`
+	Denied  []string `json:"denied,omitempty"`
+	// SignCert and SignKey (DER: certificate, PKCS#8 key), when set, make
+	// the node sign what it records.
+	SignCert []byte `json:"sign_cert,omitempty"`
+	SignKey  []byte `json:"sign_key,omitempty"`
 	// onRefused hears a local node's refusals; verifier checks a local
-	// node's fetched images' signatures.
-	onRefused func(Refused)
-	verifier  *defsig.Verifier
+	// node's fetched images' signatures; refuseUnsigned is
+	// Config.RefuseUnsigned.
+	onRefused      func(Refused)
+	verifier       *defsig.Verifier
+	refuseUnsigned bool
 }
 
 func startNode(sys *actor.ActorSystem, spec nodeSpec) (*node, error) {
 	nd := &node{sys: sys, addr: sys.Address()}
-	pc := Config{AskTimeout: spec.AskTimeout, ClaimTimeout: spec.ClaimTimeout, OnRefused: spec.onRefused, Verifier: spec.verifier}
+	pc := Config{AskTimeout: spec.AskTimeout, ClaimTimeout: spec.ClaimTimeout, OnRefused: spec.onRefused, Verifier: spec.verifier, RefuseUnsigned: spec.refuseUnsigned}
+	if spec.TrustCA != nil {
+		ca, err := x509.ParseCertificate(spec.TrustCA)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		pool.AddCert(ca)
+		pc.Verifier = defsig.NewVerifier(pool)
+		pc.Verifier.SetDenied(spec.Denied)
+	}
+	if spec.SignCert != nil {
+		k, err := x509.ParsePKCS8PrivateKey(spec.SignKey)
+		if err == nil {
+			pc.Signer, err = defsig.NewSigner(tls.Certificate{Certificate: [][]byte{spec.SignCert}, PrivateKey: k})
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 	if o := spec.Owner; o != "" {
 		pc.owner = func(uint64) string { return o }
 	}

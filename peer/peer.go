@@ -57,13 +57,18 @@
 // signature verifies against a recorder certificate of the cluster's CA,
 // valid now and not revoked. An image that fails (unsigned, a stranger's,
 // revoked, expired, or a signature over other bytes) is dropped, refused
-// (Config.OnRefused) and recorded here. Without TLS there is nothing to
+// (Config.OnRefused) and recorded here, or, with Config.RefuseUnsigned,
+// fails the pass. Without TLS there is nothing to
 // verify against: the asker records the Definition once itself and takes
 // the image only if the content hashes match, as it does with
 // Config.Rerecord for every image; a match is kept in its store, memory
-// and disk, like one it recorded. An owner that serves an image from its
-// own store on disk signs it as it sends it (it vouches for its own
-// store; the store on disk does not keep signatures). An Answer is taken
+// and disk, like one it recorded. A fetched image whose signature verified
+// is kept in the store on disk with its signature beside it, so an owner
+// that serves it from there later passes on its recorder's signature
+// (verified again: a signer revoked since, or a signature changed on disk,
+// is not passed on, and the image goes unsigned). One recorded here has
+// none on disk: the owner signs it as it sends it (it vouches for its own
+// recordings). An Answer is taken
 // only from the node asked: ask ids are random, and the connection must
 // speak for the owner's host (its certificate's names, or without TLS its
 // IP address).
@@ -143,6 +148,11 @@ type Config struct {
 	// Rerecord (the paranoid's flag) checks even a well-signed image by
 	// recording it here once and comparing content hashes.
 	Rerecord bool
+	// RefuseUnsigned fails a request whose fetched image's signature does
+	// not verify (ErrRefusedImage, the pass fails saying why) instead of
+	// recording the Definition here: for a node that must replay only what
+	// a recorder of the cluster vouched for. It needs a Verifier.
+	RefuseUnsigned bool
 	// OnRefused, if set, hears every message the node refused (from
 	// the node's actor: it must not block).
 	OnRefused func(Refused)

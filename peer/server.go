@@ -71,6 +71,10 @@ type held struct {
 	// sig is the recorder's signature (empty until this node signs its own
 	// image, or when the publisher's did not verify).
 	sig defsig.Signature
+	// vouched: this node signs the image for its peers when sig is empty
+	// (false for one from its store on disk whose kept signature no longer
+	// verifies: Config.storedSig).
+	vouched bool
 }
 
 // ask is one of this node's requests, open until answered.
@@ -213,6 +217,7 @@ func (s *server) lookup(fullKey uint64, model string) (held, bool) {
 	// Read and verified: the bytes are ours, the entry need not stay pinned.
 	s.disk.Unpin(fullKey)
 	h := held{image: l.Image, hash: l.Def.ContentHash, from: "this node's store on disk", local: true}
+	h.sig, h.vouched = s.cfg.storedSig(fullKey, l)
 	s.images.put(fullKey, h)
 	return h, true
 }
@@ -238,11 +243,14 @@ func (s *server) grant(ctx actor.Context, fullKey uint64, c *claim, w waiter) {
 func (s *server) sendImage(ctx actor.Context, w waiter, fullKey uint64, h held) {
 	if w.pid == nil {
 		if a := s.take(w.id); a != nil {
-			a.done(actors.FetchResult{Image: h.image, Hash: h.hash, Peer: h.from, Outcome: "image", Trusted: h.local || (!s.cfg.Rerecord && !h.sig.Empty())})
+			// The signature goes with it to this node's store: one another
+			// node published (verified as it came) stays its recorder's.
+			a.done(actors.FetchResult{Image: h.image, Hash: h.hash, Peer: h.from, Outcome: "image", Trusted: h.local || (!s.cfg.Rerecord && !h.sig.Empty()),
+				Signature: h.sig.Encode()})
 		}
 		return
 	}
-	if h.local && h.sig.Empty() && s.cfg.Signer != nil {
+	if h.local && h.vouched && h.sig.Empty() && s.cfg.Signer != nil {
 		// This node's own image (recorded here, or from its own store):
 		// it vouches for the bytes it serves.
 		if sig, err := s.cfg.Signer.Sign(fullKey, h.hash, stages.DefinitionVersion); err == nil {
@@ -306,10 +314,11 @@ func (s *server) answered(ctx actor.Context, m *Answer) {
 
 // fetchedImage is an owner's image for one of this node's asks: replayed
 // as it came when its recorder's signature verifies (unless
-// Config.Rerecord); with no TLS, checked by recording it here; otherwise
-// dropped, counted and recorded here: a stranger's, an expired or revoked
-// certificate's, an unsigned image or a signature over other bytes is
-// never replayed.
+// Config.Rerecord), its signature kept with it in the store; with no TLS,
+// checked by recording it here; otherwise dropped, counted and recorded
+// here (or the request failed, Config.RefuseUnsigned): a stranger's, an
+// expired or revoked certificate's, an unsigned image or a signature over
+// other bytes is never replayed.
 func (s *server) fetchedImage(ctx actor.Context, a *ask, img *Image) {
 	fk := a.req.FullKey
 	if err := checkImage(fk, img); err != nil {
@@ -323,11 +332,11 @@ func (s *server) fetchedImage(ctx actor.Context, a *ask, img *Image) {
 	}
 	if err := s.cfg.verifySig(fk, img); err != nil {
 		s.refuse("signed image", fk, ctx, err.Error())
-		a.done(actors.FetchResult{Peer: a.owner, Outcome: "fallback",
-			Warning: fmt.Sprintf("node %s, the key's owner, sent an image whose signature is refused (%v): recorded here", a.owner, err)})
+		a.done(s.cfg.refusedResult(a.owner, err))
 		return
 	}
-	a.done(actors.FetchResult{Image: img.GetImage(), Hash: img.GetContentHash(), Peer: a.owner, Outcome: "image", Trusted: !s.cfg.Rerecord})
+	a.done(actors.FetchResult{Image: img.GetImage(), Hash: img.GetContentHash(), Peer: a.owner, Outcome: "image", Trusted: !s.cfg.Rerecord,
+		Signature: sigOf(img).Encode()})
 }
 
 // localRecorded is this node's recording of a key it asked for: kept and
@@ -381,7 +390,7 @@ func (s *server) published(ctx actor.Context, fullKey uint64, img *Image, from *
 		s.abandoned(ctx, fullKey, holderAddr(from))
 		return
 	}
-	h := held{image: img.Image, hash: img.ContentHash, from: addr, local: from == nil, sig: sigOf(img)}
+	h := held{image: img.Image, hash: img.ContentHash, from: addr, local: from == nil, sig: sigOf(img), vouched: from == nil}
 	if from != nil && s.cfg.Verifier != nil {
 		// A published image is served only with its recorder's signature:
 		// one that does not verify is refused like a bad image.

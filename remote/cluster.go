@@ -119,18 +119,32 @@ func endpointHost(ep string) (string, error) {
 // provider is hbg's etcd provider (etcdProvider) over a client of e,
 // once etcd has answered.
 func (e Etcd) provider() (*etcdProvider, error) {
-	tc, err := e.tls()
+	c, err := e.client()
 	if err != nil {
 		return nil, err
-	}
-	d := e.DialTimeout
-	if d <= 0 {
-		d = DefaultEtcdDialTimeout
 	}
 	ttl := e.LeaseTTL
 	if ttl <= 0 {
 		ttl = DefaultLeaseTTL
 	}
+	return newEtcdProvider(c, e.name(), ttl), nil
+}
+
+// dialTimeout is e's DialTimeout or its default.
+func (e Etcd) dialTimeout() time.Duration {
+	if e.DialTimeout <= 0 {
+		return DefaultEtcdDialTimeout
+	}
+	return e.DialTimeout
+}
+
+// client is a client of e's etcd, once etcd has answered.
+func (e Etcd) client() (*clientv3.Client, error) {
+	tc, err := e.tls()
+	if err != nil {
+		return nil, err
+	}
+	d := e.dialTimeout()
 	// etcd's client logs through zap: a line per connection state is
 	// noise in a node's stderr; its errors come back as errors.
 	cc := clientv3.Config{Endpoints: e.Endpoints, TLS: tc, DialTimeout: d, Logger: zap.NewNop()}
@@ -146,7 +160,7 @@ func (e Etcd) provider() (*etcdProvider, error) {
 		_ = c.Close()
 		return nil, fmt.Errorf("etcd %v: %w: %v (its endpoints, --etcd-cacert, --etcd-cert and --etcd-key)", e.Endpoints, ErrEtcdUnreachable, err)
 	}
-	return newEtcdProvider(c, e.name(), ttl), nil
+	return c, nil
 }
 
 // inCluster makes sys's running remote rem part of e's cluster through

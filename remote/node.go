@@ -105,6 +105,16 @@ type NodeConfig struct {
 	// every process of the user holds: it says which user's process a
 	// connection is, not that a recorder made an image.
 	Unsigned bool
+	// RefuseUnsigned fails a pass whose fetched image's signature does
+	// not verify instead of recording the Definition here
+	// (peer.Config.RefuseUnsigned). It needs TLS.
+	RefuseUnsigned bool
+	// Revoked is node certificates (serial numbers, defsig.ParseSerial's
+	// forms) whose Definition signatures this node refuses, besides those
+	// of its cluster's deny list in etcd (Revoke), which it watches.
+	// OnRevoked, if set, hears each deny list the node takes.
+	Revoked   []string
+	OnRevoked func(serials []string)
 	// OnPeerRefused, if set, hears every peer message the node refused
 	// (peer.Config.OnRefused).
 	OnPeerRefused func(peer.Refused)
@@ -163,6 +173,8 @@ type Node struct {
 	unplaced map[string]string
 	// cluster is the cluster in etcd the node is a member of (nil: none).
 	cluster *cluster.Cluster
+	// revoked follows the cluster's deny list in etcd (nil: none).
+	revoked *denyWatch
 }
 
 // StartNode starts protoactor remote on sys, listening on cfg.Listen, and
@@ -194,9 +206,15 @@ func StartNode(sys *actor.ActorSystem, cfg NodeConfig) (*Node, error) {
 		if n.signer, n.verifier, err = defsig.Load(f.CertFile, f.KeyFile, f.TrustedCAFile); err != nil {
 			return nil, fmt.Errorf("node: signing Definitions: %w", err)
 		}
+		if err := n.watchRevoked(); err != nil {
+			return nil, fmt.Errorf("node: %w", err)
+		}
+	} else if cfg.RefuseUnsigned || len(cfg.Revoked) > 0 {
+		return nil, fmt.Errorf("node: refusing unsigned Definitions, or revoking certificates, needs TLS with a cluster CA, not the local PKI (the CA checks signatures)")
 	}
 	rem, err := startRemote(sys, cfg.Listen, cfg.Advertise, cfg.Transport, append(cfg.RemoteOptions, paremote.WithKinds(n.kinds()...)))
 	if err != nil {
+		n.stopRevoked()
 		return nil, err
 	}
 	if cfg.Etcd.On() {
@@ -204,6 +222,7 @@ func StartNode(sys *actor.ActorSystem, cfg NodeConfig) (*Node, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 			defer cancel()
 			_ = shutdownRemote(ctx, rem)
+			n.stopRevoked()
 			return nil, fmt.Errorf("node: %w", err)
 		}
 	}
@@ -283,7 +302,7 @@ func nodeConfig(n *Node, p *wire.Place) actors.Config {
 	// fails only when the store on disk cannot be opened, which fails the
 	// runtime's own start too, and says why.
 	if nodes := p.GetNodes(); len(nodes) > 1 {
-		pc := peer.Config{StoreDir: n.cfg.StoreDir, StoreMax: n.cfg.StoreMax, Tracer: n.cfg.Tracer, Signer: n.signer, Verifier: n.verifier, Rerecord: n.cfg.Rerecord, OnRefused: n.cfg.OnPeerRefused}
+		pc := peer.Config{StoreDir: n.cfg.StoreDir, StoreMax: n.cfg.StoreMax, Tracer: n.cfg.Tracer, Signer: n.signer, Verifier: n.verifier, Rerecord: n.cfg.Rerecord, RefuseUnsigned: n.cfg.RefuseUnsigned, OnRefused: n.cfg.OnPeerRefused}
 		if src, err := peer.Attach(n.sys, pc, n.addr, nodes); err == nil {
 			cfg.Peers = src
 		}
@@ -371,6 +390,7 @@ func (n *Node) Stop(ctx context.Context) error {
 		errs = append(errs, n.cluster.Config.ClusterProvider.Shutdown(true))
 	}
 	errs = append(errs, shutdownRemote(ctx, n.rem))
+	n.stopRevoked()
 	return errors.Join(errs...)
 }
 

@@ -28,6 +28,11 @@ type Published struct {
 	Image   []byte
 	Hash    uint64
 	Written []int32 // boundary slots the body writes
+	// Signature is the recorder's signature of Image when it came from
+	// another node and the signature verified (package peer/defsig's
+	// encoding), nil for one recorded here: the store on disk keeps it
+	// beside the image.
+	Signature []byte
 }
 
 // PassCounts describe one pass.

@@ -409,6 +409,28 @@ func (s *Store[J]) FetchDone(j J, d *Published, f PeerFetch) {
 	s.publish(r.StoreKey, d, fromPeer, func(o *Outcome) { o.Fetch = f })
 }
 
+// FetchRefused fails j and every request waiting for its key: the
+// cluster's answer may not be replayed and this node must not record the
+// Definition instead (err says why: a fetched image whose signature did
+// not verify, refused by flag). Nothing is kept: a later request asks
+// again.
+func (s *Store[J]) FetchRefused(j J, err error, f PeerFetch) {
+	k := j.Request().StoreKey
+	s.stats.FetchRejected += int64(len(f.Rejected))
+	e := s.key(k)
+	waiters, rejected := e.waiters, e.rejected
+	e.inflight, e.waiters, e.rejected = false, nil, nil
+	for i, w := range waiters {
+		o := outcomeOf(w.Request())
+		o.Err = err
+		if i == 0 {
+			o.Fetch, o.Store.Rejected = f, rejected
+		}
+		s.answer(w, o)
+	}
+	s.askVerifies(k)
+}
+
 // FetchCheck takes a Definition from the cluster (checked by the shell as
 // an image) that must also be this node's own: j is recorded here, and d is
 // published as fetched only if the recording's content hash is d's (a

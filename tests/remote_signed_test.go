@@ -5,6 +5,9 @@ package tests
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -84,4 +87,67 @@ func TestSignedDefinitionsNotRerecorded(t *testing.T) {
 	t.Logf("control: cold %d nodes, fetched %d; again %d nodes, fetched %d built %d", recordedNodes(cold), cold.Counts.FetchedDefinitions, recordedNodes(again), again.Counts.FetchedDefinitions, again.Counts.RecordedDefinitions)
 	assert.Equal(t, 2*perRank, recordedNodes(cold), "paranoid nodes record each fetched key to check it")
 	assert.Positive(t, recordedNodes(again), "paranoid nodes check again in a fresh runtime")
+}
+
+// TestRevokedNodeNotReplayed: node a, told by --revoked that node b's
+// certificate is revoked, replays nothing b signed: rank 0, on a, records
+// all 8 Definitions and fetches none (b still replays a's), and a's log
+// says why; the run's digests match. With --refuse-unsigned a fails the
+// pass instead of recording b's keys.
+func TestRevokedNodeNotReplayed(t *testing.T) {
+	want := localDigest(t)
+	ca := newPKI(t, "hbg test CA")
+	driver := ca.issue(t, "driver")
+	aFlags := ca.issueRecorder(t, "node-a")
+	bFlags := ca.issueRecorder(t, "node-b")
+	revoked := filepath.Join(t.TempDir(), "revoked")
+	require.NoError(t, os.WriteFile(revoked, []byte(fmt.Sprintf("# node-b, disk stolen\n%x\n", ca.next)), 0o600))
+	run := func(a, b *nodeProc) (*trace.Report, string, int) {
+		t.Helper()
+		args := append([]string{"run", dsv4, "--form", "full", "--ranks", "2", "--rounds", "1", "--json", "-v", "--store", "off",
+			"--nodes", a.addr + "," + b.addr}, driver...)
+		out, stderr, code := runCLI(t, args...)
+		var rep trace.Report
+		if code == 0 {
+			require.NoError(t, json.Unmarshal([]byte(out), &rep))
+		}
+		return &rep, stderr, code
+	}
+
+	a := startNodeProc(t, "127.0.0.1:0", append(aFlags, "--revoked", revoked)...)
+	b := startNodeProc(t, "127.0.0.1:0", bFlags...)
+	rep, stderr, code := run(a, b)
+	require.Equal(t, 0, code, stderr)
+	d := passDigests(stderr)
+	require.Len(t, d, 2, stderr)
+	assert.Equal(t, want, d[0][0])
+	assert.Equal(t, want, d[1][0])
+	assert.Contains(t, a.log.String(), "refusing the Definition signatures of 1 revoked certificate: [")
+	var onA *trace.Pass
+	for i := range rep.Passes {
+		if rep.Passes[i].Rank == 0 {
+			onA = &rep.Passes[i]
+		}
+	}
+	require.NotNil(t, onA)
+	assert.Equal(t, 8, onA.BuiltDefinitions, "rank 0 (node a) records every Definition")
+	assert.Zero(t, onA.FetchedDefinitions, "rank 0 (node a) replays nothing node b signed")
+	fetchedByB := int(rep.Counts.FetchedDefinitions)
+	if fetchedByB < 8 {
+		// a asked b for the keys b owns, and refused each image.
+		assert.Contains(t, a.log.String(), "the signer's certificate is revoked")
+	}
+	t.Logf("node b fetched %d of a's keys; a refused %d of b's", fetchedByB, 8-fetchedByB)
+
+	ra := startNodeProc(t, "127.0.0.1:0", append(ca.issueRecorder(t, "node-ra"), "--revoked", revoked, "--refuse-unsigned")...)
+	rb := startNodeProc(t, "127.0.0.1:0", bFlags...)
+	_, stderr, code = run(ra, rb)
+	if code == 0 {
+		// ra owns every key (1 in 256 with two nodes): it asked b nothing.
+		assert.NotContains(t, ra.log.String(), "refused a signed image")
+		t.Log("node ra owned every key: --refuse-unsigned was not exercised")
+		return
+	}
+	assert.Contains(t, stderr, "this node refuses to record it itself")
+	assert.Contains(t, stderr, "revoked")
 }

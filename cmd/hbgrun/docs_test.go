@@ -16,9 +16,13 @@ import (
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/hbg-dev/hbg/internal/etcdtest"
 )
 
 func TestMain(m *testing.M) {
+	// A real etcd for the cluster commands' tests runs as this binary.
+	etcdtest.Main()
 	// The scripts' hbgrun is this test binary running main.
 	testscript.Main(m, map[string]func(){"hbgrun": main})
 }

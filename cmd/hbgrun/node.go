@@ -22,6 +22,7 @@ import (
 	"github.com/hbg-dev/hbg/config/models"
 	"github.com/hbg-dev/hbg/diskstore"
 	"github.com/hbg-dev/hbg/peer"
+	"github.com/hbg-dev/hbg/peer/defsig"
 	"github.com/hbg-dev/hbg/remote"
 	"github.com/hbg-dev/hbg/trace"
 )
@@ -37,7 +38,8 @@ type nodeFlags struct {
 	store                                         storeFlags
 	tls                                           tlsFlags
 	insecure                                      bool
-	rerecord                                      bool
+	rerecord, refuseUnsigned                      bool
+	revoked                                       string
 	maxRanks, maxPlacements, maxDrivers, maxConns int
 	maxConnsPerPeer, maxUnplaced                  int
 	idleTimeout, placementIdle                    time.Duration
@@ -161,6 +163,8 @@ max_tasks never lifts the node's --max-tasks (4194304 when not given).`,
 	f.tls.register(fl, "", "this node's")
 	fl.BoolVar(&f.insecure, "insecure", false, "serve without TLS on an address other machines reach (anyone who reaches it can place runs and write Definitions)")
 	fl.BoolVar(&f.rerecord, "rerecord-signed", false, "record here once, to check it, even a Definition another node sent signed by a recorder of the cluster's CA (without TLS, and with the local PKI on loopback, every fetched Definition is checked so)")
+	fl.BoolVar(&f.refuseUnsigned, "refuse-unsigned", false, "fail a pass whose Definition another node sent without a signature this node verifies (a stranger's, a revoked or expired certificate's, none), instead of recording it here; needs TLS")
+	fl.StringVar(&f.revoked, "revoked", "", "refuse the Definition signatures of the node certificates whose serials this file lists, one a line (read at start; with --etcd-endpoints the cluster's deny list, hbgrun cluster revoke, is followed as well)")
 	fl.IntVar(&f.maxRanks, "max-ranks", remote.DefaultMaxRanks, "refuse a placement of more ranks than this")
 	fl.IntVar(&f.maxPlacements, "max-placements", remote.DefaultMaxPlacements, "refuse a placement while this many runs are placed here")
 	fl.IntVar(&f.maxDrivers, "max-drivers", remote.DefaultMaxDrivers, "refuse a placement from a new driver while this many drivers have runs placed here")
@@ -194,6 +198,18 @@ func nodeCmd(ctx context.Context, stderr io.Writer, f *nodeFlags) error {
 	if err := f.etcd.check(); err != nil {
 		return err
 	}
+	var revoked []string
+	if f.revoked != "" || f.refuseUnsigned {
+		if !f.tls.files.On() {
+			return usageError{fmt.Errorf("--revoked and --refuse-unsigned: need --cert-file, --key-file and --trusted-ca-file (signatures are checked against the cluster's CA)")}
+		}
+	}
+	if f.revoked != "" {
+		var err error
+		if revoked, err = defsig.ReadDenyList(f.revoked); err != nil {
+			return usageError{fmt.Errorf("--revoked: %w", err)}
+		}
+	}
 	maxModel, err := diskstore.ParseSize(f.maxModel)
 	if err != nil || maxModel > 1<<30 {
 		return usageError{fmt.Errorf("--max-model %q: want a size up to 1GiB", f.maxModel)}
@@ -221,6 +237,12 @@ func nodeCmd(ctx context.Context, stderr io.Writer, f *nodeFlags) error {
 		Transport: remote.Transport{TLS: f.tls.files, MaxModel: int(maxModel), MaxConns: f.maxConns, MaxConnsPerPeer: f.maxConnsPerPeer,
 			IdleTimeout: f.idleTimeout, OnConnRefused: connRefused(stderr), OnGuard: guarded(stderr)}, Insecure: f.insecure, Rerecord: f.rerecord,
 		Unsigned: f.tls.local != "",
+		RefuseUnsigned: f.refuseUnsigned, Revoked: revoked,
+		OnRevoked: func(s []string) {
+			if len(s) > 0 {
+				fmt.Fprintf(stderr, "hbgrun node: refusing the Definition signatures of %s: %v\n", trace.Plural(int64(len(s)), "revoked certificate"), s)
+			}
+		},
 		MaxRanks: f.maxRanks, MaxPlacements: f.maxPlacements, MaxDrivers: f.maxDrivers, MaxUnplaced: f.maxUnplaced, PlacementIdle: f.placementIdle,
 		Etcd:          f.etcd.e,
 		OnPeerRefused: func(r peer.Refused) { fmt.Fprintf(stderr, "hbgrun node: peer: %v\n", r) },

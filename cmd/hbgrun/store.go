@@ -102,7 +102,11 @@ func init() {
 		Long: `Definitions outlive the process in a store on disk shared by every hbgrun
 on the machine: a fresh process replays what an earlier one recorded.
   ls      every Definition: key, model, size, last use (most recent first)
-  verify  check every image (exit 1 when one is bad; a run moves bad ones aside)
+  verify  check every image (exit 1 when one is bad; a run moves bad ones aside),
+          and each signature kept beside an image fetched signed from another
+          node: its signer (certificate subject, serial), checked over the
+          image and, with --trusted-ca-file, against the cluster's CA (exit 1
+          when one does not verify: a load then does not take it as signed)
   gc      remove leftovers and evict the least recently used down to --store-max`,
 		// A command with subcommands runs nothing itself: without these,
 		// cobra prints the help for a mistyped subcommand and exits 0.
@@ -110,10 +114,14 @@ on the machine: a fresh process replays what an earlier one recorded.
 		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
 	f.register(c.PersistentFlags())
-	sub := func(use, short string, fn func(context.Context, io.Writer, *diskstore.Store) error) {
-		c.AddCommand(&cobra.Command{
+	var sf sigFlags
+	sub := func(use, short string, fn func(context.Context, io.Writer, *diskstore.Store) error) *cobra.Command {
+		sc := &cobra.Command{
 			Use: use, Short: short, Args: cobra.NoArgs,
 			RunE: func(c *cobra.Command, _ []string) error {
+				if err := sf.load(); err != nil {
+					return err
+				}
 				s, err := f.open()
 				if err != nil {
 					return err
@@ -125,10 +133,14 @@ on the machine: a fresh process replays what an earlier one recorded.
 				}
 				return err
 			},
-		})
+		}
+		c.AddCommand(sc)
+		return sc
 	}
 	sub("ls", "List every Definition in the store", storeLs)
-	sub("verify", "Check every image in the store", storeVerify)
+	sf.register(sub("verify", "Check every image in the store, and the signatures kept beside them", func(ctx context.Context, out io.Writer, s *diskstore.Store) error {
+		return storeVerify(ctx, out, s, &sf)
+	}).Flags())
 	sub("gc", "Evict least recently used Definitions down to --store-max", storeGC)
 	commands = append(commands, c)
 }
@@ -152,7 +164,7 @@ func storeLs(_ context.Context, out io.Writer, s *diskstore.Store) error {
 	return err
 }
 
-func storeVerify(ctx context.Context, out io.Writer, s *diskstore.Store) error {
+func storeVerify(ctx context.Context, out io.Writer, s *diskstore.Store, sf *sigFlags) error {
 	r, err := s.VerifyContext(ctx)
 	if err != nil {
 		return err
@@ -161,13 +173,14 @@ func storeVerify(ctx context.Context, out io.Writer, s *diskstore.Store) error {
 	for _, p := range r.Problems {
 		fmt.Fprintf(&b, "bad: %s: %s\n", p.Path, p.Reason)
 	}
-	fmt.Fprintf(&b, "%d packs, %d entries, %d images, %s: %d bad; %d duplicate packs, %d temporary files, %d quarantined files, %d files of the old layout (gc removes them)\n",
-		r.Packs, r.Entries, r.Images, humanBytes(r.Bytes), len(r.Problems), r.Shadowed, r.Temp, r.Quarantined, r.Legacy)
+	badSigs := sf.reportSigned(&b, r.Signed)
+	fmt.Fprintf(&b, "%d packs, %d entries, %d images, %s: %d bad; %s; %d duplicate packs, %d temporary files, %d quarantined files, %d files of the old layout (gc removes them)\n",
+		r.Packs, r.Entries, r.Images, humanBytes(r.Bytes), len(r.Problems), sigSummary(r.Signed, len(badSigs)), r.Shadowed, r.Temp, r.Quarantined, r.Legacy)
 	if _, err := io.WriteString(out, b.String()); err != nil {
 		return err
 	}
-	if len(r.Problems) > 0 {
-		return fmt.Errorf("store %s: %d bad packs or records", s.Dir(), len(r.Problems))
+	if len(r.Problems) > 0 || len(badSigs) > 0 {
+		return fmt.Errorf("store %s: %d bad packs or records, %d %w", s.Dir(), len(r.Problems), len(badSigs), errBadSignatures)
 	}
 	return nil
 }

@@ -181,3 +181,40 @@ func freePort() (int, error) {
 
 // validity is how long the test's certificates are good for.
 const validity = 24 * time.Hour
+
+// PKI is a throwaway certificate authority (authn/pki's) and the files
+// it issued in one directory, for tests that hand certificates to hbg.
+type PKI struct {
+	dir string
+	ca  *pki.CA
+}
+
+// NewPKI makes a CA named name, its certificate in dir/ca.crt.
+func NewPKI(t testing.TB, dir, name string) *PKI {
+	t.Helper()
+	ca, err := pki.NewCA(name, validity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ca.WriteCA(dir); err != nil {
+		t.Fatal(err)
+	}
+	return &PKI{dir: dir, ca: ca}
+}
+
+// CAFile is the CA's certificate (PEM).
+func (p *PKI) CAFile() string { return filepath.Join(p.dir, "ca.crt") }
+
+// Issue makes a certificate named cn for 127.0.0.1 and localhost, good
+// for serving and dialling, with uris as more SANs; it returns its
+// certificate's and key's files.
+func (p *PKI) Issue(t testing.TB, cn string, uris ...*url.URL) [2]string {
+	t.Helper()
+	n := pki.LoopbackNames()
+	n.URIs = uris
+	f, err := p.ca.WriteLeaf(p.dir, cn, cn, n, validity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return [2]string{f.CertFile, f.KeyFile}
+}

@@ -44,6 +44,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/big"
 	"net/url"
 	"os"
 	"strings"
@@ -166,11 +167,53 @@ func NewVerifier(roots *x509.CertPool) *Verifier {
 // lower-case hex.
 func Serial(c *x509.Certificate) string { return strings.ToLower(c.SerialNumber.Text(16)) }
 
-// SetDenied replaces the deny list (serial numbers, Serial's form).
+// ParseSerial reads a certificate serial number as an operator gives it
+// (hex, as Serial, openssl x509 -serial or openssl's "Serial Number:"
+// print it: with or without "serial=", "0x", colons and leading zeros) and
+// returns it in Serial's form.
+func ParseSerial(s string) (string, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	t = strings.TrimPrefix(strings.TrimPrefix(t, "serial="), "0x")
+	t = strings.ReplaceAll(t, ":", "")
+	n, ok := new(big.Int).SetString(t, 16)
+	if !ok || t == "" || n.Sign() < 0 {
+		return "", fmt.Errorf("serial %q: want a certificate serial number in hex (openssl x509 -noout -serial prints it)", s)
+	}
+	return strings.ToLower(n.Text(16)), nil
+}
+
+// ReadDenyList reads a file of revoked serial numbers, one a line (blank
+// lines and text after # are ignored), each as ParseSerial takes it.
+func ReadDenyList(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("defsig: deny list: %w", err)
+	}
+	var out []string
+	for i, line := range strings.Split(string(b), "\n") {
+		if j := strings.IndexByte(line, '#'); j >= 0 {
+			line = line[:j]
+		}
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		s, err := ParseSerial(line)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, i+1, err)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// SetDenied replaces the deny list (serial numbers, as ParseSerial takes
+// them; one that does not read denies nothing).
 func (v *Verifier) SetDenied(serials []string) {
 	m := make(map[string]bool, len(serials))
 	for _, s := range serials {
-		m[strings.ToLower(strings.TrimPrefix(strings.TrimSpace(s), "0x"))] = true
+		if t, err := ParseSerial(s); err == nil {
+			m[t] = true
+		}
 	}
 	v.mu.Lock()
 	v.denied = m
@@ -272,4 +315,60 @@ func Load(certFile, keyFile, caFile string) (*Signer, *Verifier, error) {
 		return nil, nil, err
 	}
 	return s, NewVerifier(pool), nil
+}
+
+// ErrMalformed is a stored signature whose encoding does not read.
+var ErrMalformed = errors.New("defsig: the stored signature does not read")
+
+// Encode is s as a store keeps it beside an image (diskstore.Item's
+// Signature): the signature's length (u16, little endian), the signature,
+// the signer's certificate (DER). An empty s encodes as nil.
+func (s Signature) Encode() []byte {
+	if s.Empty() {
+		return nil
+	}
+	b := make([]byte, 0, 2+len(s.Sig)+len(s.Cert))
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(s.Sig)))
+	b = append(b, s.Sig...)
+	return append(b, s.Cert...)
+}
+
+// Decode reads a signature Encode made (nil or empty: no signature).
+func Decode(b []byte) (Signature, error) {
+	if len(b) == 0 {
+		return Signature{}, nil
+	}
+	if len(b) < 2 {
+		return Signature{}, fmt.Errorf("%w: %d bytes", ErrMalformed, len(b))
+	}
+	n := int(binary.LittleEndian.Uint16(b))
+	if n == 0 || 2+n >= len(b) {
+		return Signature{}, fmt.Errorf("%w: a signature of %d bytes in %d", ErrMalformed, n, len(b))
+	}
+	return Signature{Sig: b[2 : 2+n : 2+n], Cert: b[2+n:]}, nil
+}
+
+// CheckSelf checks sig over the Definition against the certificate it
+// carries, trusting no CA: what a store verify without --trusted-ca-file
+// can say (a signature or image changed since it was signed fails; a
+// stranger's good signature passes). It returns the signer's certificate.
+func CheckSelf(fullKey, contentHash uint64, version uint16, sig Signature) (*x509.Certificate, error) {
+	if sig.Empty() {
+		return nil, ErrUnsigned
+	}
+	leaf, err := x509.ParseCertificate(sig.Cert)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the signer's certificate: %v", ErrMalformed, err)
+	}
+	if err := checkSig(leaf, Message(fullKey, contentHash, version), sig.Sig); err != nil {
+		return leaf, fmt.Errorf("%w (signer %q): %v", ErrBadSignature, leaf.Subject.CommonName, err)
+	}
+	return leaf, nil
+}
+
+// Describe names a signer's certificate for an operator: its subject,
+// serial (Serial's form), issuer and validity.
+func Describe(c *x509.Certificate) string {
+	return fmt.Sprintf("subject %q, serial %s, issuer %q, valid %s to %s", c.Subject.String(), Serial(c), c.Issuer.String(),
+		c.NotBefore.UTC().Format(time.RFC3339), c.NotAfter.UTC().Format(time.RFC3339))
 }
