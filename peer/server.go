@@ -55,7 +55,10 @@ type server struct {
 	// granted is the keys whose claim another node's owner granted this
 	// one: only these are published or abandoned to their owner (a key
 	// recorded after a refusal or a timeout is this node's own).
-	granted map[uint64]bool
+	granted map[uint64]*actor.PID
+	// owners finds keys' owners in a cluster (Config.Cluster; nil: the
+	// ring over the node list).
+	owners *owners
 	// watched is the nodes whose peer actor this one watches, by address:
 	// an owner asked, a remote claim holder.
 	watched map[string]bool
@@ -79,6 +82,10 @@ type ask struct {
 	req   actors.FetchRequest
 	done  func(actors.FetchResult)
 	owner string
+	// pid is the owner asked (nil: none yet, its lookup under way), tries
+	// the lookups so far (a cluster's owner that stops is looked up again).
+	pid   *actor.PID
+	tries int
 	timer *time.Timer
 }
 
@@ -103,17 +110,27 @@ type waiter struct {
 }
 
 func newServer(cfg Config) *server {
-	return &server{cfg: cfg, disk: cfg.Disk, images: newHeldImages(cfg.MaxHeld), claims: map[uint64]*claim{}, asks: map[uint64]*ask{}, watched: map[string]bool{}, granted: map[uint64]bool{}}
+	return &server{cfg: cfg, disk: cfg.Disk, images: newHeldImages(cfg.MaxHeld), claims: map[uint64]*claim{}, asks: map[uint64]*ask{}, watched: map[string]bool{}, granted: map[uint64]*actor.PID{}}
 }
 
 func (s *server) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *localAsk:
-		s.localAsk(ctx, m)
+		if s.owners != nil {
+			s.clusterAsk(ctx, m)
+		} else {
+			s.localAsk(ctx, m)
+		}
+	case *ownerFound:
+		s.ownerFound(ctx, m)
 	case *localRecorded:
 		s.localRecorded(ctx, m)
 	case *Ask:
-		s.remoteAsk(ctx, m)
+		if s.owners != nil {
+			s.holderAsk(ctx, m)
+		} else {
+			s.remoteAsk(ctx, m)
+		}
 	case *Answer:
 		s.answered(ctx, m)
 	case *Publish:
@@ -134,7 +151,11 @@ func (s *server) Receive(ctx actor.Context) {
 			s.passClaim(ctx, m.fullKey)
 		}
 	case *actor.Terminated:
-		s.terminated(ctx, m.Who.Address)
+		if s.owners != nil {
+			s.ownerGone(ctx, m.Who)
+		} else {
+			s.terminated(ctx, m.Who.Address)
+		}
 	case *setDisk:
 		s.disk = m.disk
 	case *claimQuery:
@@ -164,6 +185,7 @@ func (s *server) localAsk(ctx actor.Context, m *localAsk) {
 		return
 	}
 	pid := actor.NewPID(owner, ActorName)
+	a.pid = pid
 	s.watch(ctx, pid)
 	ctx.Request(pid, &Ask{Id: a.id, FullKey: m.req.FullKey, Key: m.req.Key, Model: m.req.Model, Trace: traceMap(m.req.Trace)})
 }
@@ -218,6 +240,19 @@ func (s *server) lookup(fullKey uint64, model string) (held, bool) {
 }
 
 func (s *server) grant(ctx actor.Context, fullKey uint64, c *claim, w waiter) {
+	s.hold(ctx, fullKey, c, w)
+	if w.pid == nil {
+		if a := s.take(w.id); a != nil {
+			a.done(actors.FetchResult{Peer: a.owner, Outcome: "record"})
+		}
+		return
+	}
+	ctx.Send(w.pid, &Answer{Id: w.id, FullKey: fullKey, Result: &Answer_Grant{Grant: &Grant{}}})
+}
+
+// hold makes w the holder of fullKey's claim c, for at most ClaimTimeout,
+// watching it.
+func (s *server) hold(ctx actor.Context, fullKey uint64, c *claim, w waiter) {
 	c.holder = w
 	c.gen++
 	if c.timer != nil {
@@ -225,14 +260,9 @@ func (s *server) grant(ctx actor.Context, fullKey uint64, c *claim, w waiter) {
 	}
 	self, root, gen := ctx.Self(), ctx.ActorSystem().Root, c.gen
 	c.timer = time.AfterFunc(s.cfg.ClaimTimeout, func() { root.Send(self, &claimTimeout{fullKey: fullKey, gen: gen}) })
-	if w.pid == nil {
-		if a := s.take(w.id); a != nil {
-			a.done(actors.FetchResult{Peer: a.owner, Outcome: "record"})
-		}
-		return
+	if w.pid != nil {
+		s.watch(ctx, w.pid)
 	}
-	s.watch(ctx, w.pid)
-	ctx.Send(w.pid, &Answer{Id: w.id, FullKey: fullKey, Result: &Answer_Grant{Grant: &Grant{}}})
 }
 
 func (s *server) sendImage(ctx actor.Context, w waiter, fullKey uint64, h held) {
@@ -293,7 +323,7 @@ func (s *server) answered(ctx actor.Context, m *Answer) {
 	case *Answer_Image:
 		s.fetchedImage(ctx, a, r.Image)
 	case *Answer_Grant:
-		s.granted[a.req.FullKey] = true
+		s.granted[a.req.FullKey] = a.pid
 		a.done(actors.FetchResult{Peer: a.owner, Outcome: "record"})
 	case *Answer_Refusal:
 		a.done(actors.FetchResult{Peer: a.owner, Outcome: "fallback",
@@ -334,11 +364,15 @@ func (s *server) fetchedImage(ctx actor.Context, a *ask, img *Image) {
 // served here when this node owns the key, else Published to its owner.
 func (s *server) localRecorded(ctx actor.Context, m *localRecorded) {
 	fk := m.req.FullKey
+	if s.owners != nil {
+		s.clusterRecorded(ctx, m)
+		return
+	}
 	owner := s.cfg.ownerOf(m.v, fk)
 	if m.image == nil {
 		if owner == m.v.self {
 			s.abandoned(ctx, fk, "")
-		} else if s.granted[fk] {
+		} else if s.granted[fk] != nil {
 			delete(s.granted, fk)
 			ctx.Request(actor.NewPID(owner, ActorName), &Abandon{FullKey: fk, Reason: "its recording failed"})
 		}
@@ -354,7 +388,7 @@ func (s *server) localRecorded(ctx actor.Context, m *localRecorded) {
 		s.published(ctx, fk, img, nil, m.v.self)
 		return
 	}
-	if !s.granted[fk] {
+	if s.granted[fk] == nil {
 		return // not the cluster's recording: the owner would refuse it
 	}
 	delete(s.granted, fk)

@@ -118,7 +118,7 @@ func endpointHost(ep string) (string, error) {
 
 // provider is hbg's etcd provider (etcdProvider) over a client of e,
 // once etcd has answered.
-func (e Etcd) provider() (*etcdProvider, error) {
+func (e Etcd) provider(kinds []string) (*etcdProvider, error) {
 	tc, err := e.tls()
 	if err != nil {
 		return nil, err
@@ -146,7 +146,9 @@ func (e Etcd) provider() (*etcdProvider, error) {
 		_ = c.Close()
 		return nil, fmt.Errorf("etcd %v: %w: %v (its endpoints, --etcd-cacert, --etcd-cert and --etcd-key)", e.Endpoints, ErrEtcdUnreachable, err)
 	}
-	return newEtcdProvider(c, e.name(), ttl), nil
+	p := newEtcdProvider(c, e.name(), ttl)
+	p.kinds = kinds
+	return p, nil
 }
 
 // inCluster makes sys's running remote rem part of e's cluster through
@@ -156,9 +158,12 @@ func (e Etcd) provider() (*etcdProvider, error) {
 // etcd; a client (a driver) only watches. Neither starts the cluster's
 // gossip or identity lookup (Cluster.StartMember): protoactor's gossip
 // reads the member list without its lock, which races with every
-// topology change (go test -race), and hbg places its ranks itself.
-func inCluster(sys *actor.ActorSystem, rem *paremote.Remote, e Etcd, member bool) (*cluster.Cluster, error) {
-	prov, err := e.provider()
+// topology change (go test -race), and hbg places its ranks itself. A
+// member serves kinds (peer.OwnerKind: its keys' owners, placed by
+// package peer's lookup); ready, if set, runs before the provider starts
+// (a node's peer, to hear the first topology).
+func inCluster(sys *actor.ActorSystem, rem *paremote.Remote, e Etcd, member bool, kinds []string, ready func(*cluster.Cluster) error) (*cluster.Cluster, error) {
+	prov, err := e.provider(kinds)
 	if err != nil {
 		return nil, err
 	}
@@ -167,6 +172,12 @@ func inCluster(sys *actor.ActorSystem, rem *paremote.Remote, e Etcd, member bool
 	// The member list blocks members that left on the remote's block
 	// list: it must be the running one.
 	c.Remote = rem
+	if ready != nil {
+		if err := ready(c); err != nil {
+			_ = prov.Shutdown(false)
+			return nil, err
+		}
+	}
 	start := prov.StartClient
 	if member {
 		start = prov.StartMember

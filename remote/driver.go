@@ -236,7 +236,7 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 		if rem, err = driverRemote(sys, &cfg); err != nil {
 			return nil, err
 		}
-		if cl, err = inCluster(sys, rem, cfg.Etcd, false); err != nil {
+		if cl, err = inCluster(sys, rem, cfg.Etcd, false, nil, nil); err != nil {
 			undo()
 			return nil, fmt.Errorf("remote: %w", err)
 		}

@@ -34,6 +34,9 @@ type etcdProvider struct {
 	client *clientv3.Client
 	prefix string // etcdBaseKey/CLUSTER/
 	ttl    time.Duration
+	// kinds are the cluster kinds a member serves (the cluster's own are
+	// built only by Cluster.StartMember, which hbg does not call).
+	kinds []string
 	// c is the cluster whose member list hears the members.
 	c *cluster.Cluster
 
@@ -71,7 +74,7 @@ func (p *etcdProvider) StartMember(c *cluster.Cluster) error {
 	if err != nil {
 		return fmt.Errorf("member address %q: %w", c.ActorSystem.Address(), err)
 	}
-	val, err := json.Marshal(etcdMember{ID: c.ActorSystem.ID, Host: h, Port: int32(pn), Kinds: c.GetClusterKinds()})
+	val, err := json.Marshal(etcdMember{ID: c.ActorSystem.ID, Host: h, Port: int32(pn), Kinds: p.kinds})
 	if err != nil {
 		return err
 	}
