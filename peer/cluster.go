@@ -107,10 +107,20 @@ func (s *server) holderAsk(ctx actor.Context, m *Ask) {
 	}
 	if s.granted[m.FullKey] != nil {
 		s.granted[m.FullKey] = from
-		ctx.Send(from, &Answer{Id: m.Id, FullKey: m.FullKey, Result: &Answer_Grant{Grant: &Grant{}}})
+		ctx.Request(from, &Answer{Id: m.Id, FullKey: m.FullKey, Result: &Answer_Grant{Grant: &Grant{}}})
 		return
 	}
-	ctx.Send(from, &Answer{Id: m.Id, FullKey: m.FullKey, Result: &Answer_Refusal{Refusal: &Refusal{Reason: "not held here"}}})
+	ctx.Request(from, &Answer{Id: m.Id, FullKey: m.FullKey, Result: &Answer_Refusal{Refusal: &Refusal{Reason: "not held here"}}})
+}
+
+// answer sends an Answer; a cluster member's (to an owner's rebuild)
+// names its sender, whom the owner checks.
+func (s *server) answer(ctx actor.Context, to *actor.PID, a *Answer) {
+	if s.owners != nil {
+		ctx.Request(to, a)
+		return
+	}
+	ctx.Send(to, a)
 }
 
 // clusterRecorded is this node's recording of a key, in a cluster: kept

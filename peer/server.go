@@ -281,11 +281,11 @@ func (s *server) sendImage(ctx actor.Context, w waiter, fullKey uint64, h held) 
 		}
 	}
 	if len(h.image) > s.cfg.MaxImage {
-		ctx.Send(w.pid, &Answer{Id: w.id, FullKey: fullKey, Result: &Answer_Refusal{Refusal: &Refusal{
+		s.answer(ctx, w.pid, &Answer{Id: w.id, FullKey: fullKey, Result: &Answer_Refusal{Refusal: &Refusal{
 			Reason: fmt.Sprintf("its image is %d bytes, over the %d-byte limit for one message", len(h.image), s.cfg.MaxImage)}}})
 		return
 	}
-	ctx.Send(w.pid, &Answer{Id: w.id, FullKey: fullKey, Result: &Answer_Image{Image: &Image{
+	s.answer(ctx, w.pid, &Answer{Id: w.id, FullKey: fullKey, Result: &Answer_Image{Image: &Image{
 		Image: h.image, ContentHash: h.hash, FormatVersion: stages.DefinitionVersion, Signature: h.sig.Sig, SignerCert: h.sig.Cert}}})
 }
 
