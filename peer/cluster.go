@@ -153,6 +153,15 @@ func (s *server) clusterRecorded(ctx actor.Context, m *localRecorded) {
 	ctx.Request(to, &Publish{FullKey: fk, Image: img})
 }
 
+// keepFetched keeps a fetched image in a cluster, with its recorder's
+// signature, so that an owner's rebuild finds it here after its recorder
+// and its owner are gone (whoever takes it checks it as any fetched one).
+func (s *server) keepFetched(fullKey uint64, img *Image, from string) {
+	if s.owners != nil {
+		s.images.put(fullKey, held{image: img.GetImage(), hash: img.GetContentHash(), from: from, sig: sigOf(img)})
+	}
+}
+
 // watchPID watches one actor (an owner), not its whole node.
 func (s *server) watchPID(ctx actor.Context, pid *actor.PID) {
 	if k := pid.String(); !s.watched[k] {

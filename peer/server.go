@@ -348,6 +348,7 @@ func (s *server) fetchedImage(ctx actor.Context, a *ask, img *Image) {
 		return
 	}
 	if s.cfg.Verifier == nil {
+		s.keepFetched(fk, img, a.owner)
 		a.done(actors.FetchResult{Image: img.GetImage(), Hash: img.GetContentHash(), Peer: a.owner, Outcome: "image"})
 		return
 	}
@@ -357,6 +358,7 @@ func (s *server) fetchedImage(ctx actor.Context, a *ask, img *Image) {
 			Warning: fmt.Sprintf("node %s, the key's owner, sent an image whose signature is refused (%v): recorded here", a.owner, err)})
 		return
 	}
+	s.keepFetched(fk, img, a.owner)
 	a.done(actors.FetchResult{Image: img.GetImage(), Hash: img.GetContentHash(), Peer: a.owner, Outcome: "image", Trusted: !s.cfg.Rerecord})
 }
 
