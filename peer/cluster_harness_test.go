@@ -2,6 +2,8 @@ package peer
 
 import (
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -90,6 +92,8 @@ func clusterCommand(nd *node, c command) reply {
 			return reply{Outcome: r.Outcome, Image: len(r.Image), Err: warnErr(r)}
 		case <-time.After(c.Wait):
 		}
+	case "claims":
+		return claims(src, c.FullKey, c.Round)
 	case "recorded":
 		ref, err := dsv4Reference()
 		if err != nil {
@@ -107,4 +111,35 @@ func warnErr(r actors.FetchResult) string {
 		return r.Warning
 	}
 	return ""
+}
+
+// claims asks for n keys nobody holds (base on) at once, as a pass's
+// misses are asked, and abandons each claim as it is granted: the reply's
+// Wall is the whole (ns), Median one key's ask to its grant.
+func claims(src actors.DefinitionSource, base uint64, n int) reply {
+	lat := make([]time.Duration, n)
+	bad := make(chan string, n)
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for i := range n {
+		wg.Add(1)
+		req := actors.FetchRequest{FullKey: base + uint64(i)*0x9e3779b97f4a7c15, Key: "bench"}
+		t := time.Now()
+		src.Fetch(req, func(r actors.FetchResult) {
+			lat[i] = time.Since(t)
+			if r.Outcome != "record" {
+				bad <- fmt.Sprintf("key %016x: outcome %q (%s)", req.FullKey, r.Outcome, r.Warning)
+			}
+			src.Recorded(req, nil)
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	wall := time.Since(t0)
+	close(bad)
+	if msg, ok := <-bad; ok {
+		return reply{Err: msg}
+	}
+	slices.Sort(lat)
+	return reply{Wall: int64(wall), Median: int64(lat[n/2])}
 }

@@ -267,6 +267,9 @@ type reply struct {
 	// Outcome and Image are an ask's result ("result"; "" not yet).
 	Outcome string `json:"outcome,omitempty"`
 	Image   int    `json:"image,omitempty"`
+	// Wall and Median time a "claims" (ns).
+	Wall   int64 `json:"wall,omitempty"`
+	Median int64 `json:"median,omitempty"`
 }
 
 // nodeHost is a child process: one actor system with remote, serving the
@@ -334,7 +337,7 @@ func nodeHost(in io.Reader, out io.Writer) int {
 			}
 		case "hold":
 			r.Grant, r.Err = hold(sys, c.Owner, c.FullKey)
-		case "members", "ask", "result", "recorded":
+		case "members", "ask", "result", "recorded", "claims":
 			r = clusterCommand(nd, c)
 		case "publish":
 			ref, err := dsv4Reference()

@@ -6,6 +6,14 @@
 //
 // # Agreement: one recorder per key
 //
+// In a cluster whose membership is kept in etcd (Config.Cluster, package
+// remote), a key's owner is a virtual actor of protoactor's cluster, kind
+// OwnerKind, identity the full_key: the cluster places it on one member,
+// moves it when members join and leave, and a new activation rebuilds
+// from what the members hold (owner.go). What follows of the owner's
+// claim and its bounds holds for both; the node list is the static setup's
+// (`--nodes` without etcd), where no membership changes come.
+//
 // Every full_key has an owner, chosen by rendezvous hashing over the
 // cluster's node list (Owner): every node computes the same owner with no
 // message, and a node joining or leaving moves only the keys it owns. A node
