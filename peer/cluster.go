@@ -2,6 +2,7 @@ package peer
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -105,12 +106,18 @@ func (s *server) holderAsk(ctx actor.Context, m *Ask) {
 		s.sendImage(ctx, waiter{pid: from, id: m.Id, addr: from.Address}, m.FullKey, h)
 		return
 	}
-	if s.granted[m.FullKey] != nil {
+	if s.granted[m.FullKey] != nil && isOwner(from) {
 		s.granted[m.FullKey] = from
 		ctx.Request(from, &Answer{Id: m.Id, FullKey: m.FullKey, Result: &Answer_Grant{Grant: &Grant{}}})
 		return
 	}
 	ctx.Request(from, &Answer{Id: m.Id, FullKey: m.FullKey, Result: &Answer_Refusal{Refusal: &Refusal{Reason: "not held here"}}})
+}
+
+// isOwner says whether pid names an owner activation (an activator's
+// child): only one is told of a claim this node holds, and published to.
+func isOwner(pid *actor.PID) bool {
+	return strings.HasPrefix(pid.GetId(), ownersName+"/")
 }
 
 // answer sends an Answer; a cluster member's (to an owner's rebuild)

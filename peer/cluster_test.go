@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 )
 
@@ -126,5 +127,39 @@ func TestClusterOwnerKilledMidClaim(t *testing.T) {
 	r := waiter.do(command{Op: "result", FullKey: fk, Wait: time.Minute})
 	if r.Outcome != "image" || r.Image != len(ref.images[fk]) {
 		t.Fatalf("the waiter: outcome %q, %d bytes; want the holder's image (%d bytes): recorded once", r.Outcome, r.Image, len(ref.images[fk]))
+	}
+}
+
+// TestClusterOwnerRefusesStranger: a key's owner grants its claim only to
+// a member of the cluster: this process, which any node could be asked
+// by but is no member, is refused (a stranger's claim was the forged
+// Publish's way in).
+func TestClusterOwnerRefusesStranger(t *testing.T) {
+	const fk = 0x5eed
+	sys := must(host())(t)
+	_, ms := clusterOf(t, 2)
+	at := ownerAddr(t, ms, fk)
+	ci := cluster.NewClusterIdentity(Identity(fk), OwnerKind)
+	res := must(sys.Root.RequestFuture(actor.NewPID(at, ownersName), &cluster.ActivationRequest{ClusterIdentity: ci}, time.Minute).Result())(t)
+	pid := res.(*cluster.ActivationResponse).GetPid()
+	if pid == nil {
+		t.Fatal("no owner activated")
+	}
+	got := make(chan *Answer, 1)
+	sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		switch m := ctx.Message().(type) {
+		case *actor.Started:
+			ctx.Request(pid, &Ask{Id: 7, FullKey: fk, Key: "stranger"})
+		case *Answer:
+			got <- m
+		}
+	}))
+	select {
+	case a := <-got:
+		if a.GetRefusal() == nil {
+			t.Fatalf("a stranger was answered %v, want a refusal", a.Result)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("no answer from the owner")
 	}
 }

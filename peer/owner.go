@@ -2,6 +2,7 @@ package peer
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -251,6 +252,13 @@ func (o *owner) Receive(ctx actor.Context) {
 	case *Ask:
 		from := ctx.Sender()
 		if from == nil || m.FullKey != o.fk {
+			return
+		}
+		if !slices.Contains(o.members(), from.Address) || !vouches(authn.Of(ctx), from.Address) {
+			// Only a member records for the cluster: anyone else could
+			// take a key's claim and publish what it likes.
+			o.s.refuse("Ask", o.fk, ctx, "not from a member of the cluster")
+			ctx.Send(from, &Answer{Id: m.Id, FullKey: m.FullKey, Result: &Answer_Refusal{Refusal: &Refusal{Reason: "not a member of the cluster"}}})
 			return
 		}
 		if o.rebuilding {
