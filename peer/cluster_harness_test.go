@@ -92,6 +92,12 @@ func clusterCommand(nd *node, c command) reply {
 			return reply{Outcome: r.Outcome, Image: len(r.Image), Err: warnErr(r)}
 		case <-time.After(c.Wait):
 		}
+	case "granted":
+		to, err := nd.sys.Root.RequestFuture(nd.peer.pid, &grantQuery{fullKey: c.FullKey}, time.Minute).Result()
+		if err != nil {
+			return reply{Err: err.Error()}
+		}
+		return reply{Addr: to.(string)}
 	case "claims":
 		return claims(src, c.FullKey, c.Round)
 	case "recorded":

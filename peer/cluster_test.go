@@ -97,6 +97,14 @@ func TestClusterOneRecorder(t *testing.T) {
 // members (the holder says it holds the claim) and sends the waiter the
 // holder's image: the key is recorded once.
 func TestClusterOwnerKilledMidClaim(t *testing.T) {
+	// The holder records after its new owner's rebuild found it holding
+	// the claim (adopted: it publishes there), or before any new owner
+	// (its Publish to the dead one is lost: the rebuild finds its image).
+	t.Run("adopted", func(t *testing.T) { ownerKilledMidClaim(t, true) })
+	t.Run("image kept", func(t *testing.T) { ownerKilledMidClaim(t, false) })
+}
+
+func ownerKilledMidClaim(t *testing.T, adopted bool) {
 	ref := must(dsv4Reference())(t)
 	keys := make([]uint64, 0, len(ref.images))
 	for fk := range ref.images {
@@ -119,11 +127,22 @@ func TestClusterOwnerKilledMidClaim(t *testing.T) {
 		t.Fatalf("the waiter's ask was answered %q while the claim is held", r.Outcome)
 	}
 	owner.kill()
+	if !adopted {
+		holder.do(command{Op: "recorded", FullKey: fk})
+	}
 	left := members(survivors...)
 	for _, c := range survivors {
 		c.do(command{Op: "members", Spec: nodeSpec{Members: left}})
 	}
-	holder.do(command{Op: "recorded", FullKey: fk})
+	if adopted {
+		deadline := time.Now().Add(time.Minute)
+		for holder.do(command{Op: "granted", FullKey: fk}).Addr == owner.addr {
+			if time.Now().After(deadline) {
+				t.Fatal("no new owner adopted the holder's claim")
+			}
+		}
+		holder.do(command{Op: "recorded", FullKey: fk})
+	}
 	r := waiter.do(command{Op: "result", FullKey: fk, Wait: time.Minute})
 	if r.Outcome != "image" || r.Image != len(ref.images[fk]) {
 		t.Fatalf("the waiter: outcome %q, %d bytes; want the holder's image (%d bytes): recorded once", r.Outcome, r.Image, len(ref.images[fk]))

@@ -337,7 +337,7 @@ func nodeHost(in io.Reader, out io.Writer) int {
 			}
 		case "hold":
 			r.Grant, r.Err = hold(sys, c.Owner, c.FullKey)
-		case "members", "ask", "result", "recorded", "claims":
+		case "members", "ask", "result", "recorded", "claims", "granted":
 			r = clusterCommand(nd, c)
 		case "publish":
 			ref, err := dsv4Reference()

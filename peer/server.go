@@ -38,6 +38,9 @@ type (
 	// claimQuery asks how many asks wait for a key's claim (-1: no
 	// claim), for tests that need an ask queued before they go on.
 	claimQuery struct{ fullKey uint64 }
+	// grantQuery asks where this node would publish a key it holds the
+	// claim of ("": it holds none), for tests of an owner's rebuild.
+	grantQuery struct{ fullKey uint64 }
 )
 
 // server is a node's peer actor: the owner's side (held images, claims and
@@ -158,6 +161,12 @@ func (s *server) Receive(ctx actor.Context) {
 		}
 	case *setDisk:
 		s.disk = m.disk
+	case *grantQuery:
+		to := ""
+		if p := s.granted[m.fullKey]; p != nil {
+			to = p.Address
+		}
+		ctx.Respond(to)
 	case *claimQuery:
 		n := -1
 		if c := s.claims[m.fullKey]; c != nil {
