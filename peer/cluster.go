@@ -40,7 +40,7 @@ func (c *Config) rebuildTimeout() time.Duration {
 // clusterAsk is this node's store missing a key, in a cluster: its owner
 // is looked up off the actor (the lookup may ask another member).
 func (s *server) clusterAsk(ctx actor.Context, m *localAsk) {
-	a := &ask{id: s.newAskID(), req: m.req, done: m.done, owner: "the key's owner"}
+	a := &ask{id: s.newAskID(), req: m.req, done: m.done}
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	a.timer = time.AfterFunc(s.cfg.AskTimeout, func() { root.Send(self, &askTimeout{id: a.id}) })
 	s.asks[a.id] = a
@@ -83,7 +83,9 @@ func (s *server) ownerGone(ctx actor.Context, who *actor.PID) {
 			continue
 		}
 		s.owners.forget(a.req.FullKey, who)
-		a.pid = nil
+		// A late answer of the stopped owner is refused: a claim it
+		// granted is the new owner's to grant again.
+		a.pid, a.owner = nil, ""
 		if a.tries++; a.tries >= maxLookups {
 			s.take(id)
 			a.done(actors.FetchResult{Peer: who.Address, Outcome: "fallback",

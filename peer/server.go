@@ -146,8 +146,11 @@ func (s *server) Receive(ctx actor.Context) {
 		}
 	case *askTimeout:
 		if a := s.take(m.id); a != nil {
-			a.done(actors.FetchResult{Peer: a.owner, Outcome: "fallback",
-				Warning: fmt.Sprintf("no answer from node %s, the key's owner, within %v: recorded here", a.owner, s.cfg.AskTimeout)})
+			w := fmt.Sprintf("no answer from node %s, the key's owner, within %v: recorded here", a.owner, s.cfg.AskTimeout)
+			if a.owner == "" {
+				w = fmt.Sprintf("the cluster placed no owner of the key within %v: recorded here", s.cfg.AskTimeout)
+			}
+			a.done(actors.FetchResult{Peer: a.owner, Outcome: "fallback", Warning: w})
 		}
 	case *claimTimeout:
 		if c := s.claims[m.fullKey]; c != nil && c.gen == m.gen {
