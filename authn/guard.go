@@ -82,14 +82,18 @@ const receiveMethod = "/remote.Remoting/Receive"
 var ErrBadBatch = errors.New("malformed message batch")
 
 // DefaultAllow takes protoactor's own messages that cross between
-// processes (spawning, watching, dead letters) and hbg's (package names
+// processes (spawning, watching, dead letters, a cluster's activations)
+// and hbg's (package names
 // hbg.*). An actor.Stop or actor.PoisonPill passes here and is dropped by
 // the stamp (no remote may stop an actor).
 func DefaultAllow(name string) bool {
 	switch name {
 	case "actor.Watch", "actor.Unwatch", "actor.Terminated", "actor.Stop", "actor.PoisonPill",
 		"actor.DeadLetterResponse", "actor.Touch", "actor.Touched",
-		"remote.ActorPidRequest", "remote.ActorPidResponse", "remote.Ping", "remote.Pong":
+		"remote.ActorPidRequest", "remote.ActorPidResponse", "remote.Ping", "remote.Pong",
+		// A cluster's owner lookup (package peer): which member activates
+		// a key's owner.
+		"cluster.ActivationRequest", "cluster.ActivationResponse":
 		return true
 	}
 	return strings.HasPrefix(name, "hbg.")

@@ -2,6 +2,7 @@ package peer
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -69,4 +70,41 @@ func BenchmarkColdPassPeer(b *testing.B) {
 	b.ReportMetric(median(rec, control), "record-control-µs")
 	b.ReportMetric(median(fet, control), "fetch-control-µs")
 	b.ReportMetric(median(fet, func(s sample) time.Duration { return s.fetch }), "peer_fetch-sum-µs")
+}
+
+// BenchmarkClusterClaim is the cost of one key's claim in a cluster of
+// three members (child processes): one member misses n keys nobody holds
+// at once, each key's owner (a virtual actor, activated on the member the
+// cluster places it on: two thirds of them another process) grants it the
+// claim, and it abandons each as granted. Every iteration asks n fresh
+// keys, so each ask activates its owner (the activation and its rebuild
+// are in the cost). per-key-µs is the iteration's wall over n, its
+// median over the iterations; claim-µs the median key's ask to grant.
+func BenchmarkClusterClaim(b *testing.B) {
+	cs := make([]*child, 3)
+	for i := range cs {
+		cs[i] = startChild(b)
+	}
+	ms := members(cs...)
+	for _, c := range cs {
+		c.do(command{Op: "node", Spec: nodeSpec{Members: ms}})
+	}
+	base := uint64(1)
+	for _, n := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
+			var per, claim []time.Duration
+			for b.Loop() {
+				base += uint64(n) + 1
+				r := cs[0].do(command{Op: "claims", FullKey: base << 20, Round: n})
+				per = append(per, time.Duration(r.Wall)/time.Duration(n))
+				claim = append(claim, time.Duration(r.Median))
+			}
+			med := func(d []time.Duration) float64 {
+				slices.Sort(d)
+				return float64(d[len(d)/2]) / 1e3
+			}
+			b.ReportMetric(med(per), "per-key-µs")
+			b.ReportMetric(med(claim), "claim-µs")
+		})
+	}
 }

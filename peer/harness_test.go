@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/remote"
 
 	"github.com/hbg-dev/hbg/actors"
@@ -143,6 +144,9 @@ type node struct {
 	addr string
 	peer *Node
 	rt   *actors.Runtime
+	// cl and asks: a cluster member's cluster and open asks (clusterNode).
+	cl   *cluster.Cluster
+	asks map[uint64]chan actors.FetchResult
 }
 
 // nodeSpec is how to start a node: the cluster, and what tests change.
@@ -161,6 +165,9 @@ type nodeSpec struct {
 	// the node sign what it records.
 	SignCert []byte `json:"sign_cert,omitempty"`
 	SignKey  []byte `json:"sign_key,omitempty"`
+	// Members, when set, makes the node a member of a protoactor cluster
+	// with these members (clusterNode).
+	Members []member `json:"members,omitempty"`
 	// onRefused hears a local node's refusals; verifier checks a local
 	// node's fetched images' signatures; refuseUnsigned is
 	// Config.RefuseUnsigned.
@@ -193,6 +200,9 @@ func startNode(sys *actor.ActorSystem, spec nodeSpec) (*node, error) {
 	}
 	if o := spec.Owner; o != "" {
 		pc.owner = func(uint64) string { return o }
+	}
+	if spec.Members != nil {
+		return clusterNode(sys, nd, pc, spec)
 	}
 	p, err := Start(sys, pc)
 	if err != nil {
@@ -272,6 +282,8 @@ type command struct {
 	// Owner and FullKey: hold asks Owner for FullKey and keeps the claim.
 	Owner   string `json:"owner"`
 	FullKey uint64 `json:"full_key"`
+	// Wait bounds waiting for an ask's result ("result").
+	Wait time.Duration `json:"wait,omitempty"`
 }
 
 type reply struct {
@@ -279,6 +291,14 @@ type reply struct {
 	Pass  *passResult `json:"pass,omitempty"`
 	Grant bool        `json:"grant,omitempty"`
 	Err   string      `json:"err,omitempty"`
+	// ID is the child's actor system id (a cluster member's).
+	ID string `json:"id,omitempty"`
+	// Outcome and Image are an ask's result ("result"; "" not yet).
+	Outcome string `json:"outcome,omitempty"`
+	Image   int    `json:"image,omitempty"`
+	// Wall and Median time a "claims" (ns).
+	Wall   int64 `json:"wall,omitempty"`
+	Median int64 `json:"median,omitempty"`
 }
 
 // nodeHost is a child process: one actor system with remote, serving the
@@ -287,7 +307,7 @@ func nodeHost(in io.Reader, out io.Writer) int {
 	sys := actors.NewActorSystem(nil)
 	remote.NewRemote(sys, stamped()).Start()
 	enc := json.NewEncoder(out)
-	if enc.Encode(reply{Addr: sys.Address()}) != nil {
+	if enc.Encode(reply{Addr: sys.Address(), ID: sys.ID}) != nil {
 		return 1
 	}
 	var nd *node
@@ -346,6 +366,8 @@ func nodeHost(in io.Reader, out io.Writer) int {
 			}
 		case "hold":
 			r.Grant, r.Err = hold(sys, c.Owner, c.FullKey)
+		case "members", "ask", "result", "recorded", "claims", "granted":
+			r = clusterCommand(nd, c)
 		case "publish":
 			ref, err := dsv4Reference()
 			if err != nil {
@@ -487,6 +509,7 @@ type child struct {
 	in   io.WriteCloser
 	out  *json.Decoder
 	addr string
+	id   string
 	err  strings.Builder
 }
 
@@ -505,7 +528,7 @@ func startChild(t testing.TB) *child {
 	if err := c.out.Decode(&r); err != nil {
 		t.Fatalf("node host: %v (stderr %s)", err, c.err.String())
 	}
-	c.addr = r.Addr
+	c.addr, c.id = r.Addr, r.ID
 	return c
 }
 

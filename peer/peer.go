@@ -6,6 +6,14 @@
 //
 // # Agreement: one recorder per key
 //
+// In a cluster whose membership is kept in etcd (Config.Cluster, package
+// remote), a key's owner is a virtual actor of protoactor's cluster, kind
+// OwnerKind, identity the full_key: the cluster places it on one member,
+// moves it when members join and leave, and a new activation rebuilds
+// from what the members hold (owner.go). What follows of the owner's
+// claim and its bounds holds for both; the node list is the static setup's
+// (`--nodes` without etcd), where no membership changes come.
+//
 // Every full_key has an owner, chosen by rendezvous hashing over the
 // cluster's node list (Owner): every node computes the same owner with no
 // message, and a node joining or leaving moves only the keys it owns. A node
@@ -91,6 +99,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/cespare/xxhash/v2"
 	"go.opentelemetry.io/otel/propagation"
 
@@ -157,6 +166,17 @@ type Config struct {
 	// the node's actor: it must not block).
 	OnRefused func(Refused)
 
+	// Cluster, when set, makes the node a member of a protoactor cluster
+	// (membership from etcd: package remote): a key's owner is then a
+	// virtual actor of kind OwnerKind found through the cluster, not the
+	// ring over a node list (owner.go). The cluster's remote must be the
+	// one sys runs, and the node must be started before the cluster's
+	// provider, to hear its first topology.
+	Cluster *cluster.Cluster
+	// MaxOwners bounds the owners this node keeps active in a cluster
+	// (default DefaultMaxOwners).
+	MaxOwners int
+
 	// owner replaces Owner in tests that need a key's owner to be a
 	// given node.
 	owner func(fullKey uint64) string
@@ -219,8 +239,9 @@ func Owner(fullKey uint64, nodes []string) string {
 // Node is one node's peer: its actor serves the keys it owns to the
 // cluster and asks the owners of the keys its store misses.
 type Node struct {
-	sys *actor.ActorSystem
-	pid *actor.PID
+	sys    *actor.ActorSystem
+	pid    *actor.PID
+	owners *owners
 }
 
 // Start spawns the node's peer actor (named ActorName) in sys, which must
@@ -240,6 +261,9 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Node, error) {
 	if cfg.MaxHeld == 0 {
 		cfg.MaxHeld = DefaultMaxHeld
 	}
+	if cfg.MaxOwners <= 0 {
+		cfg.MaxOwners = DefaultMaxOwners
+	}
 	if cfg.AskTimeout < 0 || cfg.ClaimTimeout < 0 || cfg.MaxImage < 0 || cfg.MaxHeld < 0 {
 		return nil, fmt.Errorf("peer: ask timeout %v, claim timeout %v, image limit %d, held limit %d: want positive values", cfg.AskTimeout, cfg.ClaimTimeout, cfg.MaxImage, cfg.MaxHeld)
 	}
@@ -253,11 +277,30 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Node, error) {
 		}
 		cfg.Disk = d
 	}
-	pid, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newServer(cfg) }), ActorName)
+	var o *owners
+	if cfg.Cluster != nil {
+		var err error
+		oc := cfg
+		oc.Disk, oc.StoreDir = nil, ""
+		o, err = startOwners(cfg.Cluster, cfg, func(fk uint64) *actor.Props {
+			return actor.PropsFromProducer(func() actor.Actor { return newOwner(oc, fk, o.addrs) })
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	pid, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
+		s := newServer(cfg)
+		s.owners = o
+		return s
+	}), ActorName)
 	if err != nil {
+		if o != nil {
+			o.stop()
+		}
 		return nil, fmt.Errorf("peer: spawning %s: %w", ActorName, err)
 	}
-	return &Node{sys: sys, pid: pid}, nil
+	return &Node{sys: sys, pid: pid, owners: o}, nil
 }
 
 // Cluster is the node's DefinitionSource for a cluster: self is this
@@ -287,6 +330,12 @@ func (s *source) Recorded(req actors.FetchRequest, image []byte) {
 	s.n.sys.Root.Send(s.n.pid, &localRecorded{v: s.v, req: req, image: image})
 }
 
+// Source is the node's DefinitionSource in its cluster (Config.Cluster):
+// the owners are the cluster's, whatever node list a placement names.
+func (n *Node) Source() actors.DefinitionSource {
+	return &source{n: n, v: view{self: n.sys.Address()}}
+}
+
 // SetDisk makes the node serve from a store on disk as well (the
 // runtime's, actors.Runtime.Disk, opened after the node started).
 func (n *Node) SetDisk(d *diskstore.Store) {
@@ -296,6 +345,9 @@ func (n *Node) SetDisk(d *diskstore.Store) {
 // Stop stops the node's actor; asks still open are answered "record".
 func (n *Node) Stop() {
 	_ = n.sys.Root.StopFuture(n.pid).Wait()
+	if n.owners != nil {
+		n.owners.stop()
+	}
 }
 
 var _ actors.DefinitionSource = (*source)(nil)

@@ -38,6 +38,9 @@ type (
 	// claimQuery asks how many asks wait for a key's claim (-1: no
 	// claim), for tests that need an ask queued before they go on.
 	claimQuery struct{ fullKey uint64 }
+	// grantQuery asks where this node would publish a key it holds the
+	// claim of ("": it holds none), for tests of an owner's rebuild.
+	grantQuery struct{ fullKey uint64 }
 )
 
 // server is a node's peer actor: the owner's side (held images, claims and
@@ -55,7 +58,10 @@ type server struct {
 	// granted is the keys whose claim another node's owner granted this
 	// one: only these are published or abandoned to their owner (a key
 	// recorded after a refusal or a timeout is this node's own).
-	granted map[uint64]bool
+	granted map[uint64]*actor.PID
+	// owners finds keys' owners in a cluster (Config.Cluster; nil: the
+	// ring over the node list).
+	owners *owners
 	// watched is the nodes whose peer actor this one watches, by address:
 	// an owner asked, a remote claim holder.
 	watched map[string]bool
@@ -83,6 +89,10 @@ type ask struct {
 	req   actors.FetchRequest
 	done  func(actors.FetchResult)
 	owner string
+	// pid is the owner asked (nil: none yet, its lookup under way), tries
+	// the lookups so far (a cluster's owner that stops is looked up again).
+	pid   *actor.PID
+	tries int
 	timer *time.Timer
 }
 
@@ -107,17 +117,27 @@ type waiter struct {
 }
 
 func newServer(cfg Config) *server {
-	return &server{cfg: cfg, disk: cfg.Disk, images: newHeldImages(cfg.MaxHeld), claims: map[uint64]*claim{}, asks: map[uint64]*ask{}, watched: map[string]bool{}, granted: map[uint64]bool{}}
+	return &server{cfg: cfg, disk: cfg.Disk, images: newHeldImages(cfg.MaxHeld), claims: map[uint64]*claim{}, asks: map[uint64]*ask{}, watched: map[string]bool{}, granted: map[uint64]*actor.PID{}}
 }
 
 func (s *server) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *localAsk:
-		s.localAsk(ctx, m)
+		if s.owners != nil {
+			s.clusterAsk(ctx, m)
+		} else {
+			s.localAsk(ctx, m)
+		}
+	case *ownerFound:
+		s.ownerFound(ctx, m)
 	case *localRecorded:
 		s.localRecorded(ctx, m)
 	case *Ask:
-		s.remoteAsk(ctx, m)
+		if s.owners != nil {
+			s.holderAsk(ctx, m)
+		} else {
+			s.remoteAsk(ctx, m)
+		}
 	case *Answer:
 		s.answered(ctx, m)
 	case *Publish:
@@ -130,17 +150,30 @@ func (s *server) Receive(ctx actor.Context) {
 		}
 	case *askTimeout:
 		if a := s.take(m.id); a != nil {
-			a.done(actors.FetchResult{Peer: a.owner, Outcome: "fallback",
-				Warning: fmt.Sprintf("no answer from node %s, the key's owner, within %v: recorded here", a.owner, s.cfg.AskTimeout)})
+			w := fmt.Sprintf("no answer from node %s, the key's owner, within %v: recorded here", a.owner, s.cfg.AskTimeout)
+			if a.owner == "" {
+				w = fmt.Sprintf("the cluster placed no owner of the key within %v: recorded here", s.cfg.AskTimeout)
+			}
+			a.done(actors.FetchResult{Peer: a.owner, Outcome: "fallback", Warning: w})
 		}
 	case *claimTimeout:
 		if c := s.claims[m.fullKey]; c != nil && c.gen == m.gen {
 			s.passClaim(ctx, m.fullKey)
 		}
 	case *actor.Terminated:
-		s.terminated(ctx, m.Who.Address)
+		if s.owners != nil {
+			s.ownerGone(ctx, m.Who)
+		} else {
+			s.terminated(ctx, m.Who.Address)
+		}
 	case *setDisk:
 		s.disk = m.disk
+	case *grantQuery:
+		to := ""
+		if p := s.granted[m.fullKey]; p != nil {
+			to = p.Address
+		}
+		ctx.Respond(to)
 	case *claimQuery:
 		n := -1
 		if c := s.claims[m.fullKey]; c != nil {
@@ -168,6 +201,7 @@ func (s *server) localAsk(ctx actor.Context, m *localAsk) {
 		return
 	}
 	pid := actor.NewPID(owner, ActorName)
+	a.pid = pid
 	s.watch(ctx, pid)
 	ctx.Request(pid, &Ask{Id: a.id, FullKey: m.req.FullKey, Key: m.req.Key, Model: m.req.Model, Trace: traceMap(m.req.Trace)})
 }
@@ -223,6 +257,19 @@ func (s *server) lookup(fullKey uint64, model string) (held, bool) {
 }
 
 func (s *server) grant(ctx actor.Context, fullKey uint64, c *claim, w waiter) {
+	s.hold(ctx, fullKey, c, w)
+	if w.pid == nil {
+		if a := s.take(w.id); a != nil {
+			a.done(actors.FetchResult{Peer: a.owner, Outcome: "record"})
+		}
+		return
+	}
+	ctx.Send(w.pid, &Answer{Id: w.id, FullKey: fullKey, Result: &Answer_Grant{Grant: &Grant{}}})
+}
+
+// hold makes w the holder of fullKey's claim c, for at most ClaimTimeout,
+// watching it.
+func (s *server) hold(ctx actor.Context, fullKey uint64, c *claim, w waiter) {
 	c.holder = w
 	c.gen++
 	if c.timer != nil {
@@ -230,14 +277,9 @@ func (s *server) grant(ctx actor.Context, fullKey uint64, c *claim, w waiter) {
 	}
 	self, root, gen := ctx.Self(), ctx.ActorSystem().Root, c.gen
 	c.timer = time.AfterFunc(s.cfg.ClaimTimeout, func() { root.Send(self, &claimTimeout{fullKey: fullKey, gen: gen}) })
-	if w.pid == nil {
-		if a := s.take(w.id); a != nil {
-			a.done(actors.FetchResult{Peer: a.owner, Outcome: "record"})
-		}
-		return
+	if w.pid != nil {
+		s.watch(ctx, w.pid)
 	}
-	s.watch(ctx, w.pid)
-	ctx.Send(w.pid, &Answer{Id: w.id, FullKey: fullKey, Result: &Answer_Grant{Grant: &Grant{}}})
 }
 
 func (s *server) sendImage(ctx actor.Context, w waiter, fullKey uint64, h held) {
@@ -259,11 +301,11 @@ func (s *server) sendImage(ctx actor.Context, w waiter, fullKey uint64, h held) 
 		}
 	}
 	if len(h.image) > s.cfg.MaxImage {
-		ctx.Send(w.pid, &Answer{Id: w.id, FullKey: fullKey, Result: &Answer_Refusal{Refusal: &Refusal{
+		s.answer(ctx, w.pid, &Answer{Id: w.id, FullKey: fullKey, Result: &Answer_Refusal{Refusal: &Refusal{
 			Reason: fmt.Sprintf("its image is %d bytes, over the %d-byte limit for one message", len(h.image), s.cfg.MaxImage)}}})
 		return
 	}
-	ctx.Send(w.pid, &Answer{Id: w.id, FullKey: fullKey, Result: &Answer_Image{Image: &Image{
+	s.answer(ctx, w.pid, &Answer{Id: w.id, FullKey: fullKey, Result: &Answer_Image{Image: &Image{
 		Image: h.image, ContentHash: h.hash, FormatVersion: stages.DefinitionVersion, Signature: h.sig.Sig, SignerCert: h.sig.Cert}}})
 }
 
@@ -301,7 +343,7 @@ func (s *server) answered(ctx actor.Context, m *Answer) {
 	case *Answer_Image:
 		s.fetchedImage(ctx, a, r.Image)
 	case *Answer_Grant:
-		s.granted[a.req.FullKey] = true
+		s.granted[a.req.FullKey] = a.pid
 		a.done(actors.FetchResult{Peer: a.owner, Outcome: "record"})
 	case *Answer_Refusal:
 		a.done(actors.FetchResult{Peer: a.owner, Outcome: "fallback",
@@ -327,6 +369,7 @@ func (s *server) fetchedImage(ctx actor.Context, a *ask, img *Image) {
 		return
 	}
 	if s.cfg.Verifier == nil {
+		s.keepFetched(fk, img, a.owner)
 		a.done(actors.FetchResult{Image: img.GetImage(), Hash: img.GetContentHash(), Peer: a.owner, Outcome: "image"})
 		return
 	}
@@ -335,6 +378,7 @@ func (s *server) fetchedImage(ctx actor.Context, a *ask, img *Image) {
 		a.done(s.cfg.refusedResult(a.owner, err))
 		return
 	}
+	s.keepFetched(fk, img, a.owner)
 	a.done(actors.FetchResult{Image: img.GetImage(), Hash: img.GetContentHash(), Peer: a.owner, Outcome: "image", Trusted: !s.cfg.Rerecord,
 		Signature: sigOf(img).Encode()})
 }
@@ -343,11 +387,15 @@ func (s *server) fetchedImage(ctx actor.Context, a *ask, img *Image) {
 // served here when this node owns the key, else Published to its owner.
 func (s *server) localRecorded(ctx actor.Context, m *localRecorded) {
 	fk := m.req.FullKey
+	if s.owners != nil {
+		s.clusterRecorded(ctx, m)
+		return
+	}
 	owner := s.cfg.ownerOf(m.v, fk)
 	if m.image == nil {
 		if owner == m.v.self {
 			s.abandoned(ctx, fk, "")
-		} else if s.granted[fk] {
+		} else if s.granted[fk] != nil {
 			delete(s.granted, fk)
 			ctx.Request(actor.NewPID(owner, ActorName), &Abandon{FullKey: fk, Reason: "its recording failed"})
 		}
@@ -363,7 +411,7 @@ func (s *server) localRecorded(ctx actor.Context, m *localRecorded) {
 		s.published(ctx, fk, img, nil, m.v.self)
 		return
 	}
-	if !s.granted[fk] {
+	if s.granted[fk] == nil {
 		return // not the cluster's recording: the owner would refuse it
 	}
 	delete(s.granted, fk)

@@ -118,7 +118,7 @@ func endpointHost(ep string) (string, error) {
 
 // provider is hbg's etcd provider (etcdProvider) over a client of e,
 // once etcd has answered.
-func (e Etcd) provider() (*etcdProvider, error) {
+func (e Etcd) provider(kinds []string) (*etcdProvider, error) {
 	c, err := e.client()
 	if err != nil {
 		return nil, err
@@ -127,7 +127,9 @@ func (e Etcd) provider() (*etcdProvider, error) {
 	if ttl <= 0 {
 		ttl = DefaultLeaseTTL
 	}
-	return newEtcdProvider(c, e.name(), ttl), nil
+	p := newEtcdProvider(c, e.name(), ttl)
+	p.kinds = kinds
+	return p, nil
 }
 
 // dialTimeout is e's DialTimeout or its default.
@@ -164,23 +166,32 @@ func (e Etcd) client() (*clientv3.Client, error) {
 }
 
 // inCluster makes sys's running remote rem part of e's cluster through
-// protoactor's cluster: its member list, fed by the provider, says who
-// joined and left (cluster.ClusterTopology on sys's event stream) and ends
-// the endpoint of a member that left. A member (a node) is registered in
-// etcd; a client (a driver) only watches. Neither starts the cluster's
-// gossip or identity lookup (Cluster.StartMember): protoactor's gossip
-// reads the member list without its lock, which races with every
-// topology change (go test -race), and hbg places its ranks itself.
-func inCluster(sys *actor.ActorSystem, rem *paremote.Remote, e Etcd, member bool) (*cluster.Cluster, error) {
-	prov, err := e.provider()
+// protoactor's cluster: the provider says who joined and left
+// (cluster.ClusterTopology on sys's event stream) and ends the endpoint of
+// a member that left. A member (a node) is registered in etcd; a client
+// (a driver) only watches. Neither starts the cluster's gossip or its
+// identity lookup (Cluster.StartMember, which also starts a remote of its
+// own): protoactor's gossip reads the member list without its lock, which
+// races with every topology change (go test -race); disthash's lookup
+// does too (owner.go in package peer), and hbg places its ranks itself.
+// A member serves kinds (peer.OwnerKind: its keys' owners, placed by
+// package peer's lookup over the cluster's topology); ready, if set, runs
+// before the provider starts (a node's peer, to hear the first topology).
+func inCluster(sys *actor.ActorSystem, rem *paremote.Remote, e Etcd, member bool, kinds []string, ready func(*cluster.Cluster) error) (*cluster.Cluster, error) {
+	prov, err := e.provider(kinds)
 	if err != nil {
 		return nil, err
 	}
 	// The configuration's remote is never started: rem runs already.
 	c := cluster.New(sys, cluster.Configure(e.name(), prov, disthash.New(), paremote.Configure("nonhost", 0)))
-	// The member list blocks members that left on the remote's block
-	// list: it must be the running one.
+	// The running remote, for whatever of the cluster reaches it.
 	c.Remote = rem
+	if ready != nil {
+		if err := ready(c); err != nil {
+			_ = prov.Shutdown(false)
+			return nil, err
+		}
+	}
 	start := prov.StartClient
 	if member {
 		start = prov.StartMember
@@ -190,6 +201,11 @@ func inCluster(sys *actor.ActorSystem, rem *paremote.Remote, e Etcd, member bool
 		return nil, fmt.Errorf("cluster %s in etcd %v: %w", e.name(), e.Endpoints, err)
 	}
 	return c, nil
+}
+
+// providerOf is c's provider (inCluster's).
+func providerOf(c *cluster.Cluster) *etcdProvider {
+	return c.Config.ClusterProvider.(*etcdProvider)
 }
 
 // memberAddrs are the cluster's members' addresses, sorted.
@@ -230,7 +246,7 @@ func driverRemote(sys *actor.ActorSystem, cfg *Config) (*paremote.Remote, error)
 
 // topology hears the cluster's members change: a node that joins is
 // noted (Joined, OnNodeJoined); one that leaves is lost, through the
-// endpoint protoactor's member list ends for it (left says why).
+// endpoint the provider ends for it (left says why).
 func (rt *Runtime) topology(t *cluster.ClusterTopology) {
 	if rt.cluster == nil {
 		return
@@ -260,7 +276,7 @@ func (rt *Runtime) left(addr string) bool {
 	if rt.cluster == nil {
 		return false
 	}
-	return !slices.ContainsFunc(rt.cluster.MemberList.Members().Members(), func(m *cluster.Member) bool { return m.Address() == addr })
+	return !slices.Contains(providerOf(rt.cluster).addrs(), addr)
 }
 
 // Joined are the nodes that joined the driver's cluster after Start found

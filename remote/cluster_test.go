@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -184,4 +185,42 @@ func TestClusterEtcdChurn(t *testing.T) {
 	assert.Equal(t, d.addr, rt.Node(1))
 	t.Logf("keys %d, recorded across the cluster %d (the new node: %d)", keys, built, built-keys)
 	assert.LessOrEqual(t, built, 2*keys, "at most once more per owner lost")
+}
+
+// TestEtcdOwnerOneRecorder: two nodes of a cluster in etcd pass the same
+// model at once, so each misses every key at the same moment: each key's
+// owner (a virtual actor of the cluster) grants one of them its claim, and
+// the other is sent the image. Counted from the work done: the two passes
+// record each Definition once between them and fetch the rest.
+func TestEtcdOwnerOneRecorder(t *testing.T) {
+	e, env := testEtcd(t, "t-owner")
+	startNode(t, "127.0.0.1:0", env)
+	startNode(t, "127.0.0.1:0", env)
+	rt := startDriver(t, Config{Etcd: e, Ranks: 2, Form: "pair", NodeTimeout: 3 * time.Second})
+	require.NotEqual(t, rt.Node(0), rt.Node(1))
+	keys := inProcess(t).Pass.BuiltDefinitions
+	require.Positive(t, keys)
+	orch := rt.Orchestration()
+	res := make([]*actors.PassResult, 2)
+	errs := make([]error, 2)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for rank := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			res[rank], errs[rank] = rt.Pass(context.Background(), orch, rank, 0)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	built, fetched := 0, 0
+	for rank := range 2 {
+		require.NoError(t, errs[rank], "rank %d", rank)
+		built += res[rank].Pass.BuiltDefinitions
+		fetched += res[rank].Pass.FetchedDefinitions
+	}
+	assert.Equal(t, keys, built, "each key recorded once by the two nodes")
+	assert.Equal(t, keys, fetched, "and fetched by the other")
 }

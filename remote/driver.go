@@ -236,11 +236,11 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Runtime, error) {
 		if rem, err = driverRemote(sys, &cfg); err != nil {
 			return nil, err
 		}
-		if cl, err = inCluster(sys, rem, cfg.Etcd, false); err != nil {
+		if cl, err = inCluster(sys, rem, cfg.Etcd, false, nil, nil); err != nil {
 			undo()
 			return nil, fmt.Errorf("remote: %w", err)
 		}
-		if cfg.Nodes = memberAddrs(cl.MemberList.Members().Members()); len(cfg.Nodes) == 0 {
+		if cfg.Nodes = providerOf(cl).addrs(); len(cfg.Nodes) == 0 {
 			undo()
 			return nil, fmt.Errorf("remote: cluster %s in etcd %v: %w (is a node started with the same --etcd-endpoints and --cluster?)", cfg.Etcd.name(), cfg.Etcd.Endpoints, ErrNoMembers)
 		}

@@ -13,16 +13,23 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/cluster"
+	paremote "github.com/asynkron/protoactor-go/remote"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // etcdProvider is protoactor's cluster.ClusterProvider over etcd's client
 // v3: a member is a key under the cluster's prefix, put with a lease the
 // member keeps alive (a member that dies leaves when its lease ends), and
-// every process watches the prefix and hands the members to protoactor's
-// member list (MemberList.UpdateClusterTopology), which says who joined
-// and left (cluster.ClusterTopology on the event stream) and ends a
-// leaver's endpoint.
+// every process watches the prefix and says who joined and left as
+// protoactor's member list does (cluster.ClusterTopology on the event
+// stream, a leaver's endpoint ended: remote.EndpointTerminatedEvent).
+//
+// Not through the member list itself (MemberList.UpdateClusterTopology):
+// it puts each leaver on the remote's block list, whose IsBlocked reads
+// the list without its lock on every connection a node accepts, which
+// -race reports whenever a member leaves while another connects (the
+// churn of TestClusterEtcdChurn). A member that left does not come back
+// under its id (a process's id is new each start), so nothing is blocked.
 //
 // Not protoactor's own etcd provider (cluster/clusterproviders/etcd),
 // which builds against etcd 3.7 but races: its shutdown flag is written
@@ -34,6 +41,9 @@ type etcdProvider struct {
 	client *clientv3.Client
 	prefix string // etcdBaseKey/CLUSTER/
 	ttl    time.Duration
+	// kinds are the cluster kinds a member serves (the cluster's own are
+	// built only by Cluster.StartMember, which hbg does not call).
+	kinds []string
 	// c is the cluster whose member list hears the members.
 	c *cluster.Cluster
 
@@ -44,6 +54,10 @@ type etcdProvider struct {
 	mu      sync.Mutex
 	members map[string]*cluster.Member // by key
 	lease   clientv3.LeaseID
+	// told is the members last published, by id, under pub: one publish
+	// at a time, without mu (the event handlers read the members).
+	pub  sync.Mutex
+	told map[string]*cluster.Member
 }
 
 // etcdMember is a member's value in etcd.
@@ -71,7 +85,7 @@ func (p *etcdProvider) StartMember(c *cluster.Cluster) error {
 	if err != nil {
 		return fmt.Errorf("member address %q: %w", c.ActorSystem.Address(), err)
 	}
-	val, err := json.Marshal(etcdMember{ID: c.ActorSystem.ID, Host: h, Port: int32(pn), Kinds: c.GetClusterKinds()})
+	val, err := json.Marshal(etcdMember{ID: c.ActorSystem.ID, Host: h, Port: int32(pn), Kinds: p.kinds})
 	if err != nil {
 		return err
 	}
@@ -159,16 +173,54 @@ func (p *etcdProvider) put(key string, val []byte) {
 	p.mu.Unlock()
 }
 
-// publish hands the members to the member list, one call at a time.
+// publish says who joined and left since the last call, one call at a
+// time: the leavers' endpoints end, then the topology is published.
 func (p *etcdProvider) publish() {
+	p.pub.Lock()
+	defer p.pub.Unlock()
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	ms := p.sorted()
+	p.mu.Unlock()
+	now := make(map[string]*cluster.Member, len(ms))
+	var joined, left []*cluster.Member
+	for _, m := range ms {
+		now[m.Id] = m
+		if p.told[m.Id] == nil {
+			joined = append(joined, m)
+		}
+	}
+	for id, m := range p.told {
+		if now[id] == nil {
+			left = append(left, m)
+		}
+	}
+	if p.told != nil && len(joined) == 0 && len(left) == 0 {
+		return
+	}
+	p.told = now
+	slices.SortFunc(left, func(a, b *cluster.Member) int { return strings.Compare(a.Id, b.Id) })
+	es := p.c.ActorSystem.EventStream
+	for _, m := range left {
+		es.Publish(&paremote.EndpointTerminatedEvent{Address: m.Address()})
+	}
+	es.Publish(&cluster.ClusterTopology{TopologyHash: cluster.NewMemberSet(ms).TopologyHash(), Members: ms, Joined: joined, Left: left})
+}
+
+// sorted are the members by id, under mu.
+func (p *etcdProvider) sorted() cluster.Members {
 	ms := make(cluster.Members, 0, len(p.members))
 	for _, m := range p.members {
 		ms = append(ms, m)
 	}
 	slices.SortFunc(ms, func(a, b *cluster.Member) int { return strings.Compare(a.Id, b.Id) })
-	p.c.MemberList.UpdateClusterTopology(ms)
+	return ms
+}
+
+// addrs are the members' addresses, sorted.
+func (p *etcdProvider) addrs() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return memberAddrs(p.sorted())
 }
 
 // Shutdown ends the watch and, for a member, revokes its lease (its key

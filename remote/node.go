@@ -171,10 +171,13 @@ type Node struct {
 	// unplaced is the hosts spawned and not yet placed (by actor id), with
 	// the identity of the connection that spawned each.
 	unplaced map[string]string
-	// cluster is the cluster in etcd the node is a member of (nil: none).
+	// cluster is the cluster in etcd the node is a member of (nil: none);
+	// peers its keys' owners there (package peer's cluster owners), which
+	// every placement's runtime asks.
 	cluster *cluster.Cluster
 	// revoked follows the cluster's deny list in etcd (nil: none).
 	revoked *denyWatch
+	peers   *peer.Node
 }
 
 // StartNode starts protoactor remote on sys, listening on cfg.Listen, and
@@ -218,7 +221,17 @@ func StartNode(sys *actor.ActorSystem, cfg NodeConfig) (*Node, error) {
 		return nil, err
 	}
 	if cfg.Etcd.On() {
-		if n.cluster, err = inCluster(sys, rem, cfg.Etcd, true); err != nil {
+		start := func(c *cluster.Cluster) error {
+			pc := n.peerConfig()
+			pc.Cluster = c
+			var err error
+			n.peers, err = peer.Start(sys, pc)
+			return err
+		}
+		if n.cluster, err = inCluster(sys, rem, cfg.Etcd, true, []string{peer.OwnerKind}, start); err != nil {
+			if n.peers != nil {
+				n.peers.Stop()
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 			defer cancel()
 			_ = shutdownRemote(ctx, rem)
@@ -301,13 +314,21 @@ func nodeConfig(n *Node, p *wire.Place) actors.Config {
 	// placement's runtime; Place.Validate has checked the node index. Attach
 	// fails only when the store on disk cannot be opened, which fails the
 	// runtime's own start too, and says why.
-	if nodes := p.GetNodes(); len(nodes) > 1 {
-		pc := peer.Config{StoreDir: n.cfg.StoreDir, StoreMax: n.cfg.StoreMax, Tracer: n.cfg.Tracer, Signer: n.signer, Verifier: n.verifier, Rerecord: n.cfg.Rerecord, RefuseUnsigned: n.cfg.RefuseUnsigned, OnRefused: n.cfg.OnPeerRefused}
-		if src, err := peer.Attach(n.sys, pc, n.addr, nodes); err == nil {
+	// In a cluster in etcd the owners are the cluster's, whatever the
+	// placement's node list.
+	if n.peers != nil {
+		cfg.Peers = n.peers.Source()
+	} else if nodes := p.GetNodes(); len(nodes) > 1 {
+		if src, err := peer.Attach(n.sys, n.peerConfig(), n.addr, nodes); err == nil {
 			cfg.Peers = src
 		}
 	}
 	return cfg
+}
+
+// peerConfig is the node's peer (package peer), without its cluster.
+func (n *Node) peerConfig() peer.Config {
+	return peer.Config{StoreDir: n.cfg.StoreDir, StoreMax: n.cfg.StoreMax, Tracer: n.cfg.Tracer, Signer: n.signer, Verifier: n.verifier, Rerecord: n.cfg.Rerecord, RefuseUnsigned: n.cfg.RefuseUnsigned, OnRefused: n.cfg.OnPeerRefused}
 }
 
 // authorize checks a placement against the connection it came over: it
@@ -384,6 +405,9 @@ func (n *Node) Stop(ctx context.Context) error {
 	}
 	if n.cfg.Flush != nil {
 		errs = append(errs, n.cfg.Flush(ctx))
+	}
+	if n.peers != nil {
+		n.peers.Stop()
 	}
 	if n.cluster != nil {
 		// Out of etcd now, not at its lease's end: drivers hear it leave.
