@@ -19,6 +19,7 @@
 //	    - {name, dtype, shape, role, out: bool, value: INT}   # value: what a bare read: NAME returns
 //	    - {name, dtype, shape, data: [v0, v1, ...]}           # contents, row-major (integer dtypes)
 //	    - {name, dtype, shape, data: {seed, min, max}}        # contents drawn from [min, max], seeded
+//	    - {name, dtype, shape, manual_dep: true}              # make_tensor_external(..., manual_dep=true)
 //	  scalars: [{name, value}]            # entry scalars; constants too
 //	kernels:                              # KernelID = position
 //	  - {name, core: aic|aiv, code, sig: "iox..", intensity, early: bool, sync_start: bool}
@@ -153,8 +154,15 @@
 // A VIEW is NAME, NAME[row] (drops dim 0), NAME[start:+rows], NAME[s0, s1,
 // ...] (several dims, each ":", an index, which drops the dim, or
 // start:+count; dims past the last given are whole), NAME @ offset
-// (elements), each optionally followed by "as [d0, ...]"; it must stay inside
-// its base. A multi-dim slice keeps its base's strides, so a tile of a wider
+// (elements), each optionally followed by "as [d0, ...]" and then by
+// manual_dep; it must stay inside its base. manual_dep is upstream's
+// view(shapes, offsets, true) (and make_tensor_external(..., true) on a
+// plain entry name): an argument through the view waits on its root's
+// creator only and records no write, whatever its tag, and the trace's
+// mdep is 1. A name let to such a view keeps the flag; a view derived
+// from it without the word does not (upstream's view() and reshape() set
+// the flag from their own argument). An entry tensor's manual_dep: true
+// makes its own descriptor so. A multi-dim slice keeps its base's strides, so a tile of a wider
 // tensor is a strided view: upstream's sij.view([q_tile, valid_len]) of a
 // [q_tile, block] tensor is "sij[:, 0:+valid_len]", strides [block, 1]. A
 // stride is part of a boundary slot's layout (a replay may not change it);

@@ -74,6 +74,9 @@ type entryTensorDoc struct {
 	Out   *yaml.Node `yaml:"out"`
 	Value *yaml.Node `yaml:"value"`
 	Data  *yaml.Node `yaml:"data"`
+	// ManualDep is make_tensor_external(..., manual_dep=true) over the
+	// entry buffer: the entry tensor's descriptor is manual_dep.
+	ManualDep *yaml.Node `yaml:"manual_dep"`
 }
 
 // entryDataDoc is a generated data: {seed, min, max}.
@@ -140,6 +143,12 @@ func (l *loader) entry(n *yaml.Node) error {
 				e.kind = stages.RootEntryOutput
 			}
 		}
+		if o := td.ManualDep; o != nil {
+			if o.Kind != yaml.ScalarNode || o.Value != "true" && o.Value != "false" {
+				return l.errf(o, "manual_dep", nodeText(o), "want true or false")
+			}
+			e.manualDep = o.Value == "true"
+		}
 		if v := td.Value; v != nil {
 			if e.value, err = l.constInt(v, "value"); err != nil {
 				return err
@@ -152,7 +161,9 @@ func (l *loader) entry(n *yaml.Node) error {
 			}
 		}
 		l.m.entry = append(l.m.entry, e)
-		l.m.entryViews = append(l.m.entryViews, stages.NewView(stages.RootID(len(l.m.entryViews)), 0, e.dtype, e.shape...))
+		ev := stages.NewView(stages.RootID(len(l.m.entryViews)), 0, e.dtype, e.shape...)
+		ev.ManualDep = e.manualDep
+		l.m.entryViews = append(l.m.entryViews, ev)
 	}
 	if s := d.Scalars; s != nil {
 		for si, err := range decodeEach[entryScalarDoc](l, s, "entry.scalars", "entry scalar", "want name and value", "name", "value") {

@@ -181,7 +181,8 @@ func FuzzView(f *testing.F) {
 		"[mm, mm][l]", "[mm][0]", "[mm, act][l]", "[mm,][", "[][l]",
 		"w[:, 1:+3]", "w[1:+2, 3:+4]", "w[2, 3]", "w[:, 2] as [16]", "w[:, :]", "w[l, :, 0]", "w[:, l:+l]", "w[:,]", "w[, 1]",
 		"a[:, 0:+2]", "a[1:+2, 1]", "a as [16]", "a[l] as [4]", "h[l][:, 0:+1]", "w[:, scalar(l):+2]",
-		"first if l > 0", "gate[0] if l", "prev if", "gate if l == 1 junk", "prev[l:+1] if !l"} {
+		"first if l > 0", "gate[0] if l", "prev if", "gate if l == 1 junk", "prev[l:+1] if !l",
+		"w manual_dep", "w[l:+2] manual_dep", "a as [16] manual_dep", "h[l] manual_dep", "w manual_dep manual_dep", "w manual_dep[1]", "w[:, 1:+3] manual_dep"} {
 		f.Add(s, int64(1))
 	}
 	// Row starts at and just past the last valid one (w has 16 rows).

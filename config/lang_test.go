@@ -454,6 +454,7 @@ func parseSeeds(tb testing.TB) []string {
 	return []string{tinyModel,
 		readFile(tb, "testdata/keys/shared_key.yaml"),
 		readFile(tb, "testdata/keys/interpolated_key.yaml"),
+		readFile(tb, "testdata/api/manual_dep.yaml"),
 		langHeader + `blocks:
   layer:
     params: [l]

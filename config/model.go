@@ -55,6 +55,9 @@ type entryTensor struct {
 	kind     stages.RootKind
 	value    int64
 	hasValue bool
+	// manualDep: the entry tensor's descriptor is manual_dep (its views
+	// are not, unless they say so).
+	manualDep bool
 	// data is the tensor's contents (entry tensor data:), or nil.
 	data []int64
 	line int

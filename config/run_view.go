@@ -27,6 +27,9 @@ func (r *runner) view(fr *frame, v *viewExpr, out *stages.View) bool {
 	}
 	*out = *base
 	if v.index == nil && v.start == nil && v.at == nil && v.as == nil && v.dims == nil {
+		if v.manualDep {
+			out.ManualDep = true
+		}
 		return true
 	}
 	if v.dims != nil && !r.sliceDims(fr, v, base, out) {
@@ -77,6 +80,9 @@ func (r *runner) view(fr *frame, v *viewExpr, out *stages.View) bool {
 		}
 		*out = stages.NewView(out.Root, out.Offset, out.DType, shape[:len(v.as)]...)
 	}
+	// A derived view is manual_dep only where it says so: upstream's view()
+	// and reshape() set the flag from their own argument.
+	out.ManualDep = v.manualDep
 	// Each view's elements are counted once: this check runs for every
 	// boundary slot of every Graph call. A strided view (or base) spans
 	// more than its elements: the bound is the span.

@@ -661,8 +661,6 @@ func TestUnsupportedUpstreamCalls(t *testing.T) {
 		name, hdrOld, hdrNew, src, at string
 		want                          []string
 	}{
-		{name: "make_tensor_external with manual_dep", hdrOld: "{name: x, dtype: fp32, shape: [16]}", hdrNew: "{name: x, dtype: fp32, shape: [16], manual_dep: true}",
-			src: op(`{k: upd, args: ["inout x"]}`), at: "manual_dep: true", want: []string{`entry tensor "manual_dep": unknown key`}},
 		{name: "transpose", src: op(`{k: use, args: ["in gate transpose", "in x"]}`), at: "transpose", want: []string{`unexpected "transpose" after the view`}},
 		{name: "slice with a step", src: op(`{k: use, args: ["in gate[:, 0:+4:2]", "in x"]}`), at: "0:+4:2", want: []string{`expected ',' or ']'`}},
 		{name: "set_task_timing_slot", src: op(`{k: upd, args: ["inout x"], timing_slot: 3}`), at: "timing_slot", want: []string{`op "timing_slot": unknown key`}},

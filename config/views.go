@@ -32,6 +32,12 @@ type viewExpr struct {
 	listIndex *expr
 	local     bool // the base is a tensor the body allocates itself
 	slotPlain bool // a tensor slot as it is: the view is a copy of it
+	// manualDep is the view's own manual_dep (upstream's view(shapes,
+	// offsets, true), make_tensor_external(..., true)): the result is
+	// manual_dep. A view without it derived from a manual_dep base is not
+	// (upstream's view() and reshape() reset the flag); a plain name keeps
+	// its base's.
+	manualDep bool
 	src       string
 	line      int
 }
@@ -66,10 +72,10 @@ func (v *viewExpr) layoutDeps() uint64 {
 
 // plain reports whether the view is its base as it is.
 func (v *viewExpr) plain() bool {
-	return v.list == nil && v.index == nil && v.start == nil && v.at == nil && v.as == nil && v.dims == nil
+	return v.list == nil && v.index == nil && v.start == nil && v.at == nil && v.as == nil && v.dims == nil && !v.manualDep
 }
 
-// view parses NAME ( [i] | [start:+count] )? (@ off)? (as [d, ...])?.
+// view parses NAME ( [i] | [start:+count] )? (@ off)? (as [d, ...])? manual_dep?.
 func (sc *scope) view(src string, line int) (*viewExpr, error) {
 	p, err := newParser(src, sc.intRes)
 	if err != nil {
@@ -80,8 +86,12 @@ func (sc *scope) view(src string, line int) (*viewExpr, error) {
 	if err != nil {
 		return nil, err
 	}
+	if t := p.peek(); t.kind == tIdent && t.s == "manual_dep" {
+		p.next()
+		v.manualDep = true
+	}
 	if t := p.peek(); t.kind != tEOF {
-		return nil, p.errf(t, "unexpected %q after the view", t.s)
+		return nil, p.errf(t, "unexpected %q after the view (want at most \"manual_dep\")", t.s)
 	}
 	v.src = src
 	for _, e := range append([]*expr{v.index, v.start, v.count, v.at, v.listIndex}, v.as...) {
@@ -354,6 +364,10 @@ func compileFast(v *viewExpr, base stages.View) (f viewFast, ok bool) {
 		f.tmpl = stages.NewView(base.Root, 0, base.DType, shape...)
 	}
 	f.tmpl.Offset = 0
+	if !v.plain() {
+		// As runner.view: a derived view's flag is its own.
+		f.tmpl.ManualDep = v.manualDep
+	}
 	end, ok := addOK(base.Offset, base.Elems())
 	if !ok {
 		return f, false

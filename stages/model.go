@@ -203,12 +203,18 @@ const MaxDims = 5
 // It is a value type with no pointers so task arguments copy without
 // allocating.
 type View struct {
-	Root    RootID
-	Offset  int64
-	DType   DType
-	NDims   uint8
-	Shape   [MaxDims]int64
-	Strides [MaxDims]int64
+	Root   RootID
+	Offset int64
+	DType  DType
+	NDims  uint8
+	// ManualDep is upstream's ChipTensor::manual_dep on this descriptor
+	// (make_tensor_external(..., true), view(shapes, offsets, true)): an
+	// argument through it waits on its root's creator only and records no
+	// write, whatever its root. A view derived from it does not inherit it,
+	// as upstream's view() and reshape() reset it to their own argument.
+	ManualDep bool
+	Shape     [MaxDims]int64
+	Strides   [MaxDims]int64
 }
 
 // NewView builds a contiguous view.
@@ -271,7 +277,7 @@ func (v *View) ShapeSlice() []int64 { return v.Shape[:v.NDims] }
 // SameLayout reports whether two views agree on everything but root and
 // offset: the part of a boundary slot a replay may not change.
 func (v *View) SameLayout(o *View) bool {
-	if v.DType != o.DType || v.NDims != o.NDims {
+	if v.DType != o.DType || v.NDims != o.NDims || v.ManualDep != o.ManualDep {
 		return false
 	}
 	// Dims past NDims are zero in every view built here; compare only the

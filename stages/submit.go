@@ -335,7 +335,7 @@ func (o *OrdinaryPath) registerAlso(args []Arg, alsoWrites []int32, task TaskID)
 		return
 	}
 	for _, s := range alsoWrites {
-		if a := &args[s]; a.Tag != TagInOut && a.Tag != TagOutputExisting && !o.meta(a.View.Root).manualDep {
+		if a := &args[s]; a.Tag != TagInOut && a.Tag != TagOutputExisting && !a.View.ManualDep && !o.meta(a.View.Root).manualDep {
 			o.tm.Register(&a.View, task)
 		}
 	}
@@ -404,7 +404,7 @@ func (o *OrdinaryPath) ReplayGraph(m *Matcher, sig []BoundarySlot, wantScalars, 
 			continue
 		}
 		fs.Add(ri.creator)
-		if ri.manualDep {
+		if ri.manualDep || a.View.ManualDep {
 			continue
 		}
 		switch a.Tag {
@@ -484,7 +484,7 @@ func (o *OrdinaryPath) ReplayLocs(m *Matcher, slots []locSlot, wantScalars, want
 			continue
 		}
 		fs.Add(ri.creator)
-		if ri.manualDep {
+		if ri.manualDep || s.mdep {
 			continue
 		}
 		g := region{r, l.Offset, l.Offset + s.span}
@@ -506,7 +506,7 @@ func (o *OrdinaryPath) ReplayLocs(m *Matcher, slots []locSlot, wantScalars, want
 	if !manual {
 		for _, i := range alsoWrites {
 			l, s := &locs[i], &slots[i]
-			if s.tag != TagInOut && s.tag != TagOutputExisting && !o.meta(l.Root).manualDep {
+			if s.tag != TagInOut && s.tag != TagOutputExisting && !s.mdep && !o.meta(l.Root).manualDep {
 				tm.register(region{l.Root, l.Offset, l.Offset + s.span}, id)
 			}
 		}

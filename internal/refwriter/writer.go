@@ -204,6 +204,9 @@ func (t *Writer) rootInfo(id stages.RootID) (name, kind string, mdep int) {
 func (t *Writer) arg(a *stages.Arg) ArgEvent {
 	v := &a.View
 	name, kind, mdep := t.rootInfo(v.Root)
+	if v.ManualDep {
+		mdep = 1
+	}
 	ev := ArgEvent{Tag: a.Tag.String(), Root: name, RKind: kind, RID: int(v.Root), Off: v.Offset,
 		Shape: append([]int64(nil), v.ShapeSlice()...), DType: v.DType.String(), Bytes: v.Bytes(), BSlot: t.bslot(v), MDep: mdep}
 	if !v.Contiguous() {
