@@ -60,7 +60,8 @@
 //	     early: bool, sync_start: bool}    # launch flags; absent: the kernel's
 //	  - {k: "[K0, K1, ...][EXPR]", ...}     # the kernel is chosen by expression
 //	  - {id: "LIST[i]", ...}                # the task is stored into a task list
-//	  - {mix: BASE, ...}                   # MIX task: BASE_aic + BASE_aiv
+//	  - {mix: BASE, ...}                   # MIX task: BASE_aic + BASE_aiv (on both AIVs)
+//	  - {mix: {aic: K0, aiv0: K1, aiv1: K2}, ...}   # MixedKernels: any slots, see Kernels
 //	  - {dummy: true, deps: [...]}
 //	  - scope: auto|manual
 //	    body: [...]
@@ -120,6 +121,22 @@
 // launch. early changes nothing on this device, as in host_build_graph
 // (upstream's RUNTIME_LOGIC.md §6 disables early resolve there). A dummy
 // task takes neither.
+//
+// # Kernels
+//
+// mix: {aic: K0, aiv0: K1, aiv1: K2} is upstream's
+// rt_submit_task(MixedKernels{K0, K1, K2}, args): each slot names its own
+// kernel (of that core) or is left out (INVALID_KERNEL_ID). The task's
+// shape is upstream's ActiveMask::to_shape: two or more slots make a MIX
+// task, so AIV0 + AIV1 without an AIC is one, and AIC + AIV0 alone too;
+// one slot, aic or aiv0, an AIC or AIV task. The trace's k is the three
+// slots (-1 unused), its name the first slot's kernel, and the task's
+// launch flags and signature are that kernel's. On the device a MIX block
+// holds its whole cluster whichever slots it names, and a MIX task with no
+// aiv1 runs its aiv0 kernel on the second AIV. aiv1 alone is an error:
+// the device runs a single AIV kernel from slot 1, where a trace of
+// upstream's names it in slot 2; write aiv0. mix: BASE is the older
+// shorthand for {aic: BASE_aic, aiv0: BASE_aiv, aiv1: BASE_aiv}.
 //
 // # Task values
 //

@@ -455,6 +455,7 @@ func parseSeeds(tb testing.TB) []string {
 		readFile(tb, "testdata/keys/shared_key.yaml"),
 		readFile(tb, "testdata/keys/interpolated_key.yaml"),
 		readFile(tb, "testdata/api/manual_dep.yaml"),
+		readFile(tb, "testdata/api/mixed_kernels.yaml"),
 		langHeader + `blocks:
   layer:
     params: [l]

@@ -246,7 +246,14 @@ func (t *Writer) taskEvent(id stages.TaskID, kind stages.Kind, k [3]stages.Kerne
 	case stages.KindAIV:
 		e.Name = t.kernels[k[1]].Name
 	default:
-		e.Name = t.kernels[k[0]].Name
+		// A MIX task is named by its first kernel: its AIC one, or its
+		// AIV0 one when it has no AIC (upstream's AIV0 + AIV1 MIX).
+		for _, x := range k {
+			if x >= 0 {
+				e.Name = t.kernels[x].Name
+				break
+			}
+		}
 	}
 	for i := range args {
 		e.Args = append(e.Args, t.arg(&args[i]))
