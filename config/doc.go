@@ -74,6 +74,7 @@
 //	                                       # unbound tensors and tasks: same name in the caller
 //	  - read: ENTRY_TENSOR                 # a host read of device data (its value:)
 //	  - read: {NAME: "TENSOR[i, ...]", ...} # host reads that bind NAMEs (get_tensor_data)
+//	  - local: {NAME: EXPR, ...}           # host locals (int NAME = EXPR; an existing one is assigned)
 //
 // TAG is in, out, inout, out_existing or no_dep ("out NAME DTYPE[dims]"
 // creates a runtime-allocated output: a root named NAME, which later ops and
@@ -98,6 +99,23 @@
 // root, idx and value; validate's task count is the count the data makes.
 // A predicate over an entry tensor with data is evaluated by the device on
 // that data (until a task writes the tensor; then on its digests).
+//
+// A local op {NAME: EXPR} is a host-side integer of upstream's program
+// (const int32_t n = ...;): NAME is EXPR's value from there to the end of
+// the op list it is in, like a read's name. A NAME that is already a local
+// or a read in scope is assigned instead (NAME = EXPR), and a read may
+// assign a local: so a reduction across a loop is a local before the loop
+// and its assignment inside, and the value outlives the loop:
+//
+//	- local: {max_bn: 0}
+//	- loop: {var: b, to: B}
+//	  body:
+//	    - read: {cl: "context_lens[b]"}
+//	    - local: {max_bn: "max(max_bn, (cl + BS - 1) / BS)"}
+//
+// What a local's value reads (params, boundary scalars) every use of it
+// reads, for the Graph checks: a loop over a local computed from a param
+// is structure on that param.
 //
 // A read inside a Graph body would be settled once, when the body is
 // recorded, and replayed with that value: it is an error at its line. Read

@@ -418,6 +418,9 @@ type exprParser struct {
 	// tables gives the values a NAME(i) lookup indexes (scalar(i): the
 	// entry scalars); nil where none is in scope.
 	tables func(name string) ([]int64, bool)
+	// slotDeps are, for a host local's env slot, the env slots its value
+	// reads: a use of the local reads them too (nil: none).
+	slotDeps map[int]uint64
 }
 
 func (p *exprParser) peek() token { return p.toks[p.i] }
@@ -592,7 +595,7 @@ func (p *exprParser) parseUnary(depth int) (*expr, error) {
 		}
 		e := &expr{kind: exVar, slot: slot, boundaryScalar: bs}
 		if slot < 64 {
-			e.deps = 1 << uint(slot)
+			e.deps = 1<<uint(slot) | p.slotDeps[slot]
 		}
 		return e, nil
 	case t.kind == tOp && t.s == "(":

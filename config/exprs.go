@@ -77,6 +77,12 @@ func (o *op) exprs(yield func(opExpr) bool) {
 			}
 		}
 	}
+	for i := range o.locals {
+		// A local's value may set any count after it.
+		if !e(o.locals[i].e, roleCount) {
+			return
+		}
+	}
 	for _, l := range o.lets {
 		for _, x := range l.views {
 			if !v(x) {

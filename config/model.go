@@ -172,6 +172,7 @@ const (
 	opLet
 	opTasks
 	opSet
+	opLocal
 )
 
 type op struct {
@@ -193,6 +194,17 @@ type op struct {
 	lets      []letItem
 	taskDecls []taskDecl
 	sets      []setItem
+	locals    []localItem
+}
+
+// localItem is one host local of a local op: env slot = the expression's
+// value, computed when the op runs (a C++ int of the host program; an
+// existing local or read name is assigned, so a value computed in a loop
+// outlives it).
+type localItem struct {
+	slot int
+	name string
+	e    *expr
 }
 
 // readItem is one host read of a read op: env slot = element [indices...]

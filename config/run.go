@@ -313,6 +313,11 @@ func (r *runner) body(o *sub, fr *frame, ops []*op) {
 			r.declareTasks(fr, op)
 		case opSet:
 			r.setTasks(fr, op)
+		case opLocal:
+			for i := range op.locals {
+				it := &op.locals[i]
+				fr.env[it.slot] = r.eval(it.e, fr, op.line)
+			}
 		case opRead:
 			if op.reads != nil {
 				r.read(o, fr, op)

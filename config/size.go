@@ -256,6 +256,12 @@ func (s *sizer) ops(b *block, env []int64, ops []*op) cost {
 		case opRead:
 			s.read(env, o)
 			continue
+		case opLocal:
+			for i := range o.locals {
+				it := &o.locals[i]
+				env[it.slot] = s.evalNamed(it.e, env, o.line, "local.", it.name)
+			}
+			continue
 		case opLoop:
 			n.add(s.loop(b, env, o))
 			continue
@@ -340,7 +346,10 @@ func loopWhat(iters int64) string { return fmt.Sprintf("a loop of %d iterations"
 // fields itself and missed the task list's size.)
 func bodyVaries(ops []*op, slot int) bool {
 	for _, o := range ops {
-		if o.readsSlot(slot, roleCount) || bodyVaries(o.body, slot) {
+		// A local op may assign a name of the enclosing lists, which the
+		// next iteration (and what follows the loop) reads: each
+		// iteration is walked.
+		if o.kind == opLocal || o.readsSlot(slot, roleCount) || bodyVaries(o.body, slot) {
 			return true
 		}
 	}

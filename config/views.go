@@ -77,11 +77,10 @@ func (v *viewExpr) plain() bool {
 
 // view parses NAME ( [i] | [start:+count] )? (@ off)? (as [d, ...])? manual_dep?.
 func (sc *scope) view(src string, line int) (*viewExpr, error) {
-	p, err := newParser(src, sc.intRes)
+	p, err := sc.newParser(src)
 	if err != nil {
 		return nil, err
 	}
-	p.tables = sc.l.entryTables
 	v, err := sc.viewTokens(p, line)
 	if err != nil {
 		return nil, err
