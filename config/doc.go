@@ -14,6 +14,7 @@
 //	max_tasks: N                          # bound on a pass's device tasks (default and most 4194304; --max-tasks raises it)
 //	max_edges: N                          # bound on a pass's dependency edges, run image and each Definition (default and most 16777216; --max-edges raises it)
 //	constants: {NAME: INT, ...}          # usable in every expression
+//	constants: {NAME: [INT, ...]}        # a constant array: NAME[i] in expressions
 //	entry:
 //	  tensors:                            # RootIDs 0..N-1, in this order
 //	    - {name, dtype, shape, role, out: bool, value: INT}   # value: what a bare read: NAME returns
@@ -107,11 +108,12 @@
 // assign a local: so a reduction across a loop is a local before the loop
 // and its assignment inside, and the value outlives the loop:
 //
-//	- local: {max_bn: 0}
-//	- loop: {var: b, to: B}
-//	  body:
-//	    - read: {cl: "context_lens[b]"}
-//	    - local: {max_bn: "max(max_bn, (cl + BS - 1) / BS)"}
+//	body:
+//	  - local: {max_bn: 0}
+//	  - loop: {var: b, to: B}
+//	    body:
+//	      - read: {cl: "context_lens[b]"}
+//	      - local: {max_bn: "max(max_bn, (cl + BS - 1) / BS)"}
 //
 // What a local's value reads (params, boundary scalars) every use of it
 // reads, for the Graph checks: a loop over a local computed from a param
@@ -216,7 +218,12 @@
 // scalars with + - * / %, comparisons, && || !, parentheses, c ? a : b,
 // min(a, b), max(a, b) and scalar(i), the i-th entry scalar in the order
 // entry.scalars lists them (upstream's orch_args.scalar(i); an index outside
-// them is an error at its line, at load when it is constant). Arithmetic is checked: a value that overflows
+// them is an error at its line, at load when it is constant); NAME[i],
+// element i of a constant array (constants: {ids: [3, 1, 4]}, upstream's
+// static const int32_t ids[]); shape(TENSOR, d), dim d of an entry tensor
+// (orch_args.tensor(i).ref().shapes[d]); and rt_available_cluster_count()
+// and rt_available_aiv_count(), the a2a3 die's 24 clusters and 48 AIV
+// cores a model is written for (stages.A2A3Clusters). Arithmetic is checked: a value that overflows
 // int64 is an error, never a wrapped number.
 //
 // # Dependencies

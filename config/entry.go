@@ -26,6 +26,26 @@ func (l *loader) constants(n *yaml.Node) error {
 			return l.errf(k, "constants", k.Value, "duplicate constant (also at line %d)", line)
 		}
 		l.constLine[k.Value] = k.Line
+		if v.Kind == yaml.SequenceNode {
+			// A constant array: static const int32_t NAME[] = {...}.
+			if k.Value == "scalar" || k.Value == "shape" {
+				return l.errf(k, "constants", k.Value, "%s(...) is a lookup of its own: give the array another name", k.Value)
+			}
+			if len(v.Content) == 0 || len(v.Content) > maxEntryData {
+				return l.errf(v, "constants."+k.Value, "", "a constant array has 1 to %d values, got %d", maxEntryData, len(v.Content))
+			}
+			a := make([]int64, len(v.Content))
+			for i, it := range v.Content {
+				if a[i], err = l.constInt(it, "constants."+k.Value); err != nil {
+					return err
+				}
+			}
+			if l.m.constArrays == nil {
+				l.m.constArrays = map[string][]int64{}
+			}
+			l.m.constArrays[k.Value] = a
+			continue
+		}
 		x, err := l.constInt(v, "constants."+k.Value)
 		if err != nil {
 			return err

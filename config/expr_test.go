@@ -119,6 +119,8 @@ func FuzzExpr(f *testing.F) {
 		"a / -1", "c % -1",
 		"scalar(0)", "scalar(a)", "scalar(a % 3) * 2 + scalar(2 - b)", "scalar(3)", "scalar(-1)", "scalar()", "scalar(a, b)", "scalr(1)",
 		"min(scalar(a), scalar(b)) ? scalar(c) : 9",
+		"ids[a]", "ids[ids[a % 2]]", "ids[]", "ids[1", "ids(a)", "scalar[0]", "nope[1]", "ids[a] + shape(x, 1)", "shape(x, a)", "shape(y, 0)", "shape(x)", "shape(1, 0)",
+		"rt_available_cluster_count()", "rt_available_aiv_count() / 2", "rt_available_cluster_count(a)", "rt_available_cluster_count",
 	} {
 		f.Add(s, int64(3), int64(-2), int64(0))
 	}
@@ -152,10 +154,16 @@ func FuzzExpr(f *testing.F) {
 	})
 }
 
-// testTables gives scalar(i) three entry scalars.
+// testTables gives scalar(i) three entry scalars, a constant array ids
+// and an entry tensor x of shape [4, 8].
 func testTables(name string) ([]int64, bool) {
-	if name == "scalar" {
+	switch name {
+	case "scalar":
 		return []int64{3, 5, -7}, true
+	case "ids":
+		return []int64{2, 0, 9}, true
+	case "shape:x":
+		return []int64{4, 8}, true
 	}
 	return nil, false
 }

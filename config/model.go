@@ -17,6 +17,9 @@ type Model struct {
 	contentHash string
 
 	consts map[string]int64
+	// constArrays are the constants that are lists (NAME[i] in
+	// expressions: upstream's static const int arrays).
+	constArrays map[string][]int64
 	// entryScalars are the entry scalars' values in order: scalar(i).
 	entryScalars []int64
 	entry        []entryTensor

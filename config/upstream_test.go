@@ -667,7 +667,6 @@ func TestUnsupportedUpstreamCalls(t *testing.T) {
 		{name: "dump", src: op(`{k: upd, args: ["inout x"], dump: true}`), at: "dump: true", want: []string{`op "dump": unknown key`}},
 		{name: "set_dependencies_with_kinds", src: "program:\n  body:\n    - {id: a, k: upd, args: [\"inout x\"]}\n    - {k: upd, args: [\"inout x\"], deps: [\"a wait\"]}\nforms: {eager: {}}\n",
 			at: `"a wait"`, want: []string{`deps "a wait"`, `unexpected "wait" after the task`}},
-		{name: "rt_available_cluster_count", src: op(`{k: upd, args: ["inout x"], scalars: ["rt_available_cluster_count()"]}`), at: "rt_available", want: []string{`undefined function "rt_available_cluster_count"`}},
 		{name: "set_tensor_data", src: op(`{write: "x[0] = 1"}`), at: "write", want: []string{`op "write": unknown key`}},
 		{name: "rt_report_fatal and LOG_*", src: op(`{log: "batch"}`), at: "log", want: []string{`op "log": unknown key`}},
 		{name: "rt_graph_begin", src: op(`{graph_begin: layer}`), at: "graph_begin", want: []string{`op "graph_begin": unknown key`}},

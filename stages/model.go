@@ -199,6 +199,16 @@ func (s RootSpec) Elems() int64 { return prod(s.Shape) }
 // MaxDims bounds a view's rank (upstream ChipTensor: 5).
 const MaxDims = 5
 
+// The a2a3 die: A2A3Clusters clusters of one AIC and A2A3AIVPerCluster
+// AIV cores (upstream's platform_config.h: at most 24 clusters of
+// PLATFORM_CORES_PER_BLOCKDIM = 3 cores). A model is written for it
+// (rt_available_cluster_count()), and the simulated device has it by
+// default.
+const (
+	A2A3Clusters      = 24
+	A2A3AIVPerCluster = 2
+)
+
 // View is a window over a root: element offset, shape, strides, dtype.
 // It is a value type with no pointers so task arguments copy without
 // allocating.
