@@ -169,8 +169,12 @@
 // id: LIST[i] (or LIST[start:+n], which stores the task into each element)
 // and by set; reading an element no op stored is an error. deps keep their
 // order and repeats; "TASK if EXPR" adds TASK only where EXPR is not 0
-// (upstream's if (prev.is_valid()) add_dep(prev), if (is_last)
-// add_dep(alloc_task)). An alloc op's id names its alloc task. A block's
+// (if (is_last) add_dep(alloc_task)); "TASK?" only what is valid
+// (upstream's if (prev.is_valid()) add_dep(prev)): an op id no op
+// submitted in this block call adds nothing, a task list only its set
+// elements, in order (a task param is always set). A count of valid
+// dependencies (if (deps_count > 0)) is a local the host counts as the
+// C++ does, under the conditions that store the tasks. An alloc op's id names its alloc task. A block's
 // task params are bound by each call; when the call is a Graph, they are its external dependencies (GraphCall.ExtDeps,
 // in order), which a replay takes from its call site.
 //
@@ -207,7 +211,9 @@
 // element to its last, as upstream's does); the device counts a tile's own
 // elements for its cost, and digests and races over each of its rows. A
 // strided view is not reshaped (reshape the tensor, then slice). NAME is a tensor, or LIST[i]: element i of a tensor list (an
-// alloc's NAME[k] items, or a let with a list value). A let names a view
+// alloc's NAME[k] items, or a let with a list value), or, in the program
+// body, tensor(EXPR): entry tensor EXPR by position (upstream's
+// orch_args.tensor(i) with a computed i). A let names a view
 // where it runs (loop vars as they are then); the name is then usable
 // wherever a tensor is, and a later let may rebind a name the block
 // allocates or let (as upstream reassigns cur = next_hidden), but not a

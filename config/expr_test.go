@@ -190,6 +190,7 @@ func FuzzView(f *testing.F) {
 		"w[:, 1:+3]", "w[1:+2, 3:+4]", "w[2, 3]", "w[:, 2] as [16]", "w[:, :]", "w[l, :, 0]", "w[:, l:+l]", "w[:,]", "w[, 1]",
 		"a[:, 0:+2]", "a[1:+2, 1]", "a as [16]", "a[l] as [4]", "h[l][:, 0:+1]", "w[:, scalar(l):+2]",
 		"first if l > 0", "gate[0] if l", "prev if", "gate if l == 1 junk", "prev[l:+1] if !l",
+		"gate?", "gate[l]?", "first?", "prev?", "gate[0:+2]? if l", "gate??", "gate ?", "tensor(l)", "tensor(0)[1:+2]", "tensor(", "tensor(l) manual_dep",
 		"w manual_dep", "w[l:+2] manual_dep", "a as [16] manual_dep", "h[l] manual_dep", "w manual_dep manual_dep", "w manual_dep[1]", "w[:, 1:+3] manual_dep"} {
 		f.Add(s, int64(1))
 	}

@@ -81,3 +81,48 @@ func TestHostExpressionErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestEntryTensorByIndex: tensor(EXPR) is upstream's orch_args.tensor(i)
+// with a computed i, in the program body; a block names its tensors.
+func TestEntryTensorByIndex(t *testing.T) {
+	src := `model: byindex
+entry:
+  tensors:
+    - {name: a, dtype: fp32, shape: [16]}
+    - {name: b, dtype: fp32, shape: [16]}
+    - {name: c, dtype: fp32, shape: [8]}
+kernels:
+  - {name: up, core: aiv, sig: x}
+program:
+  body:
+    - loop: {var: i, to: 3}
+      body:
+        - {k: up, args: ["inout tensor(2 - i)[0:+4]"]}
+forms: {eager: {}}
+`
+	m, err := config.Parse("byindex.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var roots []string
+	for _, tk := range reftrace.Tasks(expand(t, m, "eager")) {
+		roots = append(roots, tk.Args[0].Root)
+	}
+	if want := []string{"c", "b", "a"}; !reflect.DeepEqual(roots, want) {
+		t.Errorf("roots %v, want %v", roots, want)
+	}
+	for _, tc := range []struct{ old, new, at, want string }{
+		{`"inout tensor(2 - i)[0:+4]"`, `"inout tensor(3)"`, "tensor(3)", "tensor(3): want an index from 0 to 2"},
+		{`"inout tensor(2 - i)[0:+4]"`, `"inout tensor(3 - i)"`, "tensor(3 - i)", "element 3 of a tensor list of 3"},
+	} {
+		s := replaceOnce(src, tc.old, tc.new)
+		m, err := config.Parse("byindex.yaml", []byte(s))
+		if err == nil {
+			_, err = config.Validate(m)
+		}
+		wantConfigError(t, err, "byindex.yaml", lineOf(s, tc.at), []string{tc.want})
+	}
+	blk := replaceOnce(src, "program:\n", "blocks:\n  b1:\n    boundary: [{name: a, tag: inout}]\n    body:\n      - {k: up, args: [\"inout tensor(0)\"]}\nprogram:\n")
+	_, err = config.Parse("byindex.yaml", []byte(blk))
+	wantConfigError(t, err, "byindex.yaml", lineOf(blk, `"inout tensor(0)"`), []string{"only the program body names one"})
+}

@@ -122,3 +122,45 @@ func TestHostLocalErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestValidTasks: "TASK?" is upstream's if (t.is_valid()) add_dep(t): an
+// op id no op submitted in this block call, or a task list's unset
+// elements, are left out instead of refused; and if (deps_count > 0) is a
+// local counting what the host stored, as the C++ counts it.
+func TestValidTasks(t *testing.T) {
+	src := upstreamHeader + `program:
+  body:
+    - tasks: {late: 1, buf: 4}
+    - local: {deps_count: 0}
+    - loop: {var: i, to: 4}
+      body:
+        - {id: "buf[i]", k: upd, args: ["inout x[i:+1]"], if: "i % 2 == 0"}
+        - local: {deps_count: "deps_count + (i % 2 == 0)"}
+    - {id: never, k: upd, args: ["inout x"], if: 0}
+    - {dummy: true, deps: ["buf?"], id: "late[0]", if: "deps_count > 0"}
+    - {k: use, args: ["in x", "in x"], deps: ["late[0]?", "buf[1:+3]?", "never?"]}
+forms: {eager: {}}
+`
+	m, err := config.Parse("upstream.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deps [][]int
+	for _, tk := range reftrace.Tasks(expand(t, m, "eager")) {
+		deps = append(deps, tk.Deps)
+	}
+	if want := [][]int{{}, {}, {0, 1}, {2, 1}}; !reflect.DeepEqual(deps, want) {
+		t.Errorf("deps %v, want %v", deps, want)
+	}
+	for _, tc := range []struct{ old, new, at, want string }{
+		{`deps: ["buf?"]`, `deps: ["buf"]`, `deps: ["buf"]`, "element 1 of task list buf is not set"},
+		{`"never?"]`, `"never"]`, `"never"]`, `explicit dependency on "never"`},
+	} {
+		s := replaceOnce(src, tc.old, tc.new)
+		m, err := config.Parse("upstream.yaml", []byte(s))
+		if err == nil {
+			_, err = config.Validate(m)
+		}
+		wantConfigError(t, err, "upstream.yaml", lineOf(s, tc.at), []string{tc.want})
+	}
+}

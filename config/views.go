@@ -112,7 +112,30 @@ func (sc *scope) viewTokens(p *exprParser, line int) (*viewExpr, error) {
 	}
 	add := func(v *viewExpr, e *expr) *expr { v.deps |= e.deps; return e }
 	var v *viewExpr
-	if tl := sc.tensorList(t.s); tl != nil {
+	if _, _, named := sc.tensor(t.s); t.s == "tensor" && !named && sc.tensorList(t.s) == nil && p.peek().kind == tOp && p.peek().s == "(" {
+		// tensor(EXPR): upstream's orch_args.tensor(i) with a computed
+		// i, the entry tensors as a list (the program's first slots).
+		if sc.boundary || !sc.b.isProgram {
+			return nil, p.errf(t, "tensor(i) is an entry tensor by position: only the program body names one (pass it to %s as a tensor param)", sc.b.name)
+		}
+		p.next()
+		e, err := p.parseExpr(0)
+		if err != nil {
+			return nil, err
+		}
+		if c := p.next(); c.kind != tOp || c.s != ")" {
+			return nil, p.errf(c, "expected ')' closing tensor(i)")
+		}
+		n := len(sc.l.m.entry)
+		if e.isConst() && (e.val < 0 || e.val >= int64(n)) {
+			return nil, p.errf(t, "tensor(%d): want an index from 0 to %d (the model has %d entry tensors)", e.val, n-1, n)
+		}
+		v = &viewExpr{kind: baseSlot, base: 0, list: make([]int, n), line: line}
+		for i := range v.list {
+			v.list[i] = i
+		}
+		v.listIndex = add(v, e)
+	} else if tl := sc.tensorList(t.s); tl != nil {
 		// A tensor list: its element is chosen by expression, NAME[i].
 		if o := p.next(); o.kind != tOp || o.s != "[" {
 			return nil, p.errf(o, "%s is a tensor list: pick an element, %s[i]", t.s, t.s)
