@@ -117,6 +117,9 @@ func (l *loader) blockBody(b *block, n *yaml.Node) error {
 		return err
 	}
 	b.body = ops
+	if err := l.checkValueOnly(b); err != nil {
+		return err
+	}
 	if b.auto {
 		for _, o := range b.body {
 			if o.kind == opCall && o.cond != nil {

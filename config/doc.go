@@ -50,7 +50,7 @@
 // OPs, in submission order:
 //
 //	body:
-//	  - alloc: ["NAME DTYPE[d0, d1] [manual_dep]", ...]    # one alloc task
+//	  - alloc: ["NAME DTYPE[d0, d1] [manual_dep] [initial V]", ...]    # one alloc task
 //	  - alloc: ["h[0] fp32[16]", "h[1] fp32[16]"]           # a tensor list h (elements 0..n-1)
 //	  - {alloc: [...], id: ID}                              # the alloc task's id, for deps
 //	  - let: {NAME: VIEW, LIST: [VIEW, ...]}               # named views, a tensor list
@@ -76,6 +76,7 @@
 //	  - read: ENTRY_TENSOR                 # a host read of device data (its value:)
 //	  - read: {NAME: "TENSOR[i, ...]", ...} # host reads that bind NAMEs (get_tensor_data)
 //	  - local: {NAME: EXPR, ...}           # host locals (int NAME = EXPR; an existing one is assigned)
+//	  - write: {"TENSOR[i, ...]": EXPR}    # host writes of device data (set_tensor_data)
 //
 // TAG is in, out, inout, out_existing or no_dep ("out NAME DTYPE[dims]"
 // creates a runtime-allocated output: a root named NAME, which later ops and
@@ -118,6 +119,31 @@
 // What a local's value reads (params, boundary scalars) every use of it
 // reads, for the Graph checks: a loop over a local computed from a param
 // is structure on that param.
+//
+// Host data beyond entry tables: a write op {"TENSOR[i, j]": EXPR} is
+// upstream's set_tensor_data, and a read of any tensor (an alloc, a
+// kernel's output, a float tensor, an entry tensor without data) its
+// get_tensor_data; an alloc item's "initial V" is
+// TensorCreateInfo::set_initial_value(V). Each is traced as upstream's
+// event (set_tensor_data, get_tensor_data: root, idx, value) in order with
+// the tasks. Before each access the host waits as upstream's
+// wait_for_tensor_ready does: a read for the tensor's creator and the
+// writers of its region, a write for them and every task that waits on
+// one of them; every task submitted after the access waits on that wait
+// (the host is blocked until it is over), so a program that writes, reads
+// and writes again is not racy. The wait is no task of upstream's: the
+// trace numbers tasks without it and no fanin names it; the device runs it
+// as a dummy task (stages.OrdinaryPath.HostWait). The values are the
+// host's: what it wrote, an initial value, an entry tensor's data. A task
+// that writes a tensor (a Graph call: any slot) makes its values unknown
+// to the host, since the simulated device holds digests: a read of one is
+// an error at its line. A read's name from such a tensor may set values
+// (scalars, offsets, writes), not counts (a loop bound, an if, a task
+// list's size, a call's param), which the pass is bounded by before it
+// runs: an error at the count's line. An entry tensor's data is written in
+// the program body by its name (later reads, and the counts they set, see
+// it), and a predicate on entry data the host wrote is an error (the
+// device evaluates it on the model's data).
 //
 // A read inside a Graph body would be settled once, when the body is
 // recorded, and replayed with that value: it is an error at its line. Read
@@ -294,10 +320,10 @@
 //     tasks out.
 //   - A strided view is not reshaped ("as" needs a contiguous view), and
 //     strides are those of slicing: a view never transposes or broadcasts.
-//   - A host read (read: {NAME: ...}) is not in a Graph body: its value
-//     would be fixed when the body is recorded. Entry tensor contents are
-//     integer tables of at most 65536 elements; the host never writes
-//     device data (no set_tensor_data).
+//   - A host read or write (read: {NAME: ...}, write:) is not in a Graph
+//     body: it would be made once, when the body is recorded. Entry tensor
+//     contents are integer tables of at most 65536 elements; a value a
+//     kernel wrote is not known to the host (see Host reads).
 //   - A Graph body passes a boundary scalar to a task only as it is: used in
 //     a view, shape, loop range, condition, kernel choice, predicate, task
 //     index or a computed scalar, its value would be baked into the

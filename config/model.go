@@ -76,7 +76,9 @@ type block struct {
 	variants    []string
 	variantSlot int // env slot of the variant index, -1 without variants
 	tensors     []string
-	boundary    []*boundSlot
+	// valueOnly are its reads' names that no count may read (hostdata.go).
+	valueOnly []valueOnly
+	boundary  []*boundSlot
 	// fastBoundary[s] is boundary slot s's fast form (runner.boundary);
 	// rowSlots, the env slots its slotRow slots read.
 	fastBoundary []fastSlot
@@ -176,6 +178,7 @@ const (
 	opTasks
 	opSet
 	opLocal
+	opWrite
 )
 
 type op struct {
@@ -198,6 +201,7 @@ type op struct {
 	taskDecls []taskDecl
 	sets      []setItem
 	locals    []localItem
+	writes    []writeItem
 }
 
 // localItem is one host local of a local op: env slot = the expression's
@@ -218,6 +222,28 @@ type readItem struct {
 	root    int
 	indices []*expr
 	src     string
+	// view is the tensor of a read of any other tensor than an entry
+	// tensor with data (root -1): its value is the host's (hostdata.go).
+	view *viewExpr
+}
+
+// writeItem is one host write of a write op: element [indices...] of
+// view's tensor = value (upstream's set_tensor_data).
+type writeItem struct {
+	view    *viewExpr
+	indices []*expr
+	value   *expr
+	src     string
+	entry   bool // the tensor is an entry tensor with data, by name
+}
+
+// valueOnly is a read's name whose value the host knows only as the run
+// goes (a tensor the host writes): no count may read it, since the sizer
+// bounds a pass before it runs.
+type valueOnly struct {
+	slot int
+	name string
+	line int
 }
 
 // letItem binds a name (or each element of a tensor list) to a view
@@ -228,12 +254,15 @@ type letItem struct {
 }
 
 type allocItem struct {
-	slot       int
-	name       string
-	elem       int // element index of a tensor list (NAME[k]), or -1
-	dtype      stages.DType
-	shape      []*expr
-	manualDep  bool
+	slot      int
+	name      string
+	elem      int // element index of a tensor list (NAME[k]), or -1
+	dtype     stages.DType
+	shape     []*expr
+	manualDep bool
+	// initial is set_initial_value's fill, where hasInitial.
+	initial    int64
+	hasInitial bool
 	constShape []int64 // the shape when constant (retained by Alloc)
 	constView  stages.View
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/hbg-dev/hbg/stages"
 )
 
-var opKeys = []string{"alloc", "scope", "loop", "call", "read", "local", "let", "tasks", "set", "k", "mix", "dummy", "if", "body", "with", "id", "bn", "args", "scalars", "deps", "pred", "touch", "early", "sync_start"}
+var opKeys = []string{"alloc", "scope", "loop", "call", "read", "write", "local", "let", "tasks", "set", "k", "mix", "dummy", "if", "body", "with", "id", "bn", "args", "scalars", "deps", "pred", "touch", "early", "sync_start"}
 
 func (sc *scope) ops(n *yaml.Node, key string) ([]*op, error) {
 	items, err := sc.l.seq(n, key)
@@ -71,7 +71,7 @@ func (sc *scope) op(n *yaml.Node) (*op, error) {
 	for _, one := range []struct {
 		key     string
 		compile func(*op, *yaml.Node) error
-	}{{"alloc", sc.alloc}, {"let", sc.let}, {"tasks", sc.tasksOp}, {"set", sc.setOp}, {"local", sc.localOp}} {
+	}{{"alloc", sc.alloc}, {"let", sc.let}, {"tasks", sc.tasksOp}, {"set", sc.setOp}, {"local", sc.localOp}, {"write", sc.writeOp}} {
 		if v := f[one.key]; v != nil {
 			var extra []string
 			if one.key == "alloc" {
@@ -151,7 +151,7 @@ func (sc *scope) op(n *yaml.Node) (*op, error) {
 		o.body, err = sc.ops(f["body"], "body")
 		return o, err
 	}
-	return nil, l.errf(n, "op", "", "unknown op (want alloc, let, local, tasks, set, scope, loop, call, read, a task with k, mix or dummy, or if with body)")
+	return nil, l.errf(n, "op", "", "unknown op (want alloc, let, local, write, tasks, set, scope, loop, call, read, a task with k, mix or dummy, or if with body)")
 }
 
 // collectIDs finds every op id in a body, so that a dependency on a later op
@@ -270,17 +270,29 @@ func (sc *scope) readOp(o *op, rn *yaml.Node) error {
 		t := p.next()
 		it := readItem{name: name, root: -1, src: src}
 		for i, e := range l.m.entry {
-			if t.kind == tIdent && e.name == t.s {
+			if t.kind == tIdent && e.name == t.s && e.data != nil {
 				it.root = i
 			}
 		}
 		if it.root < 0 {
-			return l.errf(kv.value, "read."+name, src, "unknown tensor %q (want an entry tensor with data:)", t.s)
+			// get_tensor_data of any other tensor: one the host writes or
+			// an alloc's initial value (hostdata.go).
+			if err := sc.hostRead(&it, kv.value, t, p); err != nil {
+				return err
+			}
+			if !isRead {
+				slot = sc.b.envSize
+				sc.b.envSize++
+				sc.vals[name] = slot
+				sc.readVars[name] = slot
+				sc.level[len(sc.level)-1] = append(sc.level[len(sc.level)-1], name)
+			}
+			it.slot = slot
+			sc.b.valueOnly = append(sc.b.valueOnly, valueOnly{slot: slot, name: name, line: kv.value.Line})
+			o.reads = append(o.reads, it)
+			continue
 		}
 		e := &l.m.entry[it.root]
-		if e.data == nil {
-			return l.errf(kv.value, "read."+name, src, "entry tensor %s has no data: to read (give it data: [...] or data: {seed, min, max})", e.name)
-		}
 		if it.indices, err = sc.exprList(p); err != nil {
 			return l.errf(kv.value, "read."+name, src, "%v", err)
 		}
