@@ -1,10 +1,19 @@
 package tests
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/hbg-dev/hbg/config"
+	"github.com/hbg-dev/hbg/internal/reftrace"
+	"github.com/hbg-dev/hbg/internal/refwriter"
+	"github.com/hbg-dev/hbg/stages"
 )
 
 const hostDataModel = "../config/testdata/api/host_data.yaml"
@@ -38,4 +47,45 @@ func TestHostDataOnTheDevice(t *testing.T) {
 	if code == 0 || !strings.Contains(out+stderr, "write-write") {
 		t.Errorf("without the host's waits: exit %d, want a write-write race:\n%s%s", code, out, stderr)
 	}
+}
+
+// TestAvailableAicoreCounts: upstream's available_aicore_counts
+// orchestration, written from its C++, expands to what the C++ submits:
+// one MIX task of its three kernels (ids 0, 1, 2), block_num the die's
+// cluster count, sync_start, over blocks; then the two counts written into
+// shape (set_tensor_data, no wait: shape has no producer); and runs to
+// golden.
+func TestAvailableAicoreCounts(t *testing.T) {
+	const path = "testdata/models/available_aicore_counts.yaml"
+	m, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	w := refwriter.New(&buf, m.EntryRoots(), m.Kernels())
+	if err := m.Run(w, "eager"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var e reftrace.Line
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatal(err)
+		}
+		switch e.Ev {
+		case "task":
+			got = append(got, fmt.Sprintf("%s k%v bn%d sync%d %s %s", e.Kind, e.K, e.BlockNum, e.Sync, e.Args[0].Tag, e.Args[0].Root))
+		case "set_tensor_data":
+			got = append(got, fmt.Sprintf("set %s%v=%d", e.Root, e.Idx, e.Value))
+		}
+	}
+	c := stages.A2A3Clusters
+	want := []string{fmt.Sprintf("mix k[0 1 2] bn%d sync1 x blocks", c), fmt.Sprintf("set shape[0]=%d", c), fmt.Sprintf("set shape[1]=%d", c*stages.A2A3AIVPerCluster)}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("expansion\n%v, want\n%v", got, want)
+	}
+	compareForms(t, path, []string{"eager"})
 }
