@@ -89,3 +89,25 @@ func TestAvailableAicoreCounts(t *testing.T) {
 	}
 	compareForms(t, path, []string{"eager"})
 }
+
+// TestManualDepForms: an output tracked by hand through manual_dep views
+// (a Graph boundary slot among them) runs to golden in every form, its
+// Definitions recorded once and replayed with the flag in their layouts.
+func TestManualDepForms(t *testing.T) {
+	reps := compareForms(t, "../config/testdata/api/manual_dep.yaml", []string{"eager", "graph"})
+	if c := reps[1].Counts; c.Definitions != 1 || c.BoundaryMismatches != 0 {
+		t.Errorf("graph: %d Definitions, %d boundary mismatches; want 1 and none", c.Definitions, c.BoundaryMismatches)
+	}
+	for _, r := range reps {
+		if r.Golden.Races != 0 {
+			t.Errorf("%s: %d races, want none", r.Form, r.Golden.Races)
+		}
+	}
+}
+
+// TestMixedKernelForms: MIX tasks of three different kernels, of AIV0 +
+// AIV1 without an AIC, and of AIC + AIV0 alone run on the device to golden
+// in every form.
+func TestMixedKernelForms(t *testing.T) {
+	compareForms(t, "../config/testdata/api/mixed_kernels.yaml", []string{"eager", "graph"})
+}
