@@ -117,10 +117,12 @@ func (l *loader) checkValueOnly(b *block) error {
 	return nil
 }
 
-// countReads is the line of the first op whose count reads env slot, or 0.
+// countReads is the line of the first op whose count reads env slot, or
+// 0. A local computed from it is a value too: its uses read the slot
+// (scope.slotDeps), and are checked where they count.
 func countReads(ops []*op, slot int) int {
 	for _, o := range ops {
-		if o.readsSlot(slot, roleCount) {
+		if o.kind != opLocal && o.readsSlot(slot, roleCount) {
 			return o.line
 		}
 		if line := countReads(o.body, slot); line > 0 {

@@ -40,6 +40,7 @@ func TestHostData(t *testing.T) {
 	want := []ev{
 		{"get_tensor_data", "scalar", []int64{0}, 77}, {"set_tensor_data", "check", []int64{2}, 77},
 		{"set_tensor_data", "scalar", []int64{0}, 42}, {"get_tensor_data", "scalar", []int64{0}, 42}, {"set_tensor_data", "check", []int64{5}, 42},
+		{"set_tensor_data", "check", []int64{4}, 119},
 		{"set_tensor_data", "d", []int64{0}, 10},
 		{"set_tensor_data", "b", []int64{0}, 55}, {"get_tensor_data", "b", []int64{0}, 55}, {"set_tensor_data", "check", []int64{8}, 55},
 		{"set_tensor_data", "b", []int64{0}, 0},
@@ -82,6 +83,17 @@ program:
     - read: {v: "s[0]"}
 forms: {eager: {}}
 `, `read: {v:`, []string{`read.v "s[0]"`, "the host knows no value there"}},
+		{"a local of a read value as a count", `program:
+  body:
+    - alloc: ["s fp32[2] initial 1"]
+    - read: {v: "s[0]"}
+    - local: {w: "v * 2"}
+    - write: {"x[0]": w}
+    - if: "w > 1"
+      body:
+        - {k: up, args: ["inout x"]}
+forms: {eager: {}}
+`, `if: "w > 1"`, []string{"read.v", "may set a value, not a count"}},
 		{"a read value as a count", `program:
   body:
     - alloc: ["s fp32[2] initial 1"]
