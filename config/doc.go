@@ -133,7 +133,8 @@
 // (the host is blocked until it is over), so a program that writes, reads
 // and writes again is not racy. The wait is no task of upstream's: the
 // trace numbers tasks without it and no fanin names it; the device runs it
-// as a dummy task (stages.OrdinaryPath.HostWait). The values are the
+// as a dummy task (stages.OrdinaryPath.HostWait), so the run image's task
+// numbers (a race's "task N") and validate's edge count include the waits. The values are the
 // host's: what it wrote, an initial value, an entry tensor's data. A task
 // that writes a tensor (a Graph call: any slot) makes its values unknown
 // to the host, since the simulated device holds digests: a read of one is
