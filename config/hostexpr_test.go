@@ -113,7 +113,7 @@ forms: {eager: {}}
 	}
 	for _, tc := range []struct{ old, new, at, want string }{
 		{`"inout tensor(2 - i)[0:+4]"`, `"inout tensor(3)"`, "tensor(3)", "tensor(3): want an index from 0 to 2"},
-		{`"inout tensor(2 - i)[0:+4]"`, `"inout tensor(3 - i)"`, "tensor(3 - i)", "element 3 of a tensor list of 3"},
+		{`"inout tensor(2 - i)[0:+4]"`, `"inout tensor(3 - i)"`, "tensor(3 - i)", "tensor(3): the model has 3 entry tensors"},
 	} {
 		s := replaceOnce(src, tc.old, tc.new)
 		m, err := config.Parse("byindex.yaml", []byte(s))

@@ -11,7 +11,9 @@ func (r *runner) view(fr *frame, v *viewExpr, out *stages.View) bool {
 		if v.list != nil {
 			i := r.eval(v.listIndex, fr, v.line)
 			if i < 0 || i >= int64(len(v.list)) {
-				if r.err == nil {
+				if r.err == nil && v.entryList {
+					r.failAt(v.line, "view", v.src, "tensor(%d): the model has %d entry tensors", i, len(v.list))
+				} else if r.err == nil {
 					r.failAt(v.line, "view", v.src, "element %d of a tensor list of %d", i, len(v.list))
 				}
 				return false

@@ -38,6 +38,8 @@ type viewExpr struct {
 	// (upstream's view() and reshape() reset the flag); a plain name keeps
 	// its base's.
 	manualDep bool
+	// entryList: the list is the entry tensors, tensor(EXPR).
+	entryList bool
 	src       string
 	line      int
 }
@@ -130,7 +132,7 @@ func (sc *scope) viewTokens(p *exprParser, line int) (*viewExpr, error) {
 		if e.isConst() && (e.val < 0 || e.val >= int64(n)) {
 			return nil, p.errf(t, "tensor(%d): want an index from 0 to %d (the model has %d entry tensors)", e.val, n-1, n)
 		}
-		v = &viewExpr{kind: baseSlot, base: 0, list: make([]int, n), line: line}
+		v = &viewExpr{kind: baseSlot, base: 0, list: make([]int, n), line: line, entryList: true}
 		for i := range v.list {
 			v.list[i] = i
 		}
