@@ -29,9 +29,14 @@ func (o *OrdinaryPath) HostWait(v View, consumers bool) TaskID {
 	fs.Begin(id)
 	fs.Add(o.meta(v.Root).creator)
 	o.tm.Lookup(&v, false, fs)
-	if consumers {
+	if consumers && len(fs.Out) > 0 {
 		prod := append([]TaskID(nil), fs.Out...)
-		for t := TaskID(0); t < id; t++ {
+		first := prod[0]
+		for _, p := range prod {
+			first = min(first, p)
+		}
+		// Only a later task can wait on a producer.
+		for t := first + 1; t < id; t++ {
 			for _, f := range o.Fanin(t) {
 				if containsTask(prod, f) {
 					fs.Add(t)
