@@ -111,3 +111,57 @@ func TestManualDepForms(t *testing.T) {
 func TestMixedKernelForms(t *testing.T) {
 	compareForms(t, "../config/testdata/api/mixed_kernels.yaml", []string{"eager", "graph"})
 }
+
+// hostDataGraphs writes b between two calls of a block whose tasks write b
+// with out_existing: only the host's wait orders the second call after
+// the first, as a Graph replay (and its outer task) and inline alike.
+const hostDataGraphs = `model: host_data_graphs
+entry:
+  tensors:
+    - {name: b, dtype: fp32, shape: [64]}
+kernels:
+  - {name: fill, core: aiv, sig: o}
+blocks:
+  g:
+    params: [c]
+    boundary: [{name: t, tag: out_existing, view: "b[c * 16:+32]"}]
+    body:
+      - {k: fill, args: ["out_existing t"]}
+program:
+  body:
+    - loop: {var: i, to: 3}
+      body:
+        - call: g
+          with: {c: 1}
+        - write: {"b[20]": i}
+        - read: {v: "b[20]"}
+forms:
+  eager: {}
+  graph: {graphs: {g: {key: g}}}
+`
+
+// TestHostDataGraphForms: host accesses between Graph calls order them on
+// the device in every form: no race, golden, one Definition replayed.
+func TestHostDataGraphForms(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "host_data_graphs.yaml")
+	if err := os.WriteFile(p, []byte(hostDataGraphs), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reps := compareForms(t, p, []string{"eager", "graph"})
+	for _, r := range reps {
+		if r.Golden.Races != 0 {
+			t.Errorf("%s: %d races, want none", r.Form, r.Golden.Races)
+		}
+	}
+	if c := reps[1].Counts; c.Definitions != 1 || c.BoundaryMismatches != 0 {
+		t.Errorf("graph: %d Definitions, %d mismatches; want 1 and none", c.Definitions, c.BoundaryMismatches)
+	}
+	cut := strings.Replace(hostDataGraphs, "        - write: {\"b[20]\": i}\n        - read: {v: \"b[20]\"}\n", "", 1)
+	if err := os.WriteFile(p, []byte(cut), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := runCLI(t, "run", p, "--form", "graph", "--rounds", "1", "--store", "off")
+	if code == 0 || !strings.Contains(out+stderr, "write-write") {
+		t.Errorf("without the host's accesses: exit %d, want a write-write race:\n%s%s", code, out, stderr)
+	}
+}
