@@ -176,13 +176,12 @@
 // kernel (of that core) or is left out (INVALID_KERNEL_ID). The task's
 // shape is upstream's ActiveMask::to_shape: two or more slots make a MIX
 // task, so AIV0 + AIV1 without an AIC is one, and AIC + AIV0 alone too;
-// one slot, aic or aiv0, an AIC or AIV task. The trace's k is the three
+// one slot an AIC or AIV task (AIV1 alone too, its kernel in slot 2 of
+// the trace's k, run as any AIV task). The trace's k is the three
 // slots (-1 unused), its name the first slot's kernel, and the task's
 // launch flags and signature are that kernel's. On the device a MIX block
 // holds its whole cluster whichever slots it names, and a MIX task with no
-// aiv1 runs its aiv0 kernel on the second AIV. aiv1 alone is an error:
-// the device runs a single AIV kernel from slot 1, where a trace of
-// upstream's names it in slot 2; write aiv0. mix: BASE is the older
+// aiv1 runs its aiv0 kernel on the second AIV. mix: BASE is the older
 // shorthand for {aic: BASE_aic, aiv0: BASE_aiv, aiv1: BASE_aiv}.
 //
 // # Task values

@@ -237,12 +237,9 @@ func (sc *scope) mixedKernels(t *taskOp, n *yaml.Node, v int, per bool) (string,
 		t.kind = stages.KindMIX
 	case t.kernel[0] >= 0:
 		t.kind = stages.KindAIC
-	case t.kernel[1] >= 0:
-		t.kind = stages.KindAIV
 	default:
-		// The device runs an AIV task's kernel from slot 1; a trace of
-		// upstream's names it in slot 2.
-		return "", l.errf(n, "mix", nodeText(n), "aiv1 alone is an AIV task whose kernel the trace names in slot 2, which hbg does not say: write aiv0 (or k:) for a single AIV kernel")
+		// AIV0 or AIV1 alone: an AIV task, its kernel in its slot.
+		t.kind = stages.KindAIV
 	}
 	for _, k := range t.kernel {
 		if k >= 0 {

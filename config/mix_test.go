@@ -36,6 +36,7 @@ func TestMixedKernels(t *testing.T) {
     - {mix: {aic: qk, aiv1: pv}, args: ["inout x"]}
     - {mix: {aic: qk}, args: ["inout x"]}
     - {mix: {aiv0: pv}, args: ["inout x"]}
+    - {mix: {aiv1: sm}, args: ["inout x"]}
     - {mix: mm, args: ["inout x"]}
 forms: {eager: {}}
 `
@@ -59,6 +60,7 @@ forms: {eager: {}}
 		{"mix", "qk", []int{0, -1, 2}, 0},
 		{"aic", "qk", []int{0, -1, -1}, 0},
 		{"aiv", "pv", []int{-1, 2, -1}, 0},
+		{"aiv", "sm", []int{-1, -1, 1}, 1},
 		{"mix", "mm_aic", []int{3, 4, 4}, 0},
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -77,7 +79,6 @@ func TestMixedKernelsErrors(t *testing.T) {
 		name, src, at string
 		want          []string
 	}{
-		{"aiv1 alone", op(`{mix: {aiv1: pv}, args: ["inout x"]}`), "aiv1: pv", []string{"aiv1 alone", "write aiv0"}},
 		{"no slot", op(`{mix: {}, args: ["inout x"]}`), "mix: {}", []string{"no kernel"}},
 		{"unknown slot", op(`{mix: {aiv2: pv}, args: ["inout x"]}`), "aiv2", []string{`"aiv2": unknown key`}},
 		{"an AIV kernel in the AIC slot", op(`{mix: {aic: sm, aiv0: pv}, args: ["inout x"]}`), "aic: sm", []string{`mix.aic "sm"`, "want an aic kernel here"}},

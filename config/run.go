@@ -448,6 +448,8 @@ func (r *runner) submit(o *sub, fr *frame, t *taskOp, line int) {
 			tk.Launch |= r.model.kernelLaunch[k] &^ t.launchSet
 		} else if k := tk.Kernel[1]; k >= 0 {
 			tk.Launch |= r.model.kernelLaunch[k] &^ t.launchSet
+		} else if k := tk.Kernel[2]; k >= 0 {
+			tk.Launch |= r.model.kernelLaunch[k] &^ t.launchSet
 		}
 	}
 	tk.Args, tk.Scalars, tk.Deps, tk.OutNames = tk.Args[:0], tk.Scalars[:0], tk.Deps[:0], tk.OutNames[:0]

@@ -22,7 +22,8 @@ func TestKernelSlots(t *testing.T) {
 		{stages.KindMIX, [3]stages.KernelID{0, -1, -1}, false},
 		{stages.KindMIX, [3]stages.KernelID{-1, -1, 2}, false},
 		{stages.KindAIC, [3]stages.KernelID{0, -1, -1}, true},
-		{stages.KindAIV, [3]stages.KernelID{-1, -1, 2}, false},
+		{stages.KindAIV, [3]stages.KernelID{-1, -1, 2}, true},
+		{stages.KindAIV, [3]stages.KernelID{-1, -1, -1}, false},
 	} {
 		if got := kernelSlotsOK(tc.kind, tc.ks); got != tc.ok {
 			t.Errorf("%s %v: %v, want %v", tc.kind, tc.ks, got, tc.ok)

@@ -243,6 +243,9 @@ func (t *Writer) taskEvent(id stages.TaskID, kind stages.Kind, k [3]stages.Kerne
 	case stages.KindDummy:
 		e.Name = "dummy"
 	case stages.KindAIV:
+		if k[1] < 0 {
+			k[1] = k[2] // AIV1 alone (MixedKernels)
+		}
 		e.Name = t.kernels[k[1]].Name
 	default:
 		// A MIX task is named by its first kernel: its AIC one, or its
