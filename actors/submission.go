@@ -303,6 +303,12 @@ func (o submitter) Submit(t *stages.Task) stages.TaskID {
 // NumRoots lets an interpreter predict the roots a task's outputs get.
 func (o submitter) NumRoots() int { return o.s.host.Ordinary().NumRoots() }
 
+// HostWait orders a host access to device data with the tasks
+// (stages.HostWaiter), on the ordinary path.
+func (o submitter) HostWait(v stages.View, consumers bool) stages.TaskID {
+	return o.s.host.Ordinary().HostWait(v, consumers)
+}
+
 func (o submitter) ScopeBegin(m stages.ScopeMode) { o.s.host.Ordinary().ScopeBegin(m) }
 func (o submitter) ScopeEnd()                     { o.s.host.Ordinary().ScopeEnd() }
 

@@ -52,8 +52,21 @@ func (sc *scope) allocItem(src string, nd *yaml.Node) (allocItem, error) {
 		p.next()
 		it.manualDep = true
 	}
+	if t := p.peek(); t.kind == tIdent && t.s == "initial" {
+		// TensorCreateInfo::set_initial_value(v): every element is v
+		// when the tensor is made, which a host read sees.
+		p.next()
+		e, err := p.parseExpr(0)
+		if err != nil {
+			return allocItem{}, l.errf(nd, "alloc", src, "bad initial value: %v", err)
+		}
+		if !e.isConst() {
+			return allocItem{}, l.errf(nd, "alloc", src, "want a constant initial value (set_initial_value takes one value)")
+		}
+		it.initial, it.hasInitial = e.val, true
+	}
 	if t := p.peek(); t.kind != tEOF {
-		return allocItem{}, l.errf(nd, "alloc", src, "unexpected %q (want \"NAME DTYPE[d0, d1, ...] [manual_dep]\")", t.s)
+		return allocItem{}, l.errf(nd, "alloc", src, "unexpected %q (want \"NAME DTYPE[d0, d1, ...] [manual_dep] [initial V]\")", t.s)
 	}
 	for _, d := range it.shape {
 		setSrc(d, src)

@@ -104,7 +104,7 @@ func (l *loader) blockBody(b *block, n *yaml.Node) error {
 		// boundary signatures: each variant is its own key.
 		b.structural[b.variantSlot] = b.variantScalarsLine
 	}
-	sc := &scope{l: l, b: b, vals: map[string]int{}, labelDef: map[string]bool{}, allIDs: map[string]bool{}, readVars: map[string]int{}}
+	sc := &scope{l: l, b: b, vals: map[string]int{}, labelDef: map[string]bool{}, allIDs: map[string]bool{}, readVars: map[string]int{}, hostDeps: map[string]uint64{}, slotDeps: map[int]uint64{}}
 	collectIDs(n, sc.allIDs)
 	for i, p := range b.params {
 		sc.vals[p] = i
@@ -117,6 +117,9 @@ func (l *loader) blockBody(b *block, n *yaml.Node) error {
 		return err
 	}
 	b.body = ops
+	if err := l.checkValueOnly(b); err != nil {
+		return err
+	}
 	if b.auto {
 		for _, o := range b.body {
 			if o.kind == opCall && o.cond != nil {

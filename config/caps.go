@@ -13,6 +13,8 @@ type caps struct {
 	locs     stages.LocWriter      // takes a Graph call's boundary by template
 	bounds   stages.BoundaryWriter // lends the slots a Graph call's boundary is written into
 	observer CallObserver          // told of every block call and its end
+	waiter   stages.HostWaiter     // orders the host's data accesses with the tasks
+	writer   TensorWriter          // told of every host write
 }
 
 // sub is a Submitter with its caps, as the runner's walks pass it.
@@ -29,5 +31,7 @@ func subOf(o stages.Submitter) *sub {
 	s.locs, _ = o.(stages.LocWriter)
 	s.bounds, _ = o.(stages.BoundaryWriter)
 	s.observer, _ = o.(CallObserver)
+	s.waiter, _ = o.(stages.HostWaiter)
+	s.writer, _ = o.(TensorWriter)
 	return s
 }

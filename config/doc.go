@@ -14,11 +14,13 @@
 //	max_tasks: N                          # bound on a pass's device tasks (default and most 4194304; --max-tasks raises it)
 //	max_edges: N                          # bound on a pass's dependency edges, run image and each Definition (default and most 16777216; --max-edges raises it)
 //	constants: {NAME: INT, ...}          # usable in every expression
+//	constants: {NAME: [INT, ...]}        # a constant array: NAME[i] in expressions
 //	entry:
 //	  tensors:                            # RootIDs 0..N-1, in this order
 //	    - {name, dtype, shape, role, out: bool, value: INT}   # value: what a bare read: NAME returns
 //	    - {name, dtype, shape, data: [v0, v1, ...]}           # contents, row-major (integer dtypes)
 //	    - {name, dtype, shape, data: {seed, min, max}}        # contents drawn from [min, max], seeded
+//	    - {name, dtype, shape, manual_dep: true}              # make_tensor_external(..., manual_dep=true)
 //	  scalars: [{name, value}]            # entry scalars; constants too
 //	kernels:                              # KernelID = position
 //	  - {name, core: aic|aiv, code, sig: "iox..", intensity, early: bool, sync_start: bool}
@@ -48,7 +50,7 @@
 // OPs, in submission order:
 //
 //	body:
-//	  - alloc: ["NAME DTYPE[d0, d1] [manual_dep]", ...]    # one alloc task
+//	  - alloc: ["NAME DTYPE[d0, d1] [manual_dep] [initial V]", ...]    # one alloc task
 //	  - alloc: ["h[0] fp32[16]", "h[1] fp32[16]"]           # a tensor list h (elements 0..n-1)
 //	  - {alloc: [...], id: ID}                              # the alloc task's id, for deps
 //	  - let: {NAME: VIEW, LIST: [VIEW, ...]}               # named views, a tensor list
@@ -59,7 +61,8 @@
 //	     early: bool, sync_start: bool}    # launch flags; absent: the kernel's
 //	  - {k: "[K0, K1, ...][EXPR]", ...}     # the kernel is chosen by expression
 //	  - {id: "LIST[i]", ...}                # the task is stored into a task list
-//	  - {mix: BASE, ...}                   # MIX task: BASE_aic + BASE_aiv
+//	  - {mix: BASE, ...}                   # MIX task: BASE_aic + BASE_aiv (on both AIVs)
+//	  - {mix: {aic: K0, aiv0: K1, aiv1: K2}, ...}   # MixedKernels: any slots, see Kernels
 //	  - {dummy: true, deps: [...]}
 //	  - scope: auto|manual
 //	    body: [...]
@@ -72,6 +75,8 @@
 //	                                       # unbound tensors and tasks: same name in the caller
 //	  - read: ENTRY_TENSOR                 # a host read of device data (its value:)
 //	  - read: {NAME: "TENSOR[i, ...]", ...} # host reads that bind NAMEs (get_tensor_data)
+//	  - local: {NAME: EXPR, ...}           # host locals (int NAME = EXPR; an existing one is assigned)
+//	  - write: {"TENSOR[i, ...]": EXPR}    # host writes of device data (set_tensor_data)
 //
 // TAG is in, out, inout, out_existing or no_dep ("out NAME DTYPE[dims]"
 // creates a runtime-allocated output: a root named NAME, which later ops and
@@ -97,6 +102,50 @@
 // A predicate over an entry tensor with data is evaluated by the device on
 // that data (until a task writes the tensor; then on its digests).
 //
+// A local op {NAME: EXPR} is a host-side integer of upstream's program
+// (const int32_t n = ...;): NAME is EXPR's value from there to the end of
+// the op list it is in, like a read's name. A NAME that is already a local
+// or a read in scope is assigned instead (NAME = EXPR), and a read may
+// assign a local: so a reduction across a loop is a local before the loop
+// and its assignment inside, and the value outlives the loop:
+//
+//	body:
+//	  - local: {max_bn: 0}
+//	  - loop: {var: b, to: B}
+//	    body:
+//	      - read: {cl: "context_lens[b]"}
+//	      - local: {max_bn: "max(max_bn, (cl + BS - 1) / BS)"}
+//
+// What a local's value reads (params, boundary scalars) every use of it
+// reads, for the Graph checks: a loop over a local computed from a param
+// is structure on that param.
+//
+// Host data beyond entry tables: a write op {"TENSOR[i, j]": EXPR} is
+// upstream's set_tensor_data, and a read of any tensor (an alloc, a
+// kernel's output, a float tensor, an entry tensor without data) its
+// get_tensor_data; an alloc item's "initial V" is
+// TensorCreateInfo::set_initial_value(V). Each is traced as upstream's
+// event (set_tensor_data, get_tensor_data: root, idx, value) in order with
+// the tasks. Before each access the host waits as upstream's
+// wait_for_tensor_ready does: a read for the tensor's creator and the
+// writers of its region, a write for them and every task that waits on
+// one of them; every task submitted after the access waits on that wait
+// (the host is blocked until it is over), so a program that writes, reads
+// and writes again is not racy. The wait is no task of upstream's: the
+// trace numbers tasks without it and no fanin names it; the device runs it
+// as a dummy task (stages.OrdinaryPath.HostWait), so the run image's task
+// numbers (a race's "task N") and validate's edge count include the waits. The values are the
+// host's: what it wrote, an initial value, an entry tensor's data. A task
+// that writes a tensor (a Graph call: any slot) makes its values unknown
+// to the host, since the simulated device holds digests: a read of one is
+// an error at its line. A read's name from such a tensor may set values
+// (scalars, offsets, writes), not counts (a loop bound, an if, a task
+// list's size, a call's param), which the pass is bounded by before it
+// runs: an error at the count's line. An entry tensor's data is written in
+// the program body by its name (later reads, and the counts they set, see
+// it), and a predicate on entry data the host wrote is an error (the
+// device evaluates it on the model's data).
+//
 // A read inside a Graph body would be settled once, when the body is
 // recorded, and replayed with that value: it is an error at its line. Read
 // in the caller and pass the value in: as a param (a loop count or shape
@@ -120,6 +169,21 @@
 // (upstream's RUNTIME_LOGIC.md §6 disables early resolve there). A dummy
 // task takes neither.
 //
+// # Kernels
+//
+// mix: {aic: K0, aiv0: K1, aiv1: K2} is upstream's
+// rt_submit_task(MixedKernels{K0, K1, K2}, args): each slot names its own
+// kernel (of that core) or is left out (INVALID_KERNEL_ID). The task's
+// shape is upstream's ActiveMask::to_shape: two or more slots make a MIX
+// task, so AIV0 + AIV1 without an AIC is one, and AIC + AIV0 alone too;
+// one slot an AIC or AIV task (AIV1 alone too, its kernel in slot 2 of
+// the trace's k, run as any AIV task). The trace's k is the three
+// slots (-1 unused), its name the first slot's kernel, and the task's
+// launch flags and signature are that kernel's. On the device a MIX block
+// holds its whole cluster whichever slots it names, and a MIX task with no
+// aiv1 runs its aiv0 kernel on the second AIV. mix: BASE is the older
+// shorthand for {aic: BASE_aic, aiv0: BASE_aiv, aiv1: BASE_aiv}.
+//
 // # Task values
 //
 // A task (in deps, set, and a call's task params) is one of the block's
@@ -131,8 +195,12 @@
 // id: LIST[i] (or LIST[start:+n], which stores the task into each element)
 // and by set; reading an element no op stored is an error. deps keep their
 // order and repeats; "TASK if EXPR" adds TASK only where EXPR is not 0
-// (upstream's if (prev.is_valid()) add_dep(prev), if (is_last)
-// add_dep(alloc_task)). An alloc op's id names its alloc task. A block's
+// (if (is_last) add_dep(alloc_task)); "TASK?" only what is valid
+// (upstream's if (prev.is_valid()) add_dep(prev)): an op id no op
+// submitted in this block call adds nothing, a task list only its set
+// elements, in order (a task param is always set). A count of valid
+// dependencies (if (deps_count > 0)) is a local the host counts as the
+// C++ does, under the conditions that store the tasks. An alloc op's id names its alloc task. A block's
 // task params are bound by each call; when the call is a Graph, they are its external dependencies (GraphCall.ExtDeps,
 // in order), which a replay takes from its call site.
 //
@@ -153,8 +221,15 @@
 // A VIEW is NAME, NAME[row] (drops dim 0), NAME[start:+rows], NAME[s0, s1,
 // ...] (several dims, each ":", an index, which drops the dim, or
 // start:+count; dims past the last given are whole), NAME @ offset
-// (elements), each optionally followed by "as [d0, ...]"; it must stay inside
-// its base. A multi-dim slice keeps its base's strides, so a tile of a wider
+// (elements), each optionally followed by "as [d0, ...]" and then by
+// manual_dep; it must stay inside its base. manual_dep is upstream's
+// view(shapes, offsets, true) (and make_tensor_external(..., true) on a
+// plain entry name): an argument through the view waits on its root's
+// creator only and records no write, whatever its tag, and the trace's
+// mdep is 1. A name let to such a view keeps the flag; a view derived
+// from it without the word does not (upstream's view() and reshape() set
+// the flag from their own argument). An entry tensor's manual_dep: true
+// makes its own descriptor so. A multi-dim slice keeps its base's strides, so a tile of a wider
 // tensor is a strided view: upstream's sij.view([q_tile, valid_len]) of a
 // [q_tile, block] tensor is "sij[:, 0:+valid_len]", strides [block, 1]. A
 // stride is part of a boundary slot's layout (a replay may not change it);
@@ -162,7 +237,9 @@
 // element to its last, as upstream's does); the device counts a tile's own
 // elements for its cost, and digests and races over each of its rows. A
 // strided view is not reshaped (reshape the tensor, then slice). NAME is a tensor, or LIST[i]: element i of a tensor list (an
-// alloc's NAME[k] items, or a let with a list value). A let names a view
+// alloc's NAME[k] items, or a let with a list value), or, in the program
+// body, tensor(EXPR): entry tensor EXPR by position (upstream's
+// orch_args.tensor(i) with a computed i). A let names a view
 // where it runs (loop vars as they are then); the name is then usable
 // wherever a tensor is, and a later let may rebind a name the block
 // allocates or let (as upstream reassigns cur = next_hidden), but not a
@@ -173,7 +250,12 @@
 // scalars with + - * / %, comparisons, && || !, parentheses, c ? a : b,
 // min(a, b), max(a, b) and scalar(i), the i-th entry scalar in the order
 // entry.scalars lists them (upstream's orch_args.scalar(i); an index outside
-// them is an error at its line, at load when it is constant). Arithmetic is checked: a value that overflows
+// them is an error at its line, at load when it is constant); NAME[i],
+// element i of a constant array (constants: {ids: [3, 1, 4]}, upstream's
+// static const int32_t ids[]); shape(TENSOR, d), dim d of an entry tensor
+// (orch_args.tensor(i).ref().shapes[d]); and rt_available_cluster_count()
+// and rt_available_aiv_count(), the a2a3 die's 24 clusters and 48 AIV
+// cores a model is written for (stages.A2A3Clusters). Arithmetic is checked: a value that overflows
 // int64 is an error, never a wrapped number.
 //
 // # Dependencies
@@ -238,10 +320,10 @@
 //     tasks out.
 //   - A strided view is not reshaped ("as" needs a contiguous view), and
 //     strides are those of slicing: a view never transposes or broadcasts.
-//   - A host read (read: {NAME: ...}) is not in a Graph body: its value
-//     would be fixed when the body is recorded. Entry tensor contents are
-//     integer tables of at most 65536 elements; the host never writes
-//     device data (no set_tensor_data).
+//   - A host read or write (read: {NAME: ...}, write:) is not in a Graph
+//     body: it would be made once, when the body is recorded. Entry tensor
+//     contents are integer tables of at most 65536 elements; a value a
+//     kernel wrote is not known to the host (see Host reads).
 //   - A Graph body passes a boundary scalar to a task only as it is: used in
 //     a view, shape, loop range, condition, kernel choice, predicate, task
 //     index or a computed scalar, its value would be baked into the

@@ -26,6 +26,26 @@ func (l *loader) constants(n *yaml.Node) error {
 			return l.errf(k, "constants", k.Value, "duplicate constant (also at line %d)", line)
 		}
 		l.constLine[k.Value] = k.Line
+		if v.Kind == yaml.SequenceNode {
+			// A constant array: static const int32_t NAME[] = {...}.
+			if k.Value == "scalar" || k.Value == "shape" {
+				return l.errf(k, "constants", k.Value, "%s(...) is a lookup of its own: give the array another name", k.Value)
+			}
+			if len(v.Content) == 0 || len(v.Content) > maxEntryData {
+				return l.errf(v, "constants."+k.Value, "", "a constant array has 1 to %d values, got %d", maxEntryData, len(v.Content))
+			}
+			a := make([]int64, len(v.Content))
+			for i, it := range v.Content {
+				if a[i], err = l.constInt(it, "constants."+k.Value); err != nil {
+					return err
+				}
+			}
+			if l.m.constArrays == nil {
+				l.m.constArrays = map[string][]int64{}
+			}
+			l.m.constArrays[k.Value] = a
+			continue
+		}
 		x, err := l.constInt(v, "constants."+k.Value)
 		if err != nil {
 			return err
@@ -74,6 +94,9 @@ type entryTensorDoc struct {
 	Out   *yaml.Node `yaml:"out"`
 	Value *yaml.Node `yaml:"value"`
 	Data  *yaml.Node `yaml:"data"`
+	// ManualDep is make_tensor_external(..., manual_dep=true) over the
+	// entry buffer: the entry tensor's descriptor is manual_dep.
+	ManualDep *yaml.Node `yaml:"manual_dep"`
 }
 
 // entryDataDoc is a generated data: {seed, min, max}.
@@ -140,6 +163,12 @@ func (l *loader) entry(n *yaml.Node) error {
 				e.kind = stages.RootEntryOutput
 			}
 		}
+		if o := td.ManualDep; o != nil {
+			if o.Kind != yaml.ScalarNode || o.Value != "true" && o.Value != "false" {
+				return l.errf(o, "manual_dep", nodeText(o), "want true or false")
+			}
+			e.manualDep = o.Value == "true"
+		}
 		if v := td.Value; v != nil {
 			if e.value, err = l.constInt(v, "value"); err != nil {
 				return err
@@ -152,7 +181,9 @@ func (l *loader) entry(n *yaml.Node) error {
 			}
 		}
 		l.m.entry = append(l.m.entry, e)
-		l.m.entryViews = append(l.m.entryViews, stages.NewView(stages.RootID(len(l.m.entryViews)), 0, e.dtype, e.shape...))
+		ev := stages.NewView(stages.RootID(len(l.m.entryViews)), 0, e.dtype, e.shape...)
+		ev.ManualDep = e.manualDep
+		l.m.entryViews = append(l.m.entryViews, ev)
 	}
 	if s := d.Scalars; s != nil {
 		for si, err := range decodeEach[entryScalarDoc](l, s, "entry.scalars", "entry scalar", "want name and value", "name", "value") {

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/hbg-dev/hbg/stages"
 )
 
 // The expression language: integers, names (constants, block params, loop
@@ -248,7 +250,7 @@ func (e *expr) eval(env []int64, ee *evalErr) int64 {
 	case exIndex:
 		i := e.a.eval(env, ee)
 		if i < 0 || i >= int64(len(e.table)) {
-			ee.set("%s(%d) in %q: want an index from 0 to %d (the model has %d)", e.name, i, shorten(e.src), len(e.table)-1, len(e.table))
+			ee.set("%s in %q: want an index from 0 to %d (the model has %d)", fmt.Sprintf(e.name, i), shorten(e.src), len(e.table)-1, len(e.table))
 			return 0
 		}
 		return e.table[i]
@@ -418,6 +420,9 @@ type exprParser struct {
 	// tables gives the values a NAME(i) lookup indexes (scalar(i): the
 	// entry scalars); nil where none is in scope.
 	tables func(name string) ([]int64, bool)
+	// slotDeps are, for a host local's env slot, the env slots its value
+	// reads: a use of the local reads them too (nil: none).
+	slotDeps map[int]uint64
 }
 
 func (p *exprParser) peek() token { return p.toks[p.i] }
@@ -559,26 +564,42 @@ func (p *exprParser) parseUnary(depth int) (*expr, error) {
 			return &expr{kind: exConst, val: binop(t.s, a.val, b.val, nil, t.s), boundaryScalar: -1}, nil
 		}
 		return &expr{kind: exBin, op: t.s, a: a, b: b, deps: a.deps | b.deps, boundaryScalar: -1}, nil
+	case t.kind == tIdent && p.peek().kind == tOp && p.peek().s == "(" && dieCounts[t.s] > 0:
+		// rt_available_cluster_count(), rt_available_aiv_count(): the
+		// a2a3 die a model is written for.
+		p.next()
+		if c := p.next(); c.kind != tOp || c.s != ")" {
+			return nil, p.errf(c, "%s takes no arguments: %s()", t.s, t.s)
+		}
+		return &expr{kind: exConst, val: dieCounts[t.s], boundaryScalar: -1}, nil
+	case t.kind == tIdent && t.s == "shape" && p.tables != nil && p.peek().kind == tOp && p.peek().s == "(":
+		// shape(TENSOR, d): dim d of an entry tensor (upstream's
+		// orch_args.tensor(i).ref().shapes[d]).
+		p.next()
+		n := p.next()
+		if n.kind != tIdent {
+			return nil, p.errf(n, "want shape(TENSOR, d), TENSOR an entry tensor")
+		}
+		tab, ok := p.tables("shape:" + n.s)
+		if !ok {
+			return nil, p.errf(n, "shape(%s, d): %q is not an entry tensor", n.s, n.s)
+		}
+		if c := p.next(); c.kind != tOp || c.s != "," {
+			return nil, p.errf(c, "want shape(%s, d)", n.s)
+		}
+		return p.lookup(depth, t, "shape("+n.s+", ", "", tab, ")")
 	case t.kind == tIdent && p.tables != nil && p.peek().kind == tOp && p.peek().s == "(":
 		tab, ok := p.tables(t.s)
 		if !ok {
-			return nil, p.errf(t, "undefined function %q (want min, max or scalar)", t.s)
+			return nil, p.errf(t, "undefined function %q (want min, max, scalar, shape, a constant array or rt_available_cluster_count)", t.s)
 		}
 		p.next()
-		a, err := p.parseExpr(depth + 1)
-		if err != nil {
-			return nil, err
-		}
-		if c := p.next(); c.kind != tOp || c.s != ")" {
-			return nil, p.errf(c, "expected ')' closing %s(i)", t.s)
-		}
-		if a.isConst() {
-			if a.val < 0 || a.val >= int64(len(tab)) {
-				return nil, p.errf(t, "%s(%d): want an index from 0 to %d (the model has %d)", t.s, a.val, len(tab)-1, len(tab))
-			}
-			return &expr{kind: exConst, val: tab[a.val], boundaryScalar: -1}, nil
-		}
-		return &expr{kind: exIndex, a: a, table: tab, name: t.s, deps: a.deps, boundaryScalar: -1}, nil
+		return p.lookup(depth, t, t.s, "(", tab, ")")
+	case t.kind == tIdent && p.tables != nil && p.peek().kind == tOp && p.peek().s == "[" && p.isArray(t.s):
+		// A constant array, NAME[i] as the C++ says it.
+		tab, _ := p.tables(t.s)
+		p.next()
+		return p.lookup(depth, t, t.s, "[", tab, "]")
 	case t.kind == tIdent:
 		if p.res == nil {
 			return nil, p.errf(t, "undefined name %q", t.s)
@@ -592,7 +613,7 @@ func (p *exprParser) parseUnary(depth int) (*expr, error) {
 		}
 		e := &expr{kind: exVar, slot: slot, boundaryScalar: bs}
 		if slot < 64 {
-			e.deps = 1 << uint(slot)
+			e.deps = 1<<uint(slot) | p.slotDeps[slot]
 		}
 		return e, nil
 	case t.kind == tOp && t.s == "(":
@@ -636,6 +657,40 @@ func (p *exprParser) parseUnary(depth int) (*expr, error) {
 	return nil, p.errf(t, "unexpected %q", t.s)
 }
 
+// dieCounts are the values of upstream's rt_available_cluster_count() and
+// rt_available_aiv_count() on the a2a3 die a model is written for.
+var dieCounts = map[string]int64{"rt_available_cluster_count": stages.A2A3Clusters, "rt_available_aiv_count": stages.A2A3Clusters * stages.A2A3AIVPerCluster}
+
+// isArray reports whether name is a table a NAME[i] lookup indexes: a
+// constant array (not scalar, which is scalar(i)).
+func (p *exprParser) isArray(name string) bool {
+	if name == "scalar" {
+		return false
+	}
+	_, ok := p.tables(name)
+	return ok
+}
+
+// lookup parses the index of a table lookup after its opening bracket
+// (open, after name) to close: a constant index is checked and folded
+// here, at load; the error is at the name's token at.
+func (p *exprParser) lookup(depth int, at token, name, open string, tab []int64, close string) (*expr, error) {
+	a, err := p.parseExpr(depth + 1)
+	if err != nil {
+		return nil, err
+	}
+	if c := p.next(); c.kind != tOp || c.s != close {
+		return nil, p.errf(c, "expected '%s' closing %s%si%s", close, name, open, close)
+	}
+	if a.isConst() {
+		if a.val < 0 || a.val >= int64(len(tab)) {
+			return nil, p.errf(at, "%s%s%d%s: want an index from 0 to %d (the model has %d)", name, open, a.val, close, len(tab)-1, len(tab))
+		}
+		return &expr{kind: exConst, val: tab[a.val], boundaryScalar: -1}, nil
+	}
+	return &expr{kind: exIndex, a: a, table: tab, name: name + open + "%d" + close, deps: a.deps, boundaryScalar: -1}, nil
+}
+
 // newParser tokenizes src and returns a parser over it.
 func newParser(src string, res resolver) (*exprParser, error) {
 	toks, err := tokenize(src)
@@ -677,11 +732,24 @@ func setSrc(e *expr, s string) {
 	setSrc(e.c, s)
 }
 
-// entryTables is the loader's NAME(i) lookups: scalar(i), the i-th entry
-// scalar (upstream's orch_args.scalar(i)).
+// entryTables is the loader's lookups: scalar(i), the i-th entry scalar
+// (upstream's orch_args.scalar(i)); a constant array's NAME[i]; and
+// "shape:TENSOR", an entry tensor's shape, for shape(TENSOR, d).
 func (l *loader) entryTables(name string) ([]int64, bool) {
-	if name == "scalar" && l.m != nil {
+	if l.m == nil {
+		return nil, false
+	}
+	if name == "scalar" {
 		return l.m.entryScalars, true
 	}
-	return nil, false
+	if t, ok := strings.CutPrefix(name, "shape:"); ok {
+		for i := range l.m.entry {
+			if l.m.entry[i].name == t {
+				return l.m.entry[i].shape, true
+			}
+		}
+		return nil, false
+	}
+	a, ok := l.m.constArrays[name]
+	return a, ok
 }

@@ -119,6 +119,8 @@ func FuzzExpr(f *testing.F) {
 		"a / -1", "c % -1",
 		"scalar(0)", "scalar(a)", "scalar(a % 3) * 2 + scalar(2 - b)", "scalar(3)", "scalar(-1)", "scalar()", "scalar(a, b)", "scalr(1)",
 		"min(scalar(a), scalar(b)) ? scalar(c) : 9",
+		"ids[a]", "ids[ids[a % 2]]", "ids[]", "ids[1", "ids(a)", "scalar[0]", "nope[1]", "ids[a] + shape(x, 1)", "shape(x, a)", "shape(y, 0)", "shape(x)", "shape(1, 0)",
+		"rt_available_cluster_count()", "rt_available_aiv_count() / 2", "rt_available_cluster_count(a)", "rt_available_cluster_count",
 	} {
 		f.Add(s, int64(3), int64(-2), int64(0))
 	}
@@ -152,10 +154,16 @@ func FuzzExpr(f *testing.F) {
 	})
 }
 
-// testTables gives scalar(i) three entry scalars.
+// testTables gives scalar(i) three entry scalars, a constant array ids
+// and an entry tensor x of shape [4, 8].
 func testTables(name string) ([]int64, bool) {
-	if name == "scalar" {
+	switch name {
+	case "scalar":
 		return []int64{3, 5, -7}, true
+	case "ids":
+		return []int64{2, 0, 9}, true
+	case "shape:x":
+		return []int64{4, 8}, true
 	}
 	return nil, false
 }
@@ -181,7 +189,9 @@ func FuzzView(f *testing.F) {
 		"[mm, mm][l]", "[mm][0]", "[mm, act][l]", "[mm,][", "[][l]",
 		"w[:, 1:+3]", "w[1:+2, 3:+4]", "w[2, 3]", "w[:, 2] as [16]", "w[:, :]", "w[l, :, 0]", "w[:, l:+l]", "w[:,]", "w[, 1]",
 		"a[:, 0:+2]", "a[1:+2, 1]", "a as [16]", "a[l] as [4]", "h[l][:, 0:+1]", "w[:, scalar(l):+2]",
-		"first if l > 0", "gate[0] if l", "prev if", "gate if l == 1 junk", "prev[l:+1] if !l"} {
+		"first if l > 0", "gate[0] if l", "prev if", "gate if l == 1 junk", "prev[l:+1] if !l",
+		"gate?", "gate[l]?", "first?", "prev?", "gate[0:+2]? if l", "gate??", "gate ?", "tensor(l)", "tensor(0)[1:+2]", "tensor(", "tensor(l) manual_dep",
+		"w manual_dep", "w[l:+2] manual_dep", "a as [16] manual_dep", "h[l] manual_dep", "w manual_dep manual_dep", "w manual_dep[1]", "w[:, 1:+3] manual_dep"} {
 		f.Add(s, int64(1))
 	}
 	// Row starts at and just past the last valid one (w has 16 rows).

@@ -77,6 +77,34 @@ func (o *op) exprs(yield func(opExpr) bool) {
 			}
 		}
 	}
+	for i := range o.writes {
+		// A write of an entry tensor's data may set any count a later
+		// read of it sets (the sizer follows it); any other, no count.
+		w := &o.writes[i]
+		r := roleValue
+		if w.entry {
+			r = roleCount
+		}
+		for _, x := range w.indices {
+			if !e(x, r) {
+				return
+			}
+		}
+		if !e(w.value, r) || !v(w.view) {
+			return
+		}
+	}
+	for i := range o.reads {
+		if x := o.reads[i].view; x != nil && !v(x) {
+			return
+		}
+	}
+	for i := range o.locals {
+		// A local's value may set any count after it.
+		if !e(o.locals[i].e, roleCount) {
+			return
+		}
+	}
 	for _, l := range o.lets {
 		for _, x := range l.views {
 			if !v(x) {

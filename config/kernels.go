@@ -108,7 +108,7 @@ func (sc *scope) kernel(nd *yaml.Node, key, name string, core stages.Kind) (stag
 		return -1, sc.l.errf(nd, key, name, "unknown kernel (want a name from the kernels table)")
 	}
 	if sc.l.m.kernels[id].Core != core {
-		return -1, sc.l.errf(nd, key, name, "kernel runs on %s (want a %s kernel here)", sc.l.m.kernels[id].Core, core)
+		return -1, sc.l.errf(nd, key, name, "kernel runs on %s (want an %s kernel here)", sc.l.m.kernels[id].Core, core)
 	}
 	return id, nil
 }
@@ -188,4 +188,63 @@ func (l *loader) flag(n *yaml.Node, key string) (bool, error) {
 		return false, l.errf(n, key, nodeText(n), "want true or false")
 	}
 	return n.Value == "true", nil
+}
+
+// mixSlots are MixedKernels' fields in slot order (upstream's
+// PTO2SubtaskSlot: AIC 0, AIV0 1, AIV1 2) and the core each runs on.
+var mixSlots = [3]struct {
+	key  string
+	core stages.Kind
+}{{"aic", stages.KindAIC}, {"aiv0", stages.KindAIV}, {"aiv1", stages.KindAIV}}
+
+// mixedKernels compiles mix: {aic: K0, aiv0: K1, aiv1: K2}, upstream's
+// rt_submit_task(MixedKernels{aic, aiv0, aiv1}, args): each slot's kernel
+// or none. Its shape is upstream's ActiveMask::to_shape: two or more
+// slots are a MIX task (AIV0 + AIV1 without an AIC included), one AIC or
+// AIV0 slot alone an AIC or AIV task. The task's name and signature are
+// its first slot's kernel's.
+func (sc *scope) mixedKernels(t *taskOp, n *yaml.Node, v int, per bool) (string, error) {
+	l := sc.l
+	f, err := l.fields(n, "mix", "aic", "aiv0", "aiv1")
+	if err != nil {
+		return "", err
+	}
+	active := 0
+	for i, s := range mixSlots {
+		nd := f[s.key]
+		if nd == nil {
+			continue
+		}
+		if nd.Kind != yaml.ScalarNode {
+			return "", l.errf(nd, "mix."+s.key, nodeText(nd), "want a kernel name")
+		}
+		name, err := sc.pick(nd, "mix."+s.key, nd.Value, v, per)
+		if err != nil {
+			return "", err
+		}
+		if t.kernel[i], err = sc.kernel(nd, "mix."+s.key, name, s.core); err != nil {
+			return "", err
+		}
+		if active == 0 {
+			t.name = name
+		}
+		active++
+	}
+	switch {
+	case active == 0:
+		return "", l.errf(n, "mix", nodeText(n), "no kernel: want at least one of aic, aiv0, aiv1 (a task with none is {dummy: true})")
+	case active >= 2:
+		t.kind = stages.KindMIX
+	case t.kernel[0] >= 0:
+		t.kind = stages.KindAIC
+	default:
+		// AIV0 or AIV1 alone: an AIV task, its kernel in its slot.
+		t.kind = stages.KindAIV
+	}
+	for _, k := range t.kernel {
+		if k >= 0 {
+			return l.m.kernels[k].Sig, nil
+		}
+	}
+	return "", nil
 }

@@ -454,6 +454,10 @@ func parseSeeds(tb testing.TB) []string {
 	return []string{tinyModel,
 		readFile(tb, "testdata/keys/shared_key.yaml"),
 		readFile(tb, "testdata/keys/interpolated_key.yaml"),
+		readFile(tb, "testdata/api/manual_dep.yaml"),
+		readFile(tb, "testdata/api/mixed_kernels.yaml"),
+		readFile(tb, "testdata/api/host_data.yaml"),
+		readFile(tb, "testdata/exprs/cover.yaml"),
 		langHeader + `blocks:
   layer:
     params: [l]

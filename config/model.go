@@ -17,6 +17,9 @@ type Model struct {
 	contentHash string
 
 	consts map[string]int64
+	// constArrays are the constants that are lists (NAME[i] in
+	// expressions: upstream's static const int arrays).
+	constArrays map[string][]int64
 	// entryScalars are the entry scalars' values in order: scalar(i).
 	entryScalars []int64
 	entry        []entryTensor
@@ -55,6 +58,9 @@ type entryTensor struct {
 	kind     stages.RootKind
 	value    int64
 	hasValue bool
+	// manualDep: the entry tensor's descriptor is manual_dep (its views
+	// are not, unless they say so).
+	manualDep bool
 	// data is the tensor's contents (entry tensor data:), or nil.
 	data []int64
 	line int
@@ -70,7 +76,9 @@ type block struct {
 	variants    []string
 	variantSlot int // env slot of the variant index, -1 without variants
 	tensors     []string
-	boundary    []*boundSlot
+	// valueOnly are its reads' names that no count may read (hostdata.go).
+	valueOnly []valueOnly
+	boundary  []*boundSlot
 	// fastBoundary[s] is boundary slot s's fast form (runner.boundary);
 	// rowSlots, the env slots its slotRow slots read.
 	fastBoundary []fastSlot
@@ -169,6 +177,8 @@ const (
 	opLet
 	opTasks
 	opSet
+	opLocal
+	opWrite
 )
 
 type op struct {
@@ -190,6 +200,18 @@ type op struct {
 	lets      []letItem
 	taskDecls []taskDecl
 	sets      []setItem
+	locals    []localItem
+	writes    []writeItem
+}
+
+// localItem is one host local of a local op: env slot = the expression's
+// value, computed when the op runs (a C++ int of the host program; an
+// existing local or read name is assigned, so a value computed in a loop
+// outlives it).
+type localItem struct {
+	slot int
+	name string
+	e    *expr
 }
 
 // readItem is one host read of a read op: env slot = element [indices...]
@@ -200,6 +222,28 @@ type readItem struct {
 	root    int
 	indices []*expr
 	src     string
+	// view is the tensor of a read of any other tensor than an entry
+	// tensor with data (root -1): its value is the host's (hostdata.go).
+	view *viewExpr
+}
+
+// writeItem is one host write of a write op: element [indices...] of
+// view's tensor = value (upstream's set_tensor_data).
+type writeItem struct {
+	view    *viewExpr
+	indices []*expr
+	value   *expr
+	src     string
+	entry   bool // the tensor is an entry tensor with data, by name
+}
+
+// valueOnly is a read's name whose value the host knows only as the run
+// goes (a tensor the host writes): no count may read it, since the sizer
+// bounds a pass before it runs.
+type valueOnly struct {
+	slot int
+	name string
+	line int
 }
 
 // letItem binds a name (or each element of a tensor list) to a view
@@ -210,12 +254,15 @@ type letItem struct {
 }
 
 type allocItem struct {
-	slot       int
-	name       string
-	elem       int // element index of a tensor list (NAME[k]), or -1
-	dtype      stages.DType
-	shape      []*expr
-	manualDep  bool
+	slot      int
+	name      string
+	elem      int // element index of a tensor list (NAME[k]), or -1
+	dtype     stages.DType
+	shape     []*expr
+	manualDep bool
+	// initial is set_initial_value's fill, where hasInitial.
+	initial    int64
+	hasInitial bool
 	constShape []int64 // the shape when constant (retained by Alloc)
 	constView  stages.View
 }

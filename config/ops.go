@@ -9,7 +9,7 @@ import (
 	"github.com/hbg-dev/hbg/stages"
 )
 
-var opKeys = []string{"alloc", "scope", "loop", "call", "read", "let", "tasks", "set", "k", "mix", "dummy", "if", "body", "with", "id", "bn", "args", "scalars", "deps", "pred", "touch", "early", "sync_start"}
+var opKeys = []string{"alloc", "scope", "loop", "call", "read", "write", "local", "let", "tasks", "set", "k", "mix", "dummy", "if", "body", "with", "id", "bn", "args", "scalars", "deps", "pred", "touch", "early", "sync_start"}
 
 func (sc *scope) ops(n *yaml.Node, key string) ([]*op, error) {
 	items, err := sc.l.seq(n, key)
@@ -23,6 +23,7 @@ func (sc *scope) ops(n *yaml.Node, key string) ([]*op, error) {
 		for _, name := range sc.level[len(sc.level)-1] {
 			delete(sc.vals, name)
 			delete(sc.readVars, name)
+			delete(sc.hostDeps, name)
 		}
 		sc.level = sc.level[:len(sc.level)-1]
 	}()
@@ -70,7 +71,7 @@ func (sc *scope) op(n *yaml.Node) (*op, error) {
 	for _, one := range []struct {
 		key     string
 		compile func(*op, *yaml.Node) error
-	}{{"alloc", sc.alloc}, {"let", sc.let}, {"tasks", sc.tasksOp}, {"set", sc.setOp}} {
+	}{{"alloc", sc.alloc}, {"let", sc.let}, {"tasks", sc.tasksOp}, {"set", sc.setOp}, {"local", sc.localOp}, {"write", sc.writeOp}} {
 		if v := f[one.key]; v != nil {
 			var extra []string
 			if one.key == "alloc" {
@@ -150,7 +151,7 @@ func (sc *scope) op(n *yaml.Node) (*op, error) {
 		o.body, err = sc.ops(f["body"], "body")
 		return o, err
 	}
-	return nil, l.errf(n, "op", "", "unknown op (want alloc, let, tasks, set, scope, loop, call, read, a task with k, mix or dummy, or if with body)")
+	return nil, l.errf(n, "op", "", "unknown op (want alloc, let, local, write, tasks, set, scope, loop, call, read, a task with k, mix or dummy, or if with body)")
 }
 
 // collectIDs finds every op id in a body, so that a dependency on a later op
@@ -269,17 +270,29 @@ func (sc *scope) readOp(o *op, rn *yaml.Node) error {
 		t := p.next()
 		it := readItem{name: name, root: -1, src: src}
 		for i, e := range l.m.entry {
-			if t.kind == tIdent && e.name == t.s {
+			if t.kind == tIdent && e.name == t.s && e.data != nil {
 				it.root = i
 			}
 		}
 		if it.root < 0 {
-			return l.errf(kv.value, "read."+name, src, "unknown tensor %q (want an entry tensor with data:)", t.s)
+			// get_tensor_data of any other tensor: one the host writes or
+			// an alloc's initial value (hostdata.go).
+			if err := sc.hostRead(&it, kv.value, t, p); err != nil {
+				return err
+			}
+			if !isRead {
+				slot = sc.b.envSize
+				sc.b.envSize++
+				sc.vals[name] = slot
+				sc.readVars[name] = slot
+				sc.level[len(sc.level)-1] = append(sc.level[len(sc.level)-1], name)
+			}
+			it.slot = slot
+			sc.b.valueOnly = append(sc.b.valueOnly, valueOnly{slot: slot, name: name, line: kv.value.Line})
+			o.reads = append(o.reads, it)
+			continue
 		}
 		e := &l.m.entry[it.root]
-		if e.data == nil {
-			return l.errf(kv.value, "read."+name, src, "entry tensor %s has no data: to read (give it data: [...] or data: {seed, min, max})", e.name)
-		}
 		if it.indices, err = sc.exprList(p); err != nil {
 			return l.errf(kv.value, "read."+name, src, "%v", err)
 		}
@@ -305,6 +318,60 @@ func (sc *scope) readOp(o *op, rn *yaml.Node) error {
 		}
 		it.slot = slot
 		o.reads = append(o.reads, it)
+	}
+	return nil
+}
+
+// localOp compiles a local op, {NAME: EXPR, ...}: upstream's host-side
+// int NAME = EXPR. A new NAME is an integer from then on, in the rest of
+// the op list it is in (and what that nests), as a read's; a NAME that is
+// already a local or a read in scope is assigned (NAME = EXPR), so a
+// reduction across a loop (max_bn = max(max_bn, ...)) keeps its value
+// after the loop. What the value reads (params, boundary scalars) is what
+// every use of NAME reads, for the Graph checks.
+func (sc *scope) localOp(o *op, ln *yaml.Node) error {
+	l := sc.l
+	o.kind = opLocal
+	kvs, err := l.entries(ln, "local", "")
+	if err != nil {
+		return err
+	}
+	for _, kv := range kvs {
+		name := kv.key.Value
+		if !isIdent(name) {
+			return l.errf(kv.key, "local", name, "want an identifier: %s", identRule)
+		}
+		if _, clash := l.m.consts[name]; clash {
+			return l.errf(kv.key, "local", name, "duplicate name: a constant has this name")
+		}
+		slot, isHost := sc.readVars[name]
+		if _, clash := sc.vals[name]; clash && !isHost {
+			return l.errf(kv.key, "local", name, "duplicate name: already a param, scalar or loop var (a local may assign only a local or a read)")
+		}
+		if kv.value.Kind != yaml.ScalarNode {
+			return l.errf(kv.value, "local."+name, nodeText(kv.value), "want an integer expression")
+		}
+		e, err := sc.expr(kv.value.Value)
+		if err != nil {
+			return l.errf(kv.value, "local."+name, kv.value.Value, "bad expression: %v", err)
+		}
+		setSrc(e, kv.value.Value)
+		if !isHost {
+			slot = sc.b.envSize
+			sc.b.envSize++
+			sc.vals[name] = slot
+			sc.readVars[name] = slot
+			sc.level[len(sc.level)-1] = append(sc.level[len(sc.level)-1], name)
+		} else if add := e.deps &^ sc.hostDeps[name]; add != 0 && len(sc.inLoop) > 0 {
+			// An assignment in a loop reaches the uses before it in the
+			// loop's body, compiled already: they read what it adds.
+			sc.use(add, kv.value.Line, "local."+name, kv.value.Value)
+		}
+		sc.hostDeps[name] |= e.deps
+		if slot < 64 {
+			sc.slotDeps[slot] = sc.hostDeps[name]
+		}
+		o.locals = append(o.locals, localItem{slot: slot, name: name, e: e})
 	}
 	return nil
 }

@@ -84,6 +84,11 @@ type runner struct {
 	// declared or set). A Graph body run during the call adds to its
 	// caller's.
 	did *cost
+	// hostData is what the host knows of roots' values (hostdata.go), and
+	// entryWritten the entry tensors' data with the host's writes; both
+	// for one run.
+	hostData     map[stages.RootID]*hostVals
+	entryWritten map[int][]int64
 }
 
 func (m *Model) newRunner(f *form) *runner {
@@ -96,6 +101,7 @@ func (m *Model) getRunner(f *form) *runner {
 	if r, ok := m.runners.Get().(*runner); ok {
 		r.form, r.err, r.exprErr = f, nil, evalErr{}
 		*r.did = cost{}
+		r.hostData, r.entryWritten = nil, nil
 		return r
 	}
 	return m.newRunner(f)
@@ -313,6 +319,13 @@ func (r *runner) body(o *sub, fr *frame, ops []*op) {
 			r.declareTasks(fr, op)
 		case opSet:
 			r.setTasks(fr, op)
+		case opWrite:
+			r.write(o, fr, op)
+		case opLocal:
+			for i := range op.locals {
+				it := &op.locals[i]
+				fr.env[it.slot] = r.eval(it.e, fr, op.line)
+			}
 		case opRead:
 			if op.reads != nil {
 				r.read(o, fr, op)
@@ -338,6 +351,13 @@ func (r *runner) read(o *sub, fr *frame, op *op) {
 			r.failAt(op.line, "read."+it.name, it.src, "a host read inside the Graph body of %s: its value would be fixed at record time; read it in the caller and pass it in", fr.block.name)
 			return
 		}
+		if it.view != nil {
+			r.hostReadView(o, fr, op, it)
+			if r.err != nil {
+				return
+			}
+			continue
+		}
 		e := &r.model.entry[it.root]
 		idx := make([]int64, len(it.indices))
 		flat := int64(0)
@@ -353,9 +373,13 @@ func (r *runner) read(o *sub, fr *frame, op *op) {
 			idx[d] = v
 			flat = flat*e.shape[d] + v
 		}
-		fr.env[it.slot] = e.data[flat]
+		// The host reads the entry data as the model gives it, with its own
+		// writes (upstream's waits come first: a kernel may write it).
+		r.hostWait(o, r.model.entryViews[it.root], false)
+		d := r.entryData(it.root)
+		fr.env[it.slot] = d[flat]
 		if tr := o.reader; tr != nil {
-			tr.ReadTensor(stages.RootID(it.root), idx, e.data[flat])
+			tr.ReadTensor(stages.RootID(it.root), idx, d[flat])
 		}
 	}
 }
@@ -386,6 +410,7 @@ func (r *runner) alloc(o *sub, fr *frame, op *op) {
 		return
 	}
 	id, first := o.Alloc(r.allocSpecs)
+	r.initialValues(op, first)
 	if op.allocID >= 0 {
 		fr.idTasks[op.allocID] = append(fr.idTasks[op.allocID], id)
 	}
@@ -422,6 +447,8 @@ func (r *runner) submit(o *sub, fr *frame, t *taskOp, line int) {
 		if k := tk.Kernel[0]; k >= 0 {
 			tk.Launch |= r.model.kernelLaunch[k] &^ t.launchSet
 		} else if k := tk.Kernel[1]; k >= 0 {
+			tk.Launch |= r.model.kernelLaunch[k] &^ t.launchSet
+		} else if k := tk.Kernel[2]; k >= 0 {
 			tk.Launch |= r.model.kernelLaunch[k] &^ t.launchSet
 		}
 	}
@@ -494,7 +521,14 @@ func (r *runner) submit(o *sub, fr *frame, t *taskOp, line int) {
 			first = rc.NumRoots()
 		}
 	}
+	if p := &tk.Pred; p.Valid && r.entryWritten != nil && int(p.View.Root) < len(r.model.entry) {
+		if _, ok := r.entryWritten[int(p.View.Root)]; ok {
+			r.fail(line, "predicate on %s: the host wrote that entry tensor's data, and the device evaluates a predicate on the data the model gives it", t.pred.view.src)
+			return
+		}
+	}
 	id := o.Submit(tk)
+	r.kernelWrote(tk.Args)
 	if t.id >= 0 {
 		fr.idTasks[t.id] = append(fr.idTasks[t.id], id)
 	}

@@ -240,6 +240,16 @@ func (r *runner) call(o *sub, caller *frame, c *callOp) {
 	cf.graphSlotOf, cf.graphScalarOf = slotOf, scalarOf
 	o.Graph(gc)
 	cf.graphSlotOf, cf.graphScalarOf = nil, nil
+	if len(r.hostData) > 0 {
+		// Whatever slot the body writes, however tagged: the host knows
+		// none of those values now.
+		for i := range gc.Boundary {
+			delete(r.hostData, gc.Boundary[i].View.Root)
+		}
+		for i := range gc.Locs {
+			delete(r.hostData, gc.Locs[i].Root)
+		}
+	}
 }
 
 // graphBody makes the frame's Graph body and its Detach, once per frame.

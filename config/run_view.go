@@ -11,7 +11,9 @@ func (r *runner) view(fr *frame, v *viewExpr, out *stages.View) bool {
 		if v.list != nil {
 			i := r.eval(v.listIndex, fr, v.line)
 			if i < 0 || i >= int64(len(v.list)) {
-				if r.err == nil {
+				if r.err == nil && v.entryList {
+					r.failAt(v.line, "view", v.src, "tensor(%d): the model has %d entry tensors", i, len(v.list))
+				} else if r.err == nil {
 					r.failAt(v.line, "view", v.src, "element %d of a tensor list of %d", i, len(v.list))
 				}
 				return false
@@ -27,6 +29,9 @@ func (r *runner) view(fr *frame, v *viewExpr, out *stages.View) bool {
 	}
 	*out = *base
 	if v.index == nil && v.start == nil && v.at == nil && v.as == nil && v.dims == nil {
+		if v.manualDep {
+			out.ManualDep = true
+		}
 		return true
 	}
 	if v.dims != nil && !r.sliceDims(fr, v, base, out) {
@@ -77,6 +82,9 @@ func (r *runner) view(fr *frame, v *viewExpr, out *stages.View) bool {
 		}
 		*out = stages.NewView(out.Root, out.Offset, out.DType, shape[:len(v.as)]...)
 	}
+	// A derived view is manual_dep only where it says so: upstream's view()
+	// and reshape() set the flag from their own argument.
+	out.ManualDep = v.manualDep
 	// Each view's elements are counted once: this check runs for every
 	// boundary slot of every Graph call. A strided view (or base) spans
 	// more than its elements: the bound is the span.

@@ -15,6 +15,11 @@ type scope struct {
 	// each enclosing op list bound, to drop at its end.
 	readVars map[string]int
 	level    [][]string
+	// hostDeps are the env slots each local's value reads (every
+	// assignment's), and slotDeps the same by the local's env slot: a use
+	// of the local reads them too (exprParser.slotDeps).
+	hostDeps map[string]uint64
+	slotDeps map[int]uint64
 }
 
 func (sc *scope) intRes(name string) (int64, int, int, bool) {
@@ -123,15 +128,43 @@ func (sc *scope) structure(deps uint64, line int) {
 	}
 }
 
-func (sc *scope) expr(s string) (*expr, error) { return parseExprT(s, sc.intRes, sc.l.entryTables) }
+func (sc *scope) expr(s string) (*expr, error) {
+	p, err := sc.newParser(s)
+	if err != nil {
+		return nil, err
+	}
+	e, err := p.parseExpr(0)
+	if err != nil {
+		return nil, err
+	}
+	if t := p.peek(); t.kind != tEOF {
+		return nil, p.errf(t, "unexpected %q after the expression", t.s)
+	}
+	e.src = s
+	setSrc(e, s)
+	return e, nil
+}
+
+// newParser is a parser over the scope's names: its tables, and the
+// sources of its locals' values.
+func (sc *scope) newParser(src string) (*exprParser, error) {
+	p, err := newParser(src, sc.intRes)
+	if err != nil {
+		return nil, err
+	}
+	p.tables = sc.l.entryTables
+	if len(sc.slotDeps) > 0 {
+		p.slotDeps = sc.slotDeps
+	}
+	return p, nil
+}
 
 // parser starts parsing src, the value of key at nd, over the scope's
 // names; a token error is reported there.
 func (sc *scope) parser(nd *yaml.Node, key, src string) (*exprParser, error) {
-	p, err := newParser(src, sc.intRes)
+	p, err := sc.newParser(src)
 	if err != nil {
 		return nil, sc.l.errf(nd, key, src, "%v", err)
 	}
-	p.tables = sc.l.entryTables
 	return p, nil
 }

@@ -169,6 +169,9 @@ type sizer struct {
 	// isOver: err is the limit, not a bad expression; each enclosing loop
 	// then names itself, so the error points at the outermost loop.
 	isOver bool
+	// entryWritten is the entry tensors' data with the host's writes so
+	// far (write ops), as the run has it.
+	entryWritten map[int][]int64
 }
 
 // workPerTask is how much interpreter work (iterations, task list
@@ -256,6 +259,15 @@ func (s *sizer) ops(b *block, env []int64, ops []*op) cost {
 		case opRead:
 			s.read(env, o)
 			continue
+		case opWrite:
+			s.write(env, o)
+			continue
+		case opLocal:
+			for i := range o.locals {
+				it := &o.locals[i]
+				env[it.slot] = s.evalNamed(it.e, env, o.line, "local.", it.name)
+			}
+			continue
 		case opLoop:
 			n.add(s.loop(b, env, o))
 			continue
@@ -340,7 +352,10 @@ func loopWhat(iters int64) string { return fmt.Sprintf("a loop of %d iterations"
 // fields itself and missed the task list's size.)
 func bodyVaries(ops []*op, slot int) bool {
 	for _, o := range ops {
-		if o.readsSlot(slot, roleCount) || bodyVaries(o.body, slot) {
+		// A local op may assign a name of the enclosing lists, which the
+		// next iteration (and what follows the loop) reads: each
+		// iteration is walked.
+		if o.kind == opLocal || o.kind == opWrite || o.readsSlot(slot, roleCount) || bodyVaries(o.body, slot) {
 			return true
 		}
 	}
@@ -352,6 +367,11 @@ func bodyVaries(ops []*op, slot int) bool {
 func (s *sizer) read(env []int64, o *op) {
 	for i := range o.reads {
 		it := &o.reads[i]
+		if it.view != nil {
+			// A value only (checkValueOnly): no count reads it.
+			env[it.slot] = 0
+			continue
+		}
 		e := &s.m.entry[it.root]
 		flat := int64(0)
 		for d, x := range it.indices {
@@ -363,6 +383,41 @@ func (s *sizer) read(env []int64, o *op) {
 			flat = flat*e.shape[d] + v
 		}
 		env[it.slot] = e.data[flat]
+		if d, ok := s.entryWritten[it.root]; ok {
+			env[it.slot] = d[flat]
+		}
+	}
+}
+
+// write follows the run's writes of entry tensors' data, which later reads
+// (and the counts they set) see; a write of any other tensor changes no
+// count.
+func (s *sizer) write(env []int64, o *op) {
+	for i := range o.writes {
+		w := &o.writes[i]
+		e := w.view.base
+		if w.view.kind != baseSlot || e >= len(s.m.entry) || s.m.entry[e].data == nil || len(w.indices) != len(s.m.entry[e].shape) {
+			continue
+		}
+		shape := s.m.entry[e].shape
+		flat := int64(0)
+		for d, x := range w.indices {
+			v := s.eval(x, env, o.line, "write")
+			if v < 0 || v >= shape[d] {
+				return // the run reports it
+			}
+			flat = flat*shape[d] + v
+		}
+		val := s.eval(w.value, env, o.line, "write")
+		if s.entryWritten == nil {
+			s.entryWritten = map[int][]int64{}
+		}
+		d, ok := s.entryWritten[e]
+		if !ok {
+			d = append([]int64(nil), s.m.entry[e].data...)
+			s.entryWritten[e] = d
+		}
+		d[flat] = val
 	}
 }
 

@@ -23,7 +23,7 @@ func (sc *scope) task(o *op, f map[string]*yaml.Node, n *yaml.Node) error {
 		}
 	}
 	for _, k := range []string{"k", "mix"} {
-		if f[k] != nil && strings.Contains(f[k].Value, "|") {
+		if f[k] != nil && strings.Contains(nodeText(f[k]), "|") {
 			perVariant = true
 		}
 	}
@@ -138,6 +138,10 @@ func (sc *scope) taskVariant(f map[string]*yaml.Node, n *yaml.Node, v int, per b
 		}
 		t.kind = stages.KindDummy
 		t.name = "dummy"
+	case f["mix"] != nil && f["mix"].Kind == yaml.MappingNode:
+		if sig, err = sc.mixedKernels(t, f["mix"], v, per); err != nil {
+			return nil, err
+		}
 	case f["mix"] != nil:
 		t.kind = stages.KindMIX
 		base, err := sc.pick(f["mix"], "mix", f["mix"].Value, v, per)

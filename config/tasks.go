@@ -45,6 +45,10 @@ type taskRef struct {
 	// cond, from "TASK if EXPR", leaves the task out where EXPR is 0
 	// (upstream's if (is_last) add_dep(alloc_task)); nil: always.
 	cond *expr
+	// valid, from "TASK?", leaves out what is not set: an op id no op
+	// submitted in this block call, a task list's unset elements
+	// (upstream's if (t.is_valid()) add_dep(t)).
+	valid bool
 }
 
 // taskTarget is where an op's task (or a set op's value) is stored: an
@@ -141,6 +145,13 @@ func (sc *scope) taskRef(nd *yaml.Node, key string) (*taskRef, error) {
 		if c := p.next(); c.kind != tOp || c.s != "]" {
 			return nil, l.errf(nd, key, src, "%v", p.errf(c, "expected ']'"))
 		}
+	}
+	if c := p.peek(); c.kind == tOp && c.s == "?" {
+		p.next()
+		if kind == refParam {
+			return nil, l.errf(nd, key, src, "%s is a task param: a call binds it to tasks that are set, so it is always valid (leave out the ?)", t.s)
+		}
+		r.valid = true
 	}
 	if c := p.peek(); c.kind == tIdent && c.s == "if" {
 		p.next()
@@ -307,6 +318,9 @@ func (r *runner) taskSeq(dst []stages.TaskID, fr *frame, ref *taskRef, line int)
 	switch ref.kind {
 	case refLabel:
 		ts := fr.idTasks[ref.idx]
+		if len(ts) == 0 && ref.valid {
+			return dst, true
+		}
 		if len(ts) == 0 {
 			r.failAt(line, ref.key, ref.src, "explicit dependency on %q: that op has not been submitted in this block call", fr.block.ids[ref.idx])
 			return dst, false
@@ -337,11 +351,21 @@ func (r *runner) taskSeq(dst []stages.TaskID, fr *frame, ref *taskRef, line int)
 	hi := lo + n
 	for i := lo; i < hi; i++ {
 		if seq[i] == stages.NoTask {
-			r.failAt(line, ref.key, ref.src, "element %d of %s is not set (no op stored a task there)", i, what)
+			if ref.valid {
+				// TASK?: only the valid ones, in order.
+				for _, t := range seq[i:hi] {
+					if t != stages.NoTask {
+						dst = append(dst, t)
+					}
+				}
+				return dst, true
+			}
+			r.failAt(line, ref.key, ref.src, "element %d of %s is not set (no op stored a task there; TASK? takes only the set ones)", i, what)
 			return dst, false
 		}
+		dst = append(dst, seq[i])
 	}
-	return append(dst, seq[lo:hi]...), true
+	return dst, true
 }
 
 // store writes tasks into a list target: one task fills it, n fill n.

@@ -160,7 +160,7 @@ func (sc *scope) touchCols(src string, av *viewExpr) (int64, error) {
 	if strings.TrimSpace(src) == ":" {
 		return 0, nil
 	}
-	p, err := newParser(src, sc.intRes)
+	p, err := sc.newParser(src)
 	if err != nil {
 		return 0, err
 	}

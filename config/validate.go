@@ -113,6 +113,11 @@ func (c *counter) Submit(t *stages.Task) stages.TaskID {
 	return c.o.Submit(t)
 }
 
+// HostWait implements stages.HostWaiter on the ordinary path.
+func (c *counter) HostWait(v stages.View, consumers bool) stages.TaskID {
+	return c.o.HostWait(v, consumers)
+}
+
 func (c *counter) ScopeBegin(mode stages.ScopeMode) { c.o.ScopeBegin(mode) }
 func (c *counter) ScopeEnd()                        { c.o.ScopeEnd() }
 

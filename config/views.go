@@ -32,6 +32,14 @@ type viewExpr struct {
 	listIndex *expr
 	local     bool // the base is a tensor the body allocates itself
 	slotPlain bool // a tensor slot as it is: the view is a copy of it
+	// manualDep is the view's own manual_dep (upstream's view(shapes,
+	// offsets, true), make_tensor_external(..., true)): the result is
+	// manual_dep. A view without it derived from a manual_dep base is not
+	// (upstream's view() and reshape() reset the flag); a plain name keeps
+	// its base's.
+	manualDep bool
+	// entryList: the list is the entry tensors, tensor(EXPR).
+	entryList bool
 	src       string
 	line      int
 }
@@ -66,22 +74,25 @@ func (v *viewExpr) layoutDeps() uint64 {
 
 // plain reports whether the view is its base as it is.
 func (v *viewExpr) plain() bool {
-	return v.list == nil && v.index == nil && v.start == nil && v.at == nil && v.as == nil && v.dims == nil
+	return v.list == nil && v.index == nil && v.start == nil && v.at == nil && v.as == nil && v.dims == nil && !v.manualDep
 }
 
-// view parses NAME ( [i] | [start:+count] )? (@ off)? (as [d, ...])?.
+// view parses NAME ( [i] | [start:+count] )? (@ off)? (as [d, ...])? manual_dep?.
 func (sc *scope) view(src string, line int) (*viewExpr, error) {
-	p, err := newParser(src, sc.intRes)
+	p, err := sc.newParser(src)
 	if err != nil {
 		return nil, err
 	}
-	p.tables = sc.l.entryTables
 	v, err := sc.viewTokens(p, line)
 	if err != nil {
 		return nil, err
 	}
+	if t := p.peek(); t.kind == tIdent && t.s == "manual_dep" {
+		p.next()
+		v.manualDep = true
+	}
 	if t := p.peek(); t.kind != tEOF {
-		return nil, p.errf(t, "unexpected %q after the view", t.s)
+		return nil, p.errf(t, "unexpected %q after the view (want at most \"manual_dep\")", t.s)
 	}
 	v.src = src
 	for _, e := range append([]*expr{v.index, v.start, v.count, v.at, v.listIndex}, v.as...) {
@@ -103,7 +114,30 @@ func (sc *scope) viewTokens(p *exprParser, line int) (*viewExpr, error) {
 	}
 	add := func(v *viewExpr, e *expr) *expr { v.deps |= e.deps; return e }
 	var v *viewExpr
-	if tl := sc.tensorList(t.s); tl != nil {
+	if _, _, named := sc.tensor(t.s); t.s == "tensor" && !named && sc.tensorList(t.s) == nil && p.peek().kind == tOp && p.peek().s == "(" {
+		// tensor(EXPR): upstream's orch_args.tensor(i) with a computed
+		// i, the entry tensors as a list (the program's first slots).
+		if sc.boundary || !sc.b.isProgram {
+			return nil, p.errf(t, "tensor(i) is an entry tensor by position: only the program body names one (pass it to %s as a tensor param)", sc.b.name)
+		}
+		p.next()
+		e, err := p.parseExpr(0)
+		if err != nil {
+			return nil, err
+		}
+		if c := p.next(); c.kind != tOp || c.s != ")" {
+			return nil, p.errf(c, "expected ')' closing tensor(i)")
+		}
+		n := len(sc.l.m.entry)
+		if e.isConst() && (e.val < 0 || e.val >= int64(n)) {
+			return nil, p.errf(t, "tensor(%d): want an index from 0 to %d (the model has %d entry tensors)", e.val, n-1, n)
+		}
+		v = &viewExpr{kind: baseSlot, base: 0, list: make([]int, n), line: line, entryList: true}
+		for i := range v.list {
+			v.list[i] = i
+		}
+		v.listIndex = add(v, e)
+	} else if tl := sc.tensorList(t.s); tl != nil {
 		// A tensor list: its element is chosen by expression, NAME[i].
 		if o := p.next(); o.kind != tOp || o.s != "[" {
 			return nil, p.errf(o, "%s is a tensor list: pick an element, %s[i]", t.s, t.s)
@@ -354,6 +388,10 @@ func compileFast(v *viewExpr, base stages.View) (f viewFast, ok bool) {
 		f.tmpl = stages.NewView(base.Root, 0, base.DType, shape...)
 	}
 	f.tmpl.Offset = 0
+	if !v.plain() {
+		// As runner.view: a derived view's flag is its own.
+		f.tmpl.ManualDep = v.manualDep
+	}
 	end, ok := addOK(base.Offset, base.Elems())
 	if !ok {
 		return f, false

@@ -49,3 +49,12 @@ func (i *inliner) NumRoots() int {
 	}
 	return i.roots.NumRoots()
 }
+
+// HostWait forwards to the wrapped Submitter's (stages.HostWaiter); one
+// without it orders nothing.
+func (i *inliner) HostWait(v stages.View, consumers bool) stages.TaskID {
+	if w, ok := i.Submitter.(stages.HostWaiter); ok {
+		return w.HostWait(v, consumers)
+	}
+	return stages.NoTask
+}

@@ -101,3 +101,11 @@ func (w *twin) Graph(call *stages.GraphCall) stages.TaskID {
 	}
 	return w.Submit(&stages.Task{Kind: stages.KindDummy, Kernel: none, BlockNum: -1, Args: outArgs, Deps: b.tasks})
 }
+
+var _ stages.HostWaiter = (*twin)(nil)
+
+// HostWait orders a host access on the twin's ordinary path, as the pass
+// does on its own.
+func (w *twin) HostWait(v stages.View, consumers bool) stages.TaskID {
+	return w.o.HostWait(v, consumers)
+}

@@ -157,7 +157,7 @@ type Config struct {
 // DefaultConfig returns a2a3-like parameters.
 func DefaultConfig() Config {
 	return Config{
-		Clusters:          24,
+		Clusters:          stages.A2A3Clusters,
 		Schedulers:        3,
 		HBMBytesPerSec:    1.2e12,
 		CoreBytesPerSec:   200e9,

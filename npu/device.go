@@ -246,19 +246,37 @@ func (d *Die) materialize(o *defObj) error {
 }
 
 // kernelSlotsOK reports whether a task's kernel slots fit its kind: an AIC
-// task uses slot 0, an AIV task slot 1, a MIX task slots 0 and 1 (slot 2
-// is the second AIV, defaulting to slot 1's kernel), and dummy, alloc and
-// GRAPH tasks none.
+// task uses slot 0, an AIV task slot 1 (or 2: AIV1 alone), a MIX task two or more of its
+// three (upstream's ActiveMask::to_shape: AIC + AIV0, AIV0 + AIV1 without
+// an AIC, or all three; a MIX task naming AIC and AIV0 only runs the AIV0
+// kernel on the second AIV too), and dummy, alloc and GRAPH tasks none.
+// A MIX block holds its whole cluster, whichever slots it names.
 func kernelSlotsOK(k stages.Kind, ks [3]stages.KernelID) bool {
 	switch k {
 	case stages.KindAIC:
 		return ks[0] >= 0
 	case stages.KindAIV:
-		return ks[1] >= 0
+		return ks[1] >= 0 || ks[2] >= 0
 	case stages.KindMIX:
-		return ks[0] >= 0 && ks[1] >= 0
+		n := 0
+		for _, x := range ks {
+			if x >= 0 {
+				n++
+			}
+		}
+		return n >= 2
 	}
 	return true
+}
+
+// aivSlot is the kernel slots the simulator runs a task by: an AIV task
+// whose kernel is in slot 2 (upstream's MixedKernels with AIV1 alone) runs
+// it as any AIV task does, from slot 1.
+func aivSlot(k stages.Kind, ks [3]stages.KernelID) [3]stages.KernelID {
+	if k == stages.KindAIV && ks[1] < 0 {
+		ks[1], ks[2] = ks[2], -1
+	}
+	return ks
 }
 
 // maxBlockNum bounds a task's SPMD width (upstream: block_num × cores per

@@ -301,7 +301,7 @@ func (s *sim) setup(d *Die, p *plan) {
 	s.tasks = resize(s.tasks, p.nTasks)
 	for i := range img.Tasks {
 		it := &img.Tasks[i]
-		s.tasks[i] = dtask{kind: it.Kind, kern: it.Kernel, bn: max(it.BlockNum, 1), remaining: int32(it.Fanin.N),
+		s.tasks[i] = dtask{kind: it.Kind, kern: aivSlot(it.Kind, it.Kernel), bn: max(it.BlockNum, 1), remaining: int32(it.Fanin.N),
 			src: int32(i), inst: p.instOf[i], node: -1, pred: it.Pred.Valid, sync: it.Launch&stages.LaunchSyncStart != 0, cpPred: -1}
 	}
 	s.insts = resize(s.insts, len(p.insts))
@@ -311,7 +311,7 @@ func (s *sim) setup(d *Die, p *plan) {
 		s.insts[ii] = instRT{remaining: int32(len(def.nodes)), cpPred: -1}
 		for n := range def.nodes {
 			nd := &def.nodes[n]
-			s.tasks[int(ip.base)+n] = dtask{kind: nd.kind, kern: nd.kernel, bn: max(nd.blockNum, 1), remaining: int32(nd.fanin.N),
+			s.tasks[int(ip.base)+n] = dtask{kind: nd.kind, kern: aivSlot(nd.kind, nd.kernel), bn: max(nd.blockNum, 1), remaining: int32(nd.fanin.N),
 				src: ip.shell, inst: int32(ii), node: int32(n), pred: nd.pred >= 0, sync: nd.launch&stages.LaunchSyncStart != 0, cpPred: -1}
 		}
 	}

@@ -26,7 +26,8 @@ func (s *sim) blockDur(t *dtask, sh int) int64 {
 	share = min(share, float64(s.cfg.CoreBytesPerSec*cores))
 	k := t.kern[0]
 	ops := s.cfg.AICOpsPerSec
-	if sh == shapeAIV {
+	if sh == shapeAIV || k < 0 {
+		// An AIV task, or a MIX task of AIV0 and AIV1 without an AIC.
 		k = t.kern[1]
 		ops = s.cfg.AIVOpsPerSec
 	}

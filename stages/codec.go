@@ -29,6 +29,10 @@ const (
 	runTotalOff   = imagefmt.RunTotalAt
 	compactArg    = imagefmt.CompactArg
 	stridesFlag   = imagefmt.StridesFlag
+	manualDepFlag = imagefmt.ManualDepFlag
+	// layoutFlags are the bits of a layout's ndims byte that are not its
+	// rank.
+	layoutFlags = stridesFlag | manualDepFlag
 )
 
 // ErrBadImage is wrapped by every Decode error.
@@ -140,11 +144,14 @@ func (w *writer) layoutHead(v *View) (nd uint8, contig bool) {
 	nd = min(v.NDims, MaxDims)
 	contig = contiguous(v)
 	w.U8(uint8(v.DType))
-	if contig {
-		w.U8(nd)
-	} else {
-		w.U8(nd | stridesFlag)
+	f := nd
+	if !contig {
+		f |= stridesFlag
 	}
+	if v.ManualDep {
+		f |= manualDepFlag
+	}
+	w.U8(f)
 	return nd, contig
 }
 
@@ -192,7 +199,8 @@ func (r *reader) layoutHead(v *View) (strided bool) {
 		return false
 	}
 	strided = nd&stridesFlag != 0
-	nd &^= stridesFlag
+	v.ManualDep = nd&manualDepFlag != 0
+	nd &^= layoutFlags
 	if dt == 0 || int(dt) >= len(dtypeNames) {
 		r.Fail("bad dtype %d", dt)
 		return false

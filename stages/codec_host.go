@@ -85,7 +85,7 @@ func (h *defCounts) writtenSlots(b []byte) ([]int32, error) {
 // scanTensors is the tensor records' loop on the bytes, a load's hottest:
 // it marks in wrote the boundary slots written and reports whether every
 // record is well formed. A record is a tag and source byte, a dtype byte,
-// a rank byte (with stridesFlag), the slot as a uvarint, then the delta
+// a rank byte (with stridesFlag and manualDepFlag), the slot as a uvarint, then the delta
 // and the shape (and the strides if flagged) as varints.
 func (h *defCounts) scanTensors(b []byte, wrote []uint64) bool {
 	off := 0
@@ -94,7 +94,7 @@ func (h *defCounts) scanTensors(b []byte, wrote []uint64) bool {
 			return false
 		}
 		tb, dt, nd := b[off], b[off+1], b[off+2]
-		tag, src, rank := Tag(tb&0xf), SourceKind(tb>>4), int(nd&^stridesFlag)
+		tag, src, rank := Tag(tb&0xf), SourceKind(tb>>4), int(nd&^layoutFlags)
 		if !validTag(tag) || src < SrcBoundaryExact || src > SrcOwnOutput || dt == 0 || int(dt) >= len(dtypeNames) || rank > MaxDims {
 			return false
 		}
@@ -194,9 +194,9 @@ func (r *reader) skipTensorRef() TensorRef {
 	case dt == 0 || int(dt) >= len(dtypeNames):
 		r.Off++
 		r.Fail("bad dtype %d", dt)
-	case nd&^stridesFlag > MaxDims:
+	case nd&^layoutFlags > MaxDims:
 		r.Off += 2
-		r.Fail("rank %d exceeds %d", nd&^stridesFlag, MaxDims)
+		r.Fail("rank %d exceeds %d", nd&^layoutFlags, MaxDims)
 	}
 	if r.Err != nil {
 		return t
@@ -208,9 +208,9 @@ func (r *reader) skipTensorRef() TensorRef {
 	}
 	t.Slot = int32(slot)
 	// The delta, then the shape and the strides if stored.
-	k := 1 + int(nd&^stridesFlag)
+	k := 1 + int(nd&^layoutFlags)
 	if nd&stridesFlag != 0 {
-		k += int(nd &^ stridesFlag)
+		k += int(nd &^ layoutFlags)
 	}
 	for ; k > 0 && r.Err == nil; k-- {
 		r.SkipVarint()

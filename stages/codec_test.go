@@ -520,3 +520,20 @@ func BenchmarkDecodeDefinition(b *testing.B) {
 		}
 	}
 }
+
+// TestManualDepLayoutRoundTrip: a manual_dep descriptor (View.ManualDep)
+// keeps its flag through a Definition image, in a body tensor's layout and
+// in a boundary slot's, whose layout a replay compares.
+func TestManualDepLayoutRoundTrip(t *testing.T) {
+	d := codecDef()
+	d.Tensors[2].Layout.ManualDep = true // strided
+	d.Tensors[5].Layout.ManualDep = true // contiguous
+	d.Boundary[1].Layout.ManualDep = true
+	got, err := DecodeDefinition(EncodeDefinition(d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := normalizedDef(d); !reflect.DeepEqual(got, want) {
+		t.Fatalf("round trip differs:\n got %+v\nwant %+v", got, want)
+	}
+}

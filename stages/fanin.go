@@ -78,7 +78,7 @@ func resolveFanin[M rootMetas](tm *TensorMap, roots M, self TaskID, args []Arg, 
 		}
 		m := roots.meta(a.View.Root)
 		fs.Add(m.creator)
-		if m.manualDep {
+		if m.manualDep || a.View.ManualDep {
 			continue
 		}
 		if a.Tag == TagInput || a.Tag == TagInOut {
@@ -87,7 +87,7 @@ func resolveFanin[M rootMetas](tm *TensorMap, roots M, self TaskID, args []Arg, 
 	}
 	for i := range args {
 		a := &args[i]
-		if (a.Tag == TagInOut || a.Tag == TagOutputExisting) && !roots.meta(a.View.Root).manualDep {
+		if (a.Tag == TagInOut || a.Tag == TagOutputExisting) && !a.View.ManualDep && !roots.meta(a.View.Root).manualDep {
 			tm.Register(&a.View, self)
 		}
 	}

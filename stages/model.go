@@ -199,16 +199,32 @@ func (s RootSpec) Elems() int64 { return prod(s.Shape) }
 // MaxDims bounds a view's rank (upstream ChipTensor: 5).
 const MaxDims = 5
 
+// The a2a3 die: A2A3Clusters clusters of one AIC and A2A3AIVPerCluster
+// AIV cores (upstream's platform_config.h: at most 24 clusters of
+// PLATFORM_CORES_PER_BLOCKDIM = 3 cores). A model is written for it
+// (rt_available_cluster_count()), and the simulated device has it by
+// default.
+const (
+	A2A3Clusters      = 24
+	A2A3AIVPerCluster = 2
+)
+
 // View is a window over a root: element offset, shape, strides, dtype.
 // It is a value type with no pointers so task arguments copy without
 // allocating.
 type View struct {
-	Root    RootID
-	Offset  int64
-	DType   DType
-	NDims   uint8
-	Shape   [MaxDims]int64
-	Strides [MaxDims]int64
+	Root   RootID
+	Offset int64
+	DType  DType
+	NDims  uint8
+	// ManualDep is upstream's ChipTensor::manual_dep on this descriptor
+	// (make_tensor_external(..., true), view(shapes, offsets, true)): an
+	// argument through it waits on its root's creator only and records no
+	// write, whatever its root. A view derived from it does not inherit it,
+	// as upstream's view() and reshape() reset it to their own argument.
+	ManualDep bool
+	Shape     [MaxDims]int64
+	Strides   [MaxDims]int64
 }
 
 // NewView builds a contiguous view.
@@ -271,7 +287,7 @@ func (v *View) ShapeSlice() []int64 { return v.Shape[:v.NDims] }
 // SameLayout reports whether two views agree on everything but root and
 // offset: the part of a boundary slot a replay may not change.
 func (v *View) SameLayout(o *View) bool {
-	if v.DType != o.DType || v.NDims != o.NDims {
+	if v.DType != o.DType || v.NDims != o.NDims || v.ManualDep != o.ManualDep {
 		return false
 	}
 	// Dims past NDims are zero in every view built here; compare only the

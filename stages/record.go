@@ -281,6 +281,9 @@ func (w *writer) tensorRecord(tagSrc uint8, v *View, slot int32, delta int64) {
 	if !contig {
 		b[2] |= stridesFlag
 	}
+	if v.ManualDep {
+		b[2] |= manualDepFlag
+	}
 	n := 3 + binary.PutUvarint(b[3:], uint64(uint32(slot)))
 	n += binary.PutUvarint(b[n:], uint64(delta<<1)^uint64(delta>>63))
 	for i := 0; i < int(nd); i++ {

@@ -59,12 +59,16 @@ type OrdinaryPath struct {
 	lend []Arg
 	// edges bounds the image's fanin (SetMaxEdges).
 	edges edgeBound
+	// barrier is the latest host wait (HostWait), which every later task
+	// waits on, or NoTask; hostWaits every wait of the run.
+	barrier   TaskID
+	hostWaits []TaskID
 }
 
 // NewOrdinaryPath starts a run over the model's entry roots, which take RootIDs
 // 0..len(entry)-1.
 func NewOrdinaryPath(entry []Root) *OrdinaryPath {
-	o := &OrdinaryPath{nEntry: len(entry)}
+	o := &OrdinaryPath{nEntry: len(entry), barrier: NoTask}
 	o.img.narrow = true
 	o.roots = append(make([]Root, 0, len(entry)+1024), entry...)
 	o.info = make([]rootInfo, len(entry), len(entry)+1024)
@@ -109,6 +113,7 @@ func (o *OrdinaryPath) Err() error { return o.bodyErr }
 // Reset starts the next run, keeping every buffer's storage.
 func (o *OrdinaryPath) Reset() {
 	o.bodyErr = nil
+	o.barrier, o.hostWaits = NoTask, o.hostWaits[:0]
 	o.roots = o.roots[:o.nEntry]
 	o.info = o.info[:o.nEntry]
 	o.tm.Reset()
@@ -250,6 +255,7 @@ func (o *OrdinaryPath) Submit(t *Task) TaskID {
 		}
 	}
 	resolveFanin(&o.tm, rootTable(o.info), id, args, t.Deps, o.scopes.inManual(), &o.fs)
+	o.afterBarrier()
 	scOff := len(o.img.Scalars)
 	for _, s := range t.Scalars {
 		o.img.Scalars = append(grow2(o.img.Scalars, 1), s.Value)
@@ -309,6 +315,7 @@ func (o *OrdinaryPath) SubmitGraph(call *GraphCall, sub GraphSubmission, heapByt
 	id := TaskID(len(o.img.Tasks))
 	args := call.Boundary
 	resolveFanin(&o.tm, rootTable(o.info), id, args, call.ExtDeps, o.scopes.inManual(), &o.fs)
+	o.afterBarrier()
 	o.registerAlso(args, alsoWrites, id)
 	out := o.boundSlots(len(args))
 	for i := range args {
@@ -335,7 +342,7 @@ func (o *OrdinaryPath) registerAlso(args []Arg, alsoWrites []int32, task TaskID)
 		return
 	}
 	for _, s := range alsoWrites {
-		if a := &args[s]; a.Tag != TagInOut && a.Tag != TagOutputExisting && !o.meta(a.View.Root).manualDep {
+		if a := &args[s]; a.Tag != TagInOut && a.Tag != TagOutputExisting && !a.View.ManualDep && !o.meta(a.View.Root).manualDep {
 			o.tm.Register(&a.View, task)
 		}
 	}
@@ -404,7 +411,7 @@ func (o *OrdinaryPath) ReplayGraph(m *Matcher, sig []BoundarySlot, wantScalars, 
 			continue
 		}
 		fs.Add(ri.creator)
-		if ri.manualDep {
+		if ri.manualDep || a.View.ManualDep {
 			continue
 		}
 		switch a.Tag {
@@ -438,6 +445,7 @@ func (o *OrdinaryPath) replayBegin(m *Matcher, call *GraphCall, nb int) (TaskID,
 	for _, d := range call.ExtDeps {
 		o.fs.Add(d)
 	}
+	o.afterBarrier()
 	o.retiring, o.registering = o.retiring[:0], o.registering[:0]
 	return id, o.boundSlots(nb), m.begin()
 }
@@ -484,7 +492,7 @@ func (o *OrdinaryPath) ReplayLocs(m *Matcher, slots []locSlot, wantScalars, want
 			continue
 		}
 		fs.Add(ri.creator)
-		if ri.manualDep {
+		if ri.manualDep || s.mdep {
 			continue
 		}
 		g := region{r, l.Offset, l.Offset + s.span}
@@ -506,7 +514,7 @@ func (o *OrdinaryPath) ReplayLocs(m *Matcher, slots []locSlot, wantScalars, want
 	if !manual {
 		for _, i := range alsoWrites {
 			l, s := &locs[i], &slots[i]
-			if s.tag != TagInOut && s.tag != TagOutputExisting && !o.meta(l.Root).manualDep {
+			if s.tag != TagInOut && s.tag != TagOutputExisting && !s.mdep && !o.meta(l.Root).manualDep {
 				tm.register(region{l.Root, l.Offset, l.Offset + s.span}, id)
 			}
 		}

@@ -72,6 +72,7 @@ type locSlot struct {
 	span  int64
 	alias int32
 	tag   Tag
+	mdep  bool // the slot's view is manual_dep (View.ManualDep)
 }
 
 // compileLocs reports whether template t's layouts are signature sig's,
@@ -86,7 +87,7 @@ func compileLocs(sig []BoundarySlot, t *BoundaryTemplate) ([]locSlot, bool) {
 		if a.Tag != s.Tag || !a.View.SameLayout(&s.Layout) {
 			return nil, false
 		}
-		out[i] = locSlot{elems: s.RootElems, span: t.span[i], alias: s.AliasRep, tag: s.Tag}
+		out[i] = locSlot{elems: s.RootElems, span: t.span[i], alias: s.AliasRep, tag: s.Tag, mdep: a.View.ManualDep}
 	}
 	return out, true
 }

@@ -204,6 +204,9 @@ func (t *Writer) rootInfo(id stages.RootID) (name, kind string, mdep int) {
 func (t *Writer) arg(a *stages.Arg) ArgEvent {
 	v := &a.View
 	name, kind, mdep := t.rootInfo(v.Root)
+	if v.ManualDep {
+		mdep = 1
+	}
 	ev := ArgEvent{Tag: a.Tag.String(), Root: name, RKind: kind, RID: int(v.Root), Off: v.Offset,
 		Shape: append([]int64(nil), v.ShapeSlice()...), DType: v.DType.String(), Bytes: v.Bytes(), BSlot: t.bslot(v), MDep: mdep}
 	if !v.Contiguous() {
@@ -230,8 +233,7 @@ func (t *Writer) bslot(v *stages.View) int {
 func (t *Writer) taskEvent(id stages.TaskID, kind stages.Kind, k [3]stages.KernelID, bn int32, launch stages.Launch, args []stages.Arg, sc []stages.Scalar, deps []stages.TaskID, pred *stages.Predicate) {
 	fan := t.o.Fanin(id)
 	t.tasks++
-	t.edges += len(fan)
-	e := Event{Ev: "task", ID: ip(int(id)), Kind: kind.String(), K: []int{int(k[0]), int(k[1]), int(k[2])},
+	e := Event{Ev: "task", ID: ip(t.tid(id)), Kind: kind.String(), K: []int{int(k[0]), int(k[1]), int(k[2])},
 		Depth: ip(t.depth), Manual: ip(b2i(t.manual > 0)), BlockNum: ip(int(bn)),
 		Early: ip(b2i(launch&stages.LaunchEarly != 0)), Sync: ip(b2i(launch&stages.LaunchSyncStart != 0)),
 		Args: []ArgEvent{}, Scalars: []uint64{}, Deps: []int{}, Fanin: []int{}}
@@ -241,9 +243,19 @@ func (t *Writer) taskEvent(id stages.TaskID, kind stages.Kind, k [3]stages.Kerne
 	case stages.KindDummy:
 		e.Name = "dummy"
 	case stages.KindAIV:
+		if k[1] < 0 {
+			k[1] = k[2] // AIV1 alone (MixedKernels)
+		}
 		e.Name = t.kernels[k[1]].Name
 	default:
-		e.Name = t.kernels[k[0]].Name
+		// A MIX task is named by its first kernel: its AIC one, or its
+		// AIV0 one when it has no AIC (upstream's AIV0 + AIV1 MIX).
+		for _, x := range k {
+			if x >= 0 {
+				e.Name = t.kernels[x].Name
+				break
+			}
+		}
 	}
 	for i := range args {
 		e.Args = append(e.Args, t.arg(&args[i]))
@@ -252,11 +264,16 @@ func (t *Writer) taskEvent(id stages.TaskID, kind stages.Kind, k [3]stages.Kerne
 		e.Scalars = append(e.Scalars, s.Value)
 	}
 	for _, d := range deps {
-		e.Deps = append(e.Deps, int(d))
+		e.Deps = append(e.Deps, t.tid(d))
 	}
 	for _, f := range fan {
-		e.Fanin = append(e.Fanin, int(f))
+		// A host wait is the host's, not a task's: upstream's trace has
+		// the order it makes, not an edge.
+		if !t.o.IsHostWait(f) {
+			e.Fanin = append(e.Fanin, t.tid(f))
+		}
 	}
+	t.edges += len(e.Fanin)
 	if pred != nil && pred.Valid {
 		name, _, _ := t.rootInfo(pred.View.Root)
 		e.Pred = &PredEvent{Root: name, Idx: t.rootIndex(&pred.View, pred.Index), Op: int(pred.Op), Target: pred.Target}
@@ -352,6 +369,33 @@ func (t *Writer) ScopeEnd() {
 func (t *Writer) ReadTensor(root stages.RootID, idx []int64, value int64) {
 	name, _, _ := t.rootInfo(root)
 	t.emit(&Event{Ev: "get_tensor_data", Root: name, Idx: idx, Value: &value})
+}
+
+// WriteTensor records the host's write of device data (set_tensor_data):
+// element idx of root set to value.
+func (t *Writer) WriteTensor(root stages.RootID, idx []int64, value int64) {
+	name, _, _ := t.rootInfo(root)
+	t.emit(&Event{Ev: "set_tensor_data", Root: name, Idx: idx, Value: &value})
+}
+
+var _ stages.HostWaiter = (*Writer)(nil)
+
+// HostWait implements stages.HostWaiter: the wait is the ordinary path's,
+// and no task of the trace (tid numbers the tasks around it).
+func (t *Writer) HostWait(v stages.View, consumers bool) stages.TaskID {
+	return t.o.HostWait(v, consumers)
+}
+
+// tid is task id's number in the trace: its submission index among the
+// orchestration's tasks, the host waits before it left out.
+func (t *Writer) tid(id stages.TaskID) int {
+	n := int(id)
+	for _, w := range t.o.HostWaits() {
+		if w < id {
+			n--
+		}
+	}
+	return n
 }
 
 // Graph implements stages.Submitter: the body runs inline and its tasks

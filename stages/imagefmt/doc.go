@@ -30,8 +30,9 @@
 //
 //	u8  dtype                 stages.DType: 1 bf16, 2 fp16, 3 fp32, 4 int8,
 //	                          5 int32, 6 int64, 7 uint8, 8 uint32, 9 uint64
-//	u8  ndims | StridesFlag   rank (0..stages.MaxDims); StridesFlag (0x80) set
-//	                          when strides follow
+//	u8  ndims | flags         rank (0..stages.MaxDims); StridesFlag (0x80) set
+//	                          when strides follow, ManualDepFlag (0x40) when
+//	                          the descriptor is manual_dep
 //	    [fields of the record that embeds the layout, e.g. slot and delta]
 //	uvarint shape[ndims]
 //	varint  strides[ndims]    only with StridesFlag; otherwise the strides are

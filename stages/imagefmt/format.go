@@ -126,6 +126,9 @@ const (
 	// StridesFlag, or'd into a layout's ndims byte, says strides follow the
 	// shape.
 	StridesFlag = 0x80
+	// ManualDepFlag, or'd into a layout's ndims byte, says the tensor is
+	// manual_dep (upstream's ChipTensor::manual_dep on that descriptor).
+	ManualDepFlag = 0x40
 	// CompactArg, or'd into a run image arg's tag byte, marks a Graph
 	// boundary arg sent as (root, offset) only, in a CompactArgSize-byte
 	// record: the tag byte, u32 root, i64 offset.
