@@ -246,8 +246,10 @@
 //     a view, shape, loop range, condition, kernel choice, predicate, task
 //     index or a computed scalar, its value would be baked into the
 //     Definition (*BakedScalarError below).
-//   - A Graph inside another Graph's body runs inline: a Definition holds no
-//     nested Graph (a warning of Validate, see Summary.Warnings).
+//   - A Graph inside another Graph's body is a Graph: its Definition is a
+//     child the parent's refers to by content hash (stages.Recorder.Graph),
+//     and a param of the parent that feeds the child's key is structure of
+//     the parent, in its key or a *StructureError at the call's line.
 //   - A block has at most 64 params, variant and boundary scalars together.
 //   - Per-variant boundary scalars (scalars: {VARIANT: [...]}) give each
 //     variant its own boundary signature, so the variant is structure: a

@@ -580,7 +580,6 @@ forms:
 		t.Fatal(err)
 	}
 	want := []string{
-		fmt.Sprintf("idle.yaml:%d: form nested: graphs.inner has no effect: every call of it runs inside another Graph's body", lineOf(src, "nested: {graphs")),
 		fmt.Sprintf("idle.yaml:%d: form uncalled: graphs.inner has no effect: no call of it runs in this form", lineOf(src, "graphs: {inner:")),
 	}
 	if len(sum.Warnings) != len(want) {
@@ -591,7 +590,7 @@ forms:
 			t.Errorf("warning %q, want %q", sum.Warnings[i], w)
 		}
 	}
-	for form, n := range map[string]int{"nested": 1, "direct": 0, "uncalled": 1} {
+	for form, n := range map[string]int{"nested": 0, "direct": 0, "uncalled": 1} {
 		ws, err := config.ValidateForm(m, form)
 		if err != nil || len(ws) != n {
 			t.Errorf("ValidateForm %s: %q, %v; want %d warnings", form, ws, err, n)

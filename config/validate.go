@@ -85,10 +85,10 @@ func newCounter(m *Model) *counter {
 
 // graphCall implements graphUser.
 func (c *counter) graphCall(block int, inGraph bool) {
+	// A call inside a Graph body is a Graph too (a child Definition).
+	c.asGraph[block] = true
 	if inGraph {
 		c.callInGraph[block] = true
-	} else {
-		c.asGraph[block] = true
 	}
 }
 

@@ -96,7 +96,27 @@ type Recorder struct {
 	// their transitive reduction (reduce.go), with red.
 	fullEdges bool
 	red       edgeReducer
+
+	// Nested Graphs (nested.go): the body's depth under the recording the
+	// runtime asked for, the orchestration identity's hash (a child's
+	// full_key is made under it), the recorder of children, the children
+	// recorded so far, and the nested recording's Published.
+	depth       int
+	idHash      uint64
+	sub         *Recorder
+	kids        []*kid
+	nestArgs    []Arg
+	nestScalars []Scalar
+	nested      *Published
 }
+
+// SetIdentity gives the hash of the orchestration identity the body runs
+// under (RecordRequest.Identity): the full_key of a Graph called inside the
+// body is made under it, as the Host makes a direct call's.
+func (r *Recorder) SetIdentity(idHash uint64) { r.idHash = idHash }
+
+// taskBase is the first private task id of the recorder's level.
+func (r *Recorder) taskBase() TaskID { return privateTaskBase + TaskID(r.depth)<<taskLevelBits }
 
 // SetFullEdges makes Publish image every fanin edge the body's TensorMap
 // resolved (on true) instead of their transitive reduction.
@@ -143,6 +163,7 @@ func (r *Recorder) Reset(key string, fullKey uint64, boundary []Arg, broots []Bo
 	r.scopes.reset()
 	r.err = nil
 	r.Defects = r.Defects[:0]
+	r.kids, r.nested = nil, nil
 	if r.def.Nodes == nil {
 		// Publish handed the last recording's nodes over.
 		r.def.Nodes = make([]NodeDesc, 0, r.nodesCap)
@@ -197,7 +218,13 @@ func (r *Recorder) RecordBody(key string, fullKey uint64, boundary []Arg, roots 
 	if err := body(r, b); err != nil {
 		return fmt.Errorf("graph %q: body failed while recording: %w", key, err)
 	}
-	return r.check()
+	if err := r.check(); err != nil || len(r.kids) == 0 {
+		return err
+	}
+	// A nested body is flattened now, where a failure is the recording's.
+	var err error
+	r.nested, err = r.publish()
+	return err
 }
 
 // Err is the first unsupported construct met, if any.
@@ -329,7 +356,7 @@ func (r *Recorder) Alloc(specs []RootSpec) (TaskID, RootID) {
 		Scalars: Span{Off: uint32(len(r.def.Scalars))},
 		Fanin:   Span{Off: uint32(len(r.def.Fanin))},
 	})
-	return privateTaskBase + TaskID(node), first
+	return r.taskBase() + TaskID(node), first
 }
 
 // Submit records a kernel or dummy node.
@@ -345,9 +372,9 @@ func (r *Recorder) Submit(t *Task) TaskID {
 	for _, d := range t.Deps {
 		switch {
 		case d == NoTask:
-		case d >= privateTaskBase && d-privateTaskBase < node:
-			deps = append(deps, d-privateTaskBase)
-		case d >= 0 && d < privateTaskBase && slices.Contains(r.extDeps, d):
+		case d >= r.taskBase() && d-r.taskBase() < node:
+			deps = append(deps, d-r.taskBase())
+		case d >= 0 && slices.Contains(r.extDeps, d):
 			// Two slots may name one task: the node waits on each.
 			for j, e := range r.extDeps {
 				if w := r.extWait[j]; e == d && (len(w) == 0 || w[len(w)-1] != uint32(node)) {
@@ -421,7 +448,7 @@ func (r *Recorder) Submit(t *Task) TaskID {
 		nd.Pred = int32(r.rec.npred)
 	}
 	r.def.Nodes = append(r.def.Nodes, nd)
-	return privateTaskBase + node
+	return r.taskBase() + node
 }
 
 func (r *Recorder) defect(k DefectKind, slot, node int32, msg string) {
@@ -438,11 +465,6 @@ func (r *Recorder) ScopeEnd() {
 	}
 }
 
-// Graph inside a body is a nested Graph, which a Definition cannot hold.
-func (r *Recorder) Graph(call *GraphCall) TaskID {
-	r.fail("nested Graph %q inside the body", call.Key)
-	return NoTask
-}
 
 // check is the recording's error once the body has returned.
 func (r *Recorder) check() error {
@@ -485,6 +507,17 @@ func (r *Recorder) Build() (*Definition, error) {
 	if err := r.check(); err != nil {
 		return nil, err
 	}
+	if len(r.kids) > 0 {
+		// What the device runs: the flattening (RecordBody's, or made now
+		// for a body run on the recorder by its caller).
+		if r.nested == nil {
+			var err error
+			if r.nested, err = r.publish(); err != nil {
+				return nil, err
+			}
+		}
+		return DecodeDefinition(r.nested.Image)
+	}
 	tens, preds, err := r.rec.decode()
 	if err != nil {
 		return nil, fmt.Errorf("graph %q: %w", r.key, err)
@@ -517,6 +550,15 @@ func (r *Recorder) Build() (*Definition, error) {
 func (r *Recorder) Publish() *Published {
 	if err := r.check(); err != nil {
 		panic("stages: Publish of a failed recording: " + err.Error())
+	}
+	if len(r.kids) > 0 {
+		if r.nested == nil {
+			var err error
+			if r.nested, err = r.publish(); err != nil {
+				panic("stages: Publish of a nested recording that does not flatten: " + err.Error())
+			}
+		}
+		return r.nested
 	}
 	r.finish()
 	r.boundaryRecords()
