@@ -117,9 +117,14 @@ func (c *counter) ScopeBegin(mode stages.ScopeMode) { c.o.ScopeBegin(mode) }
 func (c *counter) ScopeEnd()                        { c.o.ScopeEnd() }
 
 func (c *counter) Graph(call *stages.GraphCall) stages.TaskID {
-	c.graphs++
+	// A Graph inside a Graph body is a child Definition, not a host
+	// submission of its own.
+	was := c.inGraph
+	if !was {
+		c.graphs++
+	}
 	c.inGraph = true
 	call.Body(c, call.NewBoundary())
-	c.inGraph = false
+	c.inGraph = was
 	return stages.TaskID(c.o.NumTasks() - 1)
 }
