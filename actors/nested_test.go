@@ -1,9 +1,15 @@
 package actors
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 
+	"github.com/hbg-dev/hbg/diskstore"
+	"github.com/hbg-dev/hbg/internal/storetest"
 	"github.com/hbg-dev/hbg/stages"
 )
 
@@ -128,5 +134,82 @@ func TestNestedGraphGolden(t *testing.T) {
 	}
 	if digests[0] == digests[11] {
 		t.Fatal("the shifted scalar left the digest unchanged: the test cannot see a baked child scalar")
+	}
+}
+
+// TestNestedOnDisk: a nested Definition is kept on disk as parts, the step
+// and each child an entry of its own; a fresh runtime loads the step with
+// its children and records nothing. A step whose child is missing, or
+// whose child's bytes changed, is refused whole and recorded again: its
+// digest is the step's, never a half-replay's.
+func TestNestedOnDisk(t *testing.T) {
+	orch := nestedModel{keys: 2, calls: 2}.orchestration("nested-disk")
+	dir := t.TempDir()
+	first := newRuntime(t, Config{StoreDir: dir, Golden: true}, nil)
+	want := runPass(t, first, orch, 0)
+	if want.Pass.BuiltDefinitions != 1 || !want.Golden.OK() {
+		t.Fatalf("first: built %d, golden %+v", want.Pass.BuiltDefinitions, want.Golden)
+	}
+	if errs := first.FlushStore(); len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	imgs := storetest.Images(t, dir)
+	var step storetest.Image
+	var kids []storetest.Image
+	for _, im := range imgs {
+		if im.Entry.Key == "step" {
+			step = im
+		} else {
+			kids = append(kids, im)
+		}
+	}
+	// Each key is called over the step's input and over its own buffer:
+	// two boundary signatures, two Definitions.
+	if step.Pack == "" || len(kids) != 4 {
+		t.Fatalf("entries %+v, want the step and 4 children", imgs)
+	}
+	second := newRuntime(t, Config{StoreDir: dir, Golden: true}, nil)
+	res := runPass(t, second, orch, 0)
+	if res.Pass.BuiltDefinitions != 0 || res.Pass.LoadedDefinitions != 1 || res.Pass.StoreRejected != 0 || res.Device.Digest != want.Device.Digest || !res.Golden.OK() {
+		t.Fatalf("second: built %d, loaded %d, rejected %d, digest %016x (want %016x), golden %+v",
+			res.Pass.BuiltDefinitions, res.Pass.LoadedDefinitions, res.Pass.StoreRejected, res.Device.Digest, want.Device.Digest, res.Golden)
+	}
+
+	// A store holding the step but not one of its children.
+	read := func(im storetest.Image) []byte {
+		b, err := os.ReadFile(im.Pack)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b[im.Off : im.Off+im.N]
+	}
+	item := func(im storetest.Image) diskstore.Item {
+		fk, _ := strconv.ParseUint(im.Entry.FullKey, 16, 64)
+		h, _ := strconv.ParseUint(im.Entry.Hash, 16, 64)
+		return diskstore.Item{Def: &stages.Definition{FullKey: fk, Key: im.Entry.Key, ContentHash: h}, Image: read(im), Model: im.Entry.Model}
+	}
+	partial := t.TempDir()
+	put := newRuntime(t, Config{StoreDir: partial}, nil)
+	if _, err := put.Disk().PutBatch([]diskstore.Item{item(step), item(kids[0]), item(kids[1]), item(kids[2])}); err != nil {
+		t.Fatal(err)
+	}
+	put.Stop(context.Background())
+	missing := newRuntime(t, Config{StoreDir: partial, Golden: true}, nil)
+	res = runPass(t, missing, orch, 0)
+	if res.Pass.BuiltDefinitions != 1 || res.Pass.LoadedDefinitions != 0 || res.Device.Digest != want.Device.Digest || !res.Golden.OK() {
+		t.Fatalf("child missing: built %d, loaded %d, digest %016x (want %016x), golden %+v",
+			res.Pass.BuiltDefinitions, res.Pass.LoadedDefinitions, res.Device.Digest, want.Device.Digest, res.Golden)
+	}
+	if len(res.Warnings) == 0 || !strings.Contains(strings.Join(res.Warnings, "\n"), "child") {
+		t.Errorf("child missing: warnings %q, want one naming the missing child", res.Warnings)
+	}
+
+	// A child's bytes changed on disk.
+	damage(t, kids[3])
+	damaged := newRuntime(t, Config{StoreDir: dir, Golden: true}, nil)
+	res = runPass(t, damaged, orch, 0)
+	if res.Pass.BuiltDefinitions != 1 || res.Pass.LoadedDefinitions != 0 || res.Device.Digest != want.Device.Digest || !res.Golden.OK() {
+		t.Fatalf("child damaged: built %d, loaded %d, rejected %d, digest %016x (want %016x), golden %+v",
+			res.Pass.BuiltDefinitions, res.Pass.LoadedDefinitions, res.Pass.StoreRejected, res.Device.Digest, want.Device.Digest, res.Golden)
 	}
 }

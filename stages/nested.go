@@ -192,6 +192,15 @@ func (r *Recorder) child(call *GraphCall) (*kid, error) {
 			}
 		}
 	}
+	for _, k := range r.kids {
+		if k.fk == fk {
+			// The key called with another boundary signature (or scalar
+			// or dependency count) in this body: another Definition, so
+			// another full_key, since a store keeps one per full_key.
+			fk = sigKey(fk, sig, len(call.Scalars), len(call.ExtDeps))
+			break
+		}
+	}
 	if r.sub == nil {
 		r.sub = new(Recorder)
 	}
@@ -214,6 +223,20 @@ func (r *Recorder) child(call *GraphCall) (*kid, error) {
 	_, k.own = pub.OwnImage()
 	r.kids = append(r.kids, k)
 	return k, nil
+}
+
+// sigKey is full_key fk told apart by a boundary signature and counts.
+func sigKey(fk uint64, sig []BoundarySlot, nscal, next int) uint64 {
+	h := fnvU64(fnvString(fk, "\x00signature"), uint64(len(sig)))
+	for i := range sig {
+		s := &sig[i]
+		h = fnvU64(h, uint64(s.Tag)|uint64(s.Layout.DType)<<8|uint64(s.Layout.NDims)<<16)
+		for d := 0; d < int(s.Layout.NDims) && d < MaxDims; d++ {
+			h = fnvU64(fnvU64(h, uint64(s.Layout.Shape[d])), uint64(s.Layout.Strides[d]))
+		}
+		h = fnvU64(fnvU64(h, uint64(s.RootElems)), uint64(int64(s.AliasRep)))
+	}
+	return fnvU64(fnvU64(h, uint64(nscal)), uint64(next))
 }
 
 // rootOf is what the recording knows of a root a nested call's boundary
@@ -484,4 +507,82 @@ func (f *Definition) appendNode(src *Definition, nd *NodeDesc, fin []uint32, b *
 	}
 	f.Nodes = append(f.Nodes, n)
 	return len(f.Nodes) - 1
+}
+
+// AssembleNested makes the Published a runtime replays from a nested
+// Definition's own image as a store keeps it: child gives each child by
+// its reference (its own image in Published.OwnImage, nested itself or
+// not), and AssembleNested checks it is the Definition referred to (its
+// own content hash), flattens the parent over the children and, with
+// reduce, ships the flattening's transitive reduction as a recording does.
+// A child missing, refused or not the one referred to fails the whole
+// (ErrChild): the parent is never half-assembled.
+func AssembleNested(own []byte, child func(Child) (*Published, error), reduce bool) (*Published, error) {
+	parent, err := DecodeDefinition(own)
+	if err != nil {
+		return nil, err
+	}
+	type got struct {
+		pub  *Published
+		flat *Definition
+	}
+	kids := map[uint64]*got{}
+	var children []*Published
+	for _, c := range parent.Children() {
+		if kids[c.Hash] != nil {
+			continue
+		}
+		p, err := child(c)
+		if err != nil {
+			return nil, fmt.Errorf("graph %q node %d: %w %016x (full_key %016x): %w", parent.Key, c.Node, ErrChild, c.Hash, c.FullKey, err)
+		}
+		if p == nil {
+			return nil, fmt.Errorf("graph %q node %d: %w %016x (full_key %016x) is missing", parent.Key, c.Node, ErrChild, c.Hash, c.FullKey)
+		}
+		if _, h := p.OwnImage(); h != c.Hash || p.Def.FullKey != c.FullKey {
+			return nil, fmt.Errorf("graph %q node %d: %w %016x (full_key %016x): found %016x (full_key %016x) there instead", parent.Key, c.Node, ErrChild, c.Hash, c.FullKey, h, p.Def.FullKey)
+		}
+		flat, err := DecodeDefinition(p.Image)
+		if err != nil {
+			return nil, fmt.Errorf("graph %q node %d: %w %016x: %w", parent.Key, c.Node, ErrChild, c.Hash, err)
+		}
+		kids[c.Hash] = &got{pub: p, flat: flat}
+		children = append(children, p)
+	}
+	flat, err := Flatten(parent, func(c Child) (*Definition, error) { return kids[c.Hash].flat, nil })
+	if err != nil {
+		return nil, fmt.Errorf("graph %q: %w", parent.Key, err)
+	}
+	if reduce {
+		ReduceDefinition(flat)
+	}
+	img := EncodeDefinition(flat)
+	host, written, err := DecodeDefinitionHost(img)
+	if err != nil {
+		return nil, fmt.Errorf("graph %q: its flattening: %w", parent.Key, err)
+	}
+	if _, err := DecodeDefinition(img); err != nil {
+		return nil, fmt.Errorf("graph %q: its flattening: %w", parent.Key, err)
+	}
+	return &Published{Def: host, Image: img, Hash: host.ContentHash, Written: written, Nested: own, Children: children}, nil
+}
+
+// Parts lists p and every Definition it refers to, children first, each
+// once: what a store keeps, each under its own image (OwnImage).
+func (p *Published) Parts() []*Published {
+	var out []*Published
+	seen := map[*Published]bool{}
+	var walk func(q *Published)
+	walk = func(q *Published) {
+		if seen[q] {
+			return
+		}
+		seen[q] = true
+		for _, c := range q.Children {
+			walk(c)
+		}
+		out = append(out, q)
+	}
+	walk(p)
+	return out
 }
