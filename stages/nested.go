@@ -297,11 +297,10 @@ func (r *Recorder) publish() (*Published, error) {
 		ReduceDefinition(flat)
 	}
 	img := EncodeDefinition(flat)
+	// The device checks the whole image at its first launch, as it does a
+	// leaf's (a flattening it refuses fails the key loudly).
 	host, written, err := DecodeDefinitionHost(img)
 	if err != nil {
-		return nil, fmt.Errorf("graph %q: its flattening: %w", r.key, err)
-	}
-	if _, err := DecodeDefinition(img); err != nil {
 		return nil, fmt.Errorf("graph %q: its flattening: %w", r.key, err)
 	}
 	children := make([]*Published, len(r.kids))
@@ -325,6 +324,33 @@ func Flatten(d *Definition, child func(Child) (*Definition, error)) (*Definition
 		FullKey: d.FullKey, Key: d.Key, Boundary: d.Boundary, BoundaryScalars: d.BoundaryScalars,
 		Roots: append([]InternalRoot(nil), d.Roots...),
 	}
+	// Sized first: a step's flattening is tens of thousands of nodes, and
+	// its pools grown append by append were most of its cost.
+	kids := make([]*Definition, len(d.Nodes))
+	var nn, nt, ns, nf, np int
+	for i := range d.Nodes {
+		nd := &d.Nodes[i]
+		if nd.Kind != KindGraph {
+			nn, nt, ns, nf = nn+1, nt+int(nd.Tensors.N), ns+int(nd.Scalars.N), nf+int(nd.Fanin.N)
+			if nd.Pred > 0 {
+				np++
+			}
+			continue
+		}
+		c := Child{Node: i}
+		c.Hash, c.FullKey = ChildOf(nd)
+		cd, err := child(c)
+		if err != nil {
+			return nil, fmt.Errorf("node %d: %w", i, err)
+		}
+		if cd == nil || cd.Nested() {
+			return nil, fmt.Errorf("node %d: %w %016x is missing or not flattened", i, ErrChild, c.Hash)
+		}
+		kids[i] = cd
+		nn, nt, ns, nf, np = nn+len(cd.Nodes), nt+len(cd.Tensors), ns+len(cd.Scalars), nf+len(cd.Fanin)+len(cd.Nodes)*int(nd.Fanin.N), np+len(cd.Preds)
+	}
+	f.Nodes, f.Tensors, f.Scalars = make([]NodeDesc, 0, nn), make([]TensorRef, 0, nt), make([]ScalarRef, 0, ns)
+	f.Fanin, f.Preds = make([]uint32, 0, nf), make([]PredRef, 0, np)
 	type span struct{ lo, hi int }
 	where := make([]span, len(d.Nodes))
 	// sinks[i] is what a wait on parent node i is, in flat node indices.
@@ -346,14 +372,8 @@ func Flatten(d *Definition, child func(Child) (*Definition, error)) (*Definition
 			continue
 		}
 		c := Child{Node: i}
-		c.Hash, c.FullKey = ChildOf(nd)
-		cd, err := child(c)
-		if err != nil {
-			return nil, fmt.Errorf("node %d: %w", i, err)
-		}
-		if cd == nil || cd.Nested() {
-			return nil, fmt.Errorf("node %d: %w %016x is missing or not flattened", i, ErrChild, c.Hash)
-		}
+		c.Hash, _ = ChildOf(nd)
+		cd := kids[i]
 		b := &binding{tens: d.Tensors[nd.Tensors.Off : nd.Tensors.Off+nd.Tensors.N], scal: d.Scalars[nd.Scalars.Off : nd.Scalars.Off+nd.Scalars.N], rootBase: int32(len(f.Roots))}
 		if err := b.check(d, cd); err != nil {
 			return nil, fmt.Errorf("node %d: %w %016x: %w", i, ErrChild, c.Hash, err)

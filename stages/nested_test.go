@@ -2,8 +2,12 @@ package stages
 
 import (
 	"bytes"
+	"encoding/binary"
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/hbg-dev/hbg/stages/imagefmt"
 )
 
 // nestedStep is a parent body that calls child twice (two row ranges of its
@@ -105,5 +109,98 @@ func TestRecordNested(t *testing.T) {
 	}
 	if want := "children: 2 Graph calls of 1 Definitions"; !strings.Contains(sb.String(), want) || !strings.Contains(sb.String(), "child Definition ") {
 		t.Errorf("describe of the nested image lacks %q:\n%s", want, sb.String())
+	}
+}
+
+// FuzzNestedDefinition feeds a nested Definition's own image, as a store
+// hands it back, mutated (and with its content hash fixed up, so the checks
+// behind it are reached), to what reads one: decode, describe, and
+// assembly over the recording's children. None may panic; an assembly
+// either fails (ErrBadImage or ErrChild) or yields a flattening the device
+// decodes, whose children are the ones the image names.
+func FuzzNestedDefinition(f *testing.F) {
+	p := recordNested(f)
+	f.Add(p.Nested)
+	f.Add(p.Children[0].Image)
+	byHash := map[uint64]*Published{}
+	for _, c := range p.Children {
+		_, h := c.OwnImage()
+		byHash[h] = c
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, fix := range []bool{false, true} {
+			c := append([]byte(nil), b...)
+			if fix {
+				if len(c) < defHeaderSize || string(c[:4]) != DefinitionMagic {
+					return
+				}
+				binary.LittleEndian.PutUint64(c[hashOff:], imagefmt.Hash(c, hashOff))
+			}
+			describeOK(t, c)
+			if _, err := DecodeDefinition(c); err != nil && !errors.Is(err, ErrBadImage) {
+				t.Fatalf("DecodeDefinition: %v, want nil or an ErrBadImage", err)
+			}
+			a, err := AssembleNested(c, func(ch Child) (*Published, error) { return byHash[ch.Hash], nil }, true)
+			if err != nil {
+				if !errors.Is(err, ErrBadImage) && !errors.Is(err, ErrChild) {
+					t.Fatalf("AssembleNested: %v, want an ErrBadImage or an ErrChild", err)
+				}
+				continue
+			}
+			flat, err := DecodeDefinition(a.Image)
+			if err != nil || flat.Nested() {
+				t.Fatalf("an assembled flattening does not decode flat: %v", err)
+			}
+			own, _ := DecodeDefinition(c)
+			for _, ch := range own.Children() {
+				if byHash[ch.Hash] == nil {
+					t.Fatalf("assembled over child %016x, which is none of the recording's", ch.Hash)
+				}
+			}
+		}
+	})
+}
+
+// TestNestedMutated: a nested Definition whose child reference names other
+// bytes, or whose child is not there, is refused whole (ErrChild).
+func TestNestedMutated(t *testing.T) {
+	p := recordNested(t)
+	child := p.Children[0]
+	_, ch := child.OwnImage()
+	give := func(c Child) (*Published, error) {
+		if c.Hash == ch {
+			return child, nil
+		}
+		return nil, nil
+	}
+	if _, err := AssembleNested(p.Nested, give, true); err != nil {
+		t.Fatalf("untouched: %v", err)
+	}
+	if _, err := AssembleNested(p.Nested, func(Child) (*Published, error) { return nil, nil }, true); !errors.Is(err, ErrChild) {
+		t.Fatalf("child removed: %v, want ErrChild", err)
+	}
+	// The child's bytes changed (and rehashed: a valid Definition, but not
+	// the one the parent names).
+	other := *child
+	other.Image = append([]byte(nil), child.Image...)
+	other.Image[len(other.Image)-1] ^= 1 // the key's last byte
+	binary.LittleEndian.PutUint64(other.Image[hashOff:], imagefmt.Hash(other.Image, hashOff))
+	other.Hash = DefinitionHash(other.Image)
+	if _, err := AssembleNested(p.Nested, func(Child) (*Published, error) { return &other, nil }, true); !errors.Is(err, ErrChild) {
+		t.Fatalf("child changed: %v, want ErrChild", err)
+	}
+	// The parent names another child.
+	mut := append([]byte(nil), p.Nested...)
+	own, _ := DecodeDefinition(mut)
+	at := int(binary.LittleEndian.Uint32(mut[defSecAt+4*dsNodes:])) + nodeRecSize*own.Children()[0].Node + imagefmt.NodeBlockNumAt
+	mut[at] ^= 1
+	binary.LittleEndian.PutUint64(mut[hashOff:], imagefmt.Hash(mut, hashOff))
+	if _, err := AssembleNested(mut, give, true); !errors.Is(err, ErrChild) {
+		t.Fatalf("reference changed: %v, want ErrChild", err)
+	}
+	// The device refuses a nested image uploaded unflattened: only
+	// flattenings are run (npu's check; the decode here takes it).
+	if d, err := DecodeDefinition(p.Nested); err != nil || !d.Nested() {
+		t.Fatalf("the nested image decodes as nested: %v", err)
 	}
 }

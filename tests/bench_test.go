@@ -80,7 +80,7 @@ func BenchmarkPassWarm(b *testing.B) {
 // and uploads every Definition.
 func BenchmarkPassCold(b *testing.B) {
 	m := loadDSv4(b)
-	for _, form := range []string{"pair", "blocks", "full"} {
+	for _, form := range []string{"pair", "blocks", "full", "step"} {
 		b.Run(form, func(b *testing.B) {
 			orch := orchestration(m, form)
 			var passes []trace.Pass
