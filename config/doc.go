@@ -265,6 +265,16 @@
 //
 // # Graphs
 //
+// A Graph called inside a Graph body (a form whose graphs name an auto
+// block and the blocks it calls, or any block under a step) is a Graph of
+// its own: the outer Definition refers to the inner one by content hash
+// (stages.Recorder.Graph), and the device runs the flattening. A form's
+// step: {key: TEXT} makes the whole program one Graph call whose boundary
+// is every entry tensor, whole, tagged inout, with every program param
+// hashed into its full_key: a warm pass is one replay, the form's Graphs
+// its children (the program's host reads read the model file's entry
+// tables, which full_key covers, so they stay in its body).
+//
 // A form's graphs map turns a block's calls into Graph calls whose key is the
 // key text with {param}s filled in (a variant by its name; without key:,
 // the block's name); config lists the values hashed into full_key, and a

@@ -168,9 +168,9 @@ type frame struct {
 	// The Graph call this frame makes, reused call after call; the
 	// auto-boundary maps of the call in progress (read by its Body and
 	// Detach); the buffer its key is built in.
-	graphCall                  stages.GraphCall
+	graphCall stages.GraphCall
 	// stepOf is the form whose step graphCall is (the program's frame).
-	stepOf *form
+	stepOf                     *form
 	graphSlotOf, graphScalarOf [][]int32
 	keyBuf                     []byte
 	keys                       map[string]string // the keys made so far (runner.key)

@@ -465,7 +465,6 @@ func (r *Recorder) ScopeEnd() {
 	}
 }
 
-
 // check is the recording's error once the body has returned.
 func (r *Recorder) check() error {
 	if r.err != nil {
