@@ -211,6 +211,7 @@ func (r *Recorder) child(call *GraphCall) (*kid, error) {
 		return nil, err
 	}
 	r.Defects = append(r.Defects, sub.Defects...)
+	r.kidNodes += sub.Nodes()
 	pub, err := sub.publish()
 	if err != nil {
 		return nil, err
@@ -275,7 +276,6 @@ func (r *Recorder) publish() (*Published, error) {
 		reduceDefinition(&r.def, &r.red)
 	}
 	own := encodeDefinition(&r.def, &r.rec)
-	r.def.Nodes = r.def.Nodes[:0]
 	parent, err := DecodeDefinition(own)
 	if err != nil {
 		return nil, fmt.Errorf("graph %q: its nested image: %w", r.key, err)

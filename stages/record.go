@@ -108,6 +108,7 @@ type Recorder struct {
 	nestArgs    []Arg
 	nestScalars []Scalar
 	nested      *Published
+	kidNodes    int // nodes the children recorded (Nodes counts them)
 }
 
 // SetIdentity gives the hash of the orchestration identity the body runs
@@ -163,7 +164,7 @@ func (r *Recorder) Reset(key string, fullKey uint64, boundary []Arg, broots []Bo
 	r.scopes.reset()
 	r.err = nil
 	r.Defects = r.Defects[:0]
-	r.kids, r.nested = nil, nil
+	r.kids, r.nested, r.kidNodes = nil, nil, 0
 	if r.def.Nodes == nil {
 		// Publish handed the last recording's nodes over.
 		r.def.Nodes = make([]NodeDesc, 0, r.nodesCap)
@@ -234,8 +235,9 @@ func (r *Recorder) Err() error { return r.err }
 // numbered consecutively from it, in creation order.
 func (r *Recorder) NumRoots() int { return int(privateRootBase) + len(r.roots) }
 
-// Nodes is the number of nodes recorded so far.
-func (r *Recorder) Nodes() int { return len(r.def.Nodes) }
+// Nodes is the number of nodes recorded so far, a nested body's children's
+// (each Definition once) among them.
+func (r *Recorder) Nodes() int { return len(r.def.Nodes) + r.kidNodes }
 
 func (r *Recorder) newRoot(dt DType, elems int64, mdep bool, node int) RootID {
 	r.roots = append(r.roots, privRoot{dtype: dt, elems: elems, creator: uint32(node), mdep: mdep})
