@@ -50,3 +50,33 @@ func BenchmarkPassWarmQwen3(b *testing.B) {
 	b.ReportMetric(float64(walls[len(walls)/2].Nanoseconds())/1e3, "pass-µs")
 	reportPhases(b, passes)
 }
+
+// BenchmarkPassWarmQwen3Step is BenchmarkPassWarmQwen3 for Qwen3's step
+// form: the whole step one Graph of the layer Graphs, one host submission.
+func BenchmarkPassWarmQwen3Step(b *testing.B) {
+	m, err := config.Load(qwen3)
+	if err != nil {
+		b.Fatal(err)
+	}
+	orch := orchestration(m, "step")
+	rt := startRuntime(b, actors.Config{SkipDevice: true})
+	ctx := context.Background()
+	if _, err := rt.Pass(ctx, orch, 0, 0); err != nil {
+		b.Fatal(err)
+	}
+	var passes []trace.Pass
+	round := 1
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := rt.Pass(ctx, orch, 0, round)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res.Pass.BuiltDefinitions != 0 || res.Counts.HostSubmissions != 1 {
+			b.Fatalf("warm pass %d built %d Definitions, %d host submissions", round, res.Pass.BuiltDefinitions, res.Counts.HostSubmissions)
+		}
+		passes = append(passes, res.Pass)
+		round++
+	}
+	reportPhases(b, passes)
+}
