@@ -157,32 +157,20 @@ func (r *Recorder) child(call *GraphCall) (*kid, error) {
 	if r.depth+1 >= maxNesting {
 		return nil, fmt.Errorf("nested %d deep, more than %d", r.depth+1, maxNesting-1)
 	}
-	// The child sees its boundary roots under ids of its own (0, 1, ... in
-	// slot order): the parent's private roots are boundary roots to it, and
-	// would otherwise be taken for its own.
-	bound := make([]Arg, len(call.Boundary))
-	roots := make([]BoundaryRoot, 0, len(call.Boundary))
-	var seen []RootID
-	for s, a := range call.Boundary {
-		i := slices.Index(seen, a.View.Root)
-		if i < 0 {
-			br, ok := r.rootOf(a.View.Root)
-			if !ok {
-				return nil, fmt.Errorf("boundary slot %d views root %d, which is neither a boundary tensor nor allocated in the body", s, a.View.Root)
-			}
-			i = len(seen)
-			seen = append(seen, a.View.Root)
-			roots = append(roots, br)
-		}
-		bound[s] = a
-		bound[s].View.Root = RootID(i)
-	}
+	// The child sees its boundary roots under the parent's ids (the body
+	// passes them on as it got them), and numbers its own roots after the
+	// parent's (rootBase), so neither is taken for the other.
+	bound := append([]Arg(nil), call.Boundary...)
 	slotRoots := make([]BoundaryRoot, len(bound))
 	for s := range bound {
-		slotRoots[s] = roots[bound[s].View.Root]
+		br, ok := r.rootOf(bound[s].View.Root)
+		if !ok {
+			return nil, fmt.Errorf("boundary slot %d views root %d, which is neither a boundary tensor nor allocated in the body", s, bound[s].View.Root)
+		}
+		slotRoots[s] = br
 	}
 	fk := fullKeyFrom(r.idHash, call.Key, call.Config)
-	sig := Signature(bound, kidSizer(roots))
+	sig := Signature(bound, kidSizer{bound, slotRoots})
 	if call.KeyComplete {
 		// A key proven complete (the model config's static check) has one
 		// structure per signature: its Definition is shared by every call.
@@ -205,7 +193,7 @@ func (r *Recorder) child(call *GraphCall) (*kid, error) {
 		r.sub = new(Recorder)
 	}
 	sub := r.sub
-	sub.depth, sub.idHash = r.depth+1, r.idHash
+	sub.depth, sub.idHash, sub.rootBase = r.depth+1, r.idHash, r.rootBase+len(r.roots)
 	sub.fullEdges, sub.edges = r.fullEdges, r.edges
 	if err := sub.RecordBody(call.Key, fk, bound, slotRoots, call.Scalars, call.ExtDeps, call.Body); err != nil {
 		return nil, err
@@ -243,11 +231,7 @@ func sigKey(fk uint64, sig []BoundarySlot, nscal, next int) uint64 {
 // rootOf is what the recording knows of a root a nested call's boundary
 // views: one the body allocated, or a boundary root.
 func (r *Recorder) rootOf(id RootID) (BoundaryRoot, bool) {
-	if id.IsPrivate() {
-		i := int(id - privateRootBase)
-		if i >= len(r.roots) {
-			return BoundaryRoot{}, false
-		}
+	if i, ok := r.own(id); ok {
 		return BoundaryRoot{Elems: r.roots[i].elems, ManualDep: r.roots[i].mdep}, true
 	}
 	if s := r.slots.get(id); s != nil {
@@ -256,10 +240,21 @@ func (r *Recorder) rootOf(id RootID) (BoundaryRoot, bool) {
 	return BoundaryRoot{}, false
 }
 
-// kidSizer sizes a child's boundary roots, numbered 0, 1, ... (child).
-type kidSizer []BoundaryRoot
+// kidSizer sizes a child's boundary roots: each slot's root, as the
+// parent knows it.
+type kidSizer struct {
+	bound []Arg
+	roots []BoundaryRoot
+}
 
-func (k kidSizer) RootElems(id RootID) int64 { return k[id].Elems }
+func (k kidSizer) RootElems(id RootID) int64 {
+	for s := range k.bound {
+		if k.bound[s].View.Root == id {
+			return k.roots[s].Elems
+		}
+	}
+	return 0
+}
 
 // publish is Publish with its error: a nested body's flattening can fail
 // (a child that does not fit its binding), which a leaf's cannot.

@@ -204,3 +204,67 @@ func TestNestedMutated(t *testing.T) {
 		t.Fatalf("the nested image decodes as nested: %v", err)
 	}
 }
+
+// TestNestedForeignRoot: a child body that reaches past its boundary to a
+// tensor its parent allocated (a closure's, say) fails the recording
+// loudly (ErrUnsupported), never taken for a tensor of the child's own: a
+// child numbers its roots after its parent's. Two levels deep, a
+// grandchild's binding composes through both.
+func TestNestedForeignRoot(t *testing.T) {
+	var r Recorder
+	bound := []Arg{{Tag: TagInput, View: NewView(0, 0, FP32, 8, 16)}, {Tag: TagOutputExisting, View: NewView(1, 0, FP32, 8, 16)}}
+	roots := []BoundaryRoot{{Elems: 128}, {Elems: 128}}
+	var buf RootID
+	leak := func(o Submitter, b *Boundary) error {
+		_, tmp := o.Alloc([]RootSpec{{Name: "tmp", DType: FP32, Shape: []int64{4, 16}}})
+		o.Submit(&Task{Kind: KindAIV, Kernel: [3]KernelID{-1, 0, -1}, BlockNum: 1,
+			Args: []Arg{{Tag: TagInput, View: NewView(buf, 0, FP32, 4, 16)}, {Tag: TagOutputExisting, View: NewView(tmp, 0, FP32, 4, 16)}}})
+		return nil
+	}
+	parent := func(o Submitter, b *Boundary) error {
+		_, buf = o.Alloc([]RootSpec{{Name: "buf", DType: FP32, Shape: []int64{4, 16}}})
+		o.Graph(&GraphCall{Key: "leak", Boundary: []Arg{{Tag: TagInOut, View: NewView(b.Tensors[1].View.Root, 0, FP32, 4, 16)}}, Body: leak})
+		return nil
+	}
+	err := r.RecordBody("parent", 1, bound, roots, nil, nil, parent)
+	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "neither a boundary tensor nor allocated in the body") {
+		t.Fatalf("a child reaching its parent's buffer: %v, want ErrUnsupported (unclassifiable)", err)
+	}
+	// Two levels: step -> mid -> nestedChild, over the mid's own buffer.
+	mid := func(o Submitter, b *Boundary) error {
+		_, m := o.Alloc([]RootSpec{{Name: "m", DType: FP32, Shape: []int64{4, 16}}})
+		o.Graph(&GraphCall{Key: "child", Boundary: []Arg{{Tag: TagInput, View: b.Tensors[0].View}, {Tag: TagOutputExisting, View: NewView(m, 0, FP32, 4, 16)}},
+			Scalars: []uint64{b.Scalars[0].Value}, ScalarSrc: []int32{b.Scalars[0].Src}, Body: nestedChild, KeyComplete: true})
+		o.Submit(&Task{Kind: KindAIV, Kernel: [3]KernelID{-1, 0, -1}, BlockNum: 1,
+			Args: []Arg{{Tag: TagInput, View: NewView(m, 0, FP32, 4, 16)}, {Tag: TagOutputExisting, View: b.Tensors[1].View}}})
+		return nil
+	}
+	top := func(o Submitter, b *Boundary) error {
+		o.Graph(&GraphCall{Key: "mid", Boundary: []Arg{{Tag: TagInput, View: NewView(b.Tensors[0].View.Root, 64, FP32, 4, 16)}, {Tag: TagOutputExisting, View: NewView(b.Tensors[1].View.Root, 64, FP32, 4, 16)}},
+			Scalars: []uint64{b.Scalars[0].Value}, ScalarSrc: []int32{b.Scalars[0].Src}, Body: mid, KeyComplete: true})
+		return nil
+	}
+	if err := r.RecordBody("top", 2, bound, roots, []uint64{5}, nil, top); err != nil {
+		t.Fatal(err)
+	}
+	p := r.Publish()
+	flat, err := DecodeDefinition(p.Image)
+	if err != nil || len(p.Children) != 1 || len(p.Children[0].Children) != 1 {
+		t.Fatalf("flat %v, %d children", err, len(p.Children))
+	}
+	// Nodes: mid's alloc m, child's alloc tmp, scale, mm, mid's last.
+	if len(flat.Nodes) != 5 || len(flat.Roots) != 2 {
+		t.Fatalf("%d nodes, %d roots, want 5 and 2", len(flat.Nodes), len(flat.Roots))
+	}
+	scale := &flat.Nodes[2]
+	if in := flat.Tensors[scale.Tensors.Off]; in.Src != SrcBoundaryView || in.Slot != 0 || in.Delta != 64 {
+		t.Errorf("the grandchild's input %+v, want top's slot 0 + 64", in)
+	}
+	if sc := flat.Scalars[scale.Scalars.Off]; !sc.Boundary || sc.Slot != 0 {
+		t.Errorf("the grandchild's scalar %+v, want top's boundary scalar 0", sc)
+	}
+	mm := &flat.Nodes[3]
+	if out := flat.Tensors[mm.Tensors.Off+1]; out.Src != SrcInternal || out.Slot != 0 {
+		t.Errorf("the grandchild's output %+v, want mid's buffer (flat root 0)", out)
+	}
+}

@@ -109,6 +109,9 @@ type Recorder struct {
 	nestScalars []Scalar
 	nested      *Published
 	kidNodes    int // nodes the children recorded (Nodes counts them)
+	// rootBase is the private root ids the ancestors' bodies took: this
+	// body's own are numbered after them (own).
+	rootBase int
 }
 
 // SetIdentity gives the hash of the orchestration identity the body runs
@@ -134,9 +137,20 @@ type privRoot struct {
 	mdep    bool
 }
 
+// own is the index among the body's own roots of id, if it is one: a
+// nested body's roots are numbered after its ancestors' (rootBase), whose
+// roots it may receive as boundary roots.
+func (r *Recorder) own(id RootID) (int, bool) {
+	i := int(id-privateRootBase) - r.rootBase
+	if !id.IsPrivate() || i < 0 || i >= len(r.roots) {
+		return 0, false
+	}
+	return i, true
+}
+
 func (r *Recorder) meta(id RootID) rootMeta {
-	if id.IsPrivate() {
-		p := &r.roots[id-privateRootBase]
+	if i, ok := r.own(id); ok {
+		p := &r.roots[i]
 		return rootMeta{creator: TaskID(p.creator), manualDep: p.mdep}
 	}
 	// Boundary roots were created outside the body: their creators are
@@ -233,7 +247,7 @@ func (r *Recorder) Err() error { return r.err }
 
 // NumRoots numbers the next private root: roots a body creates are
 // numbered consecutively from it, in creation order.
-func (r *Recorder) NumRoots() int { return int(privateRootBase) + len(r.roots) }
+func (r *Recorder) NumRoots() int { return int(privateRootBase) + r.rootBase + len(r.roots) }
 
 // Nodes is the number of nodes recorded so far, a nested body's children's
 // (each Definition once) among them.
@@ -241,14 +255,14 @@ func (r *Recorder) Nodes() int { return len(r.def.Nodes) + r.kidNodes }
 
 func (r *Recorder) newRoot(dt DType, elems int64, mdep bool, node int) RootID {
 	r.roots = append(r.roots, privRoot{dtype: dt, elems: elems, creator: uint32(node), mdep: mdep})
-	return privateRootBase + RootID(len(r.roots)-1)
+	return privateRootBase + RootID(r.rootBase+len(r.roots)-1)
 }
 
 // classify finds a view's source (ARCHITECTURE §3: boundary exact,
 // boundary view + delta, internal, own output): its kind, slot and delta.
 func (r *Recorder) classify(v *View) (src SourceKind, slot int32, delta int64, ok bool) {
-	if v.Root.IsPrivate() {
-		return SrcInternal, int32(v.Root - privateRootBase), v.Offset, true
+	if i, ok := r.own(v.Root); ok {
+		return SrcInternal, int32(i), v.Offset, true
 	}
 	slots := r.slots.get(v.Root)
 	if slots == nil {
@@ -342,14 +356,14 @@ func (w *writer) allocRecord(dt DType, shape []int64, slot int32) {
 // Alloc records an alloc node creating private roots.
 func (r *Recorder) Alloc(specs []RootSpec) (TaskID, RootID) {
 	node := len(r.def.Nodes)
-	first := privateRootBase + RootID(len(r.roots))
+	first := privateRootBase + RootID(r.rootBase+len(r.roots))
 	tOff := r.rec.ntens
 	for _, s := range specs {
 		if len(s.Shape) > MaxDims {
 			panic(fmt.Sprintf("stages: view of rank %d exceeds %d", len(s.Shape), MaxDims))
 		}
 		id := r.newRoot(s.DType, s.Elems(), s.ManualDep, node)
-		r.rec.tens.allocRecord(s.DType, s.Shape, int32(id-privateRootBase))
+		r.rec.tens.allocRecord(s.DType, s.Shape, int32(int(id-privateRootBase)-r.rootBase))
 		r.rec.ntens++
 	}
 	r.def.Nodes = append(r.def.Nodes, NodeDesc{
@@ -398,7 +412,7 @@ func (r *Recorder) Submit(t *Task) TaskID {
 		if a.Tag == TagOutput {
 			a.View.Root = r.newRoot(a.View.DType, a.View.Elems(), false, int(node))
 			a.View.Offset = 0
-			r.tensor(TagOutput, SrcOwnOutput, int32(a.View.Root-privateRootBase), 0, &a.View)
+			r.tensor(TagOutput, SrcOwnOutput, int32(int(a.View.Root-privateRootBase)-r.rootBase), 0, &a.View)
 			continue
 		}
 		src, slot, delta, ok := r.classify(&a.View)
