@@ -219,7 +219,10 @@ func TestRecordingFailures(t *testing.T) {
 	nested := func(o stages.Submitter, b *stages.Boundary) error {
 		rowBody(o, b)
 		if b.Scalars[0].Value == 1 {
-			o.Graph(&stages.GraphCall{Key: "inner", Boundary: b.Tensors, Scalars: []uint64{7}, Body: rowBody})
+			// A nested Graph over z, which the body neither received nor
+			// allocated: no child Definition can bind it (unsupported).
+			z := stages.Arg{Tag: stages.TagInput, View: stages.NewView(2, 0, stages.FP32, 16)}
+			o.Graph(&stages.GraphCall{Key: "inner", Boundary: []stages.Arg{z, b.Tensors[1]}, Scalars: []uint64{7}, Body: rowBody})
 		}
 		return nil
 	}

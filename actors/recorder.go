@@ -112,6 +112,7 @@ func (r *recorder) recordBody(job *mailbox.RecordJob) (err, aborted error) {
 		}
 		r.rec.SetFullEdges(job.FullEdges)
 		r.rec.SetMaxEdges(job.MaxEdges)
+		r.rec.SetIdentity(job.Identity)
 		err = r.rec.RecordBody(job.Key, job.FullKey, job.Boundary, job.Roots, job.Scalars, job.ExtDeps, job.Body)
 		returned = true
 	}()

@@ -30,6 +30,9 @@ type store struct {
 	// checking, per fetched image being checked, its span (fetch.go).
 	fetching map[*mailbox.RecordJob]fetchSpan
 	checking map[*mailbox.RecordJob]checkSpan
+	// fullEdges: Definitions ship every edge (Config.FullEdges), so a
+	// nested one loaded from disk is flattened unreduced.
+	fullEdges bool
 }
 
 func newStore(rt *Runtime) *store {
@@ -44,6 +47,7 @@ func newStore(rt *Runtime) *store {
 		preloads:  map[int]*prefetch{},
 		fetching:  map[*mailbox.RecordJob]fetchSpan{},
 		checking:  map[*mailbox.RecordJob]checkSpan{},
+		fullEdges: rt.cfg.FullEdges,
 	}
 }
 
@@ -123,7 +127,25 @@ func (s *store) do(ctx actor.Context, a stages.StoreAction[*mailbox.RecordJob]) 
 	case stages.StoreFetch:
 		s.fetch(ctx, a.Job)
 	case stages.StoreWrite:
-		ctx.Send(s.writer, &diskPut{def: a.Def.Def, image: a.Def.Image, model: a.Job.Model, sig: a.Def.Signature})
+		// A nested Definition is kept as parts: each child an entry of
+		// its own (found by its full_key, checked by its content hash),
+		// before the parent's own image that refers to them.
+		for _, p := range a.Def.Parts() {
+			img, h := p.OwnImage()
+			def := p.Def
+			if h != def.ContentHash {
+				d := *def
+				d.ContentHash = h
+				def = &d
+			}
+			var sig []byte
+			if p == a.Def {
+				// A fetched image's signature covers it alone: a fetched
+				// Definition is a flattening, its own only part.
+				sig = a.Def.Signature
+			}
+			ctx.Send(s.writer, &diskPut{def: def, image: img, model: a.Job.Model, sig: sig})
+		}
 	case stages.StoreRecorded:
 		var image []byte
 		if a.Def != nil {

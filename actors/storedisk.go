@@ -130,10 +130,19 @@ func (s *store) loadFound(l diskLoad, found *diskstore.Found, span trace.StoreLo
 	if ld == nil {
 		return failed(l, span, err)
 	}
-	span.Finish(int64(len(ld.Image)), nil)
 	// ld.Def is the host's part of the Definition (no tensor, scalar, fanin
 	// or root pool): the device reads the rest at its first launch.
 	d := &mailbox.Definition{Def: ld.Def, Image: ld.Image, Hash: ld.Def.ContentHash, Written: ld.Written, Signature: ld.Signature}
+	if ld.Def.Nested() {
+		// Its children are entries of their own: every one found and
+		// checked, or the parent is refused whole and recorded again.
+		var err error
+		if d, err = s.assemble(ld.Image, l.model, 0); err != nil {
+			return failed(l, span, err)
+		}
+		ns = findNs + trace.Now() - t0
+	}
+	span.Finish(int64(len(ld.Image)), nil)
 	return &diskLoaded{key: l.fullKey, def: d, load: stages.StoreLoad{Loaded: 1, Bytes: int64(len(ld.Image)), Ns: ns}}
 }
 
@@ -143,4 +152,32 @@ func (s *store) quarantine(a stages.StoreAction[*mailbox.RecordJob]) {
 	if s.disk != nil {
 		s.disk.Quarantine(a.Key, a.Err.Error())
 	}
+}
+
+// assemble loads a nested Definition's children from the store on disk
+// (each its own entry, nested itself or not) and flattens it over them
+// (stages.AssembleNested). The children's pins are released once their
+// bytes are in the flattening.
+func (s *store) assemble(own []byte, model string, depth int) (*mailbox.Definition, error) {
+	if depth > 8 {
+		return nil, fmt.Errorf("%w: nested more than 8 deep", stages.ErrChild)
+	}
+	return stages.AssembleNested(own, func(c stages.Child) (*stages.Published, error) {
+		found, err := s.disk.Find(c.FullKey)
+		if found == nil {
+			if err == nil {
+				err = fmt.Errorf("not in the store")
+			}
+			return nil, err
+		}
+		ld, err := found.Load(model)
+		if ld == nil {
+			return nil, err
+		}
+		defer s.disk.Unpin(c.FullKey)
+		if !ld.Def.Nested() {
+			return &stages.Published{Def: ld.Def, Image: ld.Image, Hash: ld.Def.ContentHash, Written: ld.Written}, nil
+		}
+		return s.assemble(ld.Image, model, depth+1)
+	}, !s.fullEdges)
 }

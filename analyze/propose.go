@@ -23,6 +23,30 @@ type Proposal struct {
 	PredictedNs  float64
 	Horizon      int
 	Alternatives []Alternative
+	// Step, when set, makes the whole step one Graph of the Graphs above
+	// (a form's step:, config/step.go): it pays where one replay of the
+	// step costs less than the form's ordinary tasks and Graph calls, by
+	// more than recording the step costs over the horizon. Shape and
+	// PredictedNs are then the step's; Step.Flat the form's without it.
+	Step *StepChoice
+	// NoStep says why the step is not one Graph (Step nil).
+	NoStep string
+}
+
+// StepChoice is the step made one Graph of Graphs.
+type StepChoice struct {
+	Key string
+	// Children is the Graph calls inside the step, Definitions their
+	// Definitions (its children by hash), Ordinary the tasks it records
+	// besides them.
+	Children, Definitions, Ordinary int
+	// Flat is the form without the step, FlatNs its predicted warm control
+	// plane; SavingNs what the step saves a warm pass over it, ColdNs what
+	// recording and flattening the step costs once, BreakEven the passes
+	// after which the saving has paid it.
+	Flat                     Shape
+	FlatNs, SavingNs, ColdNs float64
+	BreakEven                float64
 }
 
 // Choice is one block made a Graph.
@@ -210,7 +234,57 @@ func Propose(maps []*Map, c Costs, horizon int) *Proposal {
 		}
 	}
 	best.Alternatives = alts
+	best.step(&c)
 	return best
+}
+
+// stepKey is the key a proposed step gets.
+const stepKey = "step"
+
+// step makes p's form one step Graph when that pays over the horizon.
+func (p *Proposal) step(c *Costs) {
+	if len(p.Graphs) == 0 {
+		return // a step of Graphs: with none, the form stays as it is
+	}
+	st := p.Map.Step
+	recorded, bytes := 0, 0
+	for _, g := range p.Graphs {
+		recorded += g.Nodes
+	}
+	defs := 0
+	for _, bm := range p.Map.Blocks {
+		if !slices.Contains(p.blocks(), bm.Info.Name) {
+			continue
+		}
+		for _, d := range bm.Definitions {
+			bytes += d[0].ImageBytes
+			defs++
+		}
+	}
+	perNode := 200.0 // a Definition's bytes a node, when none is chosen
+	if recorded > 0 {
+		perNode = float64(bytes) / float64(recorded)
+	}
+	// The step records its ordinary tasks, a node per child call and each
+	// child Definition once, then flattens every task of the step into the
+	// image it uploads.
+	recorded += p.Shape.OrdinaryTasks + p.Shape.GraphCalls
+	cold := c.cold(recorded+st.Tasks, int(perNode*float64(st.Tasks)))
+	one := Shape{GraphCalls: 1}
+	ns := c.Predict(one)
+	saving := p.PredictedNs - ns
+	if saving <= 0 {
+		p.NoStep = fmt.Sprintf("one replay of the whole step (%.2f us) saves nothing over the form's %d host submissions (%.2f us)", ns/1e3, p.Shape.HostSubmissions(), p.PredictedNs/1e3)
+		return
+	}
+	if ns+cold/float64(p.Horizon) >= p.PredictedNs+p.amortised() {
+		p.NoStep = fmt.Sprintf("break-even not reached: the whole step as one Graph of %s would save %.1f us a warm pass (1 host submission for %d) and records and flattens for %.1f us once, paid back after %.1f passes (the horizon is %d; --horizon sets it)",
+			plural(p.Shape.GraphCalls, "Graph call"), saving/1e3, p.Shape.HostSubmissions(), cold/1e3, cold/saving, p.Horizon)
+		return
+	}
+	p.Step = &StepChoice{Key: stepKey, Children: p.Shape.GraphCalls, Definitions: defs, Ordinary: p.Shape.OrdinaryTasks,
+		Flat: p.Shape, FlatNs: p.PredictedNs, SavingNs: saving, ColdNs: cold, BreakEven: cold / saving}
+	p.Shape, p.PredictedNs = one, ns
 }
 
 func (p *Proposal) amortised() float64 {
@@ -234,6 +308,9 @@ func (p *Proposal) blocks() []string {
 func (p *Proposal) Form() string {
 	var b strings.Builder
 	b.WriteString("params: " + paramsYAML(p.Map.Step.Params, p.Setting) + "\n")
+	if p.Step != nil {
+		b.WriteString("step: {key: " + p.Step.Key + "}\n")
+	}
 	if len(p.Graphs) == 0 {
 		b.WriteString("graphs: {}\n")
 		return b.String()

@@ -71,10 +71,12 @@ func (m *Model) formChecks(f *form) []error {
 			}
 		}
 		sort.Ints(slots)
-		g.complete = len(slots) == 0 && len(b.baked) == 0 && len(b.inputWrites) == 0
+		nested := m.nestedKeys(f, g)
+		g.complete = len(slots) == 0 && len(nested) == 0 && len(b.baked) == 0 && len(b.inputWrites) == 0
 		for _, s := range slots {
 			out = append(out, &StructureError{File: m.file, Line: b.structural[s], Form: f.name, Block: b.name, Param: b.slotName(s)})
 		}
+		out = append(out, nested...)
 		for _, u := range b.baked {
 			out = append(out, &BakedScalarError{File: m.file, Line: u.line, Form: f.name, Block: b.name, Scalar: u.scalar, Key: u.key, Expr: u.expr})
 		}
@@ -132,11 +134,39 @@ func (b *block) slotName(s int) string {
 	return fmt.Sprintf("slot %d", s)
 }
 
+// nestedKeys checks the key of every Graph that Graph block g's body calls
+// (a child Definition, stages.Recorder.Graph) against g's own: the child's
+// full_key is in the parent's Definition, so a param of g that feeds a
+// value of the child's key (its config, or a {param} of its key text) is
+// structure of g and must be in g's key, as any other is.
+func (m *Model) nestedKeys(f *form, g *graphSpec) []error {
+	var out []error
+	b := g.block
+	for _, c := range b.calls {
+		cg := f.graphs[c.callee.idx]
+		if cg == nil {
+			continue
+		}
+		var deps uint64
+		for p, e := range c.params {
+			if cg.inKey&(1<<uint(p)) != 0 && e != nil {
+				deps |= e.deps
+			}
+		}
+		for s := 0; s < 64; s++ {
+			if deps&(1<<uint(s)) == 0 || g.inKey&(1<<uint(s)) != 0 || !(s < len(b.params) || s == b.variantSlot) {
+				continue
+			}
+			out = append(out, &StructureError{File: m.file, Line: c.line, Form: f.name, Block: b.name, Param: b.slotName(s)})
+		}
+	}
+	return out
+}
+
 // idleGraphs says which of form f's Graph entries no call made a Graph in a
-// run that c counted: every call of the block ran inside another Graph's
-// body, where calls are inline (a Definition holds no nested Graph), or
-// none ran. Such an entry has no effect; it is a warning, not an error,
-// since the form runs, as its outer Graphs.
+// run that c counted: none ran (a call inside another Graph's body is a
+// Graph too, a child Definition). Such an entry has no effect; it is a
+// warning, not an error, since the form runs.
 func (m *Model) idleGraphs(f *form, c *counter) []string {
 	var out []string
 	for _, g := range f.graphs {
@@ -144,9 +174,6 @@ func (m *Model) idleGraphs(f *form, c *counter) []string {
 			continue
 		}
 		why := "no call of it runs in this form"
-		if c.callInGraph[g.block.idx] {
-			why = "every call of it runs inside another Graph's body, where calls are inline (a Definition holds no nested Graph)"
-		}
 		out = append(out, fmt.Sprintf("%s:%d: form %s: graphs.%s has no effect: %s", m.file, g.line, f.name, g.block.name, why))
 	}
 	return out

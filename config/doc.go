@@ -328,8 +328,10 @@
 //     a view, shape, loop range, condition, kernel choice, predicate, task
 //     index or a computed scalar, its value would be baked into the
 //     Definition (*BakedScalarError below).
-//   - A Graph inside another Graph's body runs inline: a Definition holds no
-//     nested Graph (a warning of Validate, see Summary.Warnings).
+//   - A Graph inside another Graph's body is a Graph: its Definition is a
+//     child the parent's refers to by content hash (stages.Recorder.Graph),
+//     and a param of the parent that feeds the child's key is structure of
+//     the parent, in its key or a *StructureError at the call's line.
 //   - A block has at most 64 params, variant and boundary scalars together.
 //   - Per-variant boundary scalars (scalars: {VARIANT: [...]}) give each
 //     variant its own boundary signature, so the variant is structure: a
@@ -344,6 +346,16 @@
 //     their automata, which grows with both.
 //
 // # Graphs
+//
+// A Graph called inside a Graph body (a form whose graphs name an auto
+// block and the blocks it calls, or any block under a step) is a Graph of
+// its own: the outer Definition refers to the inner one by content hash
+// (stages.Recorder.Graph), and the device runs the flattening. A form's
+// step: {key: TEXT} makes the whole program one Graph call whose boundary
+// is every entry tensor, whole, tagged inout, with every program param
+// hashed into its full_key: a warm pass is one replay, the form's Graphs
+// its children (the program's host reads read the model file's entry
+// tables, which full_key covers, so they stay in its body).
 //
 // A form's graphs map turns a block's calls into Graph calls whose key is the
 // key text with {param}s filled in (a variant by its name; without key:,

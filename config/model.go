@@ -323,6 +323,9 @@ type form struct {
 	line   int
 	params []int64      // program param values
 	graphs []*graphSpec // by block idx; nil = inline
+	// step, if set, makes the whole program one Graph call (step.go), its
+	// block calls that graphs names Graphs inside it.
+	step *graphSpec
 	// generated is a tool's form's text hash ("+hex", AddForm), part of its
 	// orchestration identity; hidden ones are not listed by Forms.
 	generated string

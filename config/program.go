@@ -17,6 +17,7 @@ type programDoc struct {
 type formDoc struct {
 	Params *yaml.Node `yaml:"params"`
 	Graphs *yaml.Node `yaml:"graphs"`
+	Step   *yaml.Node `yaml:"step"`
 }
 
 type graphDoc struct {
@@ -126,6 +127,11 @@ func (l *loader) formsSection(n *yaml.Node) error {
 					return err
 				}
 				fm.graphs[b.idx] = g
+			}
+		}
+		if sn := ff.Step; sn != nil {
+			if fm.step, err = l.stepSpec(fm, sn); err != nil {
+				return err
 			}
 		}
 		l.m.forms = append(l.m.forms, fm)

@@ -52,7 +52,7 @@ func TestQwen3EagerMatchesReference(t *testing.T) {
 	}
 }
 
-// TestQwen3Validates: validate's summary of both forms, and no Graph check
+// TestQwen3Validates: validate's summary of every form, and no Graph check
 // error (the layer body's structure depends on nothing outside its key).
 func TestQwen3Validates(t *testing.T) {
 	m := loadQwen3(t)
@@ -62,6 +62,8 @@ func TestQwen3Validates(t *testing.T) {
 	}
 	want := []config.FormSummary{
 		{Name: "eager", Tasks: 11087, Edges: 23563, HostSubmits: 11087},
+		// The step: one Graph call, the layers its children.
+		{Name: "step", Tasks: 11087, Edges: 23563, HostSubmits: 1, GraphCalls: 1},
 		{Name: "graph", Tasks: 11087, Edges: 23563, HostSubmits: 47, GraphCalls: 40},
 	}
 	for i, w := range want {

@@ -60,7 +60,11 @@ func (m *Model) run(o stages.Submitter, form string) (_ cost, err error) {
 	copy(fr.env, f.params)
 	copy(fr.tensors, m.entryViews)
 	fr.resetTasks()
-	r.body(subOf(o), fr, m.program.body)
+	if f.step != nil {
+		r.stepCall(subOf(o), fr)
+	} else {
+		r.body(subOf(o), fr, m.program.body)
+	}
 	done = true
 	return *r.did, r.err
 }
@@ -170,7 +174,9 @@ type frame struct {
 	// The Graph call this frame makes, reused call after call; the
 	// auto-boundary maps of the call in progress (read by its Body and
 	// Detach); the buffer its key is built in.
-	graphCall                  stages.GraphCall
+	graphCall stages.GraphCall
+	// stepOf is the form whose step graphCall is (the program's frame).
+	stepOf                     *form
 	graphSlotOf, graphScalarOf [][]int32
 	keyBuf                     []byte
 	keys                       map[string]string // the keys made so far (runner.key)
@@ -347,7 +353,7 @@ func (r *runner) body(o *sub, fr *frame, ops []*op) {
 func (r *runner) read(o *sub, fr *frame, op *op) {
 	for i := range op.reads {
 		it := &op.reads[i]
-		if fr.inGraph {
+		if fr.inGraph && !fr.block.isProgram {
 			r.failAt(op.line, "read."+it.name, it.src, "a host read inside the Graph body of %s: its value would be fixed at record time; read it in the caller and pass it in", fr.block.name)
 			return
 		}

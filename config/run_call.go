@@ -147,7 +147,9 @@ func sameShape(a, b []int64) bool {
 func (r *runner) call(o *sub, caller *frame, c *callOp) {
 	cb := c.callee
 	g := r.form.graphs[cb.idx]
-	asGraph := g != nil && !caller.inGraph
+	// A Graph called inside a Graph body is a Graph too: a recording makes
+	// it a child Definition the parent refers to (stages.Recorder.Graph).
+	asGraph := g != nil
 	if u := o.user; u != nil && g != nil {
 		u.graphCall(cb.idx, caller.inGraph)
 	}
@@ -227,6 +229,19 @@ func (r *runner) call(o *sub, caller *frame, c *callOp) {
 	gc.KeyComplete = g.complete
 	gc.Boundary, gc.Scalars = args, scal
 	gc.Template, gc.Locs = tmpl, locs
+	gc.ScalarSrc = gc.ScalarSrc[:0]
+	if caller.ownBoundary != nil && caller.ownScalarOf != nil {
+		// Inside a Graph body: each scalar the body's own boundary passes
+		// keeps its slot, so a recording binds it to the parent's patched
+		// slot, not to the value it had when recorded.
+		for i := range scal {
+			src := int32(-1)
+			if m := caller.ownScalarOf[c.index][i]; m >= 0 {
+				src = caller.ownBoundary.Scalars[m].Src
+			}
+			gc.ScalarSrc = append(gc.ScalarSrc, src)
+		}
+	}
 	gc.Config = gc.Config[:0]
 	for _, s := range g.config {
 		gc.Config = append(gc.Config, uint64(cf.env[s]))

@@ -85,10 +85,10 @@ func newCounter(m *Model) *counter {
 
 // graphCall implements graphUser.
 func (c *counter) graphCall(block int, inGraph bool) {
+	// A call inside a Graph body is a Graph too (a child Definition).
+	c.asGraph[block] = true
 	if inGraph {
 		c.callInGraph[block] = true
-	} else {
-		c.asGraph[block] = true
 	}
 }
 
@@ -122,9 +122,14 @@ func (c *counter) ScopeBegin(mode stages.ScopeMode) { c.o.ScopeBegin(mode) }
 func (c *counter) ScopeEnd()                        { c.o.ScopeEnd() }
 
 func (c *counter) Graph(call *stages.GraphCall) stages.TaskID {
-	c.graphs++
+	// A Graph inside a Graph body is a child Definition, not a host
+	// submission of its own.
+	was := c.inGraph
+	if !was {
+		c.graphs++
+	}
 	c.inGraph = true
 	call.Body(c, call.NewBoundary())
-	c.inGraph = false
+	c.inGraph = was
 	return stages.TaskID(c.o.NumTasks() - 1)
 }

@@ -227,6 +227,11 @@ func (d *Die) materialize(o *defObj) error {
 		}
 		tensors[i] = newDevTensor(t)
 	})
+	if err == nil && def.Nested() {
+		// A nested Definition's own image refers to its children: the
+		// device runs only flattenings (stages.Flatten), never half a step.
+		err = fmt.Errorf("%w: a nested Definition (it refers to %d child Definitions by hash) uploaded unflattened", stages.ErrBadImage, len(def.Children()))
+	}
 	if err == nil {
 		var m *defObj
 		if m, err = newDefObj(def, tensors); err == nil {

@@ -242,6 +242,18 @@ func TestRefusals(t *testing.T) {
 		img[100] ^= 1
 		refusal(t, d, stages.ErrBadImage, "does not verify", func() error { return launchBytes(d, img) })
 	})
+	t.Run("nested definition unflattened", func(t *testing.T) {
+		// A nested Definition's own image (a node that calls a child by
+		// hash) is what a store keeps, never what the device runs.
+		d := newDevice(t)
+		def := blockDef()
+		def.Nodes[len(def.Nodes)-1].Kind = stages.KindGraph
+		if _, err := d.Upload(stages.EncodeDefinition(def)); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := graphForm(def)
+		refusal(t, d, ErrInvalidImage, "uploaded unflattened", func() error { return launchBytes(d, b.bytes()) })
+	})
 	t.Run("definition never uploaded", func(t *testing.T) {
 		d := newDevice(t)
 		b, _ := graphForm(blockDef())

@@ -284,8 +284,8 @@ func (h *defCounts) nodeTable(b []byte, sec []int, nodes []NodeDesc) error {
 		rec := nb[nodeRecSize*i:]
 		nd := &nodes[i]
 		nd.Kind = Kind(rec[imagefmt.NodeKindAt])
-		if nd.Kind < KindAIC || nd.Kind > KindAlloc {
-			return badf("definition node %d has kind %d (want aic, aiv, mix, dummy or alloc; a GRAPH node cannot nest)", i, rec[imagefmt.NodeKindAt])
+		if nd.Kind < KindAIC || nd.Kind > KindGraph {
+			return badf("definition node %d has kind %d (want aic, aiv, mix, dummy, alloc or graph)", i, rec[imagefmt.NodeKindAt])
 		}
 		if nd.Launch = Launch(rec[imagefmt.NodeLaunchAt]); !nd.Launch.Valid() {
 			return badf("definition node %d has launch flags %#x (want early 1, sync_start 2)", i, rec[imagefmt.NodeLaunchAt])

@@ -154,6 +154,28 @@ func describeDefinition(b []byte) (*dnode, error) {
 		}
 		sig.add("%s", line)
 	}
+	if cs := d.Children(); len(cs) > 0 {
+		// A nested Definition: the Definitions it refers to, by content
+		// hash, each once (a child called twice is one Definition).
+		seen := map[uint64]bool{}
+		var uniq []Child
+		for _, c := range cs {
+			if !seen[c.Hash] {
+				seen[c.Hash] = true
+				uniq = append(uniq, c)
+			}
+		}
+		ch := root.add("children: %d Graph calls of %d Definitions", len(cs), len(uniq))
+		for _, c := range uniq {
+			var at []int
+			for _, o := range cs {
+				if o.Hash == c.Hash {
+					at = append(at, o.Node)
+				}
+			}
+			ch.add("%016x (full_key %016x), called by nodes %s", c.Hash, c.FullKey, joinInts(intsOf(at)))
+		}
+	}
 	ext := root.add("external dependency slots: %d", len(d.ExtDeps))
 	for j, ns := range d.ExtDeps {
 		if len(ns) == 0 {
@@ -181,7 +203,13 @@ func describeDefinition(b []byte) (*dnode, error) {
 	nodes := root.add("nodes: %d", len(d.Nodes))
 	for i := range d.Nodes {
 		nd := &d.Nodes[i]
-		n := nodes.add("node %d: %s%s%s", i, nd.Kind, kernelString(nd.Kernel, nd.BlockNum), launchString(nd.Launch))
+		var n *dnode
+		if nd.Kind == KindGraph {
+			h, fk := ChildOf(nd)
+			n = nodes.add("node %d: graph, child Definition %016x (full_key %016x)", i, h, fk)
+		} else {
+			n = nodes.add("node %d: %s%s%s", i, nd.Kind, kernelString(nd.Kernel, nd.BlockNum), launchString(nd.Launch))
+		}
 		s := nd.Fanin
 		n.add("fanin %s; fanout %s", joinInts(d.Fanin[s.Off:s.Off+s.N]), joinInts(fanout[i]))
 		if nd.Tensors.N > 0 {
@@ -408,4 +436,12 @@ func launchString(l Launch) string {
 		return ""
 	}
 	return ", " + l.String()
+}
+
+func intsOf(xs []int) []int32 {
+	out := make([]int32, len(xs))
+	for i, x := range xs {
+		out[i] = int32(x)
+	}
+	return out
 }

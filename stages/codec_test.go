@@ -225,7 +225,7 @@ func TestDecodeRefusals(t *testing.T) {
 		{"ext offsets", rehash(mut(func(b []byte) {
 			binary.LittleEndian.PutUint32(b[sec(b, dsExtOff)+4:], 9)
 		})), "external dependency slot 0 offsets"},
-		{"node kind graph", rehash(mut(func(b []byte) { b[sec(b, dsNodes)] = uint8(KindGraph) })), "cannot nest"},
+		{"node kind past graph", rehash(mut(func(b []byte) { b[sec(b, dsNodes)] = uint8(KindGraph) + 1 })), "alloc or graph"},
 		{"tensor span", rehash(mut(func(b []byte) {
 			binary.LittleEndian.PutUint32(b[sec(b, dsNodes)+nodeRecSize+24:], 100)
 		})), "exceed 8 tensors"},

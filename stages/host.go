@@ -305,6 +305,7 @@ func (h *Host) job(call *GraphCall, fk, sk uint64, verify bool) *RecordRequest {
 		ExtDeps:  append([]TaskID(nil), call.ExtDeps...),
 		Body:     call.KeptBody(),
 		Verify:   verify, FullEdges: h.cfg.FullEdges, MaxEdges: h.maxEdges,
+		Identity: h.idHash,
 	})
 	h.p.pending[sk]++
 	h.p.awaited++

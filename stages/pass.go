@@ -33,6 +33,13 @@ type Published struct {
 	// encoding), nil for one recorded here: the store on disk keeps it
 	// beside the image.
 	Signature []byte
+	// Nested is the Definition's own image when its body calls Graphs
+	// (nested.go): it refers to each child by content hash. Image is then
+	// its flattening, what the device runs, and Hash the flattening's;
+	// Children are the Definitions it refers to, each kept as a Definition
+	// of its own (OwnImage). Both nil for a body that calls none.
+	Nested   []byte
+	Children []*Published
 }
 
 // PassCounts describe one pass.
@@ -70,6 +77,9 @@ type RecordRequest struct {
 	// MaxEdges bounds the Definition's dependency edges (the
 	// orchestration's, 0: DefaultMaxEdges).
 	MaxEdges int64
+	// Identity is the hash of the orchestration identity (full_key's first
+	// part): a Graph called inside the body gets its full_key under it.
+	Identity uint64
 }
 
 // Outcome is the pipeline's answer to a RecordRequest, as it reaches the

@@ -96,7 +96,31 @@ type Recorder struct {
 	// their transitive reduction (reduce.go), with red.
 	fullEdges bool
 	red       edgeReducer
+
+	// Nested Graphs (nested.go): the body's depth under the recording the
+	// runtime asked for, the orchestration identity's hash (a child's
+	// full_key is made under it), the recorder of children, the children
+	// recorded so far, and the nested recording's Published.
+	depth       int
+	idHash      uint64
+	sub         *Recorder
+	kids        []*kid
+	nestArgs    []Arg
+	nestScalars []Scalar
+	nested      *Published
+	kidNodes    int // nodes the children recorded (Nodes counts them)
+	// rootBase is the private root ids the ancestors' bodies took: this
+	// body's own are numbered after them (own).
+	rootBase int
 }
+
+// SetIdentity gives the hash of the orchestration identity the body runs
+// under (RecordRequest.Identity): the full_key of a Graph called inside the
+// body is made under it, as the Host makes a direct call's.
+func (r *Recorder) SetIdentity(idHash uint64) { r.idHash = idHash }
+
+// taskBase is the first private task id of the recorder's level.
+func (r *Recorder) taskBase() TaskID { return privateTaskBase + TaskID(r.depth)<<taskLevelBits }
 
 // SetFullEdges makes Publish image every fanin edge the body's TensorMap
 // resolved (on true) instead of their transitive reduction.
@@ -113,9 +137,20 @@ type privRoot struct {
 	mdep    bool
 }
 
+// own is the index among the body's own roots of id, if it is one: a
+// nested body's roots are numbered after its ancestors' (rootBase), whose
+// roots it may receive as boundary roots.
+func (r *Recorder) own(id RootID) (int, bool) {
+	i := int(id-privateRootBase) - r.rootBase
+	if !id.IsPrivate() || i < 0 || i >= len(r.roots) {
+		return 0, false
+	}
+	return i, true
+}
+
 func (r *Recorder) meta(id RootID) rootMeta {
-	if id.IsPrivate() {
-		p := &r.roots[id-privateRootBase]
+	if i, ok := r.own(id); ok {
+		p := &r.roots[i]
 		return rootMeta{creator: TaskID(p.creator), manualDep: p.mdep}
 	}
 	// Boundary roots were created outside the body: their creators are
@@ -143,6 +178,7 @@ func (r *Recorder) Reset(key string, fullKey uint64, boundary []Arg, broots []Bo
 	r.scopes.reset()
 	r.err = nil
 	r.Defects = r.Defects[:0]
+	r.kids, r.nested, r.kidNodes = nil, nil, 0
 	if r.def.Nodes == nil {
 		// Publish handed the last recording's nodes over.
 		r.def.Nodes = make([]NodeDesc, 0, r.nodesCap)
@@ -197,7 +233,13 @@ func (r *Recorder) RecordBody(key string, fullKey uint64, boundary []Arg, roots 
 	if err := body(r, b); err != nil {
 		return fmt.Errorf("graph %q: body failed while recording: %w", key, err)
 	}
-	return r.check()
+	if err := r.check(); err != nil || len(r.kids) == 0 {
+		return err
+	}
+	// A nested body is flattened now, where a failure is the recording's.
+	var err error
+	r.nested, err = r.publish()
+	return err
 }
 
 // Err is the first unsupported construct met, if any.
@@ -205,21 +247,22 @@ func (r *Recorder) Err() error { return r.err }
 
 // NumRoots numbers the next private root: roots a body creates are
 // numbered consecutively from it, in creation order.
-func (r *Recorder) NumRoots() int { return int(privateRootBase) + len(r.roots) }
+func (r *Recorder) NumRoots() int { return int(privateRootBase) + r.rootBase + len(r.roots) }
 
-// Nodes is the number of nodes recorded so far.
-func (r *Recorder) Nodes() int { return len(r.def.Nodes) }
+// Nodes is the number of nodes recorded so far, a nested body's children's
+// (each Definition once) among them.
+func (r *Recorder) Nodes() int { return len(r.def.Nodes) + r.kidNodes }
 
 func (r *Recorder) newRoot(dt DType, elems int64, mdep bool, node int) RootID {
 	r.roots = append(r.roots, privRoot{dtype: dt, elems: elems, creator: uint32(node), mdep: mdep})
-	return privateRootBase + RootID(len(r.roots)-1)
+	return privateRootBase + RootID(r.rootBase+len(r.roots)-1)
 }
 
 // classify finds a view's source (ARCHITECTURE §3: boundary exact,
 // boundary view + delta, internal, own output): its kind, slot and delta.
 func (r *Recorder) classify(v *View) (src SourceKind, slot int32, delta int64, ok bool) {
-	if v.Root.IsPrivate() {
-		return SrcInternal, int32(v.Root - privateRootBase), v.Offset, true
+	if i, ok := r.own(v.Root); ok {
+		return SrcInternal, int32(i), v.Offset, true
 	}
 	slots := r.slots.get(v.Root)
 	if slots == nil {
@@ -316,14 +359,14 @@ func (w *writer) allocRecord(dt DType, shape []int64, slot int32) {
 // Alloc records an alloc node creating private roots.
 func (r *Recorder) Alloc(specs []RootSpec) (TaskID, RootID) {
 	node := len(r.def.Nodes)
-	first := privateRootBase + RootID(len(r.roots))
+	first := privateRootBase + RootID(r.rootBase+len(r.roots))
 	tOff := r.rec.ntens
 	for _, s := range specs {
 		if len(s.Shape) > MaxDims {
 			panic(fmt.Sprintf("stages: view of rank %d exceeds %d", len(s.Shape), MaxDims))
 		}
 		id := r.newRoot(s.DType, s.Elems(), s.ManualDep, node)
-		r.rec.tens.allocRecord(s.DType, s.Shape, int32(id-privateRootBase))
+		r.rec.tens.allocRecord(s.DType, s.Shape, int32(int(id-privateRootBase)-r.rootBase))
 		r.rec.ntens++
 	}
 	r.def.Nodes = append(r.def.Nodes, NodeDesc{
@@ -332,7 +375,7 @@ func (r *Recorder) Alloc(specs []RootSpec) (TaskID, RootID) {
 		Scalars: Span{Off: uint32(len(r.def.Scalars))},
 		Fanin:   Span{Off: uint32(len(r.def.Fanin))},
 	})
-	return privateTaskBase + TaskID(node), first
+	return r.taskBase() + TaskID(node), first
 }
 
 // Submit records a kernel or dummy node.
@@ -348,9 +391,9 @@ func (r *Recorder) Submit(t *Task) TaskID {
 	for _, d := range t.Deps {
 		switch {
 		case d == NoTask:
-		case d >= privateTaskBase && d-privateTaskBase < node:
-			deps = append(deps, d-privateTaskBase)
-		case d >= 0 && d < privateTaskBase && slices.Contains(r.extDeps, d):
+		case d >= r.taskBase() && d-r.taskBase() < node:
+			deps = append(deps, d-r.taskBase())
+		case d >= 0 && slices.Contains(r.extDeps, d):
 			// Two slots may name one task: the node waits on each.
 			for j, e := range r.extDeps {
 				if w := r.extWait[j]; e == d && (len(w) == 0 || w[len(w)-1] != uint32(node)) {
@@ -372,7 +415,7 @@ func (r *Recorder) Submit(t *Task) TaskID {
 		if a.Tag == TagOutput {
 			a.View.Root = r.newRoot(a.View.DType, a.View.Elems(), false, int(node))
 			a.View.Offset = 0
-			r.tensor(TagOutput, SrcOwnOutput, int32(a.View.Root-privateRootBase), 0, &a.View)
+			r.tensor(TagOutput, SrcOwnOutput, int32(int(a.View.Root-privateRootBase)-r.rootBase), 0, &a.View)
 			continue
 		}
 		src, slot, delta, ok := r.classify(&a.View)
@@ -424,7 +467,7 @@ func (r *Recorder) Submit(t *Task) TaskID {
 		nd.Pred = int32(r.rec.npred)
 	}
 	r.def.Nodes = append(r.def.Nodes, nd)
-	return privateTaskBase + node
+	return r.taskBase() + node
 }
 
 func (r *Recorder) defect(k DefectKind, slot, node int32, msg string) {
@@ -439,12 +482,6 @@ func (r *Recorder) ScopeEnd() {
 	if !r.scopes.end() {
 		r.fail("scope end without a scope begin inside the body")
 	}
-}
-
-// Graph inside a body is a nested Graph, which a Definition cannot hold.
-func (r *Recorder) Graph(call *GraphCall) TaskID {
-	r.fail("nested Graph %q inside the body", call.Key)
-	return NoTask
 }
 
 // check is the recording's error once the body has returned.
@@ -488,6 +525,17 @@ func (r *Recorder) Build() (*Definition, error) {
 	if err := r.check(); err != nil {
 		return nil, err
 	}
+	if len(r.kids) > 0 {
+		// What the device runs: the flattening (RecordBody's, or made now
+		// for a body run on the recorder by its caller).
+		if r.nested == nil {
+			var err error
+			if r.nested, err = r.publish(); err != nil {
+				return nil, err
+			}
+		}
+		return DecodeDefinition(r.nested.Image)
+	}
 	tens, preds, err := r.rec.decode()
 	if err != nil {
 		return nil, fmt.Errorf("graph %q: %w", r.key, err)
@@ -520,6 +568,15 @@ func (r *Recorder) Build() (*Definition, error) {
 func (r *Recorder) Publish() *Published {
 	if err := r.check(); err != nil {
 		panic("stages: Publish of a failed recording: " + err.Error())
+	}
+	if len(r.kids) > 0 {
+		if r.nested == nil {
+			var err error
+			if r.nested, err = r.publish(); err != nil {
+				panic("stages: Publish of a nested recording that does not flatten: " + err.Error())
+			}
+		}
+		return r.nested
 	}
 	r.finish()
 	r.boundaryRecords()

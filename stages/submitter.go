@@ -111,6 +111,11 @@ type GraphCall struct {
 	// Scalars is the boundary scalars; each body use of Scalars[i] carries
 	// Src=i so that replay can patch it.
 	Scalars []uint64
+	// ScalarSrc, for a call made inside a Graph body, is the boundary
+	// scalar of the body each Scalars[i] passes as it is (its Src), -1 for
+	// a value of the body's own: a recording binds a nested call's scalars
+	// to the parent's patched slots through it. Nil: none is the body's.
+	ScalarSrc []int32
 	// ExtDeps is the call site's external dependencies: tasks outside the
 	// body (made by the caller before the call) that body tasks may name in
 	// their explicit Deps, in slot order. A Definition records, per slot,

@@ -28,7 +28,7 @@ func BenchmarkPassWarm(b *testing.B) {
 	// the same with the caches emptied before each pass (evictCaches,
 	// untimed), as a full pass finds them after another form's pass in
 	// `hbgrun compare`'s default order.
-	for _, form := range []string{"eager", "pair", "blocks", "full", "full-spin", "full-evicted"} {
+	for _, form := range []string{"eager", "pair", "blocks", "full", "step", "full-spin", "full-evicted"} {
 		b.Run(form, func(b *testing.B) {
 			cfg := actors.Config{SkipDevice: true}
 			evict := form == "full-evicted"
@@ -80,7 +80,7 @@ func BenchmarkPassWarm(b *testing.B) {
 // and uploads every Definition.
 func BenchmarkPassCold(b *testing.B) {
 	m := loadDSv4(b)
-	for _, form := range []string{"pair", "blocks", "full"} {
+	for _, form := range []string{"pair", "blocks", "full", "step"} {
 		b.Run(form, func(b *testing.B) {
 			orch := orchestration(m, form)
 			var passes []trace.Pass

@@ -289,7 +289,9 @@ func TestBrowserReportCompare(t *testing.T) {
 	chromiumPath(t)
 	dir := t.TempDir()
 	page := filepath.Join(dir, "compare.html")
-	out, stderr, code := runCLI(t, "compare", "--rounds", "3", "--json", "--html", page, "--store", "off")
+	// The four forms the page's screenshot shows (docs/img), within the
+	// page's size bound; step is a fifth.
+	out, stderr, code := runCLI(t, "compare", "--forms", "eager,pair,blocks,full", "--rounds", "3", "--json", "--html", page, "--store", "off")
 	require.Equal(t, 0, code, stderr)
 	var doc struct {
 		Forms []reportJSON `json:"forms"`

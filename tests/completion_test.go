@@ -29,10 +29,10 @@ func completed(t *testing.T, args ...string) []string {
 // TestCompletion: --form completes from the model file on the line,
 // --forms its last element, and every enumerated flag its values.
 func TestCompletion(t *testing.T) {
-	assert.Equal(t, []string{"eager", "pair", "blocks", "full"}, completed(t, "run", dsv4, "--form", ""))
-	assert.Equal(t, []string{"eager", "pair", "blocks", "full"}, completed(t, "run", "--form", ""), "the embedded default")
+	assert.Equal(t, []string{"eager", "pair", "blocks", "full", "step"}, completed(t, "run", dsv4, "--form", ""))
+	assert.Equal(t, []string{"eager", "pair", "blocks", "full", "step"}, completed(t, "run", "--form", ""), "the embedded default")
 	assert.Equal(t, []string{"blocks"}, completed(t, "run", dsv4, "--form", "b"))
-	assert.Equal(t, []string{"eager,pair", "eager,blocks", "eager,full"}, completed(t, "compare", dsv4, "--forms", "eager,"))
+	assert.Equal(t, []string{"eager,pair", "eager,blocks", "eager,full", "eager,step"}, completed(t, "compare", dsv4, "--forms", "eager,"))
 	assert.Equal(t, []string{"error", "warn"}, completed(t, "run", "--defects", ""))
 	assert.Equal(t, []string{"error", "warn"}, completed(t, "compare", "--defects", ""))
 	assert.Equal(t, []string{"true", "false"}, completed(t, "run", "--race="), "a bool takes its value after =")

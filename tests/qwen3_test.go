@@ -60,8 +60,8 @@ func TestDefaultForms(t *testing.T) {
 		run   string
 		forms []string
 	}{
-		{qwen3, "graph", []string{"eager", "graph"}},
-		{dsv4, "full", []string{"eager", "pair", "blocks", "full"}},
+		{qwen3, "graph", []string{"eager", "step", "graph"}},
+		{dsv4, "full", []string{"eager", "pair", "blocks", "full", "step"}},
 	} {
 		out, stderr, code := runCLI(t, "run", tc.model, "--rounds", "1", "--skip-device", "--store", "off")
 		if code != 0 || !strings.Contains(out, ", form "+tc.run+",") {

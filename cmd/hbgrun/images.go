@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/hbg-dev/hbg/diskstore"
@@ -165,7 +166,22 @@ func (d *imageDump) finish(storeDir string, stderr io.Writer) error {
 		var b []byte
 		rerr := serr
 		if rerr == nil {
-			b, rerr = store.Image(h)
+			if b, rerr = store.Image(h); rerr != nil {
+				// A nested Definition is kept as parts: the run image
+				// replays its flattening, the store holds its own image
+				// and its children's, written instead.
+				var parts map[uint64][]byte
+				if parts = nestedParts(store, h); parts != nil {
+					for ph, pb := range parts {
+						if werr := d.writeFile(fmt.Sprintf("%016x.def", ph), pb); werr != nil {
+							err = errors.Join(err, werr)
+							continue
+						}
+						written++
+					}
+					continue
+				}
+			}
 		}
 		if rerr == nil && stages.DefinitionHash(b) != h {
 			rerr = fmt.Errorf("its content hash is %#016x", stages.DefinitionHash(b))
@@ -184,4 +200,54 @@ func (d *imageDump) finish(storeDir string, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stderr, "hbgrun: wrote %s and %s to %s (hbgrun describe FILE prints one)\n", trace.Plural(int64(d.written), "run image"), trace.Plural(int64(written), "Definition"), d.dir)
 	return err
+}
+
+// nestedParts finds the nested Definition of the store whose flattening
+// hashes to flat, and returns its own image and its children's (nested
+// ones' parts too) by content hash; nil when none does.
+func nestedParts(store *diskstore.Store, flat uint64) map[uint64][]byte {
+	es, err := store.List()
+	if err != nil {
+		return nil
+	}
+	byKey := map[uint64][]byte{}
+	for _, e := range es {
+		fk, err1 := strconv.ParseUint(e.FullKey, 16, 64)
+		h, err2 := strconv.ParseUint(e.Hash, 16, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		if b, err := store.Image(h); err == nil {
+			byKey[fk] = b
+		}
+	}
+	var assemble func(own []byte, parts map[uint64][]byte) (*stages.Published, error)
+	assemble = func(own []byte, parts map[uint64][]byte) (*stages.Published, error) {
+		parts[stages.DefinitionHash(own)] = own
+		return stages.AssembleNested(own, func(c stages.Child) (*stages.Published, error) {
+			b := byKey[c.FullKey]
+			if b == nil {
+				return nil, nil
+			}
+			d, written, err := stages.DecodeDefinitionHost(b)
+			if err != nil {
+				return nil, err
+			}
+			if d.Nested() {
+				return assemble(b, parts)
+			}
+			parts[d.ContentHash] = b
+			return &stages.Published{Def: d, Image: b, Hash: d.ContentHash, Written: written}, nil
+		}, true)
+	}
+	for _, own := range byKey {
+		if d, _, err := stages.DecodeDefinitionHost(own); err != nil || !d.Nested() {
+			continue
+		}
+		parts := map[uint64][]byte{}
+		if p, err := assemble(own, parts); err == nil && p.Hash == flat {
+			return parts
+		}
+	}
+	return nil
 }
