@@ -73,8 +73,8 @@ func (rt *Runtime) reference(ctx context.Context, orch *Orchestration, rank, rou
 	}
 }
 
-// goldenCache computes each orchestration's reference once (its Name is
-// its identity), each in a goroutine of its own.
+// goldenCache computes each orchestration's reference once (its Name and
+// Step are its identity), each in a goroutine of its own.
 type goldenCache struct {
 	mu   sync.Mutex
 	refs map[string]*goldenEntry
@@ -96,10 +96,12 @@ func (c *goldenCache) start(orch *Orchestration, cfg npu.Config) *goldenEntry {
 	if c.refs == nil {
 		c.refs = map[string]*goldenEntry{}
 	}
-	e := c.refs[orch.Name]
+	// A round of a program whose steps change is its own reference.
+	name := orch.Name + "\x00" + orch.Step
+	e := c.refs[name]
 	if e == nil {
 		e = &goldenEntry{done: make(chan struct{}), source: sync.OnceValue(func() *golden.Source { return golden.SourceOf(orch) })}
-		c.refs[orch.Name] = e
+		c.refs[name] = e
 		go func() {
 			returned := false
 			// Deferred, so that a Goexit in the caller's code, which ends
