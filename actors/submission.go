@@ -200,6 +200,11 @@ func (s *submission) orchestrate(run *passRun, p *stages.Pass) {
 	err := s.runGuarded(run.req.orch)
 	p = s.host.End(err)
 	s.cur = nil
+	if len(p.Evicted) > 0 {
+		// Sent before any later pass's record request for the key, so
+		// the store records it again rather than answering from memory.
+		s.ctx.Send(s.rt.store, &forgetDefinitions{keys: p.Evicted})
+	}
 	var end int64
 	if rerun {
 		end = trace.Now()

@@ -3,6 +3,7 @@ package stages
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // The Host half of the pass state machine (pass.go): the submission actor's.
@@ -29,8 +30,10 @@ type keyState struct {
 	// site that calls the key (a few), with what a replay by each checks.
 	tmpls []keyTemplate
 	// warnedPass is the pass that last warned this failed key falls back;
-	// usedPass the last that replayed its Definition (Pass.used).
-	warnedPass, usedPass uint64
+	// usedPass the last that replayed its Definition (Pass.used); lastPass
+	// the last that called it at all (a shell too): the residency
+	// budget's recency.
+	warnedPass, usedPass, lastPass uint64
 }
 
 // keyTemplate is a template a key's signature matched, and what a replay
@@ -81,6 +84,8 @@ type Host struct {
 	nextID   uint64
 	jobs     []RecordRequest
 	spare    []*RunImage
+	// warnedBudget: the residency budget's one warning was given.
+	warnedBudget bool
 }
 
 // NewHost makes a rank's Host.
@@ -200,6 +205,7 @@ func (h *Host) Graph(call *GraphCall, o Submitter) TaskID {
 		if locs := e.template(t); locs != nil && e.failed == nil {
 			if id, ok := h.replayLocs(e, locs, call, fk); ok {
 				h.cur = append(h.cur, e)
+				e.lastPass = p.ID
 				return id
 			}
 		}
@@ -218,6 +224,7 @@ func (h *Host) Graph(call *GraphCall, o Submitter) TaskID {
 		h.keys[sk] = e
 	}
 	h.cur = append(h.cur, e)
+	e.lastPass = p.ID
 	switch {
 	case e.failed != nil:
 		if e.warnedPass != p.ID {
@@ -292,6 +299,7 @@ func (h *Host) replayed(e *keyState, id TaskID) {
 		p.graphNodes += len(e.def.Def.Nodes)
 	} else {
 		p.shells = append(p.shells, shell{task: id, sk: e.sk})
+		p.Counts.Shells++
 	}
 	p.Counts.GraphSubmissions++
 }
@@ -382,8 +390,76 @@ func (h *Host) End(err error) *Pass {
 	if h.cfg.NoRetain {
 		p.StoreKeys = h.Forget()
 	}
+	h.evict(p)
 	p.step = stepWait
 	return p
+}
+
+// evict keeps the rank's Definitions within the residency budget
+// (PassConfig.KeepBytes, KeepDefinitions): past it, the keys called least
+// recently are forgotten, never one this pass called (its replays are in
+// the run image) nor one recording. The first eviction of a Host warns;
+// later ones are counted (Pass.Evicted).
+func (h *Host) evict(p *Pass) {
+	var kept []*keyState
+	var bytes int64
+	for _, e := range h.keys {
+		if e.def != nil {
+			kept = append(kept, e)
+			bytes += int64(len(e.def.Image))
+		}
+	}
+	over := func() bool {
+		return h.cfg.KeepBytes > 0 && bytes > h.cfg.KeepBytes || h.cfg.KeepDefinitions > 0 && len(kept) > h.cfg.KeepDefinitions
+	}
+	if over() {
+		// Least recently called first; the store key breaks ties, so every
+		// run evicts the same keys.
+		slices.SortFunc(kept, func(a, b *keyState) int {
+			if a.lastPass != b.lastPass {
+				return cmpU64(a.lastPass, b.lastPass)
+			}
+			return cmpU64(a.sk, b.sk)
+		})
+		i := 0
+		for ; i < len(kept) && over(); i++ {
+			e := kept[i]
+			if e.lastPass == p.ID || e.recording {
+				break // the rest are as recent or more
+			}
+			bytes -= int64(len(e.def.Image))
+			p.Evicted = append(p.Evicted, e.sk)
+			e.gone = true
+			delete(h.keys, e.sk)
+		}
+		kept = kept[i:]
+		if len(p.Evicted) > 0 && !h.warnedBudget {
+			h.warnedBudget = true
+			p.warn("residency budget reached (%s): the least recently used Definitions are evicted, and each evicted key records again when next met (further evictions are counted, not warned)", budgetText(h.cfg))
+		}
+	}
+	p.Counts.Evicted, p.Counts.Kept, p.Counts.KeptBytes = len(p.Evicted), len(kept), bytes
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func budgetText(c PassConfig) string {
+	var parts []string
+	if c.KeepBytes > 0 {
+		parts = append(parts, fmt.Sprintf("%d bytes of Definitions per device", c.KeepBytes))
+	}
+	if c.KeepDefinitions > 0 {
+		parts = append(parts, fmt.Sprintf("%d Definitions", c.KeepDefinitions))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Recycle takes back a run image the Replay no longer needs.

@@ -43,6 +43,15 @@ type PassCounts struct {
 	FallbackCalls       int
 	Verified            int
 	ExpectedDeviceTasks int
+	// Shells is Graph calls of a key not yet recorded (recording now, or
+	// asked for by this call): they wait for the recording (record_wait).
+	Shells int
+	// Evicted is the Definitions the residency budget evicted after this
+	// pass's host_orch; Kept and KeptBytes those the rank keeps then, and
+	// the device bytes their images take.
+	Evicted   int
+	Kept      int
+	KeptBytes int64
 }
 
 // RecordRequest asks the pipeline to record one body. Its slices are its own
@@ -119,6 +128,14 @@ type PassConfig struct {
 	// their transitive reduction (reduce.go): the ordinary path's run
 	// image and the Definitions the pass's recordings build.
 	FullEdges bool
+	// KeepBytes and KeepDefinitions are the residency budget: a bound on
+	// the bytes of the Definitions a rank keeps (their device images) and
+	// on how many (0: no bound). Past it, the least recently used are
+	// evicted at the end of a pass (Host.End), as a server's graph cache
+	// (PyTorch's 64 shapes, llama.cpp CANN's LRU of 12) drops what it has
+	// not replayed lately; an evicted key records again when met.
+	KeepBytes       int64
+	KeepDefinitions int
 }
 
 type passStep uint8
@@ -167,6 +184,10 @@ type Pass struct {
 	// StoreKeys lists, without retention, the pass's own store keys, which
 	// the store drops once the pass is over.
 	StoreKeys []uint64
+	// Evicted lists the store keys the residency budget evicted at the
+	// end of this pass's host_orch (PassConfig.KeepBytes): the store drops
+	// them too, so the next call of one records it again.
+	Evicted []uint64
 
 	cfg      PassConfig
 	nkernels int

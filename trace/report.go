@@ -152,6 +152,35 @@ type RunCounts struct {
 	FetchedDefinitions int64 `json:"fetched_definitions"`
 	FetchedBytes       int64 `json:"fetched_bytes"`
 	FetchRejected      int64 `json:"fetch_rejected"`
+	Serving
+}
+
+// Serving is what a run whose keys change (a model's steps:, a residency
+// budget) did with them: how often a Graph call met a key with no
+// Definition, how long passes waited for recordings, what was evicted and
+// how many Definitions stayed alive.
+type Serving struct {
+	// GraphCalls is every Graph call of the run; ShellCalls those of a key
+	// not yet recorded (the call waited for the recording); HitRate the
+	// share of calls that replayed a Definition.
+	GraphCalls int64   `json:"graph_calls"`
+	ShellCalls int64   `json:"shell_calls"`
+	HitRate    float64 `json:"hit_rate"`
+	// RecordWaitNs is the graph_upload time of the passes that waited for
+	// a recording (record_wait): from host_orch's end to the run image
+	// shipped, the recordings' time and the image's encoding together;
+	// RecordWaitPasses counts those passes.
+	RecordWaitNs     int64 `json:"record_wait_ns"`
+	RecordWaitPasses int64 `json:"record_wait_passes"`
+	// OrdinaryWhileRecording is Graph calls run on the ordinary path
+	// because their key was being recorded.
+	OrdinaryWhileRecording int64 `json:"ordinary_while_recording"`
+	// EvictedDefinitions is the Definitions the residency budget evicted.
+	EvictedDefinitions int64 `json:"evicted_definitions"`
+	// DefinitionsAlive is, per round of rank 0, the Definitions the rank
+	// kept after it; KeptBytesMax the most device bytes they took.
+	DefinitionsAlive []int `json:"definitions_alive,omitempty"`
+	KeptBytesMax     int64 `json:"kept_bytes_max"`
 }
 
 // Digest is a 64-bit output digest. It is JSON text (16 hex digits), since
@@ -417,6 +446,14 @@ func (r *Report) writeText(w io.Writer, headline, all bool) error {
 	}
 	if all || c.FetchedDefinitions != 0 || c.FetchedBytes != 0 || c.FetchRejected != 0 {
 		fmt.Fprintf(&b, "counts (whole run): fetched_definitions %d (%d bytes), fetch_rejected %d\n", c.FetchedDefinitions, c.FetchedBytes, c.FetchRejected)
+	}
+	if v := &c.Serving; all || v.EvictedDefinitions != 0 || v.RecordWaitPasses > 1 || v.OrdinaryWhileRecording != 0 {
+		alive := 0
+		if n := len(v.DefinitionsAlive); n > 0 {
+			alive = v.DefinitionsAlive[n-1]
+		}
+		fmt.Fprintf(&b, "keys (whole run): graph_calls %d, shell_calls %d (hit rate %.2f%%), ordinary_while_recording %d, record_wait %s ms over %d passes, evicted_definitions %d, definitions alive at the end %d (at most %d bytes)\n",
+			v.GraphCalls, v.ShellCalls, 100*v.HitRate, v.OrdinaryWhileRecording, ms(v.RecordWaitNs), v.RecordWaitPasses, v.EvictedDefinitions, alive, v.KeptBytesMax)
 	}
 	r.writeGolden(&b)
 	if d := r.Sim; d != nil {

@@ -1,0 +1,61 @@
+package actors
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// steppingOrch is a program whose steps change: round r calls one key
+// whose construction value is r % 3, so three keys take turns.
+func steppingOrch() *Orchestration {
+	round := func(r int) *Orchestration {
+		o := keysModel{keys: 1, calls: 1, config: func(int, int) []uint64 { return []uint64{uint64(r % 3)} }}.orchestration("stepping")
+		o.Step = fmt.Sprint(r % 3)
+		return o
+	}
+	o := round(0)
+	o.At = round
+	return o
+}
+
+// TestResidencyBudget: with room for one Definition, three keys taking
+// turns are evicted and recorded again, every eviction counted, one
+// warning in the run, and every pass still matches its golden reference
+// (made per round's Step). Without a budget each key records once.
+func TestResidencyBudget(t *testing.T) {
+	const rounds = 6
+	for _, tc := range []struct {
+		keep                 int
+		recorded, minEvicted int
+	}{{0, 3, 0}, {1, rounds, 3}} {
+		rt := newRuntime(t, Config{Recorders: 2, Golden: true, KeepDefinitions: tc.keep}, nil)
+		orch := steppingOrch()
+		var built, evicted, warned int
+		for r := range rounds {
+			res := runPass(t, rt, orch, r)
+			if res.Golden == nil || !res.Golden.OK() {
+				t.Fatalf("keep %d round %d: golden %+v", tc.keep, r, res.Golden)
+			}
+			built += res.Pass.BuiltDefinitions
+			evicted += res.Counts.Evicted
+			if tc.keep > 0 && res.Counts.Kept > max(tc.keep, 1) {
+				t.Errorf("keep %d round %d: %d Definitions kept", tc.keep, r, res.Counts.Kept)
+			}
+			for _, w := range res.Warnings {
+				if strings.Contains(w, "residency budget") {
+					warned++
+				}
+			}
+		}
+		if built != tc.recorded {
+			t.Errorf("keep %d: %d Definitions recorded over %d rounds, want %d", tc.keep, built, rounds, tc.recorded)
+		}
+		if evicted < tc.minEvicted || tc.keep == 0 && evicted != 0 {
+			t.Errorf("keep %d: %d evicted, want at least %d", tc.keep, evicted, tc.minEvicted)
+		}
+		if want := min(tc.keep, 1); warned != want {
+			t.Errorf("keep %d: %d budget warnings, want %d (one a run)", tc.keep, warned, want)
+		}
+	}
+}
