@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/hbg-dev/hbg/trace"
 )
 
 // steppingOrch is a program whose steps change: round r calls one key
@@ -36,6 +39,14 @@ func TestResidencyBudget(t *testing.T) {
 			res := runPass(t, rt, orch, r)
 			if res.Golden == nil || !res.Golden.OK() {
 				t.Fatalf("keep %d round %d: golden %+v", tc.keep, r, res.Golden)
+			}
+			// record_wait is inside graph_upload, and a pass of keys all
+			// kept waits for none.
+			if up, _ := res.Phase(trace.PhaseGraphUpload); time.Duration(res.Pass.RecordWaitNs) > up {
+				t.Errorf("keep %d round %d: record_wait %v past graph_upload %v", tc.keep, r, time.Duration(res.Pass.RecordWaitNs), up)
+			}
+			if tc.keep == 0 && r >= 3 && (res.Pass.RecordWaitNs != 0 || res.Counts.Shells != 0) {
+				t.Errorf("round %d replays kept keys: record_wait %d ns, %d shells, want none", r, res.Pass.RecordWaitNs, res.Counts.Shells)
 			}
 			built += res.Pass.BuiltDefinitions
 			evicted += res.Counts.Evicted

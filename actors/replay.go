@@ -42,8 +42,14 @@ func (r *replayActor) Receive(ctx actor.Context) {
 		r.submission = m.submission
 	case *handoff:
 		r.runs[m.run.pass.ID] = m.run
+		if m.run.pass.Awaiting() {
+			m.run.handoffNs = trace.Now()
+		}
 		r.rp.Handoff(m.run.pass)
 	case *mailbox.DefinitionUploaded:
+		if run := r.runs[m.Outcome.Pass]; run != nil && run.handoffNs != 0 {
+			run.lastDefNs = trace.Now()
+		}
 		r.rp.Defined(m.Outcome)
 	case *mailbox.RunCopied:
 		r.deviceReplied(ctx, m.Err, nil, m.Bytes, m.StartNs, m.Ns)
@@ -161,6 +167,9 @@ func (r *replayActor) ship(ctx actor.Context, run *passRun) {
 	r.lastTag++
 	r.last, r.lastRead, cp.Tag = run.image, false, r.lastTag
 	run.res.Pass.RunImageBytes = int64(len(run.image))
+	if run.lastDefNs > run.handoffNs && run.handoffNs != 0 {
+		run.res.Pass.RecordWaitNs += run.lastDefNs - run.handoffNs
+	}
 	run.closeUpload(true)
 	ph := mailbox.DevicePhase{Tracer: r.rt.tracer, Run: run.req.run, Rank: r.rank, Round: run.req.round}
 	cp.Phase = ph

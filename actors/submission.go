@@ -43,6 +43,9 @@ type passRun struct {
 	// device's timeline (stages.DeviceAxis); placed says it was.
 	clock  stages.PhaseClock
 	placed bool
+	// handoffNs is when the replay took the pass while it still awaited
+	// recordings, lastDefNs when the last of them arrived: record_wait.
+	handoffNs, lastDefNs int64
 }
 
 // startPhase opens ph's span; graph_upload's opening is the clock's too.

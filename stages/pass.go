@@ -52,6 +52,10 @@ type PassCounts struct {
 	Evicted   int
 	Kept      int
 	KeptBytes int64
+	// OrdinaryWhileRecording is Graph calls run on the ordinary path
+	// because their key had no Definition yet and the pass does not wait
+	// for recordings (PassConfig.OrdinaryWhileRecording).
+	OrdinaryWhileRecording int
 }
 
 // RecordRequest asks the pipeline to record one body. Its slices are its own

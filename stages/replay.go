@@ -150,6 +150,10 @@ func (r *Replay) apply(p *Pass, o Outcome) {
 
 func (p *Pass) awaiting() bool { return p.awaited > 0 }
 
+// Awaiting reports whether the pass still waits for outcomes of
+// recordings it asked for (record_wait, once its host_orch is over).
+func (p *Pass) Awaiting() bool { return p.awaiting() }
+
 // advance moves a waiting pass on once every outcome is in.
 func (r *Replay) advance(p *Pass) {
 	if p.step != stepWait || p.awaiting() {

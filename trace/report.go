@@ -166,10 +166,9 @@ type Serving struct {
 	GraphCalls int64   `json:"graph_calls"`
 	ShellCalls int64   `json:"shell_calls"`
 	HitRate    float64 `json:"hit_rate"`
-	// RecordWaitNs is the graph_upload time of the passes that waited for
-	// a recording (record_wait): from host_orch's end to the run image
-	// shipped, the recordings' time and the image's encoding together;
-	// RecordWaitPasses counts those passes.
+	// RecordWaitNs is the time passes waited for recordings (record_wait:
+	// Pass.RecordWaitNs summed); RecordWaitPasses counts the passes that
+	// waited.
 	RecordWaitNs     int64 `json:"record_wait_ns"`
 	RecordWaitPasses int64 `json:"record_wait_passes"`
 	// OrdinaryWhileRecording is Graph calls run on the ordinary path
@@ -581,6 +580,7 @@ type passJSON struct {
 	FetchedBytes            int64       `json:"fetched_bytes"`
 	FetchRejected           int         `json:"fetch_rejected"`
 	SimulationNs            int64       `json:"simulation_ns"`
+	RecordWaitNs            int64       `json:"record_wait_ns"`
 	DeviceIdleNs            *int64      `json:"device_idle_ns,omitempty"`
 	Ops                     Ops         `json:"ops"`
 }
@@ -590,7 +590,7 @@ func (p Pass) MarshalJSON() ([]byte, error) {
 	j := passJSON{
 		Rank: p.Rank, Round: p.Round, Cold: p.Cold,
 		RecordedNodes: p.RecordedNodes, BuiltDefinitions: p.BuiltDefinitions,
-		UploadedDefinitionBytes: p.UploadedDefinitionBytes, SimulationNs: p.SimulationNs,
+		UploadedDefinitionBytes: p.UploadedDefinitionBytes, SimulationNs: p.SimulationNs, RecordWaitNs: p.RecordWaitNs,
 		RunImageBytes: p.RunImageBytes, RunImageSentBytes: p.RunImageSentBytes,
 		LoadedDefinitions: p.LoadedDefinitions, LoadedBytes: p.LoadedBytes, StoreRejected: p.StoreRejected,
 		FetchedDefinitions: p.FetchedDefinitions, FetchedBytes: p.FetchedBytes, FetchRejected: p.FetchRejected,
@@ -618,7 +618,7 @@ func (p *Pass) UnmarshalJSON(b []byte) error {
 	*p = Pass{
 		Rank: j.Rank, Round: j.Round, Cold: j.Cold,
 		RecordedNodes: j.RecordedNodes, BuiltDefinitions: j.BuiltDefinitions,
-		UploadedDefinitionBytes: j.UploadedDefinitionBytes, SimulationNs: j.SimulationNs,
+		UploadedDefinitionBytes: j.UploadedDefinitionBytes, SimulationNs: j.SimulationNs, RecordWaitNs: j.RecordWaitNs,
 		RunImageBytes: j.RunImageBytes, RunImageSentBytes: j.RunImageSentBytes,
 		LoadedDefinitions: j.LoadedDefinitions, LoadedBytes: j.LoadedBytes, StoreRejected: j.StoreRejected,
 		FetchedDefinitions: j.FetchedDefinitions, FetchedBytes: j.FetchedBytes, FetchRejected: j.FetchRejected,

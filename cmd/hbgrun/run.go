@@ -467,10 +467,11 @@ func servingCounts(v *trace.Serving, p *actors.PassResult) {
 	v.GraphCalls += int64(pc.GraphCalls)
 	v.ShellCalls += int64(pc.Shells)
 	v.EvictedDefinitions += int64(pc.Evicted)
-	if pc.Shells > 0 {
+	if p.Pass.RecordWaitNs > 0 {
 		v.RecordWaitPasses++
-		v.RecordWaitNs += p.Pass.Phases[trace.PhaseGraphUpload]
+		v.RecordWaitNs += p.Pass.RecordWaitNs
 	}
+	v.OrdinaryWhileRecording += int64(pc.OrdinaryWhileRecording)
 	v.KeptBytesMax = max(v.KeptBytesMax, pc.KeptBytes)
 	if p.Pass.Rank == 0 {
 		v.DefinitionsAlive = append(v.DefinitionsAlive, pc.Kept)
