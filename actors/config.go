@@ -79,6 +79,12 @@ type Config struct {
 	// per rank; an evicted key records again when met.
 	KeepBytes       int64
 	KeepDefinitions int
+	// OrdinaryWhileRecording runs a Graph call whose key has no
+	// Definition yet on the ordinary path while a recorder records it, so
+	// no pass waits for a recording and a later pass replays the key;
+	// false makes the call a shell its pass waits for (record_wait).
+	// stages.PassConfig's; without retention every pass waits.
+	OrdinaryWhileRecording bool
 	// SpinFor is how long a worker goroutine that ends an actor's turn
 	// spins for the next one before it parks (0: it parks at once; 250 µs
 	// covers a warm DSv4 full turn). A handoff to a spinning worker wakes
@@ -164,5 +170,6 @@ func (rt *Runtime) passConfig() stages.PassConfig {
 		NoRetain: rt.cfg.NoRetain, DefectsAsWarnings: rt.cfg.DefectsAsWarnings,
 		StrictRecording: rt.cfg.StrictRecording, SkipDevice: rt.cfg.SkipDevice, CountKernels: rt.cfg.CountKernels,
 		FullEdges: rt.cfg.FullEdges, KeepBytes: rt.cfg.KeepBytes, KeepDefinitions: rt.cfg.KeepDefinitions,
+		OrdinaryWhileRecording: rt.cfg.OrdinaryWhileRecording,
 	}
 }

@@ -37,10 +37,10 @@ func (rt *Runtime) checkGolden(orch *Orchestration, res *PassResult) {
 	}
 	// The source map numbers tasks as a clean pass does: a pass whose call
 	// took the ordinary path numbers them otherwise.
-	if len(res.Device.Races) > 0 && res.Counts.BoundaryMismatches == 0 && res.Counts.FallbackCalls == 0 {
+	if len(res.Device.Races) > 0 && res.Counts.BoundaryMismatches == 0 && res.Counts.FallbackCalls == 0 && res.Counts.OrdinaryWhileRecording == 0 {
 		e.source().NameRaces(res.Device.Races)
 	}
-	res.Golden = e.ref.Compare(res.Device)
+	res.Golden = e.ref.CompareBarriered(res.Device, res.Counts.Barriers)
 }
 
 // reference waits for orch's golden reference, started the first time a

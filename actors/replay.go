@@ -126,10 +126,13 @@ func (r *replayActor) refused(ctx actor.Context, err error) {
 // act does what the Replay asks.
 func (r *replayActor) act(ctx actor.Context) {
 	for _, a := range r.rp.Actions() {
+		if a.Kind == stages.ActLearn {
+			// A detached outcome's learning names no pass.
+			ctx.Send(r.submission, &learned{ls: a.Learned})
+			continue
+		}
 		run := r.runs[a.Pass.ID]
 		switch a.Kind {
-		case stages.ActLearn:
-			ctx.Send(r.submission, &learned{ls: a.Learned})
 		case stages.ActRerun:
 			delete(r.runs, a.Pass.ID)
 			ctx.Send(r.submission, &rerun{run: run, ls: a.Learned})

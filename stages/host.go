@@ -15,8 +15,9 @@ type keyState struct {
 	// gone: the key was forgotten (Learn), and h.seq may still hold it.
 	gone   bool
 	failed error
-	// recording is set from the request to the outcome's Learn.
-	recording bool
+	// recording is set from the request to the outcome's Learn; detached
+	// says no pass waits for that outcome (PassConfig.OrdinaryWhileRecording).
+	recording, detached bool
 	// sig and nscalars are the first call's boundary signature; first and
 	// firstScalar its values: a later call that differs is re-recorded once
 	// to verify the Definition (verifyAsked).
@@ -72,9 +73,10 @@ type Host struct {
 	identity string
 	idHash   uint64 // FullKey's hash of identity so far
 	keys     map[uint64]*keyState
-	// recording counts keys' recording flags: the submission asks after
-	// every message, which must not walk every key.
-	recording int
+	// recording counts keys' recording flags but detached ones: the
+	// submission asks after every message, which must not walk every key;
+	// detached counts the others.
+	recording, detached int
 	matcher   Matcher
 	p         *Pass
 	// seq is the key of each Graph call of the last pass, in call order;
@@ -215,9 +217,14 @@ func (h *Host) Graph(call *GraphCall, o Submitter) TaskID {
 	}
 	switch {
 	case e == nil:
-		e = &keyState{sk: sk, nscalars: len(call.Scalars), next: len(call.ExtDeps), sig: Signature(call.Boundary, h.orch), recording: true}
-		h.recording++
-		job := h.job(call, fk, sk, false)
+		detached := h.cfg.OrdinaryWhileRecording && !h.cfg.NoRetain
+		e = &keyState{sk: sk, nscalars: len(call.Scalars), next: len(call.ExtDeps), sig: Signature(call.Boundary, h.orch), recording: true, detached: detached}
+		if detached {
+			h.detached++
+		} else {
+			h.recording++
+		}
+		job := h.job(call, fk, sk, false, detached)
 		// The request's copies are read-only from here on: the key keeps
 		// the first call's values in them.
 		e.first, e.firstScalar = job.Boundary, job.Scalars
@@ -233,6 +240,11 @@ func (h *Host) Graph(call *GraphCall, o Submitter) TaskID {
 		}
 		p.Counts.FallbackCalls++
 		return h.inline(call, o)
+	case e.def == nil && e.detached:
+		// Recording beside the passes: this call runs on the ordinary
+		// path, and a pass after the Definition arrives replays it.
+		p.Counts.OrdinaryWhileRecording++
+		return h.inlineOrdered(call, o)
 	}
 	// A shell (the key still recording) gets its hash and heap block when
 	// the Definition reaches the Replay.
@@ -250,7 +262,7 @@ func (h *Host) Graph(call *GraphCall, o Submitter) TaskID {
 	}
 	if !call.KeyComplete && !e.verifyAsked && differs(e, call) {
 		e.verifyAsked = true
-		h.job(call, fk, sk, true)
+		h.job(call, fk, sk, true, false)
 	}
 	if t := call.Template; t != nil && len(e.tmpls) < maxKeyTemplates && e.template(t) == nil {
 		// The call matched: its template's layouts are the signature's
@@ -304,7 +316,9 @@ func (h *Host) replayed(e *keyState, id TaskID) {
 	p.Counts.GraphSubmissions++
 }
 
-func (h *Host) job(call *GraphCall, fk, sk uint64, verify bool) *RecordRequest {
+// job asks for a recording of call (a verification with verify). The pass
+// waits for its outcome unless it is detached.
+func (h *Host) job(call *GraphCall, fk, sk uint64, verify, detached bool) *RecordRequest {
 	h.jobs = append(h.jobs, RecordRequest{
 		Pass: h.p.ID, StoreKey: sk, FullKey: fk, Key: call.Key,
 		Boundary: append([]Arg(nil), call.Boundary...),
@@ -313,9 +327,12 @@ func (h *Host) job(call *GraphCall, fk, sk uint64, verify bool) *RecordRequest {
 		ExtDeps:  append([]TaskID(nil), call.ExtDeps...),
 		Body:     call.KeptBody(),
 		Verify:   verify, FullEdges: h.cfg.FullEdges, MaxEdges: h.maxEdges,
+		Detached: detached,
 	})
-	h.p.pending[sk]++
-	h.p.awaited++
+	if !detached {
+		h.p.pending[sk]++
+		h.p.awaited++
+	}
 	return &h.jobs[len(h.jobs)-1]
 }
 
@@ -386,7 +403,7 @@ func (h *Host) End(err error) *Pass {
 	// Every Graph call became a GraphSubmission, or is accounted for by a
 	// boundary mismatch or a failed recording; anything else ran on the
 	// ordinary path for no reason the pass can name: demoted.
-	c.Demoted = c.GraphCalls - c.GraphSubmissions - c.BoundaryMismatches - c.FallbackCalls
+	c.Demoted = c.GraphCalls - c.GraphSubmissions - c.BoundaryMismatches - c.FallbackCalls - c.OrdinaryWhileRecording
 	if h.cfg.NoRetain {
 		p.StoreKeys = h.Forget()
 	}
@@ -478,7 +495,11 @@ func (h *Host) Learn(ls []Learned) {
 		}
 		if (l.Forget || l.Failed != nil || l.Def != nil) && e.recording {
 			e.recording = false
-			h.recording--
+			if e.detached {
+				h.detached--
+			} else {
+				h.recording--
+			}
 		}
 		switch {
 		case l.Forget:
@@ -494,7 +515,7 @@ func (h *Host) Learn(ls []Learned) {
 
 func (h *Host) forgetAll() {
 	clear(h.keys)
-	h.recording = 0
+	h.recording, h.detached = 0, 0
 	clear(h.seq)
 	h.seq = h.seq[:0]
 }

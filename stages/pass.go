@@ -56,6 +56,10 @@ type PassCounts struct {
 	// because their key had no Definition yet and the pass does not wait
 	// for recordings (PassConfig.OrdinaryWhileRecording).
 	OrdinaryWhileRecording int
+	// Barriers is the dummy tasks those calls added, two a call, to order
+	// their bodies as their Graphs would (ordered.go): device tasks no
+	// Graph form has, which the golden check discounts.
+	Barriers int
 }
 
 // RecordRequest asks the pipeline to record one body. Its slices are its own
@@ -75,6 +79,10 @@ type RecordRequest struct {
 	Verify bool
 	// FullEdges: the Definition ships every fanin edge (PassConfig's).
 	FullEdges bool
+	// Detached: no pass waits for the outcome (the asking pass ran the
+	// call on the ordinary path, PassConfig.OrdinaryWhileRecording); the
+	// Replay hands it to the Host as soon as it arrives.
+	Detached bool
 	// MaxEdges bounds the Definition's dependency edges (the
 	// orchestration's, 0: DefaultMaxEdges).
 	MaxEdges int64
@@ -86,6 +94,7 @@ type Outcome struct {
 	Pass     uint64
 	StoreKey uint64
 	Verify   bool
+	Detached bool // the request's: no pass waits for it
 	Def      *Published
 	// Err is a recording failure (Panicked: the body panicked).
 	Err      error
@@ -140,6 +149,13 @@ type PassConfig struct {
 	// not replayed lately; an evicted key records again when met.
 	KeepBytes       int64
 	KeepDefinitions int
+	// OrdinaryWhileRecording is the choice for a call whose key has no
+	// Definition yet: false, it is a shell and its pass waits for the
+	// recording (record_wait) before it ships; true, it runs on the
+	// ordinary path while a recorder records the key beside the passes,
+	// and a later pass replays it once it has arrived (the recording off
+	// the critical path). Without retention (NoRetain) every pass waits.
+	OrdinaryWhileRecording bool
 }
 
 type passStep uint8

@@ -59,6 +59,8 @@ type runFlags struct {
 	// --keep-definitions).
 	keepBytes int64
 	keepDefs  int
+	// newKeys is --new-keys: wait or ordinary.
+	newKeys string
 }
 
 func (f *runFlags) register(c *cobra.Command, withForm bool) {
@@ -86,6 +88,7 @@ func (f *runFlags) register(c *cobra.Command, withForm bool) {
 	fl.BoolVar(&f.preload, "preload", true, "before the first pass, load from the store on disk every Definition an earlier run of this model's form kept (--preload=false: each is loaded when a Graph call first asks for it)")
 	fl.Int64Var(&f.keepBytes, "keep-bytes", 0, "residency budget: the bytes of Definitions (their device images) a rank keeps; past it the least recently used are evicted, with one warning, and record again when met (0: no bound)")
 	fl.IntVar(&f.keepDefs, "keep-definitions", 0, "residency budget: how many Definitions a rank keeps, evicting the least recently used past it (0: no bound)")
+	fl.StringVar(&f.newKeys, "new-keys", "wait", "a Graph call whose key has no Definition yet: wait (a shell; its pass waits for the recording, record_wait) or ordinary (it runs on the ordinary path while a recorder records the key, and a later pass replays it)")
 	f.store.register(fl)
 }
 
@@ -116,6 +119,8 @@ func (f *runFlags) check() error {
 		return usageError{fmt.Errorf("--ranks %d: want 1 to %d", f.ranks, maxRanks)}
 	case f.defects != "error" && f.defects != "warn":
 		return usageError{fmt.Errorf("--defects %q: want error or warn", f.defects)}
+	case f.newKeys != "wait" && f.newKeys != "ordinary":
+		return usageError{fmt.Errorf("--new-keys %q: want wait or ordinary", f.newKeys)}
 	case f.devicePasses < -1:
 		return usageError{fmt.Errorf("--trace-device-passes %d: want -1 (every pass), 0 (none) or more", f.devicePasses)}
 	}
@@ -161,22 +166,23 @@ var configFlags = map[string]string{
 
 func (f *runFlags) config(tr *trace.Tracer, skipDevice bool) actors.Config {
 	return actors.Config{
-		Recorders:         f.recorders,
-		NoRetain:          f.noRetain,
-		SkipDevice:        skipDevice,
-		FullEdges:         !f.reduce,
-		DefectsAsWarnings: f.defects == "warn",
-		StrictRecording:   f.strict,
-		InFlight:          f.inFlight,
-		Timeline:          f.traceOut != "" || f.html != "",
-		Tracer:            tr,
-		StoreDir:          f.store.dir,
-		StoreMax:          f.store.max,
-		KeepBytes:         f.keepBytes,
-		KeepDefinitions:   f.keepDefs,
-		Golden:            !skipDevice,
-		Device:            npu.Config{NoRace: !f.race, Flows: f.traceFlows && f.traceOut != ""},
-		TamperImage:       f.tamper,
+		Recorders:              f.recorders,
+		NoRetain:               f.noRetain,
+		SkipDevice:             skipDevice,
+		FullEdges:              !f.reduce,
+		DefectsAsWarnings:      f.defects == "warn",
+		StrictRecording:        f.strict,
+		InFlight:               f.inFlight,
+		Timeline:               f.traceOut != "" || f.html != "",
+		Tracer:                 tr,
+		StoreDir:               f.store.dir,
+		StoreMax:               f.store.max,
+		KeepBytes:              f.keepBytes,
+		KeepDefinitions:        f.keepDefs,
+		OrdinaryWhileRecording: f.newKeys == "ordinary",
+		Golden:                 !skipDevice,
+		Device:                 npu.Config{NoRace: !f.race, Flows: f.traceFlows && f.traceOut != ""},
+		TamperImage:            f.tamper,
 	}
 }
 
