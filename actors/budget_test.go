@@ -34,7 +34,7 @@ func TestResidencyBudget(t *testing.T) {
 	}{{0, 3, 0}, {1, rounds, 3}} {
 		rt := newRuntime(t, Config{Recorders: 2, Golden: true, KeepDefinitions: tc.keep}, nil)
 		orch := steppingOrch()
-		var built, evicted, warned int
+		var built, evicted, warned, met, rerecorded int
 		for r := range rounds {
 			res := runPass(t, rt, orch, r)
 			if res.Golden == nil || !res.Golden.OK() {
@@ -50,6 +50,8 @@ func TestResidencyBudget(t *testing.T) {
 			}
 			built += res.Pass.BuiltDefinitions
 			evicted += res.Counts.Evicted
+			met += res.Counts.KeysMet
+			rerecorded += res.Counts.Rerecorded
 			if tc.keep > 0 && res.Counts.Kept > max(tc.keep, 1) {
 				t.Errorf("keep %d round %d: %d Definitions kept", tc.keep, r, res.Counts.Kept)
 			}
@@ -64,6 +66,9 @@ func TestResidencyBudget(t *testing.T) {
 		}
 		if evicted < tc.minEvicted || tc.keep == 0 && evicted != 0 {
 			t.Errorf("keep %d: %d evicted, want at least %d", tc.keep, evicted, tc.minEvicted)
+		}
+		if met != 3 || met+rerecorded != built {
+			t.Errorf("keep %d: %d keys met, %d recorded again, %d recordings: want 3 keys, the rest re-recordings", tc.keep, met, rerecorded, built)
 		}
 		if want := min(tc.keep, 1); warned != want {
 			t.Errorf("keep %d: %d budget warnings, want %d (one a run)", tc.keep, warned, want)

@@ -205,7 +205,8 @@ func counts(r *trace.Report) []fact {
 		f("fetch_rejected", c.FetchRejected),
 		f("graph_calls", c.GraphCalls), f("shell_calls", c.ShellCalls),
 		f("ordinary_while_recording", c.OrdinaryWhileRecording), f("record_wait_ns", c.RecordWaitNs),
-		f("evicted_definitions", c.EvictedDefinitions), f("kept_bytes_max", c.KeptBytesMax),
+		f("keys_met", c.KeysMet), f("evicted_definitions", c.EvictedDefinitions), f("rerecorded", c.Rerecorded),
+		f("kept_bytes_max", c.KeptBytesMax),
 	}
 }
 

@@ -88,6 +88,9 @@ type Host struct {
 	spare    []*RunImage
 	// warnedBudget: the residency budget's one warning was given.
 	warnedBudget bool
+	// evicted is the store keys the budget evicted: one met again is a
+	// re-recording (PassCounts.Rerecorded), any other a key met.
+	evicted map[uint64]bool
 }
 
 // NewHost makes a rank's Host.
@@ -223,6 +226,12 @@ func (h *Host) Graph(call *GraphCall, o Submitter) TaskID {
 			h.detached++
 		} else {
 			h.recording++
+		}
+		if h.evicted[sk] {
+			delete(h.evicted, sk)
+			p.Counts.Rerecorded++
+		} else {
+			p.Counts.KeysMet++
 		}
 		job := h.job(call, fk, sk, false, detached)
 		// The request's copies are read-only from here on: the key keeps
@@ -446,6 +455,10 @@ func (h *Host) evict(p *Pass) {
 			}
 			bytes -= int64(len(e.def.Image))
 			p.Evicted = append(p.Evicted, e.sk)
+			if h.evicted == nil {
+				h.evicted = map[uint64]bool{}
+			}
+			h.evicted[e.sk] = true
 			e.gone = true
 			delete(h.keys, e.sk)
 		}
@@ -515,6 +528,7 @@ func (h *Host) Learn(ls []Learned) {
 
 func (h *Host) forgetAll() {
 	clear(h.keys)
+	clear(h.evicted)
 	h.recording, h.detached = 0, 0
 	clear(h.seq)
 	h.seq = h.seq[:0]

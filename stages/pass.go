@@ -56,6 +56,10 @@ type PassCounts struct {
 	// because their key had no Definition yet and the pass does not wait
 	// for recordings (PassConfig.OrdinaryWhileRecording).
 	OrdinaryWhileRecording int
+	// KeysMet is the keys this pass's calls were the rank's first to
+	// name; Rerecorded the keys met again after the residency budget
+	// evicted them (each recorded again).
+	KeysMet, Rerecorded int
 	// Barriers is the dummy tasks those calls added, two a call, to order
 	// their bodies as their Graphs would (ordered.go): device tasks no
 	// Graph form has, which the golden check discounts.

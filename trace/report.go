@@ -166,6 +166,10 @@ type Serving struct {
 	GraphCalls int64   `json:"graph_calls"`
 	ShellCalls int64   `json:"shell_calls"`
 	HitRate    float64 `json:"hit_rate"`
+	// KeysMet is the distinct keys the run's calls named (per rank, added
+	// up); Rerecorded the keys recorded again after an eviction.
+	KeysMet    int64 `json:"keys_met"`
+	Rerecorded int64 `json:"rerecorded"`
 	// RecordWaitNs is the time passes waited for recordings (record_wait:
 	// Pass.RecordWaitNs summed); RecordWaitPasses counts the passes that
 	// waited.
@@ -451,8 +455,8 @@ func (r *Report) writeText(w io.Writer, headline, all bool) error {
 		if n := len(v.DefinitionsAlive); n > 0 {
 			alive = v.DefinitionsAlive[n-1]
 		}
-		fmt.Fprintf(&b, "keys (whole run): graph_calls %d, shell_calls %d (hit rate %.2f%%), ordinary_while_recording %d, record_wait %s ms over %d passes, evicted_definitions %d, definitions alive at the end %d (at most %d bytes)\n",
-			v.GraphCalls, v.ShellCalls, 100*v.HitRate, v.OrdinaryWhileRecording, ms(v.RecordWaitNs), v.RecordWaitPasses, v.EvictedDefinitions, alive, v.KeptBytesMax)
+		fmt.Fprintf(&b, "keys (whole run): keys_met %d, graph_calls %d, shell_calls %d (hit rate %.2f%%), ordinary_while_recording %d, record_wait %s ms over %d passes, evicted_definitions %d, rerecorded %d, definitions alive at the end %d (at most %d bytes)\n",
+			v.KeysMet, v.GraphCalls, v.ShellCalls, 100*v.HitRate, v.OrdinaryWhileRecording, ms(v.RecordWaitNs), v.RecordWaitPasses, v.EvictedDefinitions, v.Rerecorded, alive, v.KeptBytesMax)
 	}
 	r.writeGolden(&b)
 	if d := r.Sim; d != nil {

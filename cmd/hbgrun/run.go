@@ -473,6 +473,8 @@ func servingCounts(v *trace.Serving, p *actors.PassResult) {
 	v.GraphCalls += int64(pc.GraphCalls)
 	v.ShellCalls += int64(pc.Shells)
 	v.EvictedDefinitions += int64(pc.Evicted)
+	v.KeysMet += int64(pc.KeysMet)
+	v.Rerecorded += int64(pc.Rerecorded)
 	if p.Pass.RecordWaitNs > 0 {
 		v.RecordWaitPasses++
 		v.RecordWaitNs += p.Pass.RecordWaitNs
