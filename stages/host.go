@@ -77,8 +77,8 @@ type Host struct {
 	// submission asks after every message, which must not walk every key;
 	// detached counts the others.
 	recording, detached int
-	matcher   Matcher
-	p         *Pass
+	matcher             Matcher
+	p                   *Pass
 	// seq is the key of each Graph call of the last pass, in call order;
 	// cur the pass's own, which End makes seq.
 	seq, cur []*keyState
