@@ -91,6 +91,11 @@ type Host struct {
 	// evicted is the store keys the budget evicted: one met again is a
 	// re-recording (PassCounts.Rerecorded), any other a key met.
 	evicted map[uint64]bool
+	// kept and keptBytes are the keys with a Definition and their images'
+	// bytes, kept as Learn and evict change them: End reads them every
+	// pass, which must not walk every key.
+	kept      int
+	keptBytes int64
 }
 
 // NewHost makes a rank's Host.
@@ -427,18 +432,16 @@ func (h *Host) End(err error) *Pass {
 // the run image) nor one recording. The first eviction of a Host warns;
 // later ones are counted (Pass.Evicted).
 func (h *Host) evict(p *Pass) {
-	var kept []*keyState
-	var bytes int64
-	for _, e := range h.keys {
-		if e.def != nil {
-			kept = append(kept, e)
-			bytes += int64(len(e.def.Image))
-		}
-	}
 	over := func() bool {
-		return h.cfg.KeepBytes > 0 && bytes > h.cfg.KeepBytes || h.cfg.KeepDefinitions > 0 && len(kept) > h.cfg.KeepDefinitions
+		return h.cfg.KeepBytes > 0 && h.keptBytes > h.cfg.KeepBytes || h.cfg.KeepDefinitions > 0 && h.kept > h.cfg.KeepDefinitions
 	}
 	if over() {
+		var kept []*keyState
+		for _, e := range h.keys {
+			if e.def != nil {
+				kept = append(kept, e)
+			}
+		}
 		// Least recently called first; the store key breaks ties, so every
 		// run evicts the same keys.
 		slices.SortFunc(kept, func(a, b *keyState) int {
@@ -453,7 +456,7 @@ func (h *Host) evict(p *Pass) {
 			if e.lastPass == p.ID || e.recording {
 				break // the rest are as recent or more
 			}
-			bytes -= int64(len(e.def.Image))
+			h.dropDef(e)
 			p.Evicted = append(p.Evicted, e.sk)
 			if h.evicted == nil {
 				h.evicted = map[uint64]bool{}
@@ -462,13 +465,28 @@ func (h *Host) evict(p *Pass) {
 			e.gone = true
 			delete(h.keys, e.sk)
 		}
-		kept = kept[i:]
 		if len(p.Evicted) > 0 && !h.warnedBudget {
 			h.warnedBudget = true
 			p.warn("residency budget reached (%s): the least recently used Definitions are evicted, and each evicted key records again when next met (further evictions are counted, not warned)", budgetText(h.cfg))
 		}
 	}
-	p.Counts.Evicted, p.Counts.Kept, p.Counts.KeptBytes = len(p.Evicted), len(kept), bytes
+	p.Counts.Evicted, p.Counts.Kept, p.Counts.KeptBytes = len(p.Evicted), h.kept, h.keptBytes
+}
+
+// setDef gives e its Definition, and dropDef takes it away, keeping the
+// kept counts.
+func (h *Host) setDef(e *keyState, d *Published) {
+	h.dropDef(e)
+	e.def = d
+	h.kept++
+	h.keptBytes += int64(len(d.Image))
+}
+
+func (h *Host) dropDef(e *keyState) {
+	if e.def != nil {
+		h.kept--
+		h.keptBytes -= int64(len(e.def.Image))
+	}
 }
 
 func cmpU64(a, b uint64) int {
@@ -516,12 +534,13 @@ func (h *Host) Learn(ls []Learned) {
 		}
 		switch {
 		case l.Forget:
+			h.dropDef(e)
 			e.gone = true
 			delete(h.keys, l.StoreKey)
 		case l.Failed != nil:
 			e.failed = l.Failed
 		case l.Def != nil:
-			e.def = l.Def
+			h.setDef(e, l.Def)
 		}
 	}
 }
@@ -530,6 +549,7 @@ func (h *Host) forgetAll() {
 	clear(h.keys)
 	clear(h.evicted)
 	h.recording, h.detached = 0, 0
+	h.kept, h.keptBytes = 0, 0
 	clear(h.seq)
 	h.seq = h.seq[:0]
 }
