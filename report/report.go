@@ -206,7 +206,7 @@ func counts(r *trace.Report) []fact {
 		f("graph_calls", c.GraphCalls), f("shell_calls", c.ShellCalls),
 		f("ordinary_while_recording", c.OrdinaryWhileRecording), f("record_wait_ns", c.RecordWaitNs),
 		f("keys_met", c.KeysMet), f("evicted_definitions", c.EvictedDefinitions), f("rerecorded", c.Rerecorded),
-		f("kept_bytes_max", c.KeptBytesMax),
+		f("kept_bytes_max", c.KeptBytesMax), f("device_definition_bytes_max", c.DeviceBytesMax),
 	}
 }
 

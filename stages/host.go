@@ -456,6 +456,7 @@ func (h *Host) evict(p *Pass) {
 			if e.lastPass == p.ID || e.recording {
 				break // the rest are as recent or more
 			}
+			p.Freed = append(p.Freed, e.def.Hash)
 			h.dropDef(e)
 			p.Evicted = append(p.Evicted, e.sk)
 			if h.evicted == nil {
@@ -465,12 +466,35 @@ func (h *Host) evict(p *Pass) {
 			e.gone = true
 			delete(h.keys, e.sk)
 		}
+		p.Freed = h.unheld(p.Freed)
 		if len(p.Evicted) > 0 && !h.warnedBudget {
 			h.warnedBudget = true
 			p.warn("residency budget reached (%s): the least recently used Definitions are evicted, and each evicted key records again when next met (further evictions are counted, not warned)", budgetText(h.cfg))
 		}
 	}
 	p.Counts.Evicted, p.Counts.Kept, p.Counts.KeptBytes = len(p.Evicted), h.kept, h.keptBytes
+}
+
+// unheld is the hashes, once each, that no key the Host keeps has: two
+// keys of one body share a device object, which goes only with the last.
+func (h *Host) unheld(hashes []uint64) []uint64 {
+	if len(hashes) == 0 {
+		return hashes
+	}
+	held := map[uint64]bool{}
+	for _, e := range h.keys {
+		if e.def != nil {
+			held[e.def.Hash] = true
+		}
+	}
+	out := hashes[:0]
+	for _, x := range hashes {
+		if !held[x] {
+			held[x] = true // once
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // setDef gives e its Definition, and dropDef takes it away, keeping the

@@ -212,6 +212,11 @@ type Pass struct {
 	// end of this pass's host_orch (PassConfig.KeepBytes): the store drops
 	// them too, so the next call of one records it again.
 	Evicted []uint64
+	// Freed is the content hashes of the evicted Definitions that no kept
+	// key shares: the device objects to free once every earlier pass has
+	// shipped (and the uploader to forget, so a key recorded again is
+	// uploaded again).
+	Freed []uint64
 
 	cfg      PassConfig
 	nkernels int

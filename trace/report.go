@@ -184,6 +184,10 @@ type Serving struct {
 	// kept after it; KeptBytesMax the most device bytes they took.
 	DefinitionsAlive []int `json:"definitions_alive,omitempty"`
 	KeptBytesMax     int64 `json:"kept_bytes_max"`
+	// DeviceBytesMax is the most bytes of Definition objects a device held
+	// at a launch (the budget frees evicted ones there too); 0 with the
+	// device skipped.
+	DeviceBytesMax int64 `json:"device_definition_bytes_max"`
 }
 
 // Digest is a 64-bit output digest. It is JSON text (16 hex digits), since
@@ -455,8 +459,8 @@ func (r *Report) writeText(w io.Writer, headline, all bool) error {
 		if n := len(v.DefinitionsAlive); n > 0 {
 			alive = v.DefinitionsAlive[n-1]
 		}
-		fmt.Fprintf(&b, "keys (whole run): keys_met %d, graph_calls %d, shell_calls %d (hit rate %.2f%%), ordinary_while_recording %d, record_wait %s ms over %d passes, evicted_definitions %d, rerecorded %d, definitions alive at the end %d (at most %d bytes)\n",
-			v.KeysMet, v.GraphCalls, v.ShellCalls, 100*v.HitRate, v.OrdinaryWhileRecording, ms(v.RecordWaitNs), v.RecordWaitPasses, v.EvictedDefinitions, v.Rerecorded, alive, v.KeptBytesMax)
+		fmt.Fprintf(&b, "keys (whole run): keys_met %d, graph_calls %d, shell_calls %d (hit rate %.2f%%), ordinary_while_recording %d, record_wait %s ms over %d passes, evicted_definitions %d, rerecorded %d, definitions alive at the end %d (at most %d bytes, %d on a device)\n",
+			v.KeysMet, v.GraphCalls, v.ShellCalls, 100*v.HitRate, v.OrdinaryWhileRecording, ms(v.RecordWaitNs), v.RecordWaitPasses, v.EvictedDefinitions, v.Rerecorded, alive, v.KeptBytesMax, v.DeviceBytesMax)
 	}
 	r.writeGolden(&b)
 	if d := r.Sim; d != nil {
@@ -585,6 +589,7 @@ type passJSON struct {
 	FetchRejected           int         `json:"fetch_rejected"`
 	SimulationNs            int64       `json:"simulation_ns"`
 	RecordWaitNs            int64       `json:"record_wait_ns"`
+	DeviceDefinitionBytes   int64       `json:"device_definition_bytes"`
 	DeviceIdleNs            *int64      `json:"device_idle_ns,omitempty"`
 	Ops                     Ops         `json:"ops"`
 }
@@ -594,7 +599,7 @@ func (p Pass) MarshalJSON() ([]byte, error) {
 	j := passJSON{
 		Rank: p.Rank, Round: p.Round, Cold: p.Cold,
 		RecordedNodes: p.RecordedNodes, BuiltDefinitions: p.BuiltDefinitions,
-		UploadedDefinitionBytes: p.UploadedDefinitionBytes, SimulationNs: p.SimulationNs, RecordWaitNs: p.RecordWaitNs,
+		UploadedDefinitionBytes: p.UploadedDefinitionBytes, SimulationNs: p.SimulationNs, RecordWaitNs: p.RecordWaitNs, DeviceDefinitionBytes: p.DeviceDefinitionBytes,
 		RunImageBytes: p.RunImageBytes, RunImageSentBytes: p.RunImageSentBytes,
 		LoadedDefinitions: p.LoadedDefinitions, LoadedBytes: p.LoadedBytes, StoreRejected: p.StoreRejected,
 		FetchedDefinitions: p.FetchedDefinitions, FetchedBytes: p.FetchedBytes, FetchRejected: p.FetchRejected,
@@ -622,7 +627,7 @@ func (p *Pass) UnmarshalJSON(b []byte) error {
 	*p = Pass{
 		Rank: j.Rank, Round: j.Round, Cold: j.Cold,
 		RecordedNodes: j.RecordedNodes, BuiltDefinitions: j.BuiltDefinitions,
-		UploadedDefinitionBytes: j.UploadedDefinitionBytes, SimulationNs: j.SimulationNs, RecordWaitNs: j.RecordWaitNs,
+		UploadedDefinitionBytes: j.UploadedDefinitionBytes, SimulationNs: j.SimulationNs, RecordWaitNs: j.RecordWaitNs, DeviceDefinitionBytes: j.DeviceDefinitionBytes,
 		RunImageBytes: j.RunImageBytes, RunImageSentBytes: j.RunImageSentBytes,
 		LoadedDefinitions: j.LoadedDefinitions, LoadedBytes: j.LoadedBytes, StoreRejected: j.StoreRejected,
 		FetchedDefinitions: j.FetchedDefinitions, FetchedBytes: j.FetchedBytes, FetchRejected: j.FetchRejected,

@@ -481,6 +481,7 @@ func servingCounts(v *trace.Serving, p *actors.PassResult) {
 	}
 	v.OrdinaryWhileRecording += int64(pc.OrdinaryWhileRecording)
 	v.KeptBytesMax = max(v.KeptBytesMax, pc.KeptBytes)
+	v.DeviceBytesMax = max(v.DeviceBytesMax, p.Pass.DeviceDefinitionBytes)
 	if p.Pass.Rank == 0 {
 		v.DefinitionsAlive = append(v.DefinitionsAlive, pc.Kept)
 	}
