@@ -70,6 +70,7 @@ type report struct {
 			Shells     int64 `json:"shell_calls"`
 			WaitNs     int64 `json:"record_wait_ns"`
 			Ordinary   int64 `json:"ordinary_while_recording"`
+			DeviceMax  int64 `json:"device_definition_bytes_max"`
 		} `json:"per_run"`
 	} `json:"counts"`
 	Golden *struct {
@@ -146,10 +147,11 @@ func measure(bin string, rounds, repeat int) (string, error) {
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	p("Serving runs (`tools/servingbench`, %s): %d rounds, one rank, the device skipped; each\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), rounds)
 	p("figure the median of %d runs on the shared 2-core box, busy with other builds (single runs wander, p99 most).\n", repeat)
-	p("Golden: a run of the same rounds with the device simulated. record_wait is the run's total; ×static the warm\n")
-	p("control-plane median over the static model's Graph form's.\n\n")
-	p("| model | form | new keys | budget | keys met | recorded | re-recorded | evicted | shell calls | record_wait ms | ordinary-path calls | control plane median ms | p99 ms | ×static | golden |\n")
-	p("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	p("Golden and device KB: a run of the same rounds with the device simulated (device KB: the most bytes of Definition\n")
+	p("objects it held at a launch). record_wait is the run's total; ×static the warm control-plane median over the\n")
+	p("static model's Graph form's.\n\n")
+	p("| model | form | new keys | budget | keys met | recorded | re-recorded | evicted | shell calls | record_wait ms | ordinary-path calls | control plane median ms | p99 ms | ×static | device KB | golden |\n")
+	p("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for name, form := range statics {
 		var med []int64
 		for range repeat {
@@ -187,9 +189,9 @@ func measure(bin string, rounds, repeat int) (string, error) {
 			verdict = g.Golden.Verdict
 		}
 		m := median(med)
-		p("| %s | %s | %s | %s | %d | %d | %d | %d | %d | %s | %d | %s | %s | %.2f | %s |\n", c.model, c.form, c.newKeys, budget,
+		p("| %s | %s | %s | %s | %d | %d | %d | %d | %d | %s | %d | %s | %s | %.2f | %d | %s |\n", c.model, c.form, c.newKeys, budget,
 			median(met), median(rec), median(rerec), median(ev), median(sh), ms(median(wait)), median(ord), ms(m), ms(median(p99)),
-			float64(m)/float64(staticMed[c.static]), verdict)
+			float64(m)/float64(staticMed[c.static]), g.Counts.PerRun.DeviceMax/1000, verdict)
 	}
 	p("\nStatic forms' warm control-plane median: ")
 	first := true
