@@ -1,7 +1,7 @@
 GO ?= go
 MODEL ?= config/models/dsv4_flash_decode.yaml
 
-.PHONY: run test bench bench-scale bench-md lint build jaeger chromium proto
+.PHONY: run test bench bench-scale bench-serving bench-md lint build jaeger chromium proto
 
 build:
 	$(GO) build ./...
@@ -15,13 +15,21 @@ test: lint chromium
 bench:
 	$(GO) test -run '^$$' -bench . -skip Scale -benchmem -count 6 ./... | tee docs/bench/bench.txt
 	$(MAKE) bench-scale
+	$(MAKE) bench-serving
 	$(MAKE) bench-md
 
 # BENCHMARKS.md, one current table, rendered from the last run's output
-# (docs/bench/bench.txt, docs/bench/bench-scale.md); its history is
-# docs/benchmarks-history.md.
+# (docs/bench/bench.txt, docs/bench/bench-scale.md, docs/bench/bench-serving.md);
+# its history is docs/benchmarks-history.md.
 bench-md:
-	$(GO) run ./tools/benchmd -bench docs/bench/bench.txt -scale docs/bench/bench-scale.md -go "$$($(GO) env GOVERSION)" -o BENCHMARKS.md
+	$(GO) run ./tools/benchmd -bench docs/bench/bench.txt -scale docs/bench/bench-scale.md -serving docs/bench/bench-serving.md -go "$$($(GO) env GOVERSION)" -o BENCHMARKS.md
+
+# The serving runs (issue 40): the models whose steps change, each form,
+# --new-keys wait and ordinary, with and without a residency budget, 300
+# rounds each (a few minutes).
+bench-serving:
+	$(GO) build -o "$${TMPDIR:-/tmp}/hbgrun-bench-serving" ./cmd/hbgrun
+	$(GO) run ./tools/servingbench -hbgrun "$${TMPDIR:-/tmp}/hbgrun-bench-serving" -o docs/bench/bench-serving.md
 
 # The scaling benchmarks (issue 28): each over sizes a factor of 4 or more
 # apart, per unit of work. Their largest sizes take seconds an iteration

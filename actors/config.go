@@ -72,6 +72,19 @@ type Config struct {
 	StoreDir string
 	// StoreMax bounds the store on disk in bytes (0: diskstore.DefaultMax).
 	StoreMax int64
+	// KeepBytes and KeepDefinitions are the residency budget: the bytes
+	// of Definitions (their device images) and how many a rank keeps, 0
+	// for no bound (stages.PassConfig's). Past it the least recently used
+	// are evicted, from the rank and the store in memory, with one warning
+	// per rank; an evicted key records again when met.
+	KeepBytes       int64
+	KeepDefinitions int
+	// OrdinaryWhileRecording runs a Graph call whose key has no
+	// Definition yet on the ordinary path while a recorder records it, so
+	// no pass waits for a recording and a later pass replays the key;
+	// false makes the call a shell its pass waits for (record_wait).
+	// stages.PassConfig's; without retention every pass waits.
+	OrdinaryWhileRecording bool
 	// SpinFor is how long a worker goroutine that ends an actor's turn
 	// spins for the next one before it parks (0: it parks at once; 250 µs
 	// covers a warm DSv4 full turn). A handoff to a spinning worker wakes
@@ -133,6 +146,12 @@ func (c *Config) Validate() error {
 	if c.PassTimeout <= 0 {
 		return configError("PassTimeout", c.PassTimeout, "a positive duration")
 	}
+	if c.KeepBytes < 0 {
+		return configError("KeepBytes", c.KeepBytes, "0 (no bound) or more bytes")
+	}
+	if c.KeepDefinitions < 0 {
+		return configError("KeepDefinitions", c.KeepDefinitions, "0 (no bound) or more Definitions")
+	}
 	if c.StoreMax < 0 {
 		return configError("StoreMax", c.StoreMax, "0 (the default bound) or more bytes")
 	}
@@ -150,6 +169,7 @@ func (rt *Runtime) passConfig() stages.PassConfig {
 	return stages.PassConfig{
 		NoRetain: rt.cfg.NoRetain, DefectsAsWarnings: rt.cfg.DefectsAsWarnings,
 		StrictRecording: rt.cfg.StrictRecording, SkipDevice: rt.cfg.SkipDevice, CountKernels: rt.cfg.CountKernels,
-		FullEdges: rt.cfg.FullEdges,
+		FullEdges: rt.cfg.FullEdges, KeepBytes: rt.cfg.KeepBytes, KeepDefinitions: rt.cfg.KeepDefinitions,
+		OrdinaryWhileRecording: rt.cfg.OrdinaryWhileRecording,
 	}
 }

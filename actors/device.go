@@ -99,6 +99,13 @@ func (a *Device) Receive(ctx actor.Context) {
 			_, r.Ns = ph.FinishDevice(res.SimNs)
 		}
 		reply(ctx, m.ReplyTo, r)
+	case *mailbox.FreeDefinitions:
+		a.safe(func() error {
+			for _, h := range m.Hashes {
+				a.dev.Free(h)
+			}
+			return nil
+		})
 	case *mailbox.ResetDevice:
 		a.safe(func() error { a.dev.Reset(); return nil })
 		reply(ctx, m.ReplyTo, &mailbox.DeviceReset{})

@@ -37,10 +37,10 @@ func (rt *Runtime) checkGolden(orch *Orchestration, res *PassResult) {
 	}
 	// The source map numbers tasks as a clean pass does: a pass whose call
 	// took the ordinary path numbers them otherwise.
-	if len(res.Device.Races) > 0 && res.Counts.BoundaryMismatches == 0 && res.Counts.FallbackCalls == 0 {
+	if len(res.Device.Races) > 0 && res.Counts.BoundaryMismatches == 0 && res.Counts.FallbackCalls == 0 && res.Counts.OrdinaryWhileRecording == 0 {
 		e.source().NameRaces(res.Device.Races)
 	}
-	res.Golden = e.ref.Compare(res.Device)
+	res.Golden = e.ref.CompareBarriered(res.Device, res.Counts.Barriers)
 }
 
 // reference waits for orch's golden reference, started the first time a
@@ -73,8 +73,8 @@ func (rt *Runtime) reference(ctx context.Context, orch *Orchestration, rank, rou
 	}
 }
 
-// goldenCache computes each orchestration's reference once (its Name is
-// its identity), each in a goroutine of its own.
+// goldenCache computes each orchestration's reference once (its Name and
+// Step are its identity), each in a goroutine of its own.
 type goldenCache struct {
 	mu   sync.Mutex
 	refs map[string]*goldenEntry
@@ -96,10 +96,12 @@ func (c *goldenCache) start(orch *Orchestration, cfg npu.Config) *goldenEntry {
 	if c.refs == nil {
 		c.refs = map[string]*goldenEntry{}
 	}
-	e := c.refs[orch.Name]
+	// A round of a program whose steps change is its own reference.
+	name := orch.Name + "\x00" + orch.Step
+	e := c.refs[name]
 	if e == nil {
 		e = &goldenEntry{done: make(chan struct{}), source: sync.OnceValue(func() *golden.Source { return golden.SourceOf(orch) })}
-		c.refs[orch.Name] = e
+		c.refs[name] = e
 		go func() {
 			returned := false
 			// Deferred, so that a Goexit in the caller's code, which ends

@@ -31,6 +31,8 @@ type replayActor struct {
 	last     []byte
 	lastTag  uint64
 	lastRead bool
+	// frees is the evictions waiting for their passes to ship (freeAfter).
+	frees []*freeAfter
 }
 
 func (r *replayActor) Receive(ctx actor.Context) {
@@ -42,30 +44,57 @@ func (r *replayActor) Receive(ctx actor.Context) {
 		r.submission = m.submission
 	case *handoff:
 		r.runs[m.run.pass.ID] = m.run
+		if m.run.pass.Awaiting() {
+			m.run.handoffNs = trace.Now()
+		}
 		r.rp.Handoff(m.run.pass)
 	case *mailbox.DefinitionUploaded:
+		if run := r.runs[m.Outcome.Pass]; run != nil && run.handoffNs != 0 {
+			run.lastDefNs = trace.Now()
+		}
 		r.rp.Defined(m.Outcome)
 	case *mailbox.RunCopied:
-		r.deviceReplied(ctx, m.Err, nil, m.Bytes, m.StartNs, m.Ns)
+		r.deviceReplied(ctx, m.Err, nil, m.Bytes, m.StartNs, m.Ns, 0)
 	case *mailbox.Launched:
-		r.deviceReplied(ctx, m.Err, m.Result, 0, m.StartNs, m.Ns)
+		r.deviceReplied(ctx, m.Err, m.Result, 0, m.StartNs, m.Ns, m.Stats.DefinitionBytes)
 	case *cancelPass:
 		for id, run := range r.runs {
 			if run.req.id == m.id && !run.pass.Done() {
 				r.rp.Cancel(id, m.err)
 			}
 		}
+	case *freeAfter:
+		r.frees = append(r.frees, m)
 	}
 	r.act(ctx)
+	r.sendFrees(ctx)
+}
+
+// sendFrees sends the device the frees whose passes, and every earlier one,
+// have shipped or are over: the device serves a rank's messages in order,
+// so no launch after the free replays what it frees.
+func (r *replayActor) sendFrees(ctx actor.Context) {
+	for len(r.frees) > 0 {
+		f := r.frees[0]
+		for _, run := range r.runs {
+			if run.pass.ID <= f.pass && !run.shipped {
+				return
+			}
+		}
+		sendDevice(ctx, r.device, &mailbox.FreeDefinitions{Hashes: f.hashes})
+		r.frees[0] = nil
+		r.frees = r.frees[1:]
+	}
 }
 
 // replayWire tells a rank's replay its submission (spawned after it).
 type replayWire struct{ submission *actor.PID }
 
 // deviceReplied takes the device's next answer, a copy's or a launch's
-// (the device answers in order): its error, the launch's result, and when
-// the phase began and how long it took.
-func (r *replayActor) deviceReplied(ctx actor.Context, err error, result *npu.Result, sent int, startNs, ns int64) {
+// (the device answers in order): its error, the launch's result, when
+// the phase began and how long it took, and the bytes of the Definition
+// objects the device held then.
+func (r *replayActor) deviceReplied(ctx actor.Context, err error, result *npu.Result, sent int, startNs, ns, defBytes int64) {
 	r.refused(ctx, err)
 	p, launched, over := r.rp.DeviceReplied(err)
 	run := r.runs[p.ID]
@@ -86,6 +115,7 @@ func (r *replayActor) deviceReplied(ctx actor.Context, err error, result *npu.Re
 		return
 	}
 	res.DeviceStartNs = startNs
+	res.Pass.DeviceDefinitionBytes = defBytes
 	if err == nil {
 		res.Pass.DeviceIdleNs = r.axis.Place(run.clock.Begin, run.clock.Ready(), result.SimNs)
 		run.placed = true
@@ -120,10 +150,13 @@ func (r *replayActor) refused(ctx actor.Context, err error) {
 // act does what the Replay asks.
 func (r *replayActor) act(ctx actor.Context) {
 	for _, a := range r.rp.Actions() {
+		if a.Kind == stages.ActLearn {
+			// A detached outcome's learning names no pass.
+			ctx.Send(r.submission, &learned{ls: a.Learned})
+			continue
+		}
 		run := r.runs[a.Pass.ID]
 		switch a.Kind {
-		case stages.ActLearn:
-			ctx.Send(r.submission, &learned{ls: a.Learned})
 		case stages.ActRerun:
 			delete(r.runs, a.Pass.ID)
 			ctx.Send(r.submission, &rerun{run: run, ls: a.Learned})
@@ -161,6 +194,10 @@ func (r *replayActor) ship(ctx actor.Context, run *passRun) {
 	r.lastTag++
 	r.last, r.lastRead, cp.Tag = run.image, false, r.lastTag
 	run.res.Pass.RunImageBytes = int64(len(run.image))
+	run.shipped = true
+	if run.lastDefNs > run.handoffNs && run.handoffNs != 0 {
+		run.res.Pass.RecordWaitNs += run.lastDefNs - run.handoffNs
+	}
 	run.closeUpload(true)
 	ph := mailbox.DevicePhase{Tracer: r.rt.tracer, Run: run.req.run, Rank: r.rank, Round: run.req.round}
 	cp.Phase = ph

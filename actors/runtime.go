@@ -119,9 +119,9 @@ func (rt *Runtime) Stop(ctx context.Context) error {
 // it, and ranks share the runtime's recorders and Definitions. round is
 // the pass's number on that rank, counted from 0, as a decode step's
 // index: round 0 is reported as the cold pass (PassResult.Pass.Cold), and
-// with Config.NoRetain each (rank, round) keys its own Definitions; it
-// changes nothing the orchestration computes (orch.Run is not given it),
-// so every round of a form submits the same work and ends with the same
+// with Config.NoRetain each (rank, round) keys its own Definitions. An
+// orchestration with At (a program whose steps change) runs At(round);
+// any other runs the same work every round and ends with the same
 // digest. Rounds need not be consecutive, and a round may be run again.
 //
 // Passes of different ranks run concurrently. Passes of one rank overlap up to
@@ -170,6 +170,8 @@ func (localPasses) CheckPass(*Orchestration, int, int) error { return nil }
 
 func (l localPasses) SendPass(ctx context.Context, orch *Orchestration, rank, round int) (PassTicket, error) {
 	rt := l.rt
+	// A program whose steps change runs its round's (Orchestration.At).
+	orch = orch.Round(round)
 	if rt.cfg.Golden {
 		// The reference is made once per orchestration, before its first
 		// pass is asked for: made after a pass returned, it would hold up

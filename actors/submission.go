@@ -43,6 +43,11 @@ type passRun struct {
 	// device's timeline (stages.DeviceAxis); placed says it was.
 	clock  stages.PhaseClock
 	placed bool
+	// handoffNs is when the replay took the pass while it still awaited
+	// recordings, lastDefNs when the last of them arrived: record_wait.
+	handoffNs, lastDefNs int64
+	// shipped: its run image went to the device (freeAfter waits for it).
+	shipped bool
 }
 
 // startPhase opens ph's span; graph_upload's opening is the clock's too.
@@ -91,6 +96,16 @@ type (
 		id  uint64
 		err error
 	}
+	// freeAfter asks the replay to free the device objects of the
+	// Definitions the residency budget evicted at pass's end, once no pass
+	// up to it is still to ship (one of them may replay them).
+	freeAfter struct {
+		pass   uint64
+		hashes []uint64
+	}
+	// forgetUploads tells the uploader the device objects it no longer
+	// holds for the rank.
+	forgetUploads struct{ hashes []uint64 }
 )
 
 // submission owns one rank's host side (stages.Host: the ordinary path,
@@ -200,6 +215,15 @@ func (s *submission) orchestrate(run *passRun, p *stages.Pass) {
 	err := s.runGuarded(run.req.orch)
 	p = s.host.End(err)
 	s.cur = nil
+	if len(p.Evicted) > 0 {
+		// Sent before any later pass's record request for the key, so
+		// the store records it again rather than answering from memory.
+		s.ctx.Send(s.rt.store, &forgetDefinitions{keys: p.Evicted})
+	}
+	if len(p.Freed) > 0 {
+		// Likewise the uploader: a key recorded again is uploaded again.
+		s.ctx.Send(s.uploader, &forgetUploads{hashes: p.Freed})
+	}
 	var end int64
 	if rerun {
 		end = trace.Now()
@@ -216,6 +240,9 @@ func (s *submission) orchestrate(run *passRun, p *stages.Pass) {
 		s.inFlight++
 	}
 	s.ctx.Send(s.replay, &handoff{run: run})
+	if len(p.Freed) > 0 {
+		s.ctx.Send(s.replay, &freeAfter{pass: p.ID, hashes: p.Freed})
+	}
 }
 
 // runGuarded runs orch's code, the caller's, on a goroutine of its own and

@@ -43,6 +43,10 @@ func (u *uploader) Receive(ctx actor.Context) {
 		u.ready(ctx, m)
 	case *mailbox.Uploaded:
 		u.replied(ctx, m)
+	case *forgetUploads:
+		for _, h := range m.hashes {
+			delete(u.uploaded, h)
+		}
 	}
 }
 

@@ -46,6 +46,12 @@
 //	    params: {NAME: INT}
 //	    graphs:                           # block calls that are Graphs
 //	      BLOCK: {key: "text{param}", config: [param, ...]}
+//	steps:                                # optional: program params that change round to round
+//	  seed: N                             # the schedule's PCG seed: the same rounds in every run
+//	  requests: {slots: N, batch: [b, ...], context: [min, max], decode: [min, max]}
+//	  params: {NAME: EXPR}                # a program param per round, over the constants, the
+//	                                      # program params and round, batch, max_context,
+//	                                      # min_context, sum_context
 //
 // OPs, in submission order:
 //
@@ -85,6 +91,24 @@
 // element's index into T's root (gate_view[1] over gate @ 4 is [5]). In a block with variants, "a|b" gives
 // the kernel or tag per variant, and a key named after a variant overrides
 // fields for it.
+//
+// # Steps that change
+//
+// A decode server's steps are not one step: every request's context grows
+// a token a step, requests end and new ones start short, the batch moves.
+// steps: says so. requests.slots requests run at once; each round draws a
+// batch size from batch (uniformly), and the first batch requests decode a
+// token each; a request that has decoded its tokens (drawn from decode)
+// ends, and a new one, its context drawn from context, starts in its slot.
+// The round's batch and the largest, smallest and summed context of its
+// batch (at the round's start) are what params' expressions read; each
+// sets a program param for the round (Model.StepParams), which the body
+// reads as any param. Where such a param shapes a Graph body (a loop count,
+// a task list size), the form's key names it, so a new key arrives each
+// time it changes: a form that buckets the count (a key per bucket, as a
+// server captures a graph per batch size) meets fewer. The program's own
+// defaults are what the task bound is checked at: make them the largest a
+// round makes. Entry tensors and their contents are the same every round.
 //
 // # Host reads
 //
@@ -406,6 +430,7 @@
 //	blocks.go    block headers (params, variants, tensor and task params) and bodies
 //	boundary.go  boundary slots and scalars, boundary: auto
 //	program.go   the program, forms and their Graph keys
+//	steps.go     steps: the rounds' params and their seeded schedule
 //	checks.go    the static Graph checks (structure, baked scalars, shared keys) and layout warnings
 //	keys.go      which key texts a key template makes, and whether two can meet
 //	scope.go     the names a block's ops see while it compiles

@@ -219,6 +219,7 @@ type modelDoc struct {
 	Blocks    *yaml.Node `yaml:"blocks"`
 	Program   *yaml.Node `yaml:"program"`
 	Forms     *yaml.Node `yaml:"forms"`
+	Steps     *yaml.Node `yaml:"steps"`
 }
 
 func (l *loader) model(n *yaml.Node) error {
@@ -315,6 +316,11 @@ func (l *loader) model(n *yaml.Node) error {
 		return err
 	}
 	l.propagate()
+	if st := d.Steps; st != nil {
+		if err := l.stepsSection(st); err != nil {
+			return err
+		}
+	}
 	return l.formsSection(d.Forms)
 }
 

@@ -48,6 +48,9 @@ type Model struct {
 	maxEdges, edgeLimit int64
 	sizeMu              sync.Mutex
 	sizes               map[string]sizeCheck
+	// steps is how the program's params change round to round (steps:),
+	// nil when every round runs the same program.
+	steps *steps
 }
 
 type entryTensor struct {

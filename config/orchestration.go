@@ -16,7 +16,7 @@ func (m *Model) Orchestration(form string) (*stages.Orchestration, error) {
 	if m.formIdx[form] == nil { // a hidden form (AddForm) runs too
 		return nil, fmt.Errorf("%s: %w %q (forms: %s)", m.File(), ErrNoForm, form, strings.Join(m.Forms(), ", "))
 	}
-	return &stages.Orchestration{
+	o := &stages.Orchestration{
 		Name:    m.Name + "/" + form + "@" + m.contentHash + m.formIdx[form].generated,
 		Entry:   m.EntryRoots(),
 		Kernels: m.Kernels(),
@@ -24,5 +24,16 @@ func (m *Model) Orchestration(form string) (*stages.Orchestration, error) {
 		File:    m.File(),
 		// A model's bound holds until a command or a node sets its own.
 		MaxEdges: m.MaxEdges(),
-	}, nil
+	}
+	if m.steps != nil {
+		base := *o
+		o.At = func(round int) *stages.Orchestration {
+			r := base
+			r.Run = func(o stages.Submitter) error { return m.RunRound(o, form, round) }
+			r.Step = m.stepName(form, round)
+			return &r
+		}
+		o.Step = m.stepName(form, 0)
+	}
+	return o, nil
 }

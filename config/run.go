@@ -22,14 +22,19 @@ type TensorReader interface {
 // form: block calls that the form makes Graphs go through o.Graph, all other
 // ops are submitted directly.
 func (m *Model) Run(o stages.Submitter, form string) error {
-	_, err := m.run(o, form)
+	_, err := m.runAt(o, form, 0)
 	return err
 }
 
 // run is Run, returning the runner's own count of what it did (the tasks
 // it submitted and its work, as the sizer counts them), so that a test
 // holds the sizer to it (FuzzSizeMatchesRun).
-func (m *Model) run(o stages.Submitter, form string) (_ cost, err error) {
+func (m *Model) run(o stages.Submitter, form string) (cost, error) {
+	return m.runAt(o, form, 0)
+}
+
+// runAt is run at round (a model with steps: runs that round's params).
+func (m *Model) runAt(o stages.Submitter, form string, round int) (_ cost, err error) {
 	f := m.formIdx[form]
 	if f == nil {
 		return cost{}, fmt.Errorf("config: model %s has %w %q (want one of %s)", m.Name, ErrNoForm, form, strings.Join(m.Forms(), ", "))
@@ -58,6 +63,12 @@ func (m *Model) run(o stages.Submitter, form string) (_ cost, err error) {
 	r.line = 0
 	fr := r.frame(m.program)
 	copy(fr.env, f.params)
+	if m.steps != nil {
+		if err := m.applySteps(fr.env, round); err != nil {
+			done = true
+			return cost{}, err
+		}
+	}
 	copy(fr.tensors, m.entryViews)
 	fr.resetTasks()
 	if f.step != nil {

@@ -40,6 +40,13 @@ type Upload struct {
 	ReplyTo *actor.PID
 }
 
+// FreeDefinitions frees one upload each of the Definition objects of these
+// content hashes (npu.Die.Free): the rank's residency budget evicted them,
+// and no pass the device has still to run replays them. One-way.
+type FreeDefinitions struct {
+	Hashes []uint64
+}
+
 // Uploaded answers Upload.
 type Uploaded struct {
 	Object npu.ObjectID

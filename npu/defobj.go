@@ -16,6 +16,10 @@ type defObj struct {
 	id    ObjectID
 	image []byte
 	hash  uint64
+	// refs counts the uploads of the object not yet freed (Die.Free): a
+	// host that evicts a Definition and uploads it again before the free
+	// reaches the device keeps it.
+	refs int
 	// ready: the records below are read (Die.materialize, at the first
 	// launch that replays the object); err: they did not decode.
 	ready bool

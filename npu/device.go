@@ -3,6 +3,7 @@ package npu
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/hbg-dev/hbg/stages"
 	"github.com/hbg-dev/hbg/stages/imagefmt"
@@ -77,6 +78,8 @@ type Stats struct {
 	H2DCopies int
 	Launches  int
 	Refusals  int
+	// Frees counts the objects freed (Free).
+	Frees int
 }
 
 // Die is one rank's simulated a2a3 die. It is plain state: not safe for
@@ -178,6 +181,7 @@ func (d *Die) RegisterKernels(ks []stages.Kernel) {
 func (d *Die) Upload(image []byte) (ObjectID, error) {
 	h := stages.DefinitionHash(image)
 	if o, ok := d.byHash[h]; ok && string(o.image) == string(image) {
+		o.refs++
 		d.stats.Uploads++
 		d.stats.UploadHits++
 		d.stats.H2DBytes += int64(len(image))
@@ -196,7 +200,7 @@ func (d *Die) Upload(image []byte) (ObjectID, error) {
 		d.stats.Refusals++
 		return 0, fmt.Errorf("npu: upload refused: %w", err)
 	}
-	o := &defObj{hash: h}
+	o := &defObj{hash: h, refs: 1}
 	o.image = append([]byte(nil), image...) // the H2D copy
 	o.id = ObjectID(d.nextDef)
 	d.nextDef += alignUp(uint64(len(image)))
@@ -364,6 +368,29 @@ func (d *Die) Launch() (*Result, error) {
 	}
 	d.stats.Launches++
 	return res, nil
+}
+
+// Free drops one upload of the Definition object of content hash h (a
+// host's residency budget evicted it); the object goes once every upload
+// of it is freed, and its bytes leave DefinitionBytes. It reports whether
+// the object went. A launch after that which replays it is refused, as
+// one of a Definition never uploaded.
+func (d *Die) Free(h uint64) bool {
+	o := d.byHash[h]
+	if o == nil {
+		return false
+	}
+	if o.refs--; o.refs > 0 {
+		return false
+	}
+	delete(d.byHash, h)
+	if i := slices.Index(d.defs, o); i >= 0 {
+		d.defs = slices.Delete(d.defs, i, i+1)
+	}
+	d.stats.DefinitionBytes -= int64(len(o.image))
+	d.stats.Frees++
+	d.plan = nil
+	return true
 }
 
 // Reset drops every Definition object and the run image and clears the

@@ -547,3 +547,33 @@ func TestRaceWorkBound(t *testing.T) {
 		t.Fatalf("within the bound: %d races, digest %#x; want %d, %#x", got.RaceCount, got.Digest, want.RaceCount, want.Digest)
 	}
 }
+
+// TestFreeDefinition: an object uploaded twice stays through one free and
+// goes with the second, its bytes leaving the device's count; a launch
+// then finds it gone.
+func TestFreeDefinition(t *testing.T) {
+	d := newDevice(t)
+	img := stages.EncodeDefinition(blockDef())
+	h := stages.DefinitionHash(img)
+	for range 2 {
+		if _, err := d.Upload(img); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := d.Stats().DefinitionBytes
+	if held == 0 || d.Stats().DefinitionObjects != 1 {
+		t.Fatalf("after two uploads of one image: %+v", d.Stats())
+	}
+	if d.Free(h) || d.Stats().DefinitionBytes != held {
+		t.Fatalf("the first free of two uploads dropped the object: %+v", d.Stats())
+	}
+	if !d.Free(h) {
+		t.Fatal("the second free kept the object")
+	}
+	if s := d.Stats(); s.DefinitionBytes != 0 || s.DefinitionObjects != 0 || s.Frees != 1 {
+		t.Fatalf("after the last free: %+v", s)
+	}
+	if d.Free(h) {
+		t.Fatal("a free of an object not held reported one freed")
+	}
+}

@@ -52,6 +52,7 @@ th:first-child, td:first-child { text-align: left; }
 {{if .Timeline}}<h3>Device timeline (simulated) of rank {{.R.Timeline.Rank}} round {{.R.Timeline.Round}}{{if .R.Timeline.Median}}, the median of its {{.R.Timeline.Of}} warm passes by device time{{end}}: {{.TimelineSlices}} on {{.TimelineCores}}, coloured by Graph key</h3>
 <p class="idle" data-field="device_idle_ns" data-value="{{.R.Timeline.IdleNs}}">device idle before the pass (the device waiting for the host): {{.TimelineIdle}}; device wall {{.TimelineWall}} simulated.</p>{{.Timeline}}
 {{else}}<p class="notimeline">{{.NoTimeline}}</p>{{end}}
+{{if .Alive}}<h3>Definitions alive over rounds (rank 0)</h3>{{.Alive}}{{end}}
 <h3>Counts</h3>
 <table class="counts">
 {{range .Counts}}<tr><td>{{.Label}}</td><td data-field="{{.Field}}" data-value="{{.Value}}">{{.Text}}</td></tr>

@@ -87,6 +87,7 @@ func Write(w io.Writer, p Page) error {
 			fv.NoTimeline = noTimeline(r)
 		}
 		fv.Counts = counts(r)
+		fv.Alive = aliveSVG(r.Counts.DefinitionsAlive)
 		if p.Ratios != nil {
 			fv.Ratio = &p.Ratios[i]
 		}
@@ -129,6 +130,8 @@ type formView struct {
 	// NoTimeline says why there is no timeline.
 	NoTimeline string
 	Counts     []fact
+	// Alive is the Definitions rank 0 kept after each round, as a line.
+	Alive template.HTML
 }
 
 // noTimeline says why a report has no device timeline: the device was
@@ -200,7 +203,41 @@ func counts(r *trace.Report) []fact {
 		f("boundary_mismatches", c.BoundaryMismatches), f("loaded_definitions", c.LoadedDefinitions),
 		f("store_rejected", c.StoreRejected), f("fetched_definitions", c.FetchedDefinitions),
 		f("fetch_rejected", c.FetchRejected),
+		f("graph_calls", c.GraphCalls), f("shell_calls", c.ShellCalls),
+		f("ordinary_while_recording", c.OrdinaryWhileRecording), f("record_wait_ns", c.RecordWaitNs),
+		f("keys_met", c.KeysMet), f("evicted_definitions", c.EvictedDefinitions), f("rerecorded", c.Rerecorded),
+		f("kept_bytes_max", c.KeptBytesMax), f("device_definition_bytes_max", c.DeviceBytesMax),
 	}
+}
+
+// aliveSVG draws the Definitions a rank kept round by round as a line: a
+// run whose keys change grows it as it meets them, and a residency budget
+// holds it flat. Nothing for a run of one round.
+func aliveSVG(alive []int) template.HTML {
+	if len(alive) < 2 {
+		return ""
+	}
+	const left, width, height, top = 60, 720, 120, 8
+	hi := 1
+	for _, v := range alive {
+		hi = max(hi, v)
+	}
+	var s svg
+	s.open(left+width+40, top+height+40, "Definitions alive over rounds")
+	xs := float64(width) / float64(len(alive)-1)
+	ys := float64(height) / float64(hi)
+	var pts strings.Builder
+	for i, v := range alive {
+		fmt.Fprintf(&pts, "%.1f,%.1f ", float64(left)+float64(i)*xs, float64(top+height)-float64(v)*ys)
+	}
+	fmt.Fprintf(&s.b, `<polyline class="alive" data-rounds="%d" data-max="%d" points="%s" fill="none" stroke="#1565c0" stroke-width="1.5"/>`,
+		len(alive), hi, strings.TrimSpace(pts.String()))
+	s.text(left-6, top+9, "end", strconv.Itoa(hi))
+	s.text(left-6, top+height, "end", "0")
+	s.text(left, top+height+16, "start", "round 0")
+	s.text(left+width, top+height+16, "end", fmt.Sprintf("round %d", len(alive)-1))
+	s.text(left+width/2, top+height+32, "middle", "Definitions rank 0 keeps after each round")
+	return s.close()
 }
 
 // msText is ns as ms, three significant digits below 0.1 ms (as compare).

@@ -118,3 +118,22 @@ func TestPageOneScale(t *testing.T) {
 	assert.Greater(t, w["0"], 5*w["1"], "the cold bar is drawn to the warm bars' scale")
 	assert.Equal(t, 2, strings.Count(html, "ms host time"), "an axis under each chart")
 }
+
+// TestPageAliveLine: a run's Definitions alive over rounds is a line of
+// one point a round, scaled to the most; a run of one round draws none.
+func TestPageAliveLine(t *testing.T) {
+	r := sample("full", 200_000)
+	r.Counts.DefinitionsAlive = []int{0, 2, 3, 3, 1}
+	var b bytes.Buffer
+	require.NoError(t, Write(&b, Run(r)))
+	m := regexp.MustCompile(`<polyline class="alive" data-rounds="(\d+)" data-max="(\d+)" points="([^"]*)"`).FindStringSubmatch(b.String())
+	require.NotNil(t, m, "no alive line")
+	assert.Equal(t, "5", m[1])
+	assert.Equal(t, "3", m[2])
+	assert.Len(t, strings.Fields(m[3]), 5)
+	assert.Contains(t, b.String(), "Definitions alive over rounds")
+	r.Counts.DefinitionsAlive = []int{4}
+	b.Reset()
+	require.NoError(t, Write(&b, Run(r)))
+	assert.NotContains(t, b.String(), `class="alive"`)
+}

@@ -3,6 +3,7 @@ package stages
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // The Host half of the pass state machine (pass.go): the submission actor's.
@@ -14,8 +15,9 @@ type keyState struct {
 	// gone: the key was forgotten (Learn), and h.seq may still hold it.
 	gone   bool
 	failed error
-	// recording is set from the request to the outcome's Learn.
-	recording bool
+	// recording is set from the request to the outcome's Learn; detached
+	// says no pass waits for that outcome (PassConfig.OrdinaryWhileRecording).
+	recording, detached bool
 	// sig and nscalars are the first call's boundary signature; first and
 	// firstScalar its values: a later call that differs is re-recorded once
 	// to verify the Definition (verifyAsked).
@@ -29,8 +31,10 @@ type keyState struct {
 	// site that calls the key (a few), with what a replay by each checks.
 	tmpls []keyTemplate
 	// warnedPass is the pass that last warned this failed key falls back;
-	// usedPass the last that replayed its Definition (Pass.used).
-	warnedPass, usedPass uint64
+	// usedPass the last that replayed its Definition (Pass.used); lastPass
+	// the last that called it at all (a shell too): the residency
+	// budget's recency.
+	warnedPass, usedPass, lastPass uint64
 }
 
 // keyTemplate is a template a key's signature matched, and what a replay
@@ -69,11 +73,12 @@ type Host struct {
 	identity string
 	idHash   uint64 // FullKey's hash of identity so far
 	keys     map[uint64]*keyState
-	// recording counts keys' recording flags: the submission asks after
-	// every message, which must not walk every key.
-	recording int
-	matcher   Matcher
-	p         *Pass
+	// recording counts keys' recording flags but detached ones: the
+	// submission asks after every message, which must not walk every key;
+	// detached counts the others.
+	recording, detached int
+	matcher             Matcher
+	p                   *Pass
 	// seq is the key of each Graph call of the last pass, in call order;
 	// cur the pass's own, which End makes seq.
 	seq, cur []*keyState
@@ -81,6 +86,16 @@ type Host struct {
 	nextID   uint64
 	jobs     []RecordRequest
 	spare    []*RunImage
+	// warnedBudget: the residency budget's one warning was given.
+	warnedBudget bool
+	// evicted is the store keys the budget evicted: one met again is a
+	// re-recording (PassCounts.Rerecorded), any other a key met.
+	evicted map[uint64]bool
+	// kept and keptBytes are the keys with a Definition and their images'
+	// bytes, kept as Learn and evict change them: End reads them every
+	// pass, which must not walk every key.
+	kept      int
+	keptBytes int64
 }
 
 // NewHost makes a rank's Host.
@@ -200,6 +215,7 @@ func (h *Host) Graph(call *GraphCall, o Submitter) TaskID {
 		if locs := e.template(t); locs != nil && e.failed == nil {
 			if id, ok := h.replayLocs(e, locs, call, fk); ok {
 				h.cur = append(h.cur, e)
+				e.lastPass = p.ID
 				return id
 			}
 		}
@@ -209,15 +225,27 @@ func (h *Host) Graph(call *GraphCall, o Submitter) TaskID {
 	}
 	switch {
 	case e == nil:
-		e = &keyState{sk: sk, nscalars: len(call.Scalars), next: len(call.ExtDeps), sig: Signature(call.Boundary, h.orch), recording: true}
-		h.recording++
-		job := h.job(call, fk, sk, false)
+		detached := h.cfg.OrdinaryWhileRecording && !h.cfg.NoRetain
+		e = &keyState{sk: sk, nscalars: len(call.Scalars), next: len(call.ExtDeps), sig: Signature(call.Boundary, h.orch), recording: true, detached: detached}
+		if detached {
+			h.detached++
+		} else {
+			h.recording++
+		}
+		if h.evicted[sk] {
+			delete(h.evicted, sk)
+			p.Counts.Rerecorded++
+		} else {
+			p.Counts.KeysMet++
+		}
+		job := h.job(call, fk, sk, false, detached)
 		// The request's copies are read-only from here on: the key keeps
 		// the first call's values in them.
 		e.first, e.firstScalar = job.Boundary, job.Scalars
 		h.keys[sk] = e
 	}
 	h.cur = append(h.cur, e)
+	e.lastPass = p.ID
 	switch {
 	case e.failed != nil:
 		if e.warnedPass != p.ID {
@@ -226,6 +254,11 @@ func (h *Host) Graph(call *GraphCall, o Submitter) TaskID {
 		}
 		p.Counts.FallbackCalls++
 		return h.inline(call, o)
+	case e.def == nil && e.detached:
+		// Recording beside the passes: this call runs on the ordinary
+		// path, and a pass after the Definition arrives replays it.
+		p.Counts.OrdinaryWhileRecording++
+		return h.inlineOrdered(call, o)
 	}
 	// A shell (the key still recording) gets its hash and heap block when
 	// the Definition reaches the Replay.
@@ -243,7 +276,7 @@ func (h *Host) Graph(call *GraphCall, o Submitter) TaskID {
 	}
 	if !call.KeyComplete && !e.verifyAsked && differs(e, call) {
 		e.verifyAsked = true
-		h.job(call, fk, sk, true)
+		h.job(call, fk, sk, true, false)
 	}
 	if t := call.Template; t != nil && len(e.tmpls) < maxKeyTemplates && e.template(t) == nil {
 		// The call matched: its template's layouts are the signature's
@@ -292,11 +325,14 @@ func (h *Host) replayed(e *keyState, id TaskID) {
 		p.graphNodes += len(e.def.Def.Nodes)
 	} else {
 		p.shells = append(p.shells, shell{task: id, sk: e.sk})
+		p.Counts.Shells++
 	}
 	p.Counts.GraphSubmissions++
 }
 
-func (h *Host) job(call *GraphCall, fk, sk uint64, verify bool) *RecordRequest {
+// job asks for a recording of call (a verification with verify). The pass
+// waits for its outcome unless it is detached.
+func (h *Host) job(call *GraphCall, fk, sk uint64, verify, detached bool) *RecordRequest {
 	h.jobs = append(h.jobs, RecordRequest{
 		Pass: h.p.ID, StoreKey: sk, FullKey: fk, Key: call.Key,
 		Boundary: append([]Arg(nil), call.Boundary...),
@@ -306,9 +342,12 @@ func (h *Host) job(call *GraphCall, fk, sk uint64, verify bool) *RecordRequest {
 		Body:     call.KeptBody(),
 		Verify:   verify, FullEdges: h.cfg.FullEdges, MaxEdges: h.maxEdges,
 		Identity: h.idHash,
+		Detached: detached,
 	})
-	h.p.pending[sk]++
-	h.p.awaited++
+	if !detached {
+		h.p.pending[sk]++
+		h.p.awaited++
+	}
 	return &h.jobs[len(h.jobs)-1]
 }
 
@@ -379,12 +418,121 @@ func (h *Host) End(err error) *Pass {
 	// Every Graph call became a GraphSubmission, or is accounted for by a
 	// boundary mismatch or a failed recording; anything else ran on the
 	// ordinary path for no reason the pass can name: demoted.
-	c.Demoted = c.GraphCalls - c.GraphSubmissions - c.BoundaryMismatches - c.FallbackCalls
+	c.Demoted = c.GraphCalls - c.GraphSubmissions - c.BoundaryMismatches - c.FallbackCalls - c.OrdinaryWhileRecording
 	if h.cfg.NoRetain {
 		p.StoreKeys = h.Forget()
 	}
+	h.evict(p)
 	p.step = stepWait
 	return p
+}
+
+// evict keeps the rank's Definitions within the residency budget
+// (PassConfig.KeepBytes, KeepDefinitions): past it, the keys called least
+// recently are forgotten, never one this pass called (its replays are in
+// the run image) nor one recording. The first eviction of a Host warns;
+// later ones are counted (Pass.Evicted).
+func (h *Host) evict(p *Pass) {
+	over := func() bool {
+		return h.cfg.KeepBytes > 0 && h.keptBytes > h.cfg.KeepBytes || h.cfg.KeepDefinitions > 0 && h.kept > h.cfg.KeepDefinitions
+	}
+	if over() {
+		var kept []*keyState
+		for _, e := range h.keys {
+			if e.def != nil {
+				kept = append(kept, e)
+			}
+		}
+		// Least recently called first; the store key breaks ties, so every
+		// run evicts the same keys.
+		slices.SortFunc(kept, func(a, b *keyState) int {
+			if a.lastPass != b.lastPass {
+				return cmpU64(a.lastPass, b.lastPass)
+			}
+			return cmpU64(a.sk, b.sk)
+		})
+		i := 0
+		for ; i < len(kept) && over(); i++ {
+			e := kept[i]
+			if e.lastPass == p.ID || e.recording {
+				break // the rest are as recent or more
+			}
+			p.Freed = append(p.Freed, e.def.Hash)
+			h.dropDef(e)
+			p.Evicted = append(p.Evicted, e.sk)
+			if h.evicted == nil {
+				h.evicted = map[uint64]bool{}
+			}
+			h.evicted[e.sk] = true
+			e.gone = true
+			delete(h.keys, e.sk)
+		}
+		p.Freed = h.unheld(p.Freed)
+		if len(p.Evicted) > 0 && !h.warnedBudget {
+			h.warnedBudget = true
+			p.warn("residency budget reached (%s): the least recently used Definitions are evicted, and each evicted key records again when next met (further evictions are counted, not warned)", budgetText(h.cfg))
+		}
+	}
+	p.Counts.Evicted, p.Counts.Kept, p.Counts.KeptBytes = len(p.Evicted), h.kept, h.keptBytes
+}
+
+// unheld is the hashes, once each, that no key the Host keeps has: two
+// keys of one body share a device object, which goes only with the last.
+func (h *Host) unheld(hashes []uint64) []uint64 {
+	if len(hashes) == 0 {
+		return hashes
+	}
+	held := map[uint64]bool{}
+	for _, e := range h.keys {
+		if e.def != nil {
+			held[e.def.Hash] = true
+		}
+	}
+	out := hashes[:0]
+	for _, x := range hashes {
+		if !held[x] {
+			held[x] = true // once
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// setDef gives e its Definition, and dropDef takes it away, keeping the
+// kept counts.
+func (h *Host) setDef(e *keyState, d *Published) {
+	h.dropDef(e)
+	e.def = d
+	h.kept++
+	h.keptBytes += int64(len(d.Image))
+}
+
+func (h *Host) dropDef(e *keyState) {
+	if e.def != nil {
+		h.kept--
+		h.keptBytes -= int64(len(e.def.Image))
+	}
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func budgetText(c PassConfig) string {
+	var parts []string
+	if c.KeepBytes > 0 {
+		parts = append(parts, fmt.Sprintf("%d bytes of Definitions per device", c.KeepBytes))
+	}
+	if c.KeepDefinitions > 0 {
+		parts = append(parts, fmt.Sprintf("%d Definitions", c.KeepDefinitions))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Recycle takes back a run image the Replay no longer needs.
@@ -403,23 +551,30 @@ func (h *Host) Learn(ls []Learned) {
 		}
 		if (l.Forget || l.Failed != nil || l.Def != nil) && e.recording {
 			e.recording = false
-			h.recording--
+			if e.detached {
+				h.detached--
+			} else {
+				h.recording--
+			}
 		}
 		switch {
 		case l.Forget:
+			h.dropDef(e)
 			e.gone = true
 			delete(h.keys, l.StoreKey)
 		case l.Failed != nil:
 			e.failed = l.Failed
 		case l.Def != nil:
-			e.def = l.Def
+			h.setDef(e, l.Def)
 		}
 	}
 }
 
 func (h *Host) forgetAll() {
 	clear(h.keys)
-	h.recording = 0
+	clear(h.evicted)
+	h.recording, h.detached = 0, 0
+	h.kept, h.keptBytes = 0, 0
 	clear(h.seq)
 	h.seq = h.seq[:0]
 }

@@ -55,6 +55,27 @@ type PassCounts struct {
 	FallbackCalls       int
 	Verified            int
 	ExpectedDeviceTasks int
+	// Shells is Graph calls of a key not yet recorded (recording now, or
+	// asked for by this call): they wait for the recording (record_wait).
+	Shells int
+	// Evicted is the Definitions the residency budget evicted after this
+	// pass's host_orch; Kept and KeptBytes those the rank keeps then, and
+	// the device bytes their images take.
+	Evicted   int
+	Kept      int
+	KeptBytes int64
+	// OrdinaryWhileRecording is Graph calls run on the ordinary path
+	// because their key had no Definition yet and the pass does not wait
+	// for recordings (PassConfig.OrdinaryWhileRecording).
+	OrdinaryWhileRecording int
+	// KeysMet is the keys this pass's calls were the rank's first to
+	// name; Rerecorded the keys met again after the residency budget
+	// evicted them (each recorded again).
+	KeysMet, Rerecorded int
+	// Barriers is the dummy tasks those calls added, two a call, to order
+	// their bodies as their Graphs would (ordered.go): device tasks no
+	// Graph form has, which the golden check discounts.
+	Barriers int
 }
 
 // RecordRequest asks the pipeline to record one body. Its slices are its own
@@ -74,6 +95,10 @@ type RecordRequest struct {
 	Verify bool
 	// FullEdges: the Definition ships every fanin edge (PassConfig's).
 	FullEdges bool
+	// Detached: no pass waits for the outcome (the asking pass ran the
+	// call on the ordinary path, PassConfig.OrdinaryWhileRecording); the
+	// Replay hands it to the Host as soon as it arrives.
+	Detached bool
 	// MaxEdges bounds the Definition's dependency edges (the
 	// orchestration's, 0: DefaultMaxEdges).
 	MaxEdges int64
@@ -88,6 +113,7 @@ type Outcome struct {
 	Pass     uint64
 	StoreKey uint64
 	Verify   bool
+	Detached bool // the request's: no pass waits for it
 	Def      *Published
 	// Err is a recording failure (Panicked: the body panicked).
 	Err      error
@@ -134,6 +160,21 @@ type PassConfig struct {
 	// their transitive reduction (reduce.go): the ordinary path's run
 	// image and the Definitions the pass's recordings build.
 	FullEdges bool
+	// KeepBytes and KeepDefinitions are the residency budget: a bound on
+	// the bytes of the Definitions a rank keeps (their device images) and
+	// on how many (0: no bound). Past it, the least recently used are
+	// evicted at the end of a pass (Host.End), as a server's graph cache
+	// (PyTorch's 64 shapes, llama.cpp CANN's LRU of 12) drops what it has
+	// not replayed lately; an evicted key records again when met.
+	KeepBytes       int64
+	KeepDefinitions int
+	// OrdinaryWhileRecording is the choice for a call whose key has no
+	// Definition yet: false, it is a shell and its pass waits for the
+	// recording (record_wait) before it ships; true, it runs on the
+	// ordinary path while a recorder records the key beside the passes,
+	// and a later pass replays it once it has arrived (the recording off
+	// the critical path). Without retention (NoRetain) every pass waits.
+	OrdinaryWhileRecording bool
 }
 
 type passStep uint8
@@ -182,6 +223,15 @@ type Pass struct {
 	// StoreKeys lists, without retention, the pass's own store keys, which
 	// the store drops once the pass is over.
 	StoreKeys []uint64
+	// Evicted lists the store keys the residency budget evicted at the
+	// end of this pass's host_orch (PassConfig.KeepBytes): the store drops
+	// them too, so the next call of one records it again.
+	Evicted []uint64
+	// Freed is the content hashes of the evicted Definitions that no kept
+	// key shares: the device objects to free once every earlier pass has
+	// shipped (and the uploader to forget, so a key recorded again is
+	// uploaded again).
+	Freed []uint64
 
 	cfg      PassConfig
 	nkernels int

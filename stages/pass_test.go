@@ -37,7 +37,7 @@ func TestPassScripts(t *testing.T) {
 		var env *passEnv
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			if d.Cmd == "host" {
-				env = newPassEnv(d)
+				env = newPassEnv(t, d)
 				return ""
 			}
 			if env == nil {
@@ -60,6 +60,7 @@ type passEnv struct {
 	now    int64
 	orchAt int64                  // when the running orchestration began
 	clocks map[uint64]*PhaseClock // by pass id; a rerun's is its pass's
+	keys   bool                   // print each pass's keys at its end
 }
 
 const scriptRows = 64
@@ -69,13 +70,19 @@ var scriptEntry = []Root{
 	{Name: "y", Kind: RootEntryOutput, DType: FP32, Shape: []int64{scriptRows, 16}, Elems: scriptRows * 16},
 }
 
-func newPassEnv(d *datadriven.TestData) *passEnv {
+func newPassEnv(t *testing.T, d *datadriven.TestData) *passEnv {
 	var cfg PassConfig
 	cfg.NoRetain = d.HasArg("no-retain")
 	cfg.StrictRecording = d.HasArg("strict")
 	cfg.DefectsAsWarnings = d.HasArg("warn")
 	cfg.SkipDevice = d.HasArg("skip-device")
+	cfg.OrdinaryWhileRecording = d.HasArg("ordinary")
+	cfg.KeepDefinitions = intArg(t, d, "keep-definitions", 0)
+	cfg.KeepBytes = int64(intArg(t, d, "keep-bytes", 0))
 	e := &passEnv{host: NewHost(0, cfg), replay: NewReplay(), names: map[uint64]string{}, clocks: map[uint64]*PhaseClock{}}
+	// A script of the residency budget or of keys recorded beside the
+	// passes is told what each pass did with its keys.
+	e.keys = cfg.OrdinaryWhileRecording || cfg.KeepDefinitions > 0 || cfg.KeepBytes > 0
 	e.orch = scriptSubmitter{e}
 	return e
 }
@@ -191,6 +198,12 @@ func (e *passEnv) handle(t *testing.T, d *datadriven.TestData) string {
 		p := e.host.End(err)
 		c := p.Counts
 		e.printf("pass %d: handoff: %d tasks (%d Graph), waiting for %s\n", p.ID, c.HostSubmissions, c.GraphSubmissions, e.keyList(p.Waiting()))
+		if e.keys {
+			e.printf("  keys met %d, recorded again %d; evicted %s; kept %d (%d bytes)\n", c.KeysMet, c.Rerecorded, e.keyList(p.Evicted), c.Kept, c.KeptBytes)
+			for _, w := range p.Warnings {
+				e.printf("  warning: %s\n", w)
+			}
+		}
 		if e.timed {
 			clock := e.clocks[p.ID]
 			open := clock.Orchestrated(e.orchAt, e.now)
@@ -275,6 +288,8 @@ func (e *passEnv) call(t *testing.T, d *datadriven.TestData) {
 		what = "failed key, ordinary path"
 	case len(p.shells) > shells:
 		what = "shell"
+	case c.OrdinaryWhileRecording > before.OrdinaryWhileRecording:
+		what = "ordinary path while the key records"
 	}
 	e.printf("t%d: %s\n", id, what)
 	for _, j := range e.host.TakeJobs() {
@@ -301,7 +316,7 @@ func (e *passEnv) outcome(t *testing.T, d *datadriven.TestData) Outcome {
 	if sk == 0 {
 		d.Fatalf(t, "no record request for key %q", key)
 	}
-	o := Outcome{Pass: uint64(intArg(t, d, "pass", 0)), StoreKey: sk, Verify: d.HasArg("verify")}
+	o := Outcome{Pass: uint64(intArg(t, d, "pass", 0)), StoreKey: sk, Verify: d.HasArg("verify"), Detached: d.HasArg("detached")}
 	switch strArg(t, d, "fail") {
 	case "":
 		nodes := intArg(t, d, "nodes", 3)
@@ -347,7 +362,11 @@ func (e *passEnv) actions() {
 		p := a.Pass
 		switch a.Kind {
 		case ActLearn, ActRerun:
-			e.printf("%s pass %d:", a.Kind, p.ID)
+			if p == nil {
+				e.printf("%s (no pass waits):", a.Kind)
+			} else {
+				e.printf("%s pass %d:", a.Kind, p.ID)
+			}
 			for _, l := range a.Learned {
 				switch {
 				case l.Forget:
@@ -385,6 +404,9 @@ func (e *passEnv) actions() {
 			}
 			e.printf("  calls %d, graph %d, mismatches %d, fallback %d, verified %d, demoted %d; built %d, nodes %d, uploaded %d bytes\n",
 				c.GraphCalls, c.GraphSubmissions, c.BoundaryMismatches, c.FallbackCalls, c.Verified, c.Demoted, p.BuiltDefinitions, p.RecordedNodes, p.UploadedBytes)
+			if c.OrdinaryWhileRecording > 0 {
+				e.printf("  ordinary while recording %d (%d barriers)\n", c.OrdinaryWhileRecording, c.Barriers)
+			}
 			for _, w := range p.Warnings {
 				e.printf("  warning: %s\n", w)
 			}

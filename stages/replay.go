@@ -12,7 +12,8 @@ import (
 type ActionKind uint8
 
 const (
-	// ActLearn: tell the Host what the pass learned (Action.Learned).
+	// ActLearn: tell the Host what the pass learned (Action.Learned; Pass
+	// is nil for a detached outcome, which no pass waited for).
 	ActLearn ActionKind = iota + 1
 	// ActShip: encode Pass.Image, copy it to the device and (unless
 	// SkipDevice) launch it, in that order, at once.
@@ -51,6 +52,9 @@ type Replay struct {
 	// refused is the content hash of the Definition the device's next
 	// reply refused a launch for (Refused), 0 when none.
 	refused uint64
+	// carry is detached outcomes' work that came when no pass was here:
+	// the next pass handed off counts it.
+	carry []Outcome
 }
 
 // NewReplay makes a rank's Replay.
@@ -62,6 +66,10 @@ func (r *Replay) InFlight() int { return len(r.passes) }
 // Handoff takes a pass at the end of its host_orch.
 func (r *Replay) Handoff(p *Pass) {
 	r.passes = append(r.passes, p)
+	for _, o := range r.carry {
+		p.addWork(o)
+	}
+	r.carry = r.carry[:0]
 	for id, os := range r.early {
 		switch {
 		case id == p.ID:
@@ -78,6 +86,10 @@ func (r *Replay) Handoff(p *Pass) {
 
 // Defined takes an outcome from the pipeline.
 func (r *Replay) Defined(o Outcome) {
+	if o.Detached {
+		r.detached(o)
+		return
+	}
 	p := r.find(o.Pass)
 	if p == nil {
 		if len(r.passes) == 0 || o.Pass > r.passes[len(r.passes)-1].ID {
@@ -98,33 +110,48 @@ func (r *Replay) find(id uint64) *Pass {
 	return nil
 }
 
+// detached takes an outcome no pass waits for (RecordRequest.Detached):
+// the Host learns it at once, so the next pass replays the key; its work
+// is counted in the pass that asked, if that one has not answered, else in
+// the latest pass here, else in the next handed off. A recording that
+// failed, or found defects, leaves the key on the ordinary path (the
+// Host's warning names why).
+func (r *Replay) detached(o Outcome) {
+	var l Learned
+	switch {
+	case o.Err != nil:
+		l = Learned{StoreKey: o.StoreKey, Failed: o.Err}
+	case len(o.Defects) > 0:
+		errs := make([]error, len(o.Defects))
+		for i, d := range o.Defects {
+			errs[i] = d
+		}
+		l = Learned{StoreKey: o.StoreKey, Failed: errors.Join(errs...)}
+	case o.UploadErr != nil:
+		l = Learned{StoreKey: o.StoreKey, Forget: true}
+	default:
+		l = Learned{StoreKey: o.StoreKey, Def: o.Def}
+	}
+	r.actions = append(r.actions, Action{Kind: ActLearn, Learned: []Learned{l}})
+	o.Defects = nil // the key's failure now, not the pass's
+	p := r.find(o.Pass)
+	if p == nil && len(r.passes) > 0 {
+		p = r.passes[len(r.passes)-1]
+	}
+	if p == nil {
+		r.carry = append(r.carry, o)
+		return
+	}
+	p.addWork(o)
+}
+
 func (r *Replay) apply(p *Pass, o Outcome) {
 	if p.pending[o.StoreKey] == 0 {
 		panic(fmt.Sprintf("stages: pass %d got an outcome for key %016x it did not ask for", p.ID, o.StoreKey))
 	}
 	p.pending[o.StoreKey]--
 	p.awaited--
-	p.RecordNodeOps += o.RecordedNodes
-	p.RecordNs += o.RecordNs
-	if o.Recorded && o.Err == nil {
-		p.RecordedNodes += o.RecordedNodes
-		p.BuiltDefinitions++
-		p.BuildNs += o.BuildNs
-	}
-	p.UploadedBytes += o.UploadedBytes
-	p.Store.Add(o.Store)
-	p.Fetch.Add(o.Fetch)
-	for _, r := range o.Store.Rejected {
-		p.warn("%s; recorded again", r)
-	}
-	for _, d := range o.Defects {
-		if p.cfg.DefectsAsWarnings {
-			p.warn("%v", d)
-		} else {
-			p.errs = append(p.errs, d)
-		}
-		p.Defects = append(p.Defects, d)
-	}
+	p.addWork(o)
 	if o.Verify {
 		p.Counts.Verified++
 		return
@@ -148,7 +175,37 @@ func (r *Replay) apply(p *Pass, o Outcome) {
 	}
 }
 
+// addWork counts an outcome's work (recording, build, store, upload) and
+// its defects in p.
+func (p *Pass) addWork(o Outcome) {
+	p.RecordNodeOps += o.RecordedNodes
+	p.RecordNs += o.RecordNs
+	if o.Recorded && o.Err == nil {
+		p.RecordedNodes += o.RecordedNodes
+		p.BuiltDefinitions++
+		p.BuildNs += o.BuildNs
+	}
+	p.UploadedBytes += o.UploadedBytes
+	p.Store.Add(o.Store)
+	p.Fetch.Add(o.Fetch)
+	for _, r := range o.Store.Rejected {
+		p.warn("%s; recorded again", r)
+	}
+	for _, d := range o.Defects {
+		if p.cfg.DefectsAsWarnings {
+			p.warn("%v", d)
+		} else {
+			p.errs = append(p.errs, d)
+		}
+		p.Defects = append(p.Defects, d)
+	}
+}
+
 func (p *Pass) awaiting() bool { return p.awaited > 0 }
+
+// Awaiting reports whether the pass still waits for outcomes of
+// recordings it asked for (record_wait, once its host_orch is over).
+func (p *Pass) Awaiting() bool { return p.awaiting() }
 
 // advance moves a waiting pass on once every outcome is in.
 func (r *Replay) advance(p *Pass) {

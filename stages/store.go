@@ -210,7 +210,7 @@ func (s *Store[J]) answer(j J, o Outcome) {
 }
 
 func outcomeOf(r *RecordRequest) Outcome {
-	return Outcome{Pass: r.Pass, StoreKey: r.StoreKey, Verify: r.Verify}
+	return Outcome{Pass: r.Pass, StoreKey: r.StoreKey, Verify: r.Verify, Detached: r.Detached}
 }
 
 // retained says the key outlives its pass: its full_key, which the disk and

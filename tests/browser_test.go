@@ -331,3 +331,53 @@ func TestBrowserCatchesConsoleErrors(t *testing.T) {
 	sp = load(t, browser(t), page)
 	assert.Len(t, sp.TextFaults, 2, "%v", sp.TextFaults)
 }
+
+// TestBrowserReportServing: a run whose keys change (the Qwen3 serving
+// model) under a residency budget draws its Definitions alive over rounds
+// as one line of a point a round, inside its chart, with nothing
+// overlapping; the counts table shows the evictions the JSON has.
+func TestBrowserReportServing(t *testing.T) {
+	chromiumPath(t)
+	page := filepath.Join(t.TempDir(), "serving.html")
+	const rounds = 30
+	out, stderr, code := runCLI(t, "run", "../config/models/qwen3_14b_decode_serving.yaml", "--form", "graph", "--rounds", strconv.Itoa(rounds),
+		"--keep-definitions", "2", "--skip-device", "--store", "off", "--json", "--html", page)
+	require.Equal(t, 0, code, stderr)
+	var r struct {
+		Counts struct {
+			PerRun struct {
+				Evicted int   `json:"evicted_definitions"`
+				Alive   []int `json:"definitions_alive"`
+			} `json:"per_run"`
+		} `json:"counts"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &r))
+	require.Len(t, r.Counts.PerRun.Alive, rounds)
+	require.Positive(t, r.Counts.PerRun.Evicted, "a budget of 2 below the working set evicts")
+	sp := load(t, browser(t), page)
+	artifact(t, "report-serving.png", sp.PNG)
+	assert.Empty(t, sp.Console, "console errors")
+	assert.Empty(t, sp.TextFaults, "texts that overlap or are clipped")
+	type line struct {
+		Points          int
+		Inside          bool
+		Evicted, Rounds string
+	}
+	// A browser of its own: load's ends with the page it read.
+	ctx := browser(t)
+	abs, err := filepath.Abs(page)
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate("file://"+abs)))
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[line](`(() => {
+  const l = document.querySelector('polyline.alive');
+  if (!l) return {Points: 0, Inside: false, Evicted: '', Rounds: ''};
+  const b = l.getBoundingClientRect(), s = l.ownerSVGElement.getBoundingClientRect();
+  return {Points: l.points.numberOfItems, Inside: b.left >= s.left && b.right <= s.right && b.top >= s.top - 1 && b.bottom <= s.bottom + 1,
+    Evicted: document.querySelector('table.counts [data-field="evicted_definitions"]').dataset.value, Rounds: l.dataset.rounds};
+})()`))
+	require.NoError(t, err)
+	assert.Equal(t, rounds, got.Points)
+	assert.True(t, got.Inside, "the line leaves its chart")
+	assert.Equal(t, strconv.Itoa(r.Counts.PerRun.Evicted), got.Evicted)
+	assert.Equal(t, strconv.Itoa(rounds), got.Rounds)
+}

@@ -4,8 +4,11 @@ package tests
 // processes with mutual TLS whose certificates carry the recorder role.
 
 import (
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"os"
 	"path/filepath"
 	"testing"
@@ -101,7 +104,7 @@ func TestRevokedNodeNotReplayed(t *testing.T) {
 	aFlags := ca.issueRecorder(t, "node-a")
 	bFlags := ca.issueRecorder(t, "node-b")
 	revoked := filepath.Join(t.TempDir(), "revoked")
-	require.NoError(t, os.WriteFile(revoked, []byte(fmt.Sprintf("# node-b, disk stolen\n%x\n", ca.next)), 0o600))
+	require.NoError(t, os.WriteFile(revoked, []byte(fmt.Sprintf("# node-b, disk stolen\n%x\n", certSerial(t, bFlags[1]))), 0o600))
 	run := func(a, b *nodeProc) (*trace.Report, string, int) {
 		t.Helper()
 		args := append([]string{"run", dsv4, "--form", "full", "--ranks", "2", "--rounds", "1", "--json", "-v", "--store", "off",
@@ -150,4 +153,16 @@ func TestRevokedNodeNotReplayed(t *testing.T) {
 	}
 	assert.Contains(t, stderr, "this node refuses to record it itself")
 	assert.Contains(t, stderr, "revoked")
+}
+
+// certSerial is the serial of the certificate in the PEM file path.
+func certSerial(t *testing.T, path string) *big.Int {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	b, _ := pem.Decode(data)
+	require.NotNil(t, b, "no PEM in %s", path)
+	c, err := x509.ParseCertificate(b.Bytes)
+	require.NoError(t, err)
+	return c.SerialNumber
 }

@@ -202,6 +202,14 @@ type Pass struct {
 	// SimulationNs is the real (host) time the device simulation took; the
 	// simulated figure is Phases[PhaseDeviceWall].
 	SimulationNs int64
+	// RecordWaitNs is record_wait: how long the pass, its host_orch over,
+	// waited for recordings it asked for (from the hand-off to the replay
+	// to the last of their Definitions arriving there), inside its
+	// graph_upload; 0 when they were in before host_orch ended.
+	RecordWaitNs int64
+	// DeviceDefinitionBytes is the bytes of the Definition objects the
+	// device held at the pass's launch (0 with the device skipped).
+	DeviceDefinitionBytes int64
 	// DeviceIdleNs is how long the simulated device idled before this pass,
 	// waiting for the host (stages.DeviceAxis says how the host's control
 	// plane is placed on the device's timeline); valid with device_wall.

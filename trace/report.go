@@ -152,6 +152,42 @@ type RunCounts struct {
 	FetchedDefinitions int64 `json:"fetched_definitions"`
 	FetchedBytes       int64 `json:"fetched_bytes"`
 	FetchRejected      int64 `json:"fetch_rejected"`
+	Serving
+}
+
+// Serving is what a run whose keys change (a model's steps:, a residency
+// budget) did with them: how often a Graph call met a key with no
+// Definition, how long passes waited for recordings, what was evicted and
+// how many Definitions stayed alive.
+type Serving struct {
+	// GraphCalls is every Graph call of the run; ShellCalls those of a key
+	// not yet recorded (the call waited for the recording); HitRate the
+	// share of calls that replayed a Definition.
+	GraphCalls int64   `json:"graph_calls"`
+	ShellCalls int64   `json:"shell_calls"`
+	HitRate    float64 `json:"hit_rate"`
+	// KeysMet is the distinct keys the run's calls named (per rank, added
+	// up); Rerecorded the keys recorded again after an eviction.
+	KeysMet    int64 `json:"keys_met"`
+	Rerecorded int64 `json:"rerecorded"`
+	// RecordWaitNs is the time passes waited for recordings (record_wait:
+	// Pass.RecordWaitNs summed); RecordWaitPasses counts the passes that
+	// waited.
+	RecordWaitNs     int64 `json:"record_wait_ns"`
+	RecordWaitPasses int64 `json:"record_wait_passes"`
+	// OrdinaryWhileRecording is Graph calls run on the ordinary path
+	// because their key was being recorded.
+	OrdinaryWhileRecording int64 `json:"ordinary_while_recording"`
+	// EvictedDefinitions is the Definitions the residency budget evicted.
+	EvictedDefinitions int64 `json:"evicted_definitions"`
+	// DefinitionsAlive is, per round of rank 0, the Definitions the rank
+	// kept after it; KeptBytesMax the most device bytes they took.
+	DefinitionsAlive []int `json:"definitions_alive,omitempty"`
+	KeptBytesMax     int64 `json:"kept_bytes_max"`
+	// DeviceBytesMax is the most bytes of Definition objects a device held
+	// at a launch (the budget frees evicted ones there too); 0 with the
+	// device skipped.
+	DeviceBytesMax int64 `json:"device_definition_bytes_max"`
 }
 
 // Digest is a 64-bit output digest. It is JSON text (16 hex digits), since
@@ -418,6 +454,14 @@ func (r *Report) writeText(w io.Writer, headline, all bool) error {
 	if all || c.FetchedDefinitions != 0 || c.FetchedBytes != 0 || c.FetchRejected != 0 {
 		fmt.Fprintf(&b, "counts (whole run): fetched_definitions %d (%d bytes), fetch_rejected %d\n", c.FetchedDefinitions, c.FetchedBytes, c.FetchRejected)
 	}
+	if v := &c.Serving; all || v.EvictedDefinitions != 0 || v.RecordWaitPasses > 1 || v.OrdinaryWhileRecording != 0 {
+		alive := 0
+		if n := len(v.DefinitionsAlive); n > 0 {
+			alive = v.DefinitionsAlive[n-1]
+		}
+		fmt.Fprintf(&b, "keys (whole run): keys_met %d, graph_calls %d, shell_calls %d (hit rate %.2f%%), ordinary_while_recording %d, record_wait %s ms over %d passes, evicted_definitions %d, rerecorded %d, definitions alive at the end %d (at most %d bytes, %d on a device)\n",
+			v.KeysMet, v.GraphCalls, v.ShellCalls, 100*v.HitRate, v.OrdinaryWhileRecording, ms(v.RecordWaitNs), v.RecordWaitPasses, v.EvictedDefinitions, v.Rerecorded, alive, v.KeptBytesMax, v.DeviceBytesMax)
+	}
 	r.writeGolden(&b)
 	if d := r.Sim; d != nil {
 		fmt.Fprintf(&b, "device (simulated, rank 0, first pass): wall %s ms, critical path %s ms, %d tasks (%d kernels, %d predicated off), busy AIC %.0f%% AIV %.0f%%\n",
@@ -544,6 +588,8 @@ type passJSON struct {
 	FetchedBytes            int64       `json:"fetched_bytes"`
 	FetchRejected           int         `json:"fetch_rejected"`
 	SimulationNs            int64       `json:"simulation_ns"`
+	RecordWaitNs            int64       `json:"record_wait_ns"`
+	DeviceDefinitionBytes   int64       `json:"device_definition_bytes"`
 	DeviceIdleNs            *int64      `json:"device_idle_ns,omitempty"`
 	Ops                     Ops         `json:"ops"`
 }
@@ -553,7 +599,7 @@ func (p Pass) MarshalJSON() ([]byte, error) {
 	j := passJSON{
 		Rank: p.Rank, Round: p.Round, Cold: p.Cold,
 		RecordedNodes: p.RecordedNodes, BuiltDefinitions: p.BuiltDefinitions,
-		UploadedDefinitionBytes: p.UploadedDefinitionBytes, SimulationNs: p.SimulationNs,
+		UploadedDefinitionBytes: p.UploadedDefinitionBytes, SimulationNs: p.SimulationNs, RecordWaitNs: p.RecordWaitNs, DeviceDefinitionBytes: p.DeviceDefinitionBytes,
 		RunImageBytes: p.RunImageBytes, RunImageSentBytes: p.RunImageSentBytes,
 		LoadedDefinitions: p.LoadedDefinitions, LoadedBytes: p.LoadedBytes, StoreRejected: p.StoreRejected,
 		FetchedDefinitions: p.FetchedDefinitions, FetchedBytes: p.FetchedBytes, FetchRejected: p.FetchRejected,
@@ -581,7 +627,7 @@ func (p *Pass) UnmarshalJSON(b []byte) error {
 	*p = Pass{
 		Rank: j.Rank, Round: j.Round, Cold: j.Cold,
 		RecordedNodes: j.RecordedNodes, BuiltDefinitions: j.BuiltDefinitions,
-		UploadedDefinitionBytes: j.UploadedDefinitionBytes, SimulationNs: j.SimulationNs,
+		UploadedDefinitionBytes: j.UploadedDefinitionBytes, SimulationNs: j.SimulationNs, RecordWaitNs: j.RecordWaitNs, DeviceDefinitionBytes: j.DeviceDefinitionBytes,
 		RunImageBytes: j.RunImageBytes, RunImageSentBytes: j.RunImageSentBytes,
 		LoadedDefinitions: j.LoadedDefinitions, LoadedBytes: j.LoadedBytes, StoreRejected: j.StoreRejected,
 		FetchedDefinitions: j.FetchedDefinitions, FetchedBytes: j.FetchedBytes, FetchRejected: j.FetchRejected,

@@ -56,7 +56,7 @@ func TestReportJSONContract(t *testing.T) {
 	counts := doc["counts"].(map[string]any)
 	assert.Equal(t, []string{"per_pass", "per_run"}, keys(counts))
 	assert.Equal(t, []string{"device_tasks", "graph_submissions", "host_submissions", "ordinary_tasks"}, keys(counts["per_pass"]))
-	assert.Equal(t, []string{"boundary_mismatches", "definitions", "demoted", "fetch_rejected", "fetched_bytes", "fetched_definitions", "loaded_bytes", "loaded_definitions", "recorded_definitions", "recorded_nodes", "store_rejected"}, keys(counts["per_run"]))
+	assert.Equal(t, []string{"boundary_mismatches", "definitions", "demoted", "device_definition_bytes_max", "evicted_definitions", "fetch_rejected", "fetched_bytes", "fetched_definitions", "graph_calls", "hit_rate", "kept_bytes_max", "keys_met", "loaded_bytes", "loaded_definitions", "ordinary_while_recording", "record_wait_ns", "record_wait_passes", "recorded_definitions", "recorded_nodes", "rerecorded", "shell_calls", "store_rejected"}, keys(counts["per_run"]))
 	sim := doc["sim"].(map[string]any)
 	assert.Equal(t, []string{"aic_cores", "core_busy", "critical_path_ns", "fanin_edges", "kernels", "scheduler_ns", "shipped_edges", "skipped", "tasks", "wall_ns"}, keys(sim))
 	busy := sim["core_busy"].([]any)

@@ -55,6 +55,12 @@ type runFlags struct {
 	tamper func(*stages.RunImage)
 	// images is run's --images DIR: where to write what the device got.
 	images string
+	// keepBytes and keepDefs are the residency budget (--keep-bytes,
+	// --keep-definitions).
+	keepBytes int64
+	keepDefs  int
+	// newKeys is --new-keys: wait or ordinary.
+	newKeys string
 }
 
 func (f *runFlags) register(c *cobra.Command, withForm bool) {
@@ -80,6 +86,9 @@ func (f *runFlags) register(c *cobra.Command, withForm bool) {
 	fl.BoolVar(&f.reduce, "reduce-edges", true, "ship the transitive reduction of the task graph's fanin, in the run image and each Definition (--reduce-edges=false ships every edge the TensorMap resolved)")
 	fl.BoolVar(&f.race, "race", true, "check every device run for races (--race=false skips the detector; the golden check then compares digests only)")
 	fl.BoolVar(&f.preload, "preload", true, "before the first pass, load from the store on disk every Definition an earlier run of this model's form kept (--preload=false: each is loaded when a Graph call first asks for it)")
+	fl.Int64Var(&f.keepBytes, "keep-bytes", 0, "residency budget: the bytes of Definitions (their device images) a rank keeps; past it the least recently used are evicted, with one warning, and record again when met (0: no bound)")
+	fl.IntVar(&f.keepDefs, "keep-definitions", 0, "residency budget: how many Definitions a rank keeps, evicting the least recently used past it (0: no bound)")
+	fl.StringVar(&f.newKeys, "new-keys", "wait", "a Graph call whose key has no Definition yet: wait (a shell; its pass waits for the recording, record_wait) or ordinary (it runs on the ordinary path while a recorder records the key, and a later pass replays it)")
 	f.store.register(fl)
 }
 
@@ -110,6 +119,8 @@ func (f *runFlags) check() error {
 		return usageError{fmt.Errorf("--ranks %d: want 1 to %d", f.ranks, maxRanks)}
 	case f.defects != "error" && f.defects != "warn":
 		return usageError{fmt.Errorf("--defects %q: want error or warn", f.defects)}
+	case f.newKeys != "wait" && f.newKeys != "ordinary":
+		return usageError{fmt.Errorf("--new-keys %q: want wait or ordinary", f.newKeys)}
 	case f.devicePasses < -1:
 		return usageError{fmt.Errorf("--trace-device-passes %d: want -1 (every pass), 0 (none) or more", f.devicePasses)}
 	}
@@ -148,24 +159,30 @@ var configFlags = map[string]string{
 	"Recorders": "--recorders",
 	"InFlight":  "--in-flight",
 	"StoreMax":  "--store-max",
+	// the residency budget
+	"KeepBytes":       "--keep-bytes",
+	"KeepDefinitions": "--keep-definitions",
 }
 
 func (f *runFlags) config(tr *trace.Tracer, skipDevice bool) actors.Config {
 	return actors.Config{
-		Recorders:         f.recorders,
-		NoRetain:          f.noRetain,
-		SkipDevice:        skipDevice,
-		FullEdges:         !f.reduce,
-		DefectsAsWarnings: f.defects == "warn",
-		StrictRecording:   f.strict,
-		InFlight:          f.inFlight,
-		Timeline:          f.traceOut != "" || f.html != "",
-		Tracer:            tr,
-		StoreDir:          f.store.dir,
-		StoreMax:          f.store.max,
-		Golden:            !skipDevice,
-		Device:            npu.Config{NoRace: !f.race, Flows: f.traceFlows && f.traceOut != ""},
-		TamperImage:       f.tamper,
+		Recorders:              f.recorders,
+		NoRetain:               f.noRetain,
+		SkipDevice:             skipDevice,
+		FullEdges:              !f.reduce,
+		DefectsAsWarnings:      f.defects == "warn",
+		StrictRecording:        f.strict,
+		InFlight:               f.inFlight,
+		Timeline:               f.traceOut != "" || f.html != "",
+		Tracer:                 tr,
+		StoreDir:               f.store.dir,
+		StoreMax:               f.store.max,
+		KeepBytes:              f.keepBytes,
+		KeepDefinitions:        f.keepDefs,
+		OrdinaryWhileRecording: f.newKeys == "ordinary",
+		Golden:                 !skipDevice,
+		Device:                 npu.Config{NoRace: !f.race, Flows: f.traceFlows && f.traceOut != ""},
+		TamperImage:            f.tamper,
 	}
 }
 
@@ -436,13 +453,38 @@ func buildReport(info trace.RunInfo, passes []*actors.PassResult) *trace.Report 
 		c.FetchedDefinitions += int64(p.Pass.FetchedDefinitions)
 		c.FetchedBytes += p.Pass.FetchedBytes
 		c.FetchRejected += int64(p.Pass.FetchRejected)
+		servingCounts(&c.Serving, p)
 		for _, w := range p.Warnings {
 			if !slices.Contains(rep.Warnings, w) {
 				rep.Warnings = append(rep.Warnings, w)
 			}
 		}
 	}
+	if v := &c.Serving; v.GraphCalls > 0 {
+		v.HitRate = float64(v.GraphCalls-v.ShellCalls-v.OrdinaryWhileRecording-c.BoundaryMismatches) / float64(v.GraphCalls)
+	}
 	return rep
+}
+
+// servingCounts adds a pass's keys to the run's: calls, waits, evictions,
+// and rank 0's Definitions alive round by round.
+func servingCounts(v *trace.Serving, p *actors.PassResult) {
+	pc := &p.Counts
+	v.GraphCalls += int64(pc.GraphCalls)
+	v.ShellCalls += int64(pc.Shells)
+	v.EvictedDefinitions += int64(pc.Evicted)
+	v.KeysMet += int64(pc.KeysMet)
+	v.Rerecorded += int64(pc.Rerecorded)
+	if p.Pass.RecordWaitNs > 0 {
+		v.RecordWaitPasses++
+		v.RecordWaitNs += p.Pass.RecordWaitNs
+	}
+	v.OrdinaryWhileRecording += int64(pc.OrdinaryWhileRecording)
+	v.KeptBytesMax = max(v.KeptBytesMax, pc.KeptBytes)
+	v.DeviceBytesMax = max(v.DeviceBytesMax, p.Pass.DeviceDefinitionBytes)
+	if p.Pass.Rank == 0 {
+		v.DefinitionsAlive = append(v.DefinitionsAlive, pc.Kept)
+	}
 }
 
 // golden reports the library's golden check of the passes (the first

@@ -1,6 +1,8 @@
 // Command benchmd writes BENCHMARKS.md from a run's output: the go test
 // -bench output of make bench (bench.txt) and the scaling table benchplot
-// wrote from make bench-scale (bench-scale.md). Every figure on the page is
+// wrote from make bench-scale (bench-scale.md), and the serving runs'
+// table servingbench wrote from make bench-serving (bench-serving.md).
+// Every figure on the page is
 // a median of that run, so the page says what the code does now; the
 // history of earlier runs is docs/benchmarks-history.md.
 //
@@ -27,16 +29,17 @@ const maxLines = 200
 func main() {
 	bench := flag.String("bench", "docs/bench/bench.txt", "go test -bench output (make bench)")
 	scale := flag.String("scale", "docs/bench/bench-scale.md", "benchplot's scaling table (make bench-scale); empty: none")
+	serving := flag.String("serving", "docs/bench/bench-serving.md", "servingbench's table (make bench-serving), put on the page as it is; empty: none")
 	goVersion := flag.String("go", "", "the Go version the run used (go env GOVERSION)")
 	out := flag.String("o", "BENCHMARKS.md", "the page to write")
 	flag.Parse()
-	if err := run(*bench, *scale, *goVersion, *out); err != nil {
+	if err := run(*bench, *scale, *serving, *goVersion, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "benchmd:", err)
 		os.Exit(1)
 	}
 }
 
-func run(benchPath, scalePath, goVersion, outPath string) error {
+func run(benchPath, scalePath, servingPath, goVersion, outPath string) error {
 	f, err := os.Open(benchPath)
 	if err != nil {
 		return err
@@ -60,7 +63,15 @@ func run(benchPath, scalePath, goVersion, outPath string) error {
 		}
 		scale = parseScale(string(b))
 	}
-	page := render(r, scale, benchPath, scalePath)
+	var serving string
+	if servingPath != "" {
+		b, err := os.ReadFile(servingPath)
+		if err != nil {
+			return err
+		}
+		serving = string(b)
+	}
+	page := render(r, scale, benchPath, scalePath) + servingSection(serving, servingPath)
 	if n := strings.Count(page, "\n"); n > maxLines {
 		return fmt.Errorf("the page would be %d lines, more than %d: fewer benchmarks, or fold sub-benchmarks", n, maxLines)
 	}

@@ -53,3 +53,18 @@ func TestParseRefusesNoBenchmarks(t *testing.T) {
 		t.Fatal("output with no benchmark lines was taken")
 	}
 }
+
+// TestServingSection: the serving runs' table goes on the page as it is,
+// under its heading; none, no section.
+func TestServingSection(t *testing.T) {
+	md := "| model | form |\n|---|---|\n| qwen3_14b_decode_serving | graph |\n"
+	got := servingSection(md, "docs/bench/bench-serving.md")
+	for _, want := range []string{"## Serving runs", "[docs/bench/bench-serving.md](docs/bench/bench-serving.md)", md} {
+		if !strings.Contains(got, want) {
+			t.Errorf("section lacks %q:\n%s", want, got)
+		}
+	}
+	if servingSection(" \n", "x.md") != "" {
+		t.Error("an empty table made a section")
+	}
+}

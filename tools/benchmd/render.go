@@ -124,3 +124,11 @@ func (r *result) packages() []string {
 	}
 	return out
 }
+
+// servingSection is the serving runs' table (servingbench's), as it is.
+func servingSection(md, path string) string {
+	if strings.TrimSpace(md) == "" {
+		return ""
+	}
+	return fmt.Sprintf("\n## Serving runs\n\nFrom [%s](%s) (`make bench-serving`): models whose steps change round to\nround, their keys met as the rounds go.\n\n%s", filepath.ToSlash(path), filepath.ToSlash(path), md)
+}
