@@ -236,7 +236,7 @@ func nodeCmd(ctx context.Context, stderr io.Writer, f *nodeFlags) error {
 		Tracer: p.Tracer(), Flush: flusher(p),
 		Transport: remote.Transport{TLS: f.tls.files, MaxModel: int(maxModel), MaxConns: f.maxConns, MaxConnsPerPeer: f.maxConnsPerPeer,
 			IdleTimeout: f.idleTimeout, OnConnRefused: connRefused(stderr), OnGuard: guarded(stderr)}, Insecure: f.insecure, Rerecord: f.rerecord,
-		Unsigned: f.tls.local != "",
+		Unsigned:       f.tls.local != "",
 		RefuseUnsigned: f.refuseUnsigned, Revoked: revoked,
 		OnRevoked: func(s []string) {
 			if len(s) > 0 {
