@@ -260,6 +260,7 @@ func (rt *Runtime) placeOnce(i, try int) error {
 			DefectsAsWarnings: o.DefectsAsWarnings, StrictRecording: o.StrictRecording,
 			InFlight: int32(o.InFlight), Race: !o.Device.NoRace, Golden: o.Golden,
 			PassTimeoutNs: int64(o.PassTimeout), FullEdges: o.FullEdges,
+			KeepBytes: o.KeepBytes, KeepDefinitions: int32(o.KeepDefinitions), OrdinaryWhileRecording: o.OrdinaryWhileRecording,
 		},
 	}
 	res, err := rt.awaitPlaced(ns, rt.sys.Root.RequestFuture(pid, place, placeTimeout))

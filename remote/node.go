@@ -295,19 +295,22 @@ func (n *Node) settle(id string) {
 func nodeConfig(n *Node, p *wire.Place) actors.Config {
 	o := p.GetOptions()
 	cfg := actors.Config{
-		Recorders:         int(o.GetRecorders()),
-		NoRetain:          o.GetNoRetain(),
-		SkipDevice:        o.GetSkipDevice(),
-		FullEdges:         o.GetFullEdges(),
-		DefectsAsWarnings: o.GetDefectsAsWarnings(),
-		StrictRecording:   o.GetStrictRecording(),
-		InFlight:          int(o.GetInFlight()),
-		Golden:            o.GetGolden(),
-		PassTimeout:       time.Duration(o.GetPassTimeoutNs()),
-		Device:            npu.Config{NoRace: !o.GetRace()},
-		Tracer:            n.cfg.Tracer,
-		StoreDir:          n.cfg.StoreDir,
-		StoreMax:          n.cfg.StoreMax,
+		Recorders:              int(o.GetRecorders()),
+		NoRetain:               o.GetNoRetain(),
+		SkipDevice:             o.GetSkipDevice(),
+		FullEdges:              o.GetFullEdges(),
+		KeepBytes:              o.GetKeepBytes(),
+		KeepDefinitions:        int(o.GetKeepDefinitions()),
+		OrdinaryWhileRecording: o.GetOrdinaryWhileRecording(),
+		DefectsAsWarnings:      o.GetDefectsAsWarnings(),
+		StrictRecording:        o.GetStrictRecording(),
+		InFlight:               int(o.GetInFlight()),
+		Golden:                 o.GetGolden(),
+		PassTimeout:            time.Duration(o.GetPassTimeoutNs()),
+		Device:                 npu.Config{NoRace: !o.GetRace()},
+		Tracer:                 n.cfg.Tracer,
+		StoreDir:               n.cfg.StoreDir,
+		StoreMax:               n.cfg.StoreMax,
 	}
 	// A Definition is recorded once per cluster: the store asks the other
 	// nodes before recording (package peer). The node's peer outlives the

@@ -125,6 +125,8 @@ func (p *Place) Validate() error {
 		return bad("place: run %s: %d passes in flight, want 1 to %d", p.GetRun(), o.GetInFlight(), maxInFlight)
 	case o.GetPassTimeoutNs() < 0:
 		return bad("place: run %s: pass timeout %d ns", p.GetRun(), o.GetPassTimeoutNs())
+	case o.GetKeepBytes() < 0 || o.GetKeepDefinitions() < 0:
+		return bad("place: run %s: residency budget %d bytes, %d Definitions (want 0 or more)", p.GetRun(), o.GetKeepBytes(), o.GetKeepDefinitions())
 	}
 	return nil
 }
@@ -285,6 +287,7 @@ func fromPass(p *trace.Pass) *Pass {
 		StoreRejected: int64(p.StoreRejected), SimulationNs: p.SimulationNs, DeviceIdleNs: p.DeviceIdleNs,
 		FetchedDefinitions: int64(p.FetchedDefinitions), FetchedBytes: p.FetchedBytes, FetchRejected: int64(p.FetchRejected),
 		RunImageBytes: p.RunImageBytes, RunImageSentBytes: p.RunImageSentBytes,
+		RecordWaitNs: p.RecordWaitNs, DeviceDefinitionBytes: p.DeviceDefinitionBytes,
 	}
 	for i, o := range p.Ops {
 		m.Ops[i] = &OpTotal{Count: o.Count, TotalNs: o.TotalNs}
@@ -317,7 +320,8 @@ func toPass(m *Pass, rank, round int) (trace.Pass, error) {
 		p.Ops[i] = trace.OpTotal{Count: o.GetCount(), TotalNs: o.GetTotalNs()}
 	}
 	for _, v := range []int64{m.GetRecordedNodes(), m.GetBuiltDefinitions(), m.GetUploadedDefinitionBytes(), m.GetLoadedDefinitions(), m.GetLoadedBytes(), m.GetStoreRejected(),
-		m.GetFetchedDefinitions(), m.GetFetchedBytes(), m.GetFetchRejected(), m.GetRunImageBytes(), m.GetRunImageSentBytes()} {
+		m.GetFetchedDefinitions(), m.GetFetchedBytes(), m.GetFetchRejected(), m.GetRunImageBytes(), m.GetRunImageSentBytes(),
+		m.GetRecordWaitNs(), m.GetDeviceDefinitionBytes()} {
 		if v < 0 {
 			return p, bad("negative count %d", v)
 		}
@@ -330,6 +334,7 @@ func toPass(m *Pass, rank, round int) (trace.Pass, error) {
 	p.FetchRejected = int(m.GetFetchRejected())
 	p.SimulationNs, p.DeviceIdleNs = m.GetSimulationNs(), m.GetDeviceIdleNs()
 	p.RunImageBytes, p.RunImageSentBytes = m.GetRunImageBytes(), m.GetRunImageSentBytes()
+	p.RecordWaitNs, p.DeviceDefinitionBytes = m.GetRecordWaitNs(), m.GetDeviceDefinitionBytes()
 	return p, nil
 }
 
@@ -340,6 +345,9 @@ func fromCounts(c *actors.Counts) *Counts {
 		Definitions: int64(c.Definitions), Demoted: int64(c.Demoted),
 		BoundaryMismatches: int64(c.BoundaryMismatches), FallbackCalls: int64(c.FallbackCalls),
 		Verified: int64(c.Verified), ExpectedDeviceTasks: int64(c.ExpectedDeviceTasks),
+		Shells: int64(c.Shells), Evicted: int64(c.Evicted), Kept: int64(c.Kept), KeptBytes: c.KeptBytes,
+		OrdinaryWhileRecording: int64(c.OrdinaryWhileRecording), KeysMet: int64(c.KeysMet), Rerecorded: int64(c.Rerecorded),
+		Barriers: int64(c.Barriers),
 	}
 }
 
@@ -348,7 +356,11 @@ func toCounts(m *Counts) (actors.Counts, error) {
 		return actors.Counts{}, nil
 	}
 	vs := []int64{m.GetGraphCalls(), m.GetHostSubmissions(), m.GetOrdinaryTasks(), m.GetGraphSubmissions(), m.GetDefinitions(),
-		m.GetDemoted(), m.GetBoundaryMismatches(), m.GetFallbackCalls(), m.GetVerified(), m.GetExpectedDeviceTasks()}
+		m.GetDemoted(), m.GetBoundaryMismatches(), m.GetFallbackCalls(), m.GetVerified(), m.GetExpectedDeviceTasks(),
+		m.GetShells(), m.GetEvicted(), m.GetKept(), m.GetOrdinaryWhileRecording(), m.GetKeysMet(), m.GetRerecorded(), m.GetBarriers()}
+	if m.GetKeptBytes() < 0 {
+		return actors.Counts{}, bad("kept bytes %d negative", m.GetKeptBytes())
+	}
 	for _, v := range vs {
 		if v < 0 || v > 1<<40 {
 			return actors.Counts{}, bad("count %d out of range", v)
@@ -358,6 +370,8 @@ func toCounts(m *Counts) (actors.Counts, error) {
 		GraphCalls: int(vs[0]), HostSubmissions: int(vs[1]), OrdinaryTasks: int(vs[2]), GraphSubmissions: int(vs[3]),
 		Definitions: int(vs[4]), Demoted: int(vs[5]), BoundaryMismatches: int(vs[6]), FallbackCalls: int(vs[7]),
 		Verified: int(vs[8]), ExpectedDeviceTasks: int(vs[9]),
+		Shells: int(vs[10]), Evicted: int(vs[11]), Kept: int(vs[12]), KeptBytes: m.GetKeptBytes(),
+		OrdinaryWhileRecording: int(vs[13]), KeysMet: int(vs[14]), Rerecorded: int(vs[15]), Barriers: int(vs[16]),
 	}, nil
 }
 

@@ -45,12 +45,14 @@ func fullResult() *actors.PassResult {
 	p.SimulationNs, p.DeviceIdleNs = 55, 66
 	p.FetchedDefinitions, p.FetchedBytes, p.FetchRejected = 8, 4096, 1
 	p.RunImageBytes, p.RunImageSentBytes = 50060, 128
+	p.RecordWaitNs, p.DeviceDefinitionBytes = 3600, 197000
 	races := []npu.Race{race(1, 2), race(3, 4)}
 	diff := &golden.Diff{Root: 9, Name: "out", Lo: 1, Hi: 2, Writer: taskInfo(8, -1, ""), Theirs: taskInfo(9, 1, "moe"), Against: "reference"}
 	return &actors.PassResult{
 		Pass: p,
 		Counts: actors.Counts{GraphCalls: 86, HostSubmissions: 129, OrdinaryTasks: 43, GraphSubmissions: 86, Definitions: 8,
-			Demoted: 1, BoundaryMismatches: 2, FallbackCalls: 3, Verified: 4, ExpectedDeviceTasks: 15972},
+			Demoted: 1, BoundaryMismatches: 2, FallbackCalls: 3, Verified: 4, ExpectedDeviceTasks: 15972,
+			Shells: 5, Evicted: 6, Kept: 7, KeptBytes: 8, OrdinaryWhileRecording: 9, KeysMet: 10, Rerecorded: 11, Barriers: 12},
 		Device: &npu.Result{Tasks: 15972, Kernels: 7845, Skipped: 4128, Dummies: 5, Allocs: 6, GraphTasks: 86, Subtasks: 99,
 			SimNs: 67720000, Digest: 0x4133337b3b99a97b, CoreBusyNs: []int64{1, 2, 3, 4, 5, 6}, CriticalPathNs: 45069000,
 			Races: races, RaceCount: 2, DeclaredRaces: 1892, FaninEdges: 43412, ShippedEdges: 24112, AICPUBusyNs: []int64{7, 8, 9, 10}},

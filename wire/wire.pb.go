@@ -292,9 +292,14 @@ type Options struct {
 	PassTimeoutNs int64 `protobuf:"varint,9,opt,name=pass_timeout_ns,json=passTimeoutNs,proto3" json:"pass_timeout_ns,omitempty"`
 	// full_edges: ship every fanin edge, not their transitive reduction
 	// (--reduce-edges=false).
-	FullEdges     bool `protobuf:"varint,10,opt,name=full_edges,json=fullEdges,proto3" json:"full_edges,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	FullEdges bool `protobuf:"varint,10,opt,name=full_edges,json=fullEdges,proto3" json:"full_edges,omitempty"`
+	// The residency budget (--keep-bytes, --keep-definitions; 0: none) and
+	// --new-keys ordinary.
+	KeepBytes              int64 `protobuf:"varint,11,opt,name=keep_bytes,json=keepBytes,proto3" json:"keep_bytes,omitempty"`
+	KeepDefinitions        int32 `protobuf:"varint,12,opt,name=keep_definitions,json=keepDefinitions,proto3" json:"keep_definitions,omitempty"`
+	OrdinaryWhileRecording bool  `protobuf:"varint,13,opt,name=ordinary_while_recording,json=ordinaryWhileRecording,proto3" json:"ordinary_while_recording,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *Options) Reset() {
@@ -393,6 +398,27 @@ func (x *Options) GetPassTimeoutNs() int64 {
 func (x *Options) GetFullEdges() bool {
 	if x != nil {
 		return x.FullEdges
+	}
+	return false
+}
+
+func (x *Options) GetKeepBytes() int64 {
+	if x != nil {
+		return x.KeepBytes
+	}
+	return 0
+}
+
+func (x *Options) GetKeepDefinitions() int32 {
+	if x != nil {
+		return x.KeepDefinitions
+	}
+	return 0
+}
+
+func (x *Options) GetOrdinaryWhileRecording() bool {
+	if x != nil {
+		return x.OrdinaryWhileRecording
 	}
 	return false
 }
@@ -1033,6 +1059,8 @@ type Pass struct {
 	FetchRejected           int64      `protobuf:"varint,15,opt,name=fetch_rejected,json=fetchRejected,proto3" json:"fetch_rejected,omitempty"`
 	RunImageBytes           int64      `protobuf:"varint,16,opt,name=run_image_bytes,json=runImageBytes,proto3" json:"run_image_bytes,omitempty"`
 	RunImageSentBytes       int64      `protobuf:"varint,17,opt,name=run_image_sent_bytes,json=runImageSentBytes,proto3" json:"run_image_sent_bytes,omitempty"`
+	RecordWaitNs            int64      `protobuf:"varint,18,opt,name=record_wait_ns,json=recordWaitNs,proto3" json:"record_wait_ns,omitempty"`
+	DeviceDefinitionBytes   int64      `protobuf:"varint,19,opt,name=device_definition_bytes,json=deviceDefinitionBytes,proto3" json:"device_definition_bytes,omitempty"`
 	unknownFields           protoimpl.UnknownFields
 	sizeCache               protoimpl.SizeCache
 }
@@ -1186,6 +1214,20 @@ func (x *Pass) GetRunImageSentBytes() int64 {
 	return 0
 }
 
+func (x *Pass) GetRecordWaitNs() int64 {
+	if x != nil {
+		return x.RecordWaitNs
+	}
+	return 0
+}
+
+func (x *Pass) GetDeviceDefinitionBytes() int64 {
+	if x != nil {
+		return x.DeviceDefinitionBytes
+	}
+	return 0
+}
+
 type OpTotal struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Count         int64                  `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
@@ -1251,8 +1293,17 @@ type Counts struct {
 	FallbackCalls       int64                  `protobuf:"varint,8,opt,name=fallback_calls,json=fallbackCalls,proto3" json:"fallback_calls,omitempty"`
 	Verified            int64                  `protobuf:"varint,9,opt,name=verified,proto3" json:"verified,omitempty"`
 	ExpectedDeviceTasks int64                  `protobuf:"varint,10,opt,name=expected_device_tasks,json=expectedDeviceTasks,proto3" json:"expected_device_tasks,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The residency budget's and the recordings' counts (stages.PassCounts).
+	Shells                 int64 `protobuf:"varint,11,opt,name=shells,proto3" json:"shells,omitempty"`
+	Evicted                int64 `protobuf:"varint,12,opt,name=evicted,proto3" json:"evicted,omitempty"`
+	Kept                   int64 `protobuf:"varint,13,opt,name=kept,proto3" json:"kept,omitempty"`
+	KeptBytes              int64 `protobuf:"varint,14,opt,name=kept_bytes,json=keptBytes,proto3" json:"kept_bytes,omitempty"`
+	OrdinaryWhileRecording int64 `protobuf:"varint,15,opt,name=ordinary_while_recording,json=ordinaryWhileRecording,proto3" json:"ordinary_while_recording,omitempty"`
+	KeysMet                int64 `protobuf:"varint,16,opt,name=keys_met,json=keysMet,proto3" json:"keys_met,omitempty"`
+	Rerecorded             int64 `protobuf:"varint,17,opt,name=rerecorded,proto3" json:"rerecorded,omitempty"`
+	Barriers               int64 `protobuf:"varint,18,opt,name=barriers,proto3" json:"barriers,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *Counts) Reset() {
@@ -1351,6 +1402,62 @@ func (x *Counts) GetVerified() int64 {
 func (x *Counts) GetExpectedDeviceTasks() int64 {
 	if x != nil {
 		return x.ExpectedDeviceTasks
+	}
+	return 0
+}
+
+func (x *Counts) GetShells() int64 {
+	if x != nil {
+		return x.Shells
+	}
+	return 0
+}
+
+func (x *Counts) GetEvicted() int64 {
+	if x != nil {
+		return x.Evicted
+	}
+	return 0
+}
+
+func (x *Counts) GetKept() int64 {
+	if x != nil {
+		return x.Kept
+	}
+	return 0
+}
+
+func (x *Counts) GetKeptBytes() int64 {
+	if x != nil {
+		return x.KeptBytes
+	}
+	return 0
+}
+
+func (x *Counts) GetOrdinaryWhileRecording() int64 {
+	if x != nil {
+		return x.OrdinaryWhileRecording
+	}
+	return 0
+}
+
+func (x *Counts) GetKeysMet() int64 {
+	if x != nil {
+		return x.KeysMet
+	}
+	return 0
+}
+
+func (x *Counts) GetRerecorded() int64 {
+	if x != nil {
+		return x.Rerecorded
+	}
+	return 0
+}
+
+func (x *Counts) GetBarriers() int64 {
+	if x != nil {
+		return x.Barriers
 	}
 	return 0
 }
@@ -2079,7 +2186,7 @@ const file_wire_proto_rawDesc = "" +
 	"\n" +
 	"TraceEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd0\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd4\x03\n" +
 	"\aOptions\x12\x1c\n" +
 	"\trecorders\x18\x01 \x01(\x05R\trecorders\x12\x1b\n" +
 	"\tno_retain\x18\x02 \x01(\bR\bnoRetain\x12\x1f\n" +
@@ -2093,7 +2200,11 @@ const file_wire_proto_rawDesc = "" +
 	"\x0fpass_timeout_ns\x18\t \x01(\x03R\rpassTimeoutNs\x12\x1d\n" +
 	"\n" +
 	"full_edges\x18\n" +
-	" \x01(\bR\tfullEdges\"q\n" +
+	" \x01(\bR\tfullEdges\x12\x1d\n" +
+	"\n" +
+	"keep_bytes\x18\v \x01(\x03R\tkeepBytes\x12)\n" +
+	"\x10keep_definitions\x18\f \x01(\x05R\x0fkeepDefinitions\x128\n" +
+	"\x18ordinary_while_recording\x18\r \x01(\bR\x16ordinaryWhileRecording\"q\n" +
 	"\x06Placed\x12\x10\n" +
 	"\x03run\x18\x01 \x01(\tR\x03run\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x14\n" +
@@ -2161,7 +2272,7 @@ const file_wire_proto_rawDesc = "" +
 	" \x03(\tR\bwarnings\x12+\n" +
 	"\afailure\x18\v \x01(\v2\x11.hbg.wire.FailureR\afailure\x12&\n" +
 	"\x0fdevice_start_ns\x18\f \x01(\x03R\rdeviceStartNs\x12\x14\n" +
-	"\x05token\x18\r \x01(\fR\x05token\"\xa2\x05\n" +
+	"\x05token\x18\r \x01(\fR\x05token\"\x80\x06\n" +
 	"\x04Pass\x12\x12\n" +
 	"\x04cold\x18\x01 \x01(\bR\x04cold\x12\x1b\n" +
 	"\tphases_ns\x18\x02 \x03(\x03R\bphasesNs\x12\x1a\n" +
@@ -2180,10 +2291,12 @@ const file_wire_proto_rawDesc = "" +
 	"\rfetched_bytes\x18\x0e \x01(\x03R\ffetchedBytes\x12%\n" +
 	"\x0efetch_rejected\x18\x0f \x01(\x03R\rfetchRejected\x12&\n" +
 	"\x0frun_image_bytes\x18\x10 \x01(\x03R\rrunImageBytes\x12/\n" +
-	"\x14run_image_sent_bytes\x18\x11 \x01(\x03R\x11runImageSentBytes\":\n" +
+	"\x14run_image_sent_bytes\x18\x11 \x01(\x03R\x11runImageSentBytes\x12$\n" +
+	"\x0erecord_wait_ns\x18\x12 \x01(\x03R\frecordWaitNs\x126\n" +
+	"\x17device_definition_bytes\x18\x13 \x01(\x03R\x15deviceDefinitionBytes\":\n" +
 	"\aOpTotal\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\x03R\x05count\x12\x19\n" +
-	"\btotal_ns\x18\x02 \x01(\x03R\atotalNs\"\x8c\x03\n" +
+	"\btotal_ns\x18\x02 \x01(\x03R\atotalNs\"\x82\x05\n" +
 	"\x06Counts\x12\x1f\n" +
 	"\vgraph_calls\x18\x01 \x01(\x03R\n" +
 	"graphCalls\x12)\n" +
@@ -2196,7 +2309,18 @@ const file_wire_proto_rawDesc = "" +
 	"\x0efallback_calls\x18\b \x01(\x03R\rfallbackCalls\x12\x1a\n" +
 	"\bverified\x18\t \x01(\x03R\bverified\x122\n" +
 	"\x15expected_device_tasks\x18\n" +
-	" \x01(\x03R\x13expectedDeviceTasks\"\xec\x03\n" +
+	" \x01(\x03R\x13expectedDeviceTasks\x12\x16\n" +
+	"\x06shells\x18\v \x01(\x03R\x06shells\x12\x18\n" +
+	"\aevicted\x18\f \x01(\x03R\aevicted\x12\x12\n" +
+	"\x04kept\x18\r \x01(\x03R\x04kept\x12\x1d\n" +
+	"\n" +
+	"kept_bytes\x18\x0e \x01(\x03R\tkeptBytes\x128\n" +
+	"\x18ordinary_while_recording\x18\x0f \x01(\x03R\x16ordinaryWhileRecording\x12\x19\n" +
+	"\bkeys_met\x18\x10 \x01(\x03R\akeysMet\x12\x1e\n" +
+	"\n" +
+	"rerecorded\x18\x11 \x01(\x03R\n" +
+	"rerecorded\x12\x1a\n" +
+	"\bbarriers\x18\x12 \x01(\x03R\bbarriers\"\xec\x03\n" +
 	"\x06Device\x12\x14\n" +
 	"\x05tasks\x18\x01 \x01(\x03R\x05tasks\x12\x18\n" +
 	"\akernels\x18\x02 \x01(\x03R\akernels\x12\x18\n" +
