@@ -34,7 +34,7 @@ type ownerFound struct {
 // rebuildTimeout bounds an owner's rebuild: a member that does not answer
 // within it is taken to hold nothing.
 func (c *Config) rebuildTimeout() time.Duration {
-	return min(c.ClaimTimeout, c.AskTimeout/4, 2*time.Second)
+	return min(c.ClaimTimeout, c.AskTimeout/4, c.RebuildTimeout)
 }
 
 // clusterAsk is this node's store missing a key, in a cluster: its owner

@@ -35,7 +35,10 @@ func clusterOf(t *testing.T, n int) ([]*child, []member) {
 	}
 	ms := members(cs...)
 	for _, c := range cs {
-		c.do(command{Op: "node", Spec: nodeSpec{Members: ms}})
+		// A loaded -race box takes seconds to answer a rebuild: bounds a
+		// real cluster would not want, so that a timeout here is a lost
+		// message, not a slow one.
+		c.do(command{Op: "node", Spec: nodeSpec{Members: ms, AskTimeout: time.Minute, ClaimTimeout: time.Minute, RebuildTimeout: 20 * time.Second}})
 	}
 	return cs, ms
 }

@@ -153,10 +153,11 @@ type node struct {
 type nodeSpec struct {
 	Nodes []string `json:"nodes"`
 	// Owner, when set, owns every key.
-	Owner        string        `json:"owner,omitempty"`
-	AskTimeout   time.Duration `json:"ask_timeout,omitempty"`
-	ClaimTimeout time.Duration `json:"claim_timeout,omitempty"`
-	StoreDir     string        `json:"store_dir,omitempty"`
+	Owner          string        `json:"owner,omitempty"`
+	AskTimeout     time.Duration `json:"ask_timeout,omitempty"`
+	ClaimTimeout   time.Duration `json:"claim_timeout,omitempty"`
+	RebuildTimeout time.Duration `json:"rebuild_timeout,omitempty"`
+	StoreDir       string        `json:"store_dir,omitempty"`
 	// TrustCA (DER), when set, makes the node verify signatures against
 	// that CA, refusing those of the Denied serials (a child's verifier).
 	TrustCA []byte   `json:"trust_ca,omitempty"`
@@ -178,7 +179,7 @@ type nodeSpec struct {
 
 func startNode(sys *actor.ActorSystem, spec nodeSpec) (*node, error) {
 	nd := &node{sys: sys, addr: sys.Address()}
-	pc := Config{AskTimeout: spec.AskTimeout, ClaimTimeout: spec.ClaimTimeout, OnRefused: spec.onRefused, Verifier: spec.verifier, RefuseUnsigned: spec.refuseUnsigned}
+	pc := Config{AskTimeout: spec.AskTimeout, ClaimTimeout: spec.ClaimTimeout, RebuildTimeout: spec.RebuildTimeout, OnRefused: spec.onRefused, Verifier: spec.verifier, RefuseUnsigned: spec.refuseUnsigned}
 	if spec.TrustCA != nil {
 		ca, err := x509.ParseCertificate(spec.TrustCA)
 		if err != nil {

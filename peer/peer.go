@@ -116,10 +116,11 @@ const ActorName = "hbg-peer"
 
 // Defaults of Config.
 const (
-	DefaultAskTimeout   = 10 * time.Second
-	DefaultClaimTimeout = 5 * time.Second
-	DefaultMaxImage     = 2 << 20
-	DefaultMaxHeld      = 256 << 20
+	DefaultAskTimeout     = 10 * time.Second
+	DefaultClaimTimeout   = 5 * time.Second
+	DefaultRebuildTimeout = 2 * time.Second
+	DefaultMaxImage       = 2 << 20
+	DefaultMaxHeld        = 256 << 20
 )
 
 // Config configures a node's peer.
@@ -138,6 +139,11 @@ type Config struct {
 	// ClaimTimeout is how long a node may hold a key's claim before the
 	// owner passes it to the next waiter (default DefaultClaimTimeout).
 	ClaimTimeout time.Duration
+	// RebuildTimeout bounds a cluster owner's rebuild on activation, at
+	// most ClaimTimeout and a quarter of AskTimeout (default
+	// DefaultRebuildTimeout): a member that does not answer within it is
+	// taken to hold nothing, and the key may be recorded once more.
+	RebuildTimeout time.Duration
 	// MaxImage is the largest image sent (default DefaultMaxImage).
 	MaxImage int
 	// MaxHeld bounds the bytes of images the node keeps in memory to serve
@@ -255,6 +261,9 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Node, error) {
 	if cfg.ClaimTimeout == 0 {
 		cfg.ClaimTimeout = DefaultClaimTimeout
 	}
+	if cfg.RebuildTimeout == 0 {
+		cfg.RebuildTimeout = DefaultRebuildTimeout
+	}
 	if cfg.MaxImage == 0 {
 		cfg.MaxImage = DefaultMaxImage
 	}
@@ -264,7 +273,7 @@ func Start(sys *actor.ActorSystem, cfg Config) (*Node, error) {
 	if cfg.MaxOwners <= 0 {
 		cfg.MaxOwners = DefaultMaxOwners
 	}
-	if cfg.AskTimeout < 0 || cfg.ClaimTimeout < 0 || cfg.MaxImage < 0 || cfg.MaxHeld < 0 {
+	if cfg.AskTimeout < 0 || cfg.ClaimTimeout < 0 || cfg.RebuildTimeout < 0 || cfg.MaxImage < 0 || cfg.MaxHeld < 0 {
 		return nil, fmt.Errorf("peer: ask timeout %v, claim timeout %v, image limit %d, held limit %d: want positive values", cfg.AskTimeout, cfg.ClaimTimeout, cfg.MaxImage, cfg.MaxHeld)
 	}
 	if cfg.Tracer == nil {
